@@ -1,0 +1,180 @@
+//! The command line: `kubewasm run | check | rbac | new | test | version`, with help that reads
+//! like kubectl's. Parses flags into plain values and calls the library; no logic of its own.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::manifest::{LimitPolicy, Manifest};
+use crate::plugin::artifact::ArtifactCache;
+use crate::plugin::{LoadedPlugin, Loader};
+use crate::runtime::{Runtime, RuntimeConfig};
+
+const ROOT_TEMPLATE: &str = "\
+{about}
+
+Basic Commands:
+{subcommands}
+
+Usage:
+  {usage}
+
+Use \"kubewasm <command> --help\" for more information about a given command.
+";
+
+const COMMAND_TEMPLATE: &str = "\
+{about}
+
+Examples:
+{after-help}
+
+Options:
+{options}
+
+Usage:
+  {usage}
+";
+
+#[derive(Parser)]
+#[command(
+    name = "kubewasm",
+    version,
+    about = "kubewasm runs Kubernetes controllers written as WebAssembly components.\n\n \
+             One host process owns the watches, caches, workqueues, leader election, metrics and events;\n \
+             each controller's reconcile logic is a sandboxed plugin, written in any language.",
+    help_template = ROOT_TEMPLATE,
+    disable_help_subcommand = true,
+    subcommand_help_heading = "Basic Commands",
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a plugin file and print what it declares
+    #[command(help_template = COMMAND_TEMPLATE, after_help = "  # Check a plugin and print its manifest\n  kubewasm check ./plugins/sample-controller.wasm")]
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+struct CacheArgs {
+    /// Directory for precompiled plugins (default: $XDG_CACHE_HOME/kubewasm/artifacts)
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+
+    /// Compile every time instead of using precompiled plugins
+    #[arg(long)]
+    no_cache: bool,
+}
+
+impl CacheArgs {
+    fn artifacts(&self) -> Option<ArtifactCache> {
+        if self.no_cache {
+            return None;
+        }
+        self.cache_dir.clone().or_else(ArtifactCache::default_dir).map(ArtifactCache::new)
+    }
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// The plugin file (a WebAssembly component); settings are read from NAME.toml beside it
+    #[arg(value_name = "FILE.wasm")]
+    file: PathBuf,
+
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(format!("cannot start the async runtime: {e}")),
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Check(args) => check(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(message) => fail(message),
+    }
+}
+
+fn fail(message: String) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
+}
+
+/// Logs go to stderr; `RUST_LOG` (e.g. `kubewasm=debug`) sets the level, info by default.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn new_loader(cache: &CacheArgs) -> Result<Loader, String> {
+    let runtime = Runtime::new(RuntimeConfig::default()).map_err(|e| e.to_string())?;
+    Ok(Loader::new(Arc::new(runtime), cache.artifacts(), LimitPolicy::default()))
+}
+
+async fn check(args: CheckArgs) -> Result<ExitCode, String> {
+    let loader = new_loader(&args.cache)?;
+    let plugin = loader.load(&args.file).await.map_err(|e| format!("{}: {e}", args.file.display()))?;
+    print!("{}", describe_plugin(&plugin));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `kubewasm check` prints: the plugin's identity, resources, permissions and limits.
+fn describe_plugin(plugin: &LoadedPlugin) -> String {
+    use std::fmt::Write;
+    let m: &Manifest = &plugin.described.manifest;
+    let limits = plugin.described.limits;
+    let list = |items: Vec<String>| if items.is_empty() { "<none>".to_string() } else { items.join(", ") };
+    let mut out = String::new();
+    let _ = writeln!(out, "Name:            {}", m.name);
+    let _ = writeln!(out, "Version:         {}", m.version);
+    let _ = writeln!(out, "File:            {}", plugin.path.display());
+    let _ = writeln!(out, "Digest:          sha256:{}", plugin.digest);
+    let selector = m.primary_selector.as_ref().map(|s| format!(" (selector {s})")).unwrap_or_default();
+    let _ = writeln!(out, "Primary:         {}{selector}", m.primary);
+    let _ = writeln!(out, "Owns:            {}", list(m.owns.iter().map(ToString::to_string).collect()));
+    let watches = m
+        .watches
+        .iter()
+        .map(|w| {
+            let mapping = match &w.mapping {
+                crate::manifest::Mapping::OwnerReferences => "owner references".to_string(),
+                crate::manifest::Mapping::Label(key) => format!("label {key}"),
+                crate::manifest::Mapping::MapRelated => "map-related".to_string(),
+            };
+            let selector = w.selector.as_ref().map(|s| format!(", selector {s}")).unwrap_or_default();
+            format!("{} (by {mapping}{selector})", w.resource)
+        })
+        .collect();
+    let _ = writeln!(out, "Watches:         {}", list(watches));
+    let _ = writeln!(out, "Finalizer:       {}", m.finalizer.as_deref().unwrap_or("<none>"));
+    let resync = m.resync.map(|d| format!("{}s", d.as_secs())).unwrap_or_else(|| "off".into());
+    let _ = writeln!(out, "Resync:          {resync}");
+    let _ = writeln!(out, "Max concurrency: {}", m.max_concurrency);
+    let _ = writeln!(out, "Limits:          deadline {} ms, memory {} MiB", limits.deadline.as_millis(), limits.memory_bytes >> 20);
+    let _ = writeln!(out, "Permissions:");
+    let _ = writeln!(out, "  {:<44} {:<12} {:<40} NAMESPACES", "RESOURCE", "SUBRESOURCE", "VERBS");
+    let implied = m.cached_resources().into_iter().filter(|g| **g == m.primary || m.owns.contains(g) || m.watches.iter().any(|w| &w.resource == *g));
+    for gvk in implied {
+        let _ = writeln!(out, "  {:<44} {:<12} {:<40} *", gvk.to_string(), "", "get,list,watch (implied)");
+    }
+    for p in &m.permissions {
+        let verbs: Vec<&str> = p.verbs.iter().map(|v| v.as_str()).collect();
+        let namespaces = if p.namespaces.is_empty() { "*".to_string() } else { p.namespaces.iter().cloned().collect::<Vec<_>>().join(",") };
+        let sub = p.subresource.map(|s| s.as_str()).unwrap_or("");
+        let _ = writeln!(out, "  {:<44} {:<12} {:<40} {namespaces}", p.resource.to_string(), sub, verbs.join(","));
+    }
+    out
+}

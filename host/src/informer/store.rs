@@ -1,0 +1,270 @@
+//! The cache of one watched resource: objects as JSON text, keyed by namespace/name, with their
+//! labels for selectors. Readers get `Arc<str>` handles, so a read never copies or
+//! re-serializes and never sees a half-applied update; a guest receives its own copy when the
+//! runtime lowers the text into its memory.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use crate::resource::{Gvk, ObjectKey};
+use crate::runtime::host::Scope;
+use crate::selector::LabelSelector;
+
+/// An object as the cache holds it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    json: Arc<str>,
+    labels: Labels,
+}
+
+impl Entry {
+    pub fn json(&self) -> &Arc<str> {
+        &self.json
+    }
+
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key)
+    }
+
+    /// Bytes this entry holds on the heap (for the cache-size benchmark).
+    pub fn heap_bytes(&self) -> usize {
+        // Arc header (two counters) + text, and the labels' text.
+        16 + self.json.len() + self.labels.0.len()
+    }
+}
+
+/// Labels packed into one string, `key\0value\0key\0value`: one allocation per object instead of
+/// a map, and a linear scan is fast for the handful of labels objects carry.
+#[derive(Debug, Clone, Default)]
+struct Labels(Box<str>);
+
+impl Labels {
+    fn new<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut packed = String::new();
+        for (k, v) in pairs {
+            packed.push_str(k);
+            packed.push('\0');
+            packed.push_str(v);
+            packed.push('\0');
+        }
+        Labels(packed.into_boxed_str())
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        let mut parts = self.0.split('\0');
+        while let (Some(k), Some(v)) = (parts.next(), parts.next()) {
+            if k == key {
+                return Some(v);
+            }
+        }
+        None
+    }
+}
+
+/// An object parsed just enough to be cached.
+#[derive(Debug, Clone)]
+pub struct ParsedObject {
+    pub key: ObjectKey,
+    pub entry: Entry,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("object is not JSON with metadata.name: {0}")]
+    Metadata(#[source] serde_json::Error),
+}
+
+impl ParsedObject {
+    /// Reads name, namespace and labels from the object's JSON text, keeping the text as is.
+    pub fn from_json(json: Arc<str>) -> Result<Self, ParseError> {
+        #[derive(Deserialize)]
+        struct Head<'a> {
+            #[serde(borrow)]
+            metadata: Meta<'a>,
+        }
+        #[derive(Deserialize)]
+        struct Meta<'a> {
+            #[serde(borrow)]
+            name: Cow<'a, str>,
+            #[serde(borrow, default)]
+            namespace: Option<Cow<'a, str>>,
+            #[serde(borrow, default)]
+            labels: Option<BTreeMap<Cow<'a, str>, Cow<'a, str>>>,
+        }
+        let meta = serde_json::from_str::<Head>(&json).map_err(ParseError::Metadata)?.metadata;
+        let key = ObjectKey::new(meta.namespace.as_deref().filter(|ns| !ns.is_empty()), &meta.name);
+        let labels = Labels::new(meta.labels.iter().flatten().map(|(k, v)| (k.as_ref(), v.as_ref())));
+        drop(meta);
+        Ok(ParsedObject { key, entry: Entry { json, labels } })
+    }
+}
+
+/// The objects of one resource (within one namespace scope and label selector).
+pub struct Store {
+    resource: Gvk,
+    scope: Scope,
+    inner: RwLock<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    objects: HashMap<ObjectKey, Entry>,
+    /// One shared copy of each namespace name.
+    namespaces: HashSet<Arc<str>>,
+}
+
+impl Inner {
+    fn intern(&mut self, key: ObjectKey) -> ObjectKey {
+        let Some(ns) = key.namespace_arc() else { return key };
+        let shared = match self.namespaces.get(ns) {
+            Some(shared) => shared.clone(),
+            None => {
+                self.namespaces.insert(ns.clone());
+                ns.clone()
+            }
+        };
+        ObjectKey::from_parts(Some(shared), Arc::from(key.name()))
+    }
+}
+
+impl Store {
+    pub fn new(resource: Gvk, scope: Scope) -> Self {
+        Store { resource, scope, inner: RwLock::default() }
+    }
+
+    pub fn resource(&self) -> &Gvk {
+        &self.resource
+    }
+
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
+    /// Adds or replaces an object; returns the entry it replaced.
+    pub fn insert(&self, object: ParsedObject) -> Option<Entry> {
+        let mut inner = self.inner.write();
+        let key = inner.intern(object.key);
+        inner.objects.insert(key, object.entry)
+    }
+
+    pub fn remove(&self, key: &ObjectKey) -> Option<Entry> {
+        self.inner.write().objects.remove(key)
+    }
+
+    /// Replaces the whole content (after a full list) and returns the entries that are gone.
+    pub fn replace_all(&self, objects: Vec<ParsedObject>) -> Vec<(ObjectKey, Entry)> {
+        let mut fresh = Inner::default();
+        for object in objects {
+            let key = fresh.intern(object.key);
+            fresh.objects.insert(key, object.entry);
+        }
+        let mut inner = self.inner.write();
+        let old = std::mem::replace(&mut *inner, fresh);
+        old.objects.into_iter().filter(|(key, _)| !inner.objects.contains_key(key)).collect()
+    }
+
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<str>> {
+        self.inner.read().objects.get(key).map(|e| e.json.clone())
+    }
+
+    pub fn entry(&self, key: &ObjectKey) -> Option<Entry> {
+        self.inner.read().objects.get(key).cloned()
+    }
+
+    /// Objects in `namespace` (all when `None`) matching `selector`, sorted by key.
+    pub fn list(&self, namespace: Option<&str>, selector: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)> {
+        let inner = self.inner.read();
+        let mut found: Vec<(ObjectKey, Arc<str>)> = inner
+            .objects
+            .iter()
+            .filter(|(key, _)| namespace.is_none() || key.namespace() == namespace)
+            .filter(|(_, entry)| selector.is_none_or(|s| s.matches(|k| entry.labels.get(k))))
+            .map(|(key, entry)| (key.clone(), entry.json.clone()))
+            .collect();
+        drop(inner);
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        found
+    }
+
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        self.inner.read().objects.keys().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.read().objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Approximate heap bytes held: entries, keys and the table itself.
+    pub fn heap_bytes(&self) -> usize {
+        let inner = self.inner.read();
+        let table = inner.objects.capacity() * (std::mem::size_of::<ObjectKey>() + std::mem::size_of::<Entry>() + 1);
+        let entries: usize = inner.objects.iter().map(|(k, e)| e.heap_bytes() + 16 + k.name().len()).sum();
+        let namespaces: usize = inner.namespaces.iter().map(|ns| 16 + ns.len() + std::mem::size_of::<Arc<str>>()).sum();
+        table + entries + namespaces
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(ns: &str, name: &str, labels: &str) -> ParsedObject {
+        let json = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{ns}","labels":{{{labels}}}}}}}"#);
+        ParsedObject::from_json(json.into()).unwrap()
+    }
+
+    #[test]
+    fn parses_key_and_labels_without_touching_the_text() {
+        let o = object("ns", "a", r#""app":"web","tier":"fe""#);
+        assert_eq!(o.key.to_string(), "ns/a");
+        assert_eq!(o.entry.label("app"), Some("web"));
+        assert_eq!(o.entry.label("tier"), Some("fe"));
+        assert_eq!(o.entry.label("missing"), None);
+        assert!(o.entry.json().contains(r#""kind":"ConfigMap""#));
+        let cluster = ParsedObject::from_json(r#"{"metadata":{"name":"node-1"}}"#.into()).unwrap();
+        assert_eq!(cluster.key.namespace(), None);
+        assert!(ParsedObject::from_json(r#"{"metadata":{}}"#.into()).is_err());
+    }
+
+    #[test]
+    fn lists_by_namespace_and_selector_sorted() {
+        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced);
+        store.insert(object("b", "x", r#""app":"web""#));
+        store.insert(object("a", "y", r#""app":"db""#));
+        store.insert(object("a", "x", r#""app":"web""#));
+        let web: LabelSelector = "app=web".parse().unwrap();
+        let keys = |v: Vec<(ObjectKey, Arc<str>)>| v.into_iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>();
+        assert_eq!(keys(store.list(None, None)), ["a/x", "a/y", "b/x"]);
+        assert_eq!(keys(store.list(Some("a"), None)), ["a/x", "a/y"]);
+        assert_eq!(keys(store.list(None, Some(&web))), ["a/x", "b/x"]);
+    }
+
+    #[test]
+    fn replace_all_reports_what_disappeared() {
+        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced);
+        store.insert(object("a", "gone", ""));
+        store.insert(object("a", "kept", ""));
+        let removed = store.replace_all(vec![object("a", "kept", ""), object("a", "new", "")]);
+        assert_eq!(removed.into_iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>(), ["a/gone"]);
+        assert_eq!(store.len(), 2);
+        assert!(store.get(&ObjectKey::new(Some("a"), "new")).is_some());
+    }
+
+    #[test]
+    fn namespaces_are_shared_between_keys() {
+        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced);
+        store.insert(object("team", "a", ""));
+        store.insert(object("team", "b", ""));
+        let keys = store.keys();
+        assert!(Arc::ptr_eq(keys[0].namespace_arc().unwrap(), keys[1].namespace_arc().unwrap()));
+    }
+}

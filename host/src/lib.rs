@@ -1,0 +1,10 @@
+pub mod cli;
+pub mod informer;
+pub mod manifest;
+pub mod metrics;
+pub mod offline;
+pub mod plugin;
+pub mod queue;
+pub mod resource;
+pub mod runtime;
+pub mod selector;

@@ -1,0 +1,427 @@
+//! What a plugin declares about itself — resources, mappings, permissions, limits — and the
+//! checks on it: validation at load time and the capability check on every host call.
+//!
+//! Plain data, no I/O: a leaf that `runtime` (which converts the WIT manifest into this) and
+//! `plugin`, `controller` and `rbac` (which act on it) all read.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::resource::Gvk;
+use crate::selector::LabelSelector;
+
+/// Kubernetes API verbs, with RBAC's meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+}
+
+impl Verb {
+    pub const READ: [Verb; 3] = [Verb::Get, Verb::List, Verb::Watch];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// A subresource a grant may name. Only `status` exists in contract 0.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Subresource {
+    Status,
+}
+
+impl Subresource {
+    pub fn as_str(self) -> &'static str {
+        "status"
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Permission {
+    pub resource: Gvk,
+    pub subresource: Option<Subresource>,
+    pub verbs: BTreeSet<Verb>,
+    /// Empty: every namespace the host serves.
+    pub namespaces: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mapping {
+    OwnerReferences,
+    Label(String),
+    MapRelated,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watch {
+    pub resource: Gvk,
+    pub mapping: Mapping,
+    pub selector: Option<LabelSelector>,
+}
+
+/// Limits as the plugin asked for them; `None` means the host default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestedLimits {
+    pub deadline: Option<Duration>,
+    pub memory_bytes: Option<u64>,
+}
+
+/// The host's defaults and maxima for plugin limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitPolicy {
+    pub default_deadline: Duration,
+    pub max_deadline: Duration,
+    pub default_memory_bytes: u64,
+    pub max_memory_bytes: u64,
+    pub max_concurrency: u32,
+}
+
+impl Default for LimitPolicy {
+    fn default() -> Self {
+        LimitPolicy {
+            default_deadline: Duration::from_secs(5),
+            max_deadline: Duration::from_secs(300),
+            default_memory_bytes: 64 << 20,
+            max_memory_bytes: 4 << 30,
+            max_concurrency: 64,
+        }
+    }
+}
+
+/// Limits in force for a plugin: what it asked for, or the host default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub deadline: Duration,
+    pub memory_bytes: u64,
+}
+
+/// Without a `resync-seconds`, primaries are re-reconciled this often (controller-runtime's
+/// default SyncPeriod).
+pub const DEFAULT_RESYNC: Duration = Duration::from_secs(10 * 3600);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub name: String,
+    pub version: String,
+    pub primary: Gvk,
+    pub primary_selector: Option<LabelSelector>,
+    pub owns: Vec<Gvk>,
+    pub watches: Vec<Watch>,
+    pub finalizer: Option<String>,
+    /// `None`: periodic resync disabled.
+    pub resync: Option<Duration>,
+    pub max_concurrency: u32,
+    pub limits: RequestedLimits,
+    pub permissions: Vec<Permission>,
+}
+
+/// A manifest field that is not acceptable. The message names the field and what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("manifest field `{field}`: {problem}")]
+pub struct ManifestError {
+    pub field: String,
+    pub problem: String,
+}
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ManifestError {
+    ManifestError { field: field.into(), problem: problem.into() }
+}
+
+impl Manifest {
+    /// Checks every field, returning the first problem found.
+    pub fn validate(&self, policy: &LimitPolicy) -> Result<Limits, ManifestError> {
+        if !is_dns_label(&self.name) {
+            return Err(invalid(
+                "name",
+                format!("{:?} must be a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters", self.name),
+            ));
+        }
+        if self.version.trim().is_empty() || self.version.len() > 64 {
+            return Err(invalid("version", "must be 1 to 64 characters"));
+        }
+        validate_gvk("primary", &self.primary)?;
+        let mut seen = BTreeSet::from([&self.primary]);
+        for (i, gvk) in self.owns.iter().enumerate() {
+            validate_gvk(&format!("owns[{i}]"), gvk)?;
+            if !seen.insert(gvk) {
+                return Err(invalid(format!("owns[{i}]"), format!("{gvk} is listed twice (or is the primary)")));
+            }
+        }
+        for (i, watch) in self.watches.iter().enumerate() {
+            validate_gvk(&format!("watches[{i}].resource"), &watch.resource)?;
+            if let Mapping::Label(key) = &watch.mapping {
+                crate::selector::label_key(key).map_err(|e| invalid(format!("watches[{i}].mapping"), e))?;
+            }
+        }
+        if let Some(finalizer) = &self.finalizer {
+            validate_finalizer(finalizer)?;
+        }
+        if self.max_concurrency == 0 || self.max_concurrency > policy.max_concurrency {
+            return Err(invalid(
+                "max-concurrency",
+                format!("{} is outside 1..={} (the host's maximum)", self.max_concurrency, policy.max_concurrency),
+            ));
+        }
+        for (i, p) in self.permissions.iter().enumerate() {
+            let field = format!("permissions[{i}]");
+            validate_gvk(&field, &p.resource)?;
+            if p.verbs.is_empty() {
+                return Err(invalid(format!("{field}.verbs"), "must name at least one verb"));
+            }
+            if let Some(ns) = p.namespaces.iter().find(|ns| !is_dns_label(ns)) {
+                return Err(invalid(format!("{field}.namespaces"), format!("{ns:?} is not a namespace name")));
+            }
+        }
+        self.granted_limits(policy)
+    }
+
+    fn granted_limits(&self, policy: &LimitPolicy) -> Result<Limits, ManifestError> {
+        let deadline = self.limits.deadline.unwrap_or(policy.default_deadline);
+        if deadline < Duration::from_millis(10) || deadline > policy.max_deadline {
+            return Err(invalid(
+                "limits.deadline-ms",
+                format!("{} ms is outside 10..={} ms (the host's maximum)", deadline.as_millis(), policy.max_deadline.as_millis()),
+            ));
+        }
+        let memory_bytes = self.limits.memory_bytes.unwrap_or(policy.default_memory_bytes);
+        if memory_bytes < (1 << 20) || memory_bytes > policy.max_memory_bytes {
+            return Err(invalid(
+                "limits.memory-bytes",
+                format!("{memory_bytes} is outside 1 MiB..={} bytes (the host's maximum)", policy.max_memory_bytes),
+            ));
+        }
+        Ok(Limits { deadline, memory_bytes })
+    }
+
+    /// Every resource the host watches for this plugin: primary, owned, watched, and any
+    /// resource granted `list` or `watch` (so that cache reads of it are served).
+    pub fn cached_resources(&self) -> BTreeSet<&Gvk> {
+        let mut all: BTreeSet<&Gvk> = BTreeSet::from([&self.primary]);
+        all.extend(&self.owns);
+        all.extend(self.watches.iter().map(|w| &w.resource));
+        all.extend(
+            self.permissions
+                .iter()
+                .filter(|p| p.subresource.is_none() && (p.verbs.contains(&Verb::List) || p.verbs.contains(&Verb::Watch)))
+                .map(|p| &p.resource),
+        );
+        all
+    }
+
+    /// The capability check: may this plugin do `verb` on `resource` (or its `subresource`) in
+    /// `namespace`? `None` as the namespace asks for every namespace (a list across namespaces,
+    /// or a cluster-scoped object). Reading the primary, owned and watched resources is implied.
+    pub fn allows(&self, verb: Verb, resource: &Gvk, subresource: Option<Subresource>, namespace: Option<&str>) -> bool {
+        if subresource.is_none() && Verb::READ.contains(&verb) && self.implies_read(resource) {
+            return true;
+        }
+        self.permissions.iter().any(|p| {
+            p.resource == *resource
+                && p.subresource == subresource
+                && p.verbs.contains(&verb)
+                && (p.namespaces.is_empty() || namespace.is_some_and(|ns| p.namespaces.contains(ns)))
+        })
+    }
+
+    /// Namespaces a read of `resource` across namespaces may see: `None` for all of them,
+    /// `Some(set)` for only those (the union of the matching grants).
+    pub fn readable_namespaces(&self, resource: &Gvk, verb: Verb) -> Option<BTreeSet<&str>> {
+        if self.implies_read(resource) {
+            return None;
+        }
+        let mut namespaces = BTreeSet::new();
+        for p in self.permissions.iter().filter(|p| p.resource == *resource && p.subresource.is_none() && p.verbs.contains(&verb)) {
+            if p.namespaces.is_empty() {
+                return None;
+            }
+            namespaces.extend(p.namespaces.iter().map(String::as_str));
+        }
+        Some(namespaces)
+    }
+
+    fn implies_read(&self, resource: &Gvk) -> bool {
+        self.primary == *resource || self.owns.contains(resource) || self.watches.iter().any(|w| w.resource == *resource)
+    }
+
+    /// The field manager for this plugin's writes.
+    pub fn field_manager(&self) -> String {
+        format!("kubewasm/{}", self.name)
+    }
+}
+
+fn validate_gvk(field: &str, gvk: &Gvk) -> Result<(), ManifestError> {
+    if !gvk.group.is_empty() && !is_dns_subdomain(&gvk.group) {
+        return Err(invalid(format!("{field}.group"), format!("{:?} is not a DNS subdomain", gvk.group)));
+    }
+    if !is_dns_label(&gvk.version) {
+        return Err(invalid(format!("{field}.version"), format!("{:?} is not an API version such as \"v1\"", gvk.version)));
+    }
+    let kind_ok = gvk.kind.starts_with(|c: char| c.is_ascii_uppercase()) && gvk.kind.chars().all(|c| c.is_ascii_alphanumeric());
+    if !kind_ok {
+        return Err(invalid(format!("{field}.kind"), format!("{:?} is not a kind such as \"ConfigMap\"", gvk.kind)));
+    }
+    Ok(())
+}
+
+/// Finalizers must be domain-qualified (`example.com/cleanup`), as Kubernetes asks.
+fn validate_finalizer(finalizer: &str) -> Result<(), ManifestError> {
+    let problem = match finalizer.split_once('/') {
+        None => Some("must be qualified with a domain, such as \"example.com/cleanup\""),
+        Some((domain, _)) if !is_dns_subdomain(domain) => Some("the part before '/' must be a DNS subdomain"),
+        Some((_, name)) if crate::selector::label_key(name).is_err() => {
+            Some("the part after '/' must be at most 63 letters, digits, '-', '_' or '.'")
+        }
+        _ => None,
+    };
+    match problem {
+        Some(problem) => Err(invalid("finalizer", format!("{finalizer:?} {problem}"))),
+        None => Ok(()),
+    }
+}
+
+/// RFC 1123 label: what Kubernetes requires of namespace names and plugin names.
+pub fn is_dns_label(s: &str) -> bool {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !s.is_empty() && s.len() <= 63 && s.starts_with(ok) && s.ends_with(ok) && s.chars().all(|c| ok(c) || c == '-')
+}
+
+/// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> Manifest {
+        Manifest {
+            name: "sample".into(),
+            version: "1.0.0".into(),
+            primary: Gvk::new("samplecontroller.k8s.io", "v1alpha1", "Foo"),
+            primary_selector: None,
+            owns: vec![Gvk::new("apps", "v1", "Deployment")],
+            watches: vec![],
+            finalizer: None,
+            resync: Some(DEFAULT_RESYNC),
+            max_concurrency: 2,
+            limits: RequestedLimits::default(),
+            permissions: vec![
+                Permission {
+                    resource: Gvk::new("apps", "v1", "Deployment"),
+                    subresource: None,
+                    verbs: [Verb::Create, Verb::Patch].into(),
+                    namespaces: BTreeSet::new(),
+                },
+                Permission {
+                    resource: Gvk::new("", "v1", "Secret"),
+                    subresource: None,
+                    verbs: [Verb::Get].into(),
+                    namespaces: ["team-a".to_string()].into(),
+                },
+                Permission {
+                    resource: Gvk::new("samplecontroller.k8s.io", "v1alpha1", "Foo"),
+                    subresource: Some(Subresource::Status),
+                    verbs: [Verb::Update].into(),
+                    namespaces: BTreeSet::new(),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn sample_is_valid_and_gets_default_limits() {
+        let limits = sample().validate(&LimitPolicy::default()).unwrap();
+        assert_eq!(limits, Limits { deadline: Duration::from_secs(5), memory_bytes: 64 << 20 });
+    }
+
+    #[test]
+    fn reads_of_declared_resources_are_implied() {
+        let m = sample();
+        let foo = m.primary.clone();
+        let deploy = Gvk::new("apps", "v1", "Deployment");
+        assert!(m.allows(Verb::List, &foo, None, None));
+        assert!(m.allows(Verb::Get, &deploy, None, Some("x")));
+        assert!(!m.allows(Verb::Delete, &deploy, None, Some("x")));
+        assert!(!m.allows(Verb::Update, &foo, None, Some("x")), "status grant must not cover the main resource");
+        assert!(m.allows(Verb::Update, &foo, Some(Subresource::Status), Some("x")));
+        assert!(!m.allows(Verb::Get, &Gvk::new("", "v1", "ConfigMap"), None, Some("x")));
+    }
+
+    #[test]
+    fn namespace_scoped_grants() {
+        let m = sample();
+        let secret = Gvk::new("", "v1", "Secret");
+        assert!(m.allows(Verb::Get, &secret, None, Some("team-a")));
+        assert!(!m.allows(Verb::Get, &secret, None, Some("team-b")));
+        assert!(!m.allows(Verb::Get, &secret, None, None), "all namespaces exceeds a namespaced grant");
+        assert_eq!(m.readable_namespaces(&secret, Verb::Get), Some(BTreeSet::from(["team-a"])));
+        assert_eq!(m.readable_namespaces(&m.primary.clone(), Verb::List), None);
+    }
+
+    #[test]
+    fn cached_resources_cover_listable_grants() {
+        let mut m = sample();
+        m.permissions.push(Permission {
+            resource: Gvk::new("", "v1", "Node"),
+            subresource: None,
+            verbs: [Verb::List].into(),
+            namespaces: BTreeSet::new(),
+        });
+        let cached: Vec<String> = m.cached_resources().into_iter().map(ToString::to_string).collect();
+        assert_eq!(cached, ["Node.v1", "Deployment.v1.apps", "Foo.v1alpha1.samplecontroller.k8s.io"]);
+    }
+
+    #[test]
+    fn every_invalid_field_is_named() {
+        let policy = LimitPolicy::default();
+        let cases: Vec<(Box<dyn Fn(&mut Manifest)>, &str)> = vec![
+            (Box::new(|m| m.name = "Bad_Name".into()), "`name`"),
+            (Box::new(|m| m.version = "".into()), "`version`"),
+            (Box::new(|m| m.primary.kind = "foo".into()), "`primary.kind`"),
+            (Box::new(|m| m.primary.group = "-x".into()), "`primary.group`"),
+            (Box::new(|m| m.owns.push(m.primary.clone())), "`owns[1]`"),
+            (Box::new(|m| m.finalizer = Some("cleanup".into())), "`finalizer`"),
+            (Box::new(|m| m.finalizer = Some("example.com/".into())), "`finalizer`"),
+            (Box::new(|m| m.max_concurrency = 0), "`max-concurrency`"),
+            (Box::new(|m| m.max_concurrency = 1000), "`max-concurrency`"),
+            (Box::new(|m| m.limits.deadline = Some(Duration::from_secs(3600))), "`limits.deadline-ms`"),
+            (Box::new(|m| m.limits.memory_bytes = Some(1024)), "`limits.memory-bytes`"),
+            (Box::new(|m| m.permissions[0].verbs.clear()), "`permissions[0].verbs`"),
+            (Box::new(|m| { m.permissions[1].namespaces.insert("NS!".into()); }), "`permissions[1].namespaces`"),
+            (
+                Box::new(|m| {
+                    m.watches.push(Watch {
+                        resource: Gvk::new("", "v1", "ConfigMap"),
+                        mapping: Mapping::Label("bad key!".into()),
+                        selector: None,
+                    })
+                }),
+                "`watches[0].mapping`",
+            ),
+        ];
+        for (mutate, field) in cases {
+            let mut m = sample();
+            mutate(&mut m);
+            let err = m.validate(&policy).unwrap_err().to_string();
+            assert!(err.contains(field), "expected {field} in {err}");
+        }
+        let mut m = sample();
+        m.finalizer = Some("example.com/cleanup".into());
+        assert!(m.validate(&policy).is_ok());
+    }
+}

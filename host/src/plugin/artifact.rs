@@ -1,0 +1,88 @@
+//! Precompiled plugins on disk, keyed by the sha256 of the `.wasm` file and the engine
+//! configuration: a restart with cached plugins compiles nothing. Each artifact carries a
+//! checksum of itself, verified before loading, so a corrupt or truncated entry is recompiled —
+//! never handed to wasmtime's (unsafe) deserializer.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest as _, Sha256};
+use wasmtime::component::Component;
+
+use super::Digest;
+use crate::runtime::{Runtime, RuntimeError};
+
+pub struct ArtifactCache {
+    dir: PathBuf,
+}
+
+/// Where a component came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Loaded from the artifact cache.
+    Cache,
+    /// Compiled now (and stored, if the cache is writable).
+    Compiled,
+}
+
+impl ArtifactCache {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ArtifactCache { dir: dir.into() }
+    }
+
+    /// `$XDG_CACHE_HOME/kubewasm/artifacts`, else `~/.cache/kubewasm/artifacts`.
+    pub fn default_dir() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+        Some(base.join("kubewasm").join("artifacts"))
+    }
+
+    fn path(&self, runtime: &Runtime, digest: &Digest) -> PathBuf {
+        self.dir.join(format!("{digest}-{}.cwasm", runtime.artifact_tag()))
+    }
+
+    /// The component from the cache, or compiled from `wasm` and stored. CPU-heavy when it
+    /// compiles: call it from a blocking thread.
+    pub fn load_or_compile(&self, runtime: &Runtime, digest: &Digest, wasm: &[u8]) -> Result<(Component, Origin), RuntimeError> {
+        let path = self.path(runtime, digest);
+        if let Some(component) = self.load(runtime, &path) {
+            return Ok((component, Origin::Cache));
+        }
+        let component = runtime.compile(wasm)?;
+        if let Err(e) = self.store(runtime, &component, &path) {
+            // The cache is an optimization: a read-only or full disk only costs a recompile later.
+            tracing::warn!(path = %path.display(), "cannot store compiled plugin: {e}");
+        }
+        Ok((component, Origin::Compiled))
+    }
+
+    fn load(&self, runtime: &Runtime, path: &Path) -> Option<Component> {
+        let bytes = std::fs::read(path).ok()?;
+        let verified = bytes.split_at_checked(32).filter(|(sum, body)| Sha256::digest(body).as_slice() == *sum);
+        let Some((_, body)) = verified else {
+            tracing::warn!(path = %path.display(), "artifact cache entry is corrupt; recompiling");
+            return None;
+        };
+        // SAFETY: the body is, byte for byte, what `store` wrote from `Runtime::serialize` with
+        // this artifact tag (the checksum above proves it is unmodified).
+        match unsafe { runtime.deserialize(body) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "artifact cache entry unusable ({e}); recompiling");
+                None
+            }
+        }
+    }
+
+    fn store(&self, runtime: &Runtime, component: &Component, path: &Path) -> std::io::Result<()> {
+        let body = runtime.serialize(component).map_err(std::io::Error::other)?;
+        std::fs::create_dir_all(&self.dir)?;
+        // Written to a temporary file and renamed: a reader never sees half an artifact.
+        let mut file = tempfile::NamedTempFile::new_in(&self.dir)?;
+        file.write_all(&Sha256::digest(&body))?;
+        file.write_all(&body)?;
+        file.persist(path).map_err(|e| e.error)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,218 @@
+//! The keyed workqueue, with client-go's `RateLimitingInterface` semantics made async: adds of a
+//! key deduplicate, a key is never held by two workers at once (one added while held is queued
+//! again when released), delayed adds keep the earliest time, failed keys are retried after a
+//! per-key exponential backoff under a token bucket, and shutdown can wait for in-flight work.
+//! It knows keys only — not objects, plugins or Kubernetes — and spawns no task: getters sleep
+//! until the earliest delayed key is due.
+//!
+//! A controller runs N workers (its max concurrency), each looping like this:
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! # use kubewasm::queue::WorkQueue;
+//! # async fn reconcile(_: &String) -> Result<Option<Duration>, ()> { Ok(None) }
+//! async fn worker(queue: WorkQueue<String>) {
+//!     while let Some(lease) = queue.get().await {
+//!         match reconcile(lease.key()).await {
+//!             Ok(None) => queue.forget(lease.key()),
+//!             Ok(Some(after)) => {
+//!                 queue.forget(lease.key());
+//!                 queue.add_after(lease.key().clone(), after);
+//!             }
+//!             Err(()) => queue.add_rate_limited(lease.key().clone()),
+//!         }
+//!         // Dropping the lease is client-go's `Done`.
+//!     }
+//! }
+//! ```
+
+mod delay;
+mod rate_limit;
+mod state;
+#[cfg(test)]
+mod tests;
+
+use std::hash::Hash;
+use std::pin::pin;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+pub use rate_limit::RateLimitConfig;
+use state::{State, Take};
+
+use crate::metrics::{Refresh, WorkqueueMetrics};
+
+/// What the queue needs of a key: cheap to clone (it is stored in the queue and in the item
+/// table), hashable, and shareable between worker tasks.
+pub trait Key: Clone + Eq + Hash + Send + Sync + 'static {}
+
+impl<T: Clone + Eq + Hash + Send + Sync + 'static> Key for T {}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QueueError {
+    #[error("rate limit: qps must be positive, got {0}")]
+    RateLimitQps(f64),
+    #[error("rate limit: burst must be at least 1")]
+    RateLimitBurst,
+}
+
+/// A handle on one queue; clones share it.
+#[derive(Debug)]
+pub struct WorkQueue<K: Key> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K: Key> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        WorkQueue { shared: self.shared.clone() }
+    }
+}
+
+#[derive(Debug)]
+struct Shared<K: Key> {
+    state: Mutex<State<K>>,
+    /// Getters wait here for a key to become ready, an earlier delayed key, or shutdown.
+    ready: Notify,
+    /// `shut_down_with_drain` waits here for the last lease to be released.
+    drained: Notify,
+}
+
+impl<K: Key> WorkQueue<K> {
+    pub fn new(rate_limit: RateLimitConfig, metrics: WorkqueueMetrics) -> Result<Self, QueueError> {
+        rate_limit.validate()?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::new(&rate_limit, metrics.clone())),
+            ready: Notify::new(),
+            drained: Notify::new(),
+        });
+        let hook: Weak<dyn Refresh> = Arc::downgrade(&shared) as Weak<Shared<K>>;
+        metrics.refresh_on_scrape(hook);
+        Ok(WorkQueue { shared })
+    }
+
+    /// Queues `key` unless it is already queued; ignored once shut down.
+    pub fn add(&self, key: K) {
+        let ready = self.shared.state.lock().add(key, Instant::now);
+        self.shared.wake(usize::from(ready));
+    }
+
+    /// Queues `key` once `delay` has passed. A key already waiting keeps the earlier of its two
+    /// times. Counts as a retry (`workqueue_retries_total`), as in client-go.
+    pub fn add_after(&self, key: K, delay: Duration) {
+        let wake = self.shared.state.lock().add_after(key, delay, Instant::now());
+        self.shared.wake(usize::from(wake));
+    }
+
+    /// Records a failure of `key` and queues it after the rate limiter's delay: the larger of
+    /// its exponential backoff and the token bucket's wait.
+    pub fn add_rate_limited(&self, key: K) {
+        let wake = self.shared.state.lock().add_rate_limited(key, Instant::now());
+        self.shared.wake(usize::from(wake));
+    }
+
+    /// Resets `key`'s backoff; call it when the key was processed successfully.
+    pub fn forget(&self, key: &K) {
+        self.shared.state.lock().forget(key);
+    }
+
+    /// How many times `key` has failed since it was last forgotten.
+    pub fn num_requeues(&self, key: &K) -> u32 {
+        self.shared.state.lock().num_requeues(key)
+    }
+
+    /// Keys ready to be handed out (not those being processed or waiting for a time).
+    pub fn len(&self) -> usize {
+        self.shared.state.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Waits for a key and leases it to the caller until the [`Lease`] is dropped. Returns `None`
+    /// once the queue is shut down. Cancel-safe: a dropped `get` takes nothing.
+    pub async fn get(&self) -> Option<Lease<K>> {
+        loop {
+            // Created before looking so that a shutdown or add racing with the look still
+            // wakes it (`notify_waiters` reaches futures created earlier; `notify_one` leaves a
+            // permit).
+            let notified = pin!(self.shared.ready.notified());
+            let taken = self.shared.state.lock().take(Instant::now());
+            match taken {
+                Take::Key(key, more) => {
+                    self.shared.wake(more);
+                    return Some(Lease { key, shared: self.shared.clone() });
+                }
+                Take::ShutDown => return None,
+                Take::Wait(None) => notified.await,
+                // Waking at the due time with nothing to do is fine: the loop looks again.
+                Take::Wait(Some(due)) => _ = tokio::time::timeout_at(due, notified).await,
+            }
+        }
+    }
+
+    /// Stops the queue at once: getters, waiting or not, get `None`; adds are ignored; keys still
+    /// queued or waiting for a time are dropped. Leases already out stay valid.
+    pub fn shut_down(&self) {
+        self.shared.state.lock().shut_down();
+        self.shared.ready.notify_waiters();
+    }
+
+    /// [`shut_down`](Self::shut_down), then waits until every lease out has been released.
+    /// Bound it with a timeout if a worker may hang.
+    pub async fn shut_down_with_drain(&self) {
+        // Created before shutting down, so the last release's notification cannot be missed.
+        let drained = pin!(self.shared.drained.notified());
+        self.shut_down();
+        if self.shared.state.lock().processing() > 0 {
+            drained.await;
+        }
+    }
+}
+
+impl<K: Key> Shared<K> {
+    /// Wakes up to `n` getters, one per key that became ready.
+    fn wake(&self, n: usize) {
+        for _ in 0..n {
+            self.ready.notify_one();
+        }
+    }
+
+    fn done(&self, key: &K) {
+        let done = self.state.lock().done(key, Instant::now());
+        self.wake(usize::from(done.requeued));
+        if done.drained {
+            self.drained.notify_waiters();
+        }
+    }
+}
+
+impl<K: Key> Refresh for Shared<K> {
+    fn refresh(&self) {
+        self.state.lock().refresh_in_flight(Instant::now());
+    }
+}
+
+/// A key handed to one worker. While it lives no other worker gets the same key; dropping it
+/// releases the key (client-go's `Done`), also when the worker's task is cancelled or panics.
+#[derive(Debug)]
+pub struct Lease<K: Key> {
+    key: K,
+    shared: Arc<Shared<K>>,
+}
+
+impl<K: Key> Lease<K> {
+    pub fn key(&self) -> &K {
+        &self.key
+    }
+}
+
+impl<K: Key> Drop for Lease<K> {
+    fn drop(&mut self) {
+        self.shared.done(&self.key);
+    }
+}

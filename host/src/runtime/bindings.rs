@@ -1,0 +1,23 @@
+//! The one `bindgen!` of the host: Rust types and traits generated from `wit/`, the single
+//! source of truth for the contract. Client calls reach Kubernetes, so they are async; the other
+//! imports answer from memory and stay synchronous. Every import may trap, which the host uses
+//! only for its own bugs and exceeded limits — a guest's bad request is an `error` value.
+#![allow(unused_variables)] // the generated `types` interface has no functions
+
+wasmtime::component::bindgen!({
+    world: "controller",
+    path: "../wit",
+    imports: {
+        "kubewasm:controller/client": async | trappable,
+        default: trappable,
+    },
+    exports: { default: async },
+});
+
+pub use exports::kubewasm::controller::plugin as plugin_exports;
+pub use exports::kubewasm::controller::reconciler as reconciler_exports;
+pub use kubewasm::controller::{cache, client, events, log, types};
+
+/// The WIT package and version this host implements.
+pub const PACKAGE: &str = "kubewasm:controller";
+pub const PACKAGE_VERSION: &str = "0.1.0";

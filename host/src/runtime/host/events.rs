@@ -1,0 +1,96 @@
+//! `kubewasm:controller/events`: Kubernetes Events the plugin records about objects it may read.
+//! Checked here; sent in the background by the [`EventSink`].
+
+use wasmtime::component::HasData;
+
+use super::super::bindings::events::{Event, EventType, Host};
+use super::super::bindings::types::{Error as GuestError, ErrorCode};
+use super::super::instance::InstanceState;
+use super::{HostContext, error};
+use crate::manifest::Verb;
+use crate::resource::{Gvk, ObjectKey};
+
+/// An event a plugin asked for, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginEvent {
+    /// The reporting plugin.
+    pub plugin: String,
+    pub regarding: Gvk,
+    pub key: ObjectKey,
+    /// The object's uid when the cache has it, so `kubectl describe` finds the event.
+    pub uid: Option<String>,
+    pub warning: bool,
+    pub reason: String,
+    pub action: String,
+    pub note: String,
+}
+
+/// Where checked events go; sending must not block the caller.
+pub trait EventSink: Send + Sync {
+    fn publish(&self, event: PluginEvent);
+}
+
+pub struct EventsCtx<'a> {
+    host: &'a HostContext,
+}
+
+pub struct EventsData;
+
+impl HasData for EventsData {
+    type Data<'a> = EventsCtx<'a>;
+}
+
+pub fn context(state: &mut InstanceState) -> EventsCtx<'_> {
+    EventsCtx { host: &state.host }
+}
+
+/// Kubernetes' limits on the fields.
+const MAX_REASON: usize = 128;
+const MAX_NOTE: usize = 1024;
+
+impl EventsCtx<'_> {
+    fn publish(&self, event: Event) -> Result<(), GuestError> {
+        let regarding = Gvk::from(event.regarding.resource);
+        let namespace = event.regarding.namespace.as_deref();
+        self.host.check(Verb::Get, &regarding, None, namespace)?;
+        for (field, value) in [("reason", &event.reason), ("action", &event.action)] {
+            if value.is_empty() || value.len() > MAX_REASON {
+                return Err(error(ErrorCode::Invalid, format!("the event {field} must be 1 to {MAX_REASON} characters")));
+            }
+        }
+        if event.note.len() > MAX_NOTE {
+            return Err(error(ErrorCode::Invalid, format!("the event note is {} bytes; at most {MAX_NOTE}", event.note.len())));
+        }
+        let key = ObjectKey::new(namespace, &event.regarding.name);
+        let uid = self.host.services.cache.get(&regarding, &key).and_then(|json| uid_of(&json));
+        self.host.services.events.publish(PluginEvent {
+            plugin: self.host.plugin.to_string(),
+            regarding,
+            key,
+            uid,
+            warning: matches!(event.event_type, EventType::Warning),
+            reason: event.reason,
+            action: event.action,
+            note: event.note,
+        });
+        Ok(())
+    }
+}
+
+fn uid_of(json: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        metadata: Uid,
+    }
+    #[derive(serde::Deserialize)]
+    struct Uid {
+        uid: Option<String>,
+    }
+    serde_json::from_str::<Meta>(json).ok()?.metadata.uid
+}
+
+impl Host for EventsCtx<'_> {
+    fn publish(&mut self, event: Event) -> wasmtime::Result<Result<(), GuestError>> {
+        Ok(EventsCtx::publish(self, event))
+    }
+}

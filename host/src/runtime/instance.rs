@@ -1,0 +1,115 @@
+//! One live instance of a plugin: its store (WASI context, memory cap, deadline) and its
+//! bindings. Created by [`super::PluginRunner`], reused across calls, dropped after a fault.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::Controller;
+use super::host::HostContext;
+use super::PluginMetrics;
+use crate::resource::ObjectKey;
+
+/// The data of one instance's store.
+pub struct InstanceState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(super) memory: MemoryCap,
+    pub(super) host: Arc<HostContext>,
+    /// The key being reconciled, for log context.
+    pub(super) key: Option<ObjectKey>,
+    /// When the current call must end.
+    pub(super) deadline: Instant,
+}
+
+impl WasiView for InstanceState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// Caps the total linear memory of one instance (a component may hold several core memories)
+/// and remembers a refused growth, so a trap that follows can be reported as what it is.
+pub(super) struct MemoryCap {
+    limit: usize,
+    used: usize,
+    pub(super) refused: Option<usize>,
+    metrics: PluginMetrics,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let total = self.used - current + desired;
+        if total > self.limit {
+            self.refused = Some(total);
+            self.metrics.memory_refusals.inc();
+            return Ok(false);
+        }
+        self.used = total;
+        self.metrics.memory_bytes.inc_by((desired - current) as i64);
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        // Tables hold function references; a million is far beyond any real guest.
+        Ok(desired <= 1_000_000)
+    }
+}
+
+impl Drop for MemoryCap {
+    fn drop(&mut self) {
+        self.metrics.memory_bytes.dec_by(self.used as i64);
+    }
+}
+
+/// Raised from the epoch callback when a call outlives its deadline.
+#[derive(Debug, thiserror::Error)]
+#[error("deadline exceeded")]
+pub(super) struct DeadlineExceeded;
+
+/// A live instance and its bindings.
+pub(super) struct Instance {
+    pub(super) store: Store<InstanceState>,
+    pub(super) bindings: Controller,
+    pub(super) calls: u64,
+}
+
+impl Instance {
+    pub(super) fn new_store(engine: &wasmtime::Engine, host: Arc<HostContext>, memory_limit: u64, deadline: Instant) -> Store<InstanceState> {
+        let metrics = host.metrics.clone();
+        let state = InstanceState {
+            wasi: super::sandbox::wasi_ctx(&host.plugin),
+            table: ResourceTable::new(),
+            memory: MemoryCap {
+                limit: usize::try_from(memory_limit).unwrap_or(usize::MAX),
+                used: 0,
+                refused: None,
+                metrics,
+            },
+            host,
+            key: None,
+            deadline,
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|state| &mut state.memory);
+        // Each epoch tick yields to the executor (a busy guest never starves a tokio worker)
+        // and stops the call once its deadline has passed.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| {
+            if Instant::now() >= ctx.data().deadline {
+                Err(DeadlineExceeded.into())
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store
+    }
+
+    /// Linear memory currently held by this instance.
+    pub(super) fn memory_bytes(&self) -> usize {
+        self.store.data().memory.used
+    }
+}

@@ -1,0 +1,568 @@
+//! Runs plugin calls safely: the wasmtime engine (component model, async), the one `bindgen!`,
+//! per-instance limits (a wall-clock deadline per call, a memory cap), the WASI sandbox, and a
+//! small pool of reused instances per plugin version.
+//!
+//! The runtime runs one call at a time per instance and does not schedule: the controller
+//! decides what to call and when. It knows manifests (to check capabilities) but not queues,
+//! informers or Kubernetes; what a call may reach outside the sandbox comes in as
+//! [`host::Services`].
+
+pub mod bindings;
+mod describe;
+pub mod host;
+mod instance;
+mod sandbox;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, Trap};
+
+use self::bindings::reconciler_exports::Request as WitRequest;
+use self::bindings::types::{Action as WitAction, ErrorCode, ObjectKey as WitKey};
+use self::bindings::{ControllerPre, PACKAGE, PACKAGE_VERSION};
+use self::host::{HostContext, Services};
+use self::instance::{DeadlineExceeded, Instance, InstanceState};
+use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
+use crate::resource::{Gvk, ObjectKey};
+
+pub use self::bindings::types::ErrorCode as GuestErrorCode;
+
+/// How often the engine's epoch advances: the granularity of deadlines and of yielding.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Per-plugin runtime metrics. Unregistered handles work too (tests, `kubewasm check`).
+#[derive(Clone, Default)]
+pub struct PluginMetrics {
+    pub faults: FaultCounters,
+    pub memory_bytes: Gauge,
+    pub memory_refusals: Counter,
+    pub forbidden_calls: Counter,
+    pub instances: Gauge,
+}
+
+/// `kubewasm_plugin_faults_total` by kind.
+#[derive(Clone, Default)]
+pub struct FaultCounters {
+    pub trap: Counter,
+    pub deadline: Counter,
+    pub memory: Counter,
+    pub oversized: Counter,
+    pub instantiate: Counter,
+}
+
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Stop calls at their deadline (epoch interruption). Off only for measuring its cost.
+    pub deadlines: bool,
+    /// An instance is replaced after this many calls, bounding what a leaking guest can hold.
+    pub max_calls_per_instance: u64,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig { deadlines: true, max_calls_per_instance: 10_000 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot configure the WebAssembly engine: {0}")]
+    Engine(String),
+    #[error("not a valid component: {0}")]
+    Compile(String),
+    #[error("cannot store the compiled component: {0}")]
+    Serialize(String),
+    #[error("cannot load the compiled component: {0}")]
+    Deserialize(String),
+    #[error("{0}")]
+    World(String),
+    #[error("imports something this host does not provide: {0}")]
+    Link(String),
+}
+
+/// Why `describe` did not produce a usable manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum DescribeError {
+    #[error("describe failed: {0}")]
+    Call(#[from] Fault),
+    #[error("describe refused the settings: {0}")]
+    Refused(String),
+    #[error("invalid manifest: {0}")]
+    Manifest(#[from] ManifestError),
+}
+
+/// A call stopped by the host. The instance it ran in is discarded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fault {
+    #[error("trapped: {0}")]
+    Trap(String),
+    #[error("ran past its deadline of {} ms", .0.as_millis())]
+    Deadline(Duration),
+    #[error("exceeded its memory limit of {limit} bytes (wanted {wanted})")]
+    Memory { limit: u64, wanted: u64 },
+    #[error("returned too much: {0}")]
+    Oversized(String),
+    #[error("could not be instantiated: {0}")]
+    Instantiate(String),
+}
+
+impl Fault {
+    /// The `kind` label of `kubewasm_plugin_faults_total`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::Trap(_) => "trap",
+            Fault::Deadline(_) => "deadline",
+            Fault::Memory { .. } => "memory",
+            Fault::Oversized(_) => "oversized",
+            Fault::Instantiate(_) => "instantiate",
+        }
+    }
+
+    fn count(&self, metrics: &FaultCounters) {
+        match self {
+            Fault::Trap(_) => &metrics.trap,
+            Fault::Deadline(_) => &metrics.deadline,
+            Fault::Memory { .. } => &metrics.memory,
+            Fault::Oversized(_) => &metrics.oversized,
+            Fault::Instantiate(_) => &metrics.instantiate,
+        }
+        .inc();
+    }
+}
+
+/// How a reconcile, finalize or map call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The plugin returned an error value.
+    #[error("{}: {message}", code_name(*code))]
+    Plugin { code: ErrorCode, message: String },
+    #[error(transparent)]
+    Fault(#[from] Fault),
+}
+
+/// The WIT name of an error code, for messages and metric labels.
+pub fn code_name(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::NotFound => "not-found",
+        ErrorCode::AlreadyExists => "already-exists",
+        ErrorCode::Conflict => "conflict",
+        ErrorCode::Forbidden => "forbidden",
+        ErrorCode::Invalid => "invalid",
+        ErrorCode::Unavailable => "unavailable",
+        ErrorCode::Other => "other",
+    }
+}
+
+/// What to do with a key after a successful call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Done,
+    RequeueAfter(Duration),
+}
+
+/// One primary object to reconcile or finalize.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub key: ObjectKey,
+    pub object: Arc<str>,
+    pub retries: u32,
+}
+
+/// Limits on what a guest may return.
+const MAX_ERROR_MESSAGE: usize = 64 * 1024;
+const MAX_MAPPED_KEYS: usize = 100_000;
+
+/// The engine and linker shared by every plugin, and the thread that advances epochs.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<InstanceState>,
+    config: RuntimeConfig,
+    ticker: Option<EpochTicker>,
+}
+
+/// A component whose world and imports have been checked, ready to instantiate.
+#[derive(Clone)]
+pub struct Prepared {
+    pre: ControllerPre<InstanceState>,
+}
+
+/// What `describe` returned, validated.
+#[derive(Debug, Clone)]
+pub struct Described {
+    pub manifest: Manifest,
+    pub limits: Limits,
+}
+
+impl Runtime {
+    pub fn new(config: RuntimeConfig) -> Result<Self, RuntimeError> {
+        let mut wasm = wasmtime::Config::new();
+        wasm.wasm_component_model(true)
+            .epoch_interruption(config.deadlines)
+            .cranelift_opt_level(wasmtime::OptLevel::Speed)
+            // Deep recursion traps at 1 MiB of wasm stack, well inside the 2 MiB fiber stack.
+            .max_wasm_stack(1 << 20);
+        let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(chain(&e)))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| RuntimeError::Engine(chain(&e)))?;
+        host::add_to_linker(&mut linker).map_err(|e| RuntimeError::Engine(chain(&e)))?;
+        let ticker = config.deadlines.then(|| EpochTicker::start(engine.clone()));
+        Ok(Runtime { engine, linker, config, ticker })
+    }
+
+    /// Compiles a component. CPU-heavy (seconds for Python or JS guests): run it off the async
+    /// executor, and prefer the artifact cache.
+    pub fn compile(&self, wasm: &[u8]) -> Result<Component, RuntimeError> {
+        Component::new(&self.engine, wasm).map_err(|e| RuntimeError::Compile(chain(&e)))
+    }
+
+    pub fn serialize(&self, component: &Component) -> Result<Vec<u8>, RuntimeError> {
+        component.serialize().map_err(|e| RuntimeError::Serialize(chain(&e)))
+    }
+
+    /// Loads a compiled artifact.
+    ///
+    /// # Safety
+    /// `bytes` must come from [`Runtime::serialize`] of an engine with the same
+    /// [`Runtime::artifact_tag`], unmodified (the artifact cache verifies a checksum first).
+    pub unsafe fn deserialize(&self, bytes: &[u8]) -> Result<Component, RuntimeError> {
+        // SAFETY: forwarded to the caller.
+        unsafe { Component::deserialize(&self.engine, bytes) }.map_err(|e| RuntimeError::Deserialize(chain(&e)))
+    }
+
+    /// Identifies the engine configuration: artifacts compiled under another tag are unusable.
+    pub fn artifact_tag(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        self.config.deadlines.hash(&mut hasher);
+        format!("{:016x}", hasher.finish())
+    }
+
+    /// Checks that the component is a controller plugin of a compatible contract version and
+    /// that every import is something this host provides.
+    pub fn prepare(&self, component: &Component) -> Result<Prepared, RuntimeError> {
+        check_world(&self.engine, component)?;
+        let pre = self.linker.instantiate_pre(component).map_err(|e| RuntimeError::Link(chain(&e)))?;
+        let pre = ControllerPre::new(pre).map_err(|e| RuntimeError::World(chain(&e)))?;
+        Ok(Prepared { pre })
+    }
+
+    /// Instantiates the plugin with no grants, asks it to describe itself and validates the
+    /// answer.
+    pub async fn describe(&self, prepared: &Prepared, file_name: &str, settings: &str, policy: &LimitPolicy) -> Result<Described, DescribeError> {
+        let host = Arc::new(HostContext {
+            plugin: file_name.into(),
+            manifest: None,
+            services: Services::unreachable(),
+            metrics: PluginMetrics::default(),
+        });
+        let limits = Limits { deadline: policy.default_deadline, memory_bytes: policy.default_memory_bytes };
+        let runner = PluginRunner::new(self, prepared.clone(), host, limits, settings.into());
+        let manifest = runner.instantiate().await.map(|(_, manifest)| manifest)?;
+        let manifest = manifest.map_err(DescribeError::Refused)?;
+        let manifest = describe::manifest(manifest)?;
+        let limits = manifest.validate(policy)?;
+        Ok(Described { manifest, limits })
+    }
+
+    /// A runner for a described plugin, whose calls are checked against its manifest.
+    pub fn runner(&self, prepared: Prepared, described: &Described, services: Services, metrics: PluginMetrics, settings: &str) -> PluginRunner {
+        let host = Arc::new(HostContext {
+            plugin: described.manifest.name.as_str().into(),
+            manifest: Some(Arc::new(described.manifest.clone())),
+            services,
+            metrics,
+        });
+        PluginRunner::new(self, prepared, host, described.limits, settings.into())
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(ticker) = self.ticker.take() {
+            ticker.stop();
+        }
+    }
+}
+
+/// Calls into one plugin version: keeps its idle instances, applies its limits.
+pub struct PluginRunner {
+    engine: Engine,
+    prepared: Prepared,
+    host: Arc<HostContext>,
+    limits: Limits,
+    settings: Arc<str>,
+    max_calls_per_instance: u64,
+    idle: Mutex<Vec<Instance>>,
+}
+
+enum Call {
+    Reconcile(Request),
+    Finalize(Request),
+    MapRelated(Gvk, Arc<str>),
+}
+
+enum Output {
+    Action(Result<WitAction, bindings::types::Error>),
+    Keys(Vec<WitKey>),
+}
+
+impl PluginRunner {
+    fn new(runtime: &Runtime, prepared: Prepared, host: Arc<HostContext>, limits: Limits, settings: Arc<str>) -> Self {
+        PluginRunner {
+            engine: runtime.engine.clone(),
+            prepared,
+            host,
+            limits,
+            settings,
+            max_calls_per_instance: runtime.config.max_calls_per_instance,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.host.manifest.as_deref()
+    }
+
+    pub async fn reconcile(&self, request: Request) -> Result<Action, CallError> {
+        self.action(self.invoke(Call::Reconcile(request)).await?)
+    }
+
+    pub async fn finalize(&self, request: Request) -> Result<Action, CallError> {
+        self.action(self.invoke(Call::Finalize(request)).await?)
+    }
+
+    /// Keys of primary objects related to a watched object, for a `map-related` watch.
+    pub async fn map_related(&self, resource: &Gvk, object: Arc<str>) -> Result<Vec<ObjectKey>, CallError> {
+        match self.invoke(Call::MapRelated(resource.clone(), object)).await? {
+            Output::Keys(keys) => Ok(keys.iter().map(|k| ObjectKey::new(k.namespace.as_deref(), &k.name)).collect()),
+            Output::Action(_) => unreachable!("map-related returns keys"),
+        }
+    }
+
+    fn action(&self, output: Output) -> Result<Action, CallError> {
+        match output {
+            Output::Action(Ok(WitAction::Done)) => Ok(Action::Done),
+            Output::Action(Ok(WitAction::RequeueAfter(ms))) => Ok(Action::RequeueAfter(Duration::from_millis(ms))),
+            Output::Action(Err(e)) => Err(CallError::Plugin { code: e.code, message: e.message }),
+            Output::Keys(_) => unreachable!("reconcile and finalize return actions"),
+        }
+    }
+
+    /// Runs one call in an idle instance (or a new one), enforcing the deadline. An instance
+    /// that faulted is dropped; one that succeeded goes back to the pool until it has served
+    /// `max_calls_per_instance` calls.
+    async fn invoke(&self, call: Call) -> Result<Output, CallError> {
+        let deadline = Instant::now() + self.limits.deadline;
+        let idle = self.idle.lock().pop();
+        let mut instance = match idle {
+            Some(instance) => instance,
+            None => self.instantiate_for_calls(deadline).await?,
+        };
+        let state = instance.store.data_mut();
+        state.deadline = deadline;
+        state.key = match &call {
+            Call::Reconcile(r) | Call::Finalize(r) => Some(r.key.clone()),
+            Call::MapRelated(..) => None,
+        };
+        let result = self.run(&mut instance, call, deadline).await;
+        match result {
+            Ok(output) => {
+                instance.calls += 1;
+                if instance.calls < self.max_calls_per_instance {
+                    self.idle.lock().push(instance);
+                } else {
+                    self.host.metrics.instances.dec();
+                }
+                Ok(output)
+            }
+            Err(fault) => {
+                self.host.metrics.instances.dec();
+                fault.count(&self.host.metrics.faults);
+                tracing::warn!(plugin = %self.host.plugin, memory_bytes = instance.memory_bytes(), "plugin fault: {fault}");
+                Err(fault.into())
+            }
+        }
+    }
+
+    async fn run(&self, instance: &mut Instance, call: Call, deadline: Instant) -> Result<Output, Fault> {
+        let Instance { store, bindings, .. } = instance;
+        let reconciler = bindings.kubewasm_controller_reconciler();
+        let call = async {
+            Ok(match call {
+                Call::Reconcile(r) => Output::Action(reconciler.call_reconcile(&mut *store, &wit_request(r)).await?),
+                Call::Finalize(r) => Output::Action(reconciler.call_finalize(&mut *store, &wit_request(r)).await?),
+                Call::MapRelated(gvk, object) => Output::Keys(reconciler.call_map_related(&mut *store, &(&gvk).into(), &object.to_string()).await?),
+            })
+        };
+        let output = self.bounded(call, deadline).await.map_err(|e| self.classify(e, &instance.store))?;
+        check_size(&output)?;
+        Ok(output)
+    }
+
+    /// Runs a call under the deadline. The epoch callback stops a guest that computes; the
+    /// timeout stops one that waits on a slow host call.
+    async fn bounded<T>(&self, call: impl Future<Output = wasmtime::Result<T>>, deadline: Instant) -> wasmtime::Result<T> {
+        match tokio::time::timeout_at((deadline + EPOCH_TICK * 5).into(), call).await {
+            Ok(result) => result,
+            Err(_) => Err(DeadlineExceeded.into()),
+        }
+    }
+
+    /// Names what stopped a call or an instantiation. A trap is reported by its code alone: the
+    /// wasm backtrace goes to the debug log, not into one-line errors.
+    fn classify(&self, error: wasmtime::Error, store: &wasmtime::Store<InstanceState>) -> Fault {
+        tracing::debug!(plugin = %self.host.plugin, "call failed: {error:?}");
+        if error.downcast_ref::<DeadlineExceeded>().is_some() {
+            return Fault::Deadline(self.limits.deadline);
+        }
+        if let Some(wanted) = store.data().memory.refused {
+            return Fault::Memory { limit: self.limits.memory_bytes, wanted: wanted as u64 };
+        }
+        match error.downcast_ref::<Trap>() {
+            Some(trap) => Fault::Trap(trap.to_string()),
+            None => Fault::Instantiate(chain(&error)),
+        }
+    }
+
+    /// A fresh instance for the pool: instantiated and told its settings through `describe`.
+    async fn instantiate_for_calls(&self, deadline: Instant) -> Result<Instance, Fault> {
+        let (instance, described) = self.instantiate_until(deadline).await?;
+        match described {
+            Ok(_) => Ok(instance),
+            Err(message) => {
+                self.host.metrics.instances.dec();
+                let fault = Fault::Instantiate(format!("describe refused the settings: {message}"));
+                fault.count(&self.host.metrics.faults);
+                Err(fault)
+            }
+        }
+    }
+
+    async fn instantiate(&self) -> Result<(Instance, Result<bindings::plugin_exports::Manifest, String>), Fault> {
+        self.instantiate_until(Instant::now() + self.limits.deadline).await
+    }
+
+    async fn instantiate_until(&self, deadline: Instant) -> Result<(Instance, Result<bindings::plugin_exports::Manifest, String>), Fault> {
+        let mut store = Instance::new_store(&self.engine, self.host.clone(), self.limits.memory_bytes, deadline);
+        let started = async {
+            let bindings = self.prepared.pre.instantiate_async(&mut store).await?;
+            let described = bindings.kubewasm_controller_plugin().call_describe(&mut store, &self.settings).await?;
+            Ok((bindings, described))
+        };
+        match self.bounded(started, deadline).await {
+            Ok((bindings, described)) => {
+                self.host.metrics.instances.inc();
+                Ok((Instance { store, bindings, calls: 0 }, described))
+            }
+            Err(error) => {
+                let fault = self.classify(error, &store);
+                fault.count(&self.host.metrics.faults);
+                Err(fault)
+            }
+        }
+    }
+}
+
+impl Drop for PluginRunner {
+    fn drop(&mut self) {
+        self.host.metrics.instances.dec_by(self.idle.get_mut().len() as i64);
+    }
+}
+
+/// Refuses results too large to be anything but a broken plugin.
+fn check_size(output: &Output) -> Result<(), Fault> {
+    match output {
+        Output::Action(Err(e)) if e.message.len() > MAX_ERROR_MESSAGE => {
+            Err(Fault::Oversized(format!("an error message of {} bytes; at most {MAX_ERROR_MESSAGE}", e.message.len())))
+        }
+        Output::Keys(keys) if keys.len() > MAX_MAPPED_KEYS => {
+            Err(Fault::Oversized(format!("map-related returned {} keys; at most {MAX_MAPPED_KEYS}", keys.len())))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn wit_request(r: Request) -> WitRequest {
+    WitRequest {
+        key: WitKey { namespace: r.key.namespace().map(str::to_owned), name: r.key.name().to_owned() },
+        object: r.object.to_string(),
+        retries: r.retries,
+    }
+}
+
+/// Checks the component's exports against the `controller` world at a compatible version.
+fn check_world(engine: &Engine, component: &Component) -> Result<(), RuntimeError> {
+    let exports: Vec<String> = component.component_type().exports(engine).map(|(name, _)| name.to_string()).collect();
+    let compatible = |version: &str| {
+        let mut ours = PACKAGE_VERSION.split('.');
+        let mut theirs = version.split('.');
+        // 0.x versions are compatible within a minor version.
+        ours.next() == theirs.next() && ours.next() == theirs.next()
+    };
+    let ours = format!("{PACKAGE}@{PACKAGE_VERSION}");
+    for interface in ["plugin", "reconciler"] {
+        let prefix = format!("{PACKAGE}/{interface}@");
+        match exports.iter().find_map(|e| e.strip_prefix(&prefix)) {
+            Some(version) if compatible(version) => {}
+            Some(version) => {
+                return Err(RuntimeError::World(format!(
+                    "built for {PACKAGE}@{version}, but this host implements {ours} (compatible: {}.x)",
+                    PACKAGE_VERSION.rsplit_once('.').map_or(PACKAGE_VERSION, |(minor, _)| minor)
+                )));
+            }
+            None => {
+                let found = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
+                return Err(RuntimeError::World(format!(
+                    "does not export {PACKAGE}/{interface}: it exports {found}; build it for the `controller` world of {ours}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A wasmtime error and its causes on one line.
+fn chain(error: &wasmtime::Error) -> String {
+    let mut parts: Vec<String> = error.chain().map(ToString::to_string).collect();
+    parts.dedup();
+    parts.join(": ")
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until stopped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("kubewasm-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch thread");
+        EpochTicker { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}

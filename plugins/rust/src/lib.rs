@@ -1,0 +1,204 @@
+//! # kubewasm SDK for Rust
+//!
+//! A controller plugin is a type implementing [`Controller`], exported with
+//! [`export_controller!`] and built with `cargo build --target wasm32-wasip2 --release`:
+//!
+//! ```ignore
+//! use kubewasm_sdk::prelude::*;
+//! use kubewasm_sdk::k8s_openapi::api::core::v1::ConfigMap;
+//!
+//! struct Echo;
+//!
+//! impl Controller for Echo {
+//!     type Primary = ConfigMap;
+//!     type Settings = ();
+//!
+//!     fn new(_: ()) -> Result<Self, String> {
+//!         Ok(Echo)
+//!     }
+//!
+//!     fn manifest(&self) -> Manifest {
+//!         Manifest::new("echo", env!("CARGO_PKG_VERSION")).primary::<ConfigMap>()
+//!     }
+//!
+//!     fn reconcile(&self, cm: ConfigMap, ctx: &Context) -> Result<Action> {
+//!         ctx.info(&format!("saw {}", cm.name()));
+//!         Ok(Action::Done)
+//!     }
+//! }
+//!
+//! kubewasm_sdk::export_controller!(Echo);
+//! ```
+//!
+//! Objects are k8s-openapi types, or [`DynamicObject`] for custom resources without generated
+//! types. Everything the host offers — cache reads, writes, events, logs — is a method of
+//! [`Context`].
+
+mod context;
+mod error;
+mod manifest;
+mod object;
+
+#[doc(hidden)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        world: "controller",
+        path: "wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_controller_bindings",
+        default_bindings_module: "kubewasm_sdk::bindings",
+    });
+}
+
+pub use context::{Context, EventType, PatchType};
+pub use error::{Error, ErrorCode, Result};
+pub use k8s_openapi;
+pub use manifest::{Limits, Manifest, Mapping, Verb};
+pub use object::{DynamicObject, Gvk, Object, ObjectKey, ResourceExt, gvk_of};
+pub use serde_json;
+
+/// The usual imports for writing a controller.
+pub mod prelude {
+    pub use crate::{Action, Context, Controller, DynamicObject, Error, ErrorCode, EventType, Gvk, Manifest, Mapping, Object, ObjectKey, ResourceExt, Result, Verb};
+}
+
+use std::time::Duration;
+
+/// What the host does with the key after a successful reconcile or finalize.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing more until something changes (or the periodic resync).
+    Done,
+    /// Reconcile again after this long even if nothing changes.
+    RequeueAfter(Duration),
+}
+
+/// A controller plugin.
+///
+/// The host creates a fresh instance of the plugin now and then (on load, for concurrency, after
+/// a fault); each one builds its controller once with [`Controller::new`] from the settings in
+/// `NAME.toml` beside `NAME.wasm`, then handles many calls, one at a time.
+pub trait Controller: Sized + 'static {
+    /// The resource reconciled: a k8s-openapi type or [`DynamicObject`].
+    type Primary: Object;
+    /// The plugin's settings, read from `NAME.toml` (use `()` for none).
+    type Settings: serde::de::DeserializeOwned + Default;
+
+    /// Builds the controller from its settings; `Err` refuses to load, saying what is wrong.
+    fn new(settings: Self::Settings) -> std::result::Result<Self, String>;
+
+    /// What the plugin reconciles and what it needs.
+    fn manifest(&self) -> Manifest;
+
+    /// Moves the world towards what `object` asks for. Level-triggered: read current state
+    /// through `ctx`, don't assume what changed.
+    fn reconcile(&self, object: Self::Primary, ctx: &Context) -> Result<Action>;
+
+    /// Cleans up before an object carrying the manifest's finalizer goes away.
+    fn finalize(&self, object: Self::Primary, ctx: &Context) -> Result<Action> {
+        let _ = (object, ctx);
+        Ok(Action::Done)
+    }
+
+    /// Maps an event on a watched object (mapping [`Mapping::MapRelated`]) to primary keys.
+    fn map_related(&self, resource: &Gvk, object: DynamicObject, ctx: &Context) -> Vec<ObjectKey> {
+        let _ = (resource, object, ctx);
+        Vec::new()
+    }
+}
+
+/// Exports a [`Controller`] as the plugin's implementation of the kubewasm contract.
+#[macro_export]
+macro_rules! export_controller {
+    ($controller:ty) => {
+        #[doc(hidden)]
+        struct __KubewasmGuest;
+
+        impl $crate::bindings::exports::kubewasm::controller::plugin::Guest for __KubewasmGuest {
+            fn describe(settings: String) -> ::std::result::Result<$crate::bindings::exports::kubewasm::controller::plugin::Manifest, String> {
+                $crate::__private::describe::<$controller>(&settings)
+            }
+        }
+
+        impl $crate::bindings::exports::kubewasm::controller::reconciler::Guest for __KubewasmGuest {
+            fn reconcile(
+                request: $crate::bindings::exports::kubewasm::controller::reconciler::Request,
+            ) -> ::std::result::Result<$crate::bindings::kubewasm::controller::types::Action, $crate::bindings::kubewasm::controller::types::Error> {
+                $crate::__private::reconcile::<$controller>(request, false)
+            }
+
+            fn finalize(
+                request: $crate::bindings::exports::kubewasm::controller::reconciler::Request,
+            ) -> ::std::result::Result<$crate::bindings::kubewasm::controller::types::Action, $crate::bindings::kubewasm::controller::types::Error> {
+                $crate::__private::reconcile::<$controller>(request, true)
+            }
+
+            fn map_related(
+                resource: $crate::bindings::kubewasm::controller::types::Gvk,
+                object: String,
+            ) -> Vec<$crate::bindings::kubewasm::controller::types::ObjectKey> {
+                $crate::__private::map_related::<$controller>(resource, &object)
+            }
+        }
+
+        $crate::bindings::__export_controller_bindings!(__KubewasmGuest with_types_in $crate::bindings);
+    };
+}
+
+#[doc(hidden)]
+pub mod __private {
+    use std::any::Any;
+    use std::cell::RefCell;
+
+    use super::bindings::exports::kubewasm::controller::plugin::Manifest as WitManifest;
+    use super::bindings::exports::kubewasm::controller::reconciler::Request;
+    use super::bindings::kubewasm::controller::types as wit;
+    use super::{Action, Context, Controller, DynamicObject, Error, ErrorCode, Gvk};
+
+    thread_local! {
+        /// The controller built by `describe` in this instance.
+        static CONTROLLER: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
+    }
+
+    fn with<C: Controller, R>(f: impl FnOnce(&C) -> R) -> R {
+        CONTROLLER.with(|slot| {
+            let slot = slot.borrow();
+            let controller = slot
+                .as_ref()
+                .and_then(|c| c.downcast_ref::<C>())
+                .expect("the host calls describe before any other function");
+            f(controller)
+        })
+    }
+
+    pub fn describe<C: Controller>(settings: &str) -> Result<WitManifest, String> {
+        let settings: C::Settings = match settings.trim() {
+            "" | "{}" | "null" => C::Settings::default(),
+            text => serde_json::from_str(text).map_err(|e| format!("settings: {e}"))?,
+        };
+        let controller = C::new(settings)?;
+        let manifest = controller.manifest().into_wit();
+        CONTROLLER.with(|slot| *slot.borrow_mut() = Some(Box::new(controller)));
+        Ok(manifest)
+    }
+
+    pub fn reconcile<C: Controller>(request: Request, finalize: bool) -> Result<wit::Action, wit::Error> {
+        let object: C::Primary = serde_json::from_str(&request.object)
+            .map_err(|e| Error::new(ErrorCode::Invalid, format!("the primary object does not parse: {e}")))?;
+        let ctx = Context::new(request.key, request.retries);
+        let action = with::<C, _>(|c| if finalize { c.finalize(object, &ctx) } else { c.reconcile(object, &ctx) })?;
+        Ok(match action {
+            Action::Done => wit::Action::Done,
+            Action::RequeueAfter(after) => wit::Action::RequeueAfter(after.as_millis().try_into().unwrap_or(u64::MAX)),
+        })
+    }
+
+    pub fn map_related<C: Controller>(resource: wit::Gvk, object: &str) -> Vec<wit::ObjectKey> {
+        let Ok(object) = serde_json::from_str::<DynamicObject>(object) else {
+            return Vec::new();
+        };
+        let resource = Gvk::from(resource);
+        let ctx = Context::new(wit::ObjectKey { namespace: None, name: String::new() }, 0);
+        with::<C, _>(|c| c.map_related(&resource, object, &ctx)).into_iter().map(Into::into).collect()
+    }
+}

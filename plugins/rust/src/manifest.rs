@@ -1,0 +1,154 @@
+//! The manifest builder: what a controller reconciles and needs, in Rust terms.
+
+use std::time::Duration;
+
+use crate::bindings::exports::kubewasm::controller::plugin as wit;
+use crate::object::{Gvk, gvk_of};
+
+pub use wit::Verb;
+
+/// How an event on a watched object becomes primary keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mapping {
+    /// The object's owners of the primary kind.
+    OwnerReferences,
+    /// The primary named by this label's value, in the object's namespace.
+    Label(String),
+    /// [`crate::Controller::map_related`] decides.
+    MapRelated,
+}
+
+/// Limits the plugin asks for; `None` takes the host's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub deadline: Option<Duration>,
+    pub memory_bytes: Option<u64>,
+}
+
+/// What a controller reconciles and needs. Start with [`Manifest::new`], then chain.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    inner: wit::Manifest,
+}
+
+fn wit_gvk(gvk: &Gvk) -> crate::bindings::kubewasm::controller::types::Gvk {
+    gvk.into()
+}
+
+impl Manifest {
+    /// A manifest with one worker, the host's default limits and resync, and no primary yet.
+    pub fn new(name: &str, version: &str) -> Self {
+        Manifest {
+            inner: wit::Manifest {
+                name: name.into(),
+                version: version.into(),
+                primary: wit_gvk(&Gvk::new("", "", "")),
+                primary_selector: None,
+                owns: Vec::new(),
+                watches: Vec::new(),
+                finalizer: None,
+                resync_seconds: None,
+                max_concurrency: 1,
+                limits: wit::Limits { deadline_ms: None, memory_bytes: None },
+                permissions: Vec::new(),
+            },
+        }
+    }
+
+    /// The reconciled resource, from a k8s-openapi type.
+    pub fn primary<K: k8s_openapi::Resource>(self) -> Self {
+        self.primary_gvk(&gvk_of::<K>())
+    }
+
+    /// The reconciled resource, by kind (custom resources).
+    pub fn primary_gvk(mut self, gvk: &Gvk) -> Self {
+        self.inner.primary = wit_gvk(gvk);
+        self
+    }
+
+    /// Reconcile only primaries matching this label selector.
+    pub fn primary_selector(mut self, selector: &str) -> Self {
+        self.inner.primary_selector = Some(selector.into());
+        self
+    }
+
+    /// Objects this controller creates with an owner reference to the primary.
+    pub fn owns<K: k8s_openapi::Resource>(self) -> Self {
+        self.owns_gvk(&gvk_of::<K>())
+    }
+
+    pub fn owns_gvk(mut self, gvk: &Gvk) -> Self {
+        self.inner.owns.push(wit_gvk(gvk));
+        self
+    }
+
+    /// React to events on another resource.
+    pub fn watches<K: k8s_openapi::Resource>(self, mapping: Mapping) -> Self {
+        self.watches_gvk(&gvk_of::<K>(), mapping, None)
+    }
+
+    pub fn watches_gvk(mut self, gvk: &Gvk, mapping: Mapping, label_selector: Option<&str>) -> Self {
+        self.inner.watches.push(wit::Watch {
+            resource: wit_gvk(gvk),
+            mapping: match mapping {
+                Mapping::OwnerReferences => wit::Mapping::OwnerReferences,
+                Mapping::Label(key) => wit::Mapping::Label(key),
+                Mapping::MapRelated => wit::Mapping::MapRelated,
+            },
+            label_selector: label_selector.map(Into::into),
+        });
+        self
+    }
+
+    /// The finalizer the host adds to primaries so that `finalize` runs before they go.
+    pub fn finalizer(mut self, name: &str) -> Self {
+        self.inner.finalizer = Some(name.into());
+        self
+    }
+
+    /// Reconcile every primary at least this often; `Duration::ZERO` disables resync.
+    pub fn resync(mut self, every: Duration) -> Self {
+        self.inner.resync_seconds = Some(every.as_secs().try_into().unwrap_or(u32::MAX));
+        self
+    }
+
+    pub fn max_concurrency(mut self, workers: u32) -> Self {
+        self.inner.max_concurrency = workers;
+        self
+    }
+
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.inner.limits = wit::Limits {
+            deadline_ms: limits.deadline.map(|d| d.as_millis().try_into().unwrap_or(u32::MAX)),
+            memory_bytes: limits.memory_bytes,
+        };
+        self
+    }
+
+    /// Grants `verbs` on a resource in every namespace.
+    pub fn permission<K: k8s_openapi::Resource>(self, verbs: &[Verb]) -> Self {
+        self.grant(&gvk_of::<K>(), None, verbs, &[])
+    }
+
+    /// Grants `verbs` on the status subresource.
+    pub fn status_permission<K: k8s_openapi::Resource>(self, verbs: &[Verb]) -> Self {
+        self.grant(&gvk_of::<K>(), Some("status"), verbs, &[])
+    }
+
+    /// The general form: a resource by kind, an optional subresource, verbs, and namespaces
+    /// (empty for all).
+    pub fn grant(mut self, gvk: &Gvk, subresource: Option<&str>, verbs: &[Verb], namespaces: &[&str]) -> Self {
+        self.inner.permissions.push(wit::Permission {
+            resource: wit_gvk(gvk),
+            subresource: subresource.map(Into::into),
+            verbs: verbs.to_vec(),
+            namespaces: namespaces.iter().map(|ns| ns.to_string()).collect(),
+        });
+        self
+    }
+
+    #[doc(hidden)]
+    pub fn into_wit(self) -> wit::Manifest {
+        self.inner
+    }
+}

@@ -1,0 +1,271 @@
+//! The runtime's fault catalog (issue 3): a trap, an endless loop, a memory bomb, deep recursion,
+//! oversized results, broken files, a component of another world, an invalid manifest, a call
+//! outside the manifest, and attempts to leave the sandbox. For each: a precise error, the
+//! faulting instance discarded, and the same plugin and another loaded plugin still serving.
+//!
+//! No cluster needed: plugins run against the in-memory cache and recorder of
+//! `kubewasm::offline`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use kubewasm::manifest::LimitPolicy;
+use kubewasm::offline::{FixtureCache, Recorder};
+use kubewasm::plugin::artifact::ArtifactCache;
+use kubewasm::plugin::{LoadError, LoadedPlugin, Loader};
+use kubewasm::resource::{Gvk, ObjectKey};
+use kubewasm::runtime::host::WriteOp;
+use kubewasm::runtime::{Action, CallError, DescribeError, Fault, GuestErrorCode, PluginMetrics, PluginRunner, Request, Runtime, RuntimeConfig};
+use kubewasm_tests::guests;
+
+fn faulty_wasm() -> PathBuf {
+    guests::guest("faulty-guest", "faulty_guest")
+}
+
+/// One runtime and artifact cache for the whole file, as in a host.
+fn loader() -> &'static Loader {
+    static LOADER: OnceLock<(Loader, tempfile::TempDir)> = OnceLock::new();
+    let (loader, _) = LOADER.get_or_init(|| {
+        let cache = tempfile::tempdir().unwrap();
+        let runtime = Arc::new(Runtime::new(RuntimeConfig::default()).unwrap());
+        (Loader::new(runtime, Some(ArtifactCache::new(cache.path())), LimitPolicy::default()), cache)
+    });
+    loader
+}
+
+async fn load(name: &str, settings: &str) -> Result<LoadedPlugin, LoadError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = guests::install(&faulty_wasm(), dir.path(), name, Some(settings));
+    loader().load(&path).await
+}
+
+struct Plugin {
+    runner: PluginRunner,
+    recorder: Arc<Recorder>,
+    metrics: PluginMetrics,
+}
+
+async fn plugin(name: &str) -> Plugin {
+    let loaded = load(name, &format!("name = \"{name}\"")).await.expect("the faulty guest loads");
+    let mut cache = FixtureCache::default();
+    cache.insert(&configmap_gvk(), &configmap("default", "seed", "ok")).unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let metrics = PluginMetrics::default();
+    let services = kubewasm::offline::services(&cache, &recorder);
+    let runner = loader().runtime().runner(loaded.prepared, &loaded.described, services, metrics.clone(), &loaded.settings);
+    Plugin { runner, recorder, metrics }
+}
+
+fn configmap_gvk() -> Gvk {
+    Gvk::new("", "v1", "ConfigMap")
+}
+
+fn configmap(ns: &str, name: &str, mode: &str) -> String {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}")},
+        "data": {"mode": mode},
+    })
+    .to_string()
+}
+
+impl Plugin {
+    async fn call(&self, mode: &str) -> Result<Action, CallError> {
+        let object = configmap("default", mode, mode);
+        self.runner.reconcile(Request { key: ObjectKey::new(Some("default"), mode), object: object.into(), retries: 0 }).await
+    }
+
+    async fn call_with(&self, data: serde_json::Value) -> Result<Action, CallError> {
+        let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"}, "data": data});
+        self.runner.reconcile(Request { key: ObjectKey::new(Some("default"), "x"), object: object.to_string().into(), retries: 0 }).await
+    }
+
+    /// The calls served by the instance that answers (1 = a fresh instance).
+    async fn instance_calls(&self) -> u64 {
+        match self.call("count").await {
+            Err(CallError::Plugin { message, .. }) => message.trim_start_matches("calls=").parse().unwrap(),
+            other => panic!("count answered {other:?}"),
+        }
+    }
+
+    /// Proves the plugin serves normally: a reconcile that applies a ConfigMap.
+    async fn assert_serves(&self) {
+        self.recorder.clear();
+        assert_eq!(self.call("ok").await, Ok(Action::Done));
+        let writes = self.recorder.writes();
+        assert_eq!(writes.len(), 1, "one apply: {writes:?}");
+        assert_eq!(writes[0].name, "ok-out");
+        assert!(matches!(writes[0].op, WriteOp::Apply { force: true, .. }));
+    }
+}
+
+/// Runs `fault` in one plugin while another keeps serving, then checks both serve afterwards
+/// and the faulting instance was replaced.
+async fn assert_contained(mode: &str) -> (CallError, Plugin) {
+    let faulty = plugin("faulty-a").await;
+    let bystander = plugin("faulty-b").await;
+    assert_eq!(faulty.instance_calls().await, 1);
+    assert_eq!(faulty.instance_calls().await, 2, "a healthy instance is reused");
+    let (error, ()) = tokio::join!(faulty.call(mode), bystander.assert_serves());
+    let error = error.expect_err("the fault is an error");
+    bystander.assert_serves().await;
+    assert_eq!(faulty.instance_calls().await, 1, "the faulting instance must be discarded");
+    faulty.assert_serves().await;
+    (error, faulty)
+}
+
+#[tokio::test]
+async fn a_trap_is_reported_and_the_instance_discarded() {
+    let (error, plugin) = assert_contained("trap").await;
+    let CallError::Fault(Fault::Trap(message)) = &error else { panic!("expected a trap, got {error:?}") };
+    assert!(message.contains("unreachable"), "a Rust panic traps with `unreachable`: {message}");
+    assert_eq!(plugin.metrics.faults.trap.get(), 1);
+}
+
+#[tokio::test]
+async fn an_endless_loop_is_stopped_at_the_deadline() {
+    let started = Instant::now();
+    let plugin = plugin("looper").await;
+    let error = plugin.call("loop").await.unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(error, CallError::Fault(Fault::Deadline(Duration::from_millis(500))), "the manifest asks for 500 ms");
+    assert!(took >= Duration::from_millis(500) && took < Duration::from_secs(3), "stopped after {took:?}");
+    assert_eq!(plugin.metrics.faults.deadline.get(), 1);
+    let (error, _) = assert_contained("loop").await;
+    assert!(matches!(error, CallError::Fault(Fault::Deadline(_))));
+}
+
+#[tokio::test]
+async fn a_memory_bomb_is_denied_by_the_cap() {
+    let (error, plugin) = assert_contained("memory-bomb").await;
+    match error {
+        CallError::Fault(Fault::Memory { limit, wanted }) => {
+            assert_eq!(limit, 32 << 20, "the manifest asks for 32 MiB");
+            assert!(wanted > limit);
+        }
+        other => panic!("expected a memory fault, got {other:?}"),
+    }
+    assert_eq!(plugin.metrics.faults.memory.get(), 1);
+    assert!(plugin.metrics.memory_refusals.get() >= 1);
+}
+
+#[tokio::test]
+async fn deep_recursion_traps_on_the_stack_limit() {
+    let (error, _) = assert_contained("recursion").await;
+    let CallError::Fault(Fault::Trap(message)) = &error else { panic!("expected a trap, got {error:?}") };
+    assert!(message.contains("call stack exhausted"), "{message}");
+}
+
+#[tokio::test]
+async fn oversized_results_are_refused() {
+    let (error, plugin) = assert_contained("oversized-error").await;
+    let CallError::Fault(Fault::Oversized(message)) = &error else { panic!("expected oversized, got {error:?}") };
+    assert!(message.contains("1048576 bytes"), "{message}");
+
+    let object = configmap("default", "many", "oversized-keys");
+    let error = plugin.runner.map_related(&configmap_gvk(), object.into()).await.unwrap_err();
+    let CallError::Fault(Fault::Oversized(message)) = &error else { panic!("expected oversized, got {error:?}") };
+    assert!(message.contains("200000 keys"), "{message}");
+    let keys = plugin.runner.map_related(&configmap_gvk(), configmap("default", "one", "ok").into()).await.unwrap();
+    assert_eq!(keys, vec![ObjectKey::new(Some("default"), "one-0")]);
+    assert_eq!(plugin.metrics.faults.oversized.get(), 2);
+}
+
+#[tokio::test]
+async fn a_call_outside_the_manifest_is_forbidden_not_a_trap() {
+    let plugin = plugin("nosy").await;
+    let error = plugin.call("forbidden-read").await.unwrap_err();
+    let CallError::Plugin { code, message } = &error else { panic!("expected an error value, got {error:?}") };
+    assert_eq!(*code, GuestErrorCode::Forbidden);
+    assert!(message.contains("get Secret.v1 in namespace default is not granted"), "{message}");
+    assert_eq!(plugin.metrics.forbidden_calls.get(), 1);
+    assert_eq!(plugin.instance_calls().await, 2, "an error value does not cost the instance");
+    plugin.assert_serves().await;
+}
+
+#[tokio::test]
+async fn the_sandbox_has_no_files_sockets_or_environment() {
+    let plugin = plugin("escapee").await;
+    let message = |result: Result<Action, CallError>| match result {
+        Err(CallError::Plugin { message, .. }) => message,
+        other => panic!("expected the guest's report, got {other:?}"),
+    };
+
+    let file = message(plugin.call("sandbox-file").await);
+    assert!(file.starts_with("read /etc/hostname: Err("), "{file}");
+    let dir = message(plugin.call("sandbox-dir").await);
+    assert!(dir.starts_with("list /: Err("), "{dir}");
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let socket = message(plugin.call_with(serde_json::json!({"mode": "sandbox-socket", "address": address})).await);
+    assert!(socket.starts_with("connect: Err("), "{socket}");
+    assert!(listener.accept().is_err(), "nothing may have connected");
+
+    let env = message(plugin.call("sandbox-env").await);
+    assert_eq!(env, "env: 0 vars, HOME=None, args: 0");
+    plugin.assert_serves().await;
+}
+
+/// A user-facing error: one line.
+fn one_line(err: impl std::fmt::Display) -> String {
+    let text = err.to_string();
+    assert!(!text.contains('\n'), "one line expected: {text}");
+    text
+}
+
+#[tokio::test]
+async fn broken_files_give_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let text = check("notes.wasm", b"this is not webassembly");
+    let err = loader().load(&text).await.unwrap_err();
+    assert!(matches!(err, LoadError::NotWebAssembly), "{err}");
+    one_line(err);
+
+    let core = check("core.wasm", b"\0asm\x01\0\0\0");
+    let err = one_line(loader().load(&core).await.unwrap_err());
+    assert!(err.contains("core WebAssembly module, not a component"), "{err}");
+
+    let wasm = std::fs::read(faulty_wasm()).unwrap();
+    let truncated = check("truncated.wasm", &wasm[..wasm.len() / 2]);
+    let err = one_line(loader().load(&truncated).await.unwrap_err());
+    assert!(err.starts_with("not a valid component: failed to parse WebAssembly"), "{err}");
+
+    let other_world = guests::guest("wrong-world-guest", "wrong-world");
+    let err = one_line(loader().load(&other_world).await.unwrap_err());
+    assert!(err.contains("does not export kubewasm:controller/plugin: it exports wasi:cli/run@"), "{err}");
+
+}
+
+#[tokio::test]
+async fn a_broken_describe_is_refused_at_load() {
+    let err = load("bad", "describe = \"invalid-manifest\"").await.unwrap_err();
+    let LoadError::Describe(DescribeError::Manifest(e)) = &err else { panic!("expected an invalid manifest, got {err}") };
+    assert_eq!(e.field, "name");
+    assert!(err.to_string().contains("\"Not_A_DNS_Label\" must be a DNS-1123 label"), "{err}");
+
+    let err = load("trapper", "describe = \"trap\"").await.unwrap_err();
+    assert!(matches!(err, LoadError::Describe(DescribeError::Call(Fault::Trap(_)))), "{err}");
+    assert_eq!(err.to_string(), "describe failed: trapped: wasm trap: wasm `unreachable` instruction executed");
+
+    let err = one_line(load("refuser", "describe = \"refuse\"").await.unwrap_err());
+    assert_eq!(err, "describe refused the settings: setting `describe` is \"refuse\"");
+
+    let err = one_line(load("typo", "name = 42").await.unwrap_err());
+    assert!(err.starts_with("describe refused the settings: settings: invalid type"), "{err}");
+}
+
+#[tokio::test]
+async fn a_restart_with_cached_plugins_compiles_nothing() {
+    let first = load("cached", "").await.unwrap();
+    let second = load("cached", "").await.unwrap();
+    assert_eq!(first.digest, second.digest);
+    assert_eq!(second.origin, kubewasm::plugin::artifact::Origin::Cache);
+}

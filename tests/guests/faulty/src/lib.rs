@@ -1,0 +1,122 @@
+//! A plugin for the runtime's fault catalog. Its primary resource is ConfigMap; each reconcile
+//! does what the ConfigMap's `data.mode` says, so one loaded plugin can show every fault and
+//! prove that it keeps serving afterwards. Settings choose how `describe` misbehaves.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use kubewasm_sdk::k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kubewasm_sdk::prelude::*;
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Settings {
+    /// The plugin name (to load several copies side by side).
+    name: Option<String>,
+    /// "invalid-manifest", "trap" or "refuse" make describe misbehave.
+    describe: Option<String>,
+}
+
+struct Faulty {
+    name: String,
+    invalid_manifest: bool,
+}
+
+thread_local! {
+    /// Calls served by this instance: shows whether the host reused it.
+    static CALLS: Cell<u64> = const { Cell::new(0) };
+}
+
+impl Controller for Faulty {
+    type Primary = ConfigMap;
+    type Settings = Settings;
+
+    fn new(settings: Settings) -> Result<Self, String> {
+        match settings.describe.as_deref() {
+            Some("trap") => panic!("describe was asked to trap"),
+            Some("refuse") => Err("setting `describe` is \"refuse\"".into()),
+            other => Ok(Faulty {
+                name: settings.name.unwrap_or_else(|| "faulty".into()),
+                invalid_manifest: other == Some("invalid-manifest"),
+            }),
+        }
+    }
+
+    fn manifest(&self) -> Manifest {
+        let name = if self.invalid_manifest { "Not_A_DNS_Label" } else { &self.name };
+        Manifest::new(name, "0.1.0")
+            .primary::<ConfigMap>()
+            .permission::<ConfigMap>(&[Verb::Patch])
+            .max_concurrency(2)
+            .limits(kubewasm_sdk::Limits { deadline: Some(Duration::from_millis(500)), memory_bytes: Some(32 << 20) })
+    }
+
+    fn reconcile(&self, cm: ConfigMap, ctx: &Context) -> Result<Action> {
+        let calls = CALLS.with(|c| {
+            c.set(c.get() + 1);
+            c.get()
+        });
+        let mode = cm.data.as_ref().and_then(|d| d.get("mode")).map(String::as_str).unwrap_or("ok");
+        match mode {
+            "ok" => {
+                let mut out = ConfigMap::default();
+                out.metadata.name = Some(format!("{}-out", cm.name()));
+                out.metadata.namespace = cm.namespace().map(Into::into);
+                out.metadata.owner_references = Some(vec![cm.controller_owner_ref()]);
+                out.data = cm.data.clone();
+                ctx.apply(&out)?;
+                ctx.info(&format!("reconciled {} in call {calls}", cm.name()));
+                Ok(Action::Done)
+            }
+            "count" => Err(Error::other(format!("calls={calls}"))),
+            "requeue" => Ok(Action::RequeueAfter(Duration::from_millis(1500))),
+            "trap" => panic!("reconcile was asked to trap"),
+            "loop" => loop {
+                std::hint::black_box(calls);
+            },
+            "memory-bomb" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "recursion" => Ok(Action::RequeueAfter(Duration::from_millis(recurse(u64::MAX)))),
+            "oversized-error" => Err(Error::other("x".repeat(1 << 20))),
+            "forbidden-read" => ctx.get::<Secret>(cm.namespace(), "anything").map(|_| Action::Done),
+            "sandbox-file" => Err(Error::other(format!("read /etc/hostname: {:?}", std::fs::read_to_string("/etc/hostname")))),
+            "sandbox-dir" => Err(Error::other(format!("list /: {:?}", std::fs::read_dir("/").map(|d| d.count())))),
+            "sandbox-socket" => Err(Error::other(format!(
+                "connect: {:?}",
+                std::net::TcpStream::connect(cm.data.as_ref().and_then(|d| d.get("address")).map(String::as_str).unwrap_or("127.0.0.1:1"))
+            ))),
+            "sandbox-env" => Err(Error::other(format!(
+                "env: {} vars, HOME={:?}, args: {}",
+                std::env::vars().count(),
+                std::env::var("HOME").ok(),
+                std::env::args().count()
+            ))),
+            "stdout" => {
+                println!("hello from stdout");
+                eprintln!("hello from stderr");
+                Ok(Action::Done)
+            }
+            other => Err(Error::new(ErrorCode::Invalid, format!("unknown mode {other:?}"))),
+        }
+    }
+
+    fn map_related(&self, _: &Gvk, object: DynamicObject, _: &Context) -> Vec<ObjectKey> {
+        let mode = object.field("data").and_then(|d| d.get("mode")).and_then(|m| m.as_str());
+        let count = if mode == Some("oversized-keys") { 200_000 } else { 1 };
+        (0..count).map(|i| ObjectKey::new(object.namespace(), &format!("{}-{i}", object.name()))).collect()
+    }
+}
+
+/// Recursion the optimizer can neither turn into a loop (the result is rotated before it is
+/// combined) nor move onto the shadow stack in linear memory (only scalars): it exhausts the
+/// wasm call stack, the host's limit.
+fn recurse(depth: u64) -> u64 {
+    if depth == 0 { 0 } else { recurse(depth - 1).rotate_left(7) ^ depth }
+}
+
+kubewasm_sdk::export_controller!(Faulty);

@@ -1,0 +1,36 @@
+//! Test support for kubewasm: a real, local Kubernetes control plane (kube-apiserver, etcd and
+//! kube-controller-manager's garbage-collector, namespace, serviceaccount, deployment and
+//! replicaset controllers, built from the official Go modules in `tests/controlplane/`) and the
+//! helpers end-to-end tests share.
+//!
+//! ```ignore
+//! use kubewasm_tests::{ControlPlane, eventually};
+//!
+//! #[tokio::test]
+//! async fn my_test() -> anyhow::Result<()> {
+//!     let cp = ControlPlane::shared().await;          // one per test binary, started lazily
+//!     let ns = cp.namespace("my-test").await?;        // unique; deleted on drop
+//!     let cms = ns.api::<ConfigMap>();
+//!     // ...
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Modules: `build` (the cached Go build), `process` (children tied to this process),
+//! `controlplane` (one running instance), `shared` (the per-process instance), `namespace`,
+//! `kubectl`, `wait` (polling and Kubernetes waits).
+
+pub mod build;
+pub mod controlplane;
+pub mod guests;
+pub mod kubectl;
+pub mod namespace;
+pub mod process;
+mod shared;
+pub mod wait;
+
+pub use build::{BuildError, controlplane_binary};
+pub use controlplane::{ControlPlane, Error, Options, client_from};
+pub use kubectl::{Kubectl, KubectlError, kubectl_path};
+pub use namespace::{TestNamespace, unique_name};
+pub use wait::{CrdError, WaitError, api_code, apply_crd, eventually, wait_crd_established};
