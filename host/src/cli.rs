@@ -1,7 +1,9 @@
 //! The command line: `kubewasm run | check | rbac | new | test | version`, with help that reads
 //! like kubectl's. Parses flags into plain values and calls the library; no logic of its own.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -55,9 +57,86 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the controllers in a plugin directory against a cluster
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # Run every plugin in ./plugins against the cluster of the current kubeconfig context\n  \
+                      kubewasm run --plugins ./plugins\n\n  \
+                      # Two replicas: one leads, the other keeps warm caches and takes over\n  \
+                      kubewasm run --plugins ./plugins --leader-elect --lease-namespace kube-system\n\n  \
+                      # Only some plugins, in some namespaces\n  \
+                      kubewasm run --plugins ./plugins --controllers 'sample-controller,-noisy' --namespace team-a --namespace team-b"
+    )]
+    Run(RunArgs),
     /// Check a plugin file and print what it declares
     #[command(help_template = COMMAND_TEMPLATE, after_help = "  # Check a plugin and print its manifest\n  kubewasm check ./plugins/sample-controller.wasm")]
     Check(CheckArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Directory of plugins: NAME.wasm files, each with optional settings in NAME.toml
+    #[arg(long, value_name = "DIR")]
+    plugins: PathBuf,
+
+    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+
+    /// Serve only this namespace (repeatable; default: all namespaces)
+    #[arg(long = "namespace", short = 'n', value_name = "NAMESPACE")]
+    namespaces: Vec<String>,
+
+    /// Plugins to run: '*' for all, 'name' to enable one, '-name' to disable one
+    #[arg(long, value_name = "LIST", default_value = "*")]
+    controllers: crate::app::ControllerFilter,
+
+    /// Address of the /metrics endpoint
+    #[arg(long, value_name = "ADDR", default_value = ":8080", value_parser = parse_addr)]
+    metrics_addr: SocketAddr,
+
+    /// Address of the /healthz and /readyz endpoints
+    #[arg(long, value_name = "ADDR", default_value = ":8081", value_parser = parse_addr)]
+    health_addr: SocketAddr,
+
+    /// Elect a leader among replicas with a Lease; standbys keep caches warm and do not write
+    #[arg(long)]
+    leader_elect: bool,
+
+    /// Name of the leader election Lease
+    #[arg(long, value_name = "NAME", default_value = "kubewasm")]
+    lease_name: String,
+
+    /// Namespace of the leader election Lease
+    #[arg(long, value_name = "NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+
+    /// How long a graceful shutdown may take before the host stops at once
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    grace_period: Duration,
+
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+/// Go-style listen addresses: `:8080` means every interface.
+fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    let full = if text.starts_with(':') { format!("0.0.0.0{text}") } else { text.to_string() };
+    full.parse().map_err(|_| format!("{text:?} is not an address such as :8080 or 127.0.0.1:8080"))
+}
+
+/// Durations as kubectl writes them: `500ms`, `30s`, `5m`, `1h`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration such as 30s"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!("{text:?} is not a duration such as 500ms, 30s, 5m or 1h")),
+    }
 }
 
 #[derive(Args)]
@@ -72,11 +151,8 @@ struct CacheArgs {
 }
 
 impl CacheArgs {
-    fn artifacts(&self) -> Option<ArtifactCache> {
-        if self.no_cache {
-            return None;
-        }
-        self.cache_dir.clone().or_else(ArtifactCache::default_dir).map(ArtifactCache::new)
+    fn dir(&self) -> Option<PathBuf> {
+        if self.no_cache { None } else { self.cache_dir.clone().or_else(ArtifactCache::default_dir) }
     }
 }
 
@@ -100,6 +176,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Check(args) => check(args).await,
+            Command::Run(args) => run(args).await,
         }
     });
     match result {
@@ -116,12 +193,31 @@ fn fail(message: String) -> ExitCode {
 /// Logs go to stderr; `RUST_LOG` (e.g. `kubewasm=debug`) sets the level, info by default.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal()).init();
 }
 
 fn new_loader(cache: &CacheArgs) -> Result<Loader, String> {
     let runtime = Runtime::new(RuntimeConfig::default()).map_err(|e| e.to_string())?;
-    Ok(Loader::new(Arc::new(runtime), cache.artifacts(), LimitPolicy::default()))
+    Ok(Loader::new(Arc::new(runtime), cache.dir().map(ArtifactCache::new), LimitPolicy::default()))
+}
+
+async fn run(args: RunArgs) -> Result<ExitCode, String> {
+    let config = crate::app::RunConfig {
+        artifacts: args.cache.dir(),
+        plugins: args.plugins,
+        kubeconfig: args.kubeconfig,
+        namespaces: args.namespaces,
+        controllers: args.controllers,
+        metrics_addr: args.metrics_addr,
+        health_addr: args.health_addr,
+        leader_elect: args.leader_elect,
+        lease_name: args.lease_name,
+        lease_namespace: args.lease_namespace,
+        grace_period: args.grace_period,
+    };
+    crate::app::run(config).await.map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn check(args: CheckArgs) -> Result<ExitCode, String> {

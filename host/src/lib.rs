@@ -1,5 +1,33 @@
+//! # kubewasm
+//!
+//! A Kubernetes controller host: it owns what every controller needs — shared informers and
+//! caches, keyed rate-limited workqueues, leader election, metrics, events, retries — and runs
+//! each controller's reconcile logic as a sandboxed WebAssembly component implementing the WIT
+//! package `kubewasm:controller` (in `wit/`).
+//!
+//! ## Layout
+//!
+//! An event enters in [`informer`] (one shared watch per resource, a JSON cache), becomes keys
+//! in a [`queue`] through the triggers of a [`controller`], reaches the plugin through the
+//! [`runtime`] (wasmtime, limits, the sandbox; `runtime::host` implements the WIT imports), and
+//! leaves as a write through [`client`] or an Event through [`events`].
+//!
+//! - [`app`]: `kubewasm run`, wired in phases; owns shutdown. [`cli`]: the command line.
+//! - [`plugin`]: plugin files — digest, artifact cache, loading. [`manifest`]: what a plugin
+//!   declares, validation, the capability check.
+//! - [`discovery`], [`resource`], [`selector`]: kinds, keys and label selectors.
+//! - [`leader`]: Lease-based leader election. [`metrics`], [`server`]: Prometheus metrics and
+//!   the HTTP endpoints. [`offline`]: running plugins without a cluster (table tests,
+//!   benchmarks).
+
+pub mod app;
 pub mod cli;
+pub mod client;
+pub mod controller;
+pub mod discovery;
+pub mod events;
 pub mod informer;
+pub mod leader;
 pub mod manifest;
 pub mod metrics;
 pub mod offline;
@@ -8,3 +36,4 @@ pub mod queue;
 pub mod resource;
 pub mod runtime;
 pub mod selector;
+pub mod server;

@@ -20,6 +20,9 @@ use prometheus_client::registry::{Registry, Unit};
 pub struct Metrics {
     registry: Registry,
     workqueue: WorkqueueFamilies,
+    controller: ControllerFamilies,
+    plugin: PluginFamilies,
+    host: HostFamilies,
     refreshers: Refreshers,
 }
 
@@ -30,7 +33,10 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let workqueue = WorkqueueFamilies::register(&mut registry);
-        Metrics { registry, workqueue, refreshers: Refreshers::default() }
+        let controller = ControllerFamilies::register(&mut registry);
+        let plugin = PluginFamilies::register(&mut registry);
+        let host = HostFamilies::register(&mut registry);
+        Metrics { registry, workqueue, controller, plugin, host, refreshers: Refreshers::default() }
     }
 
     /// The workqueue handles for one controller. Resolved once per queue because looking a label
@@ -48,6 +54,60 @@ impl Metrics {
             longest_running_processor: f.longest_running_processor.get_or_create_owned(&labels),
             refreshers: self.refreshers.clone(),
         }
+    }
+
+    /// The `controller_runtime_*` handles for one controller.
+    pub fn controller(&self, name: &str) -> ControllerMetrics {
+        let labels = OnlyController { controller: name.to_owned() };
+        let result = |result: &str| {
+            self.controller.reconcile_total.get_or_create_owned(&ResultLabels { controller: name.to_owned(), result: result.to_owned() })
+        };
+        let f = &self.controller;
+        ControllerMetrics {
+            success: result("success"),
+            error: result("error"),
+            requeue_after: result("requeue_after"),
+            errors: f.reconcile_errors.get_or_create_owned(&labels),
+            reconcile_time: f.reconcile_time.get_or_create_owned(&labels),
+            max_concurrent: f.max_concurrent.get_or_create_owned(&labels),
+            active_workers: f.active_workers.get_or_create_owned(&labels),
+        }
+    }
+
+    /// The `kubewasm_plugin_*` handles for one plugin.
+    pub fn plugin(&self, name: &str) -> PluginMetrics {
+        let labels = PluginLabels { plugin: name.to_owned() };
+        let fault = |kind: &str| self.plugin.faults.get_or_create_owned(&FaultLabels { plugin: name.to_owned(), kind: kind.to_owned() });
+        let f = &self.plugin;
+        PluginMetrics {
+            faults: FaultCounters {
+                trap: fault("trap"),
+                deadline: fault("deadline"),
+                memory: fault("memory"),
+                oversized: fault("oversized"),
+                instantiate: fault("instantiate"),
+            },
+            memory_bytes: f.memory_bytes.get_or_create_owned(&labels),
+            memory_refusals: f.memory_refusals.get_or_create_owned(&labels),
+            forbidden_calls: f.forbidden_calls.get_or_create_owned(&labels),
+            instances: f.instances.get_or_create_owned(&labels),
+        }
+    }
+
+    /// `kubewasm_plugin_reloads_total` for one plugin and result (`loaded`, `reloaded`,
+    /// `rejected`, `unloaded`).
+    pub fn reloads(&self, plugin: &str, result: &str) -> Counter {
+        self.plugin.reloads.get_or_create_owned(&ReloadLabels { plugin: plugin.to_owned(), result: result.to_owned() })
+    }
+
+    /// `leader_election_master_status` for a lease: 1 while this host leads.
+    pub fn leader(&self, lease: &str) -> Gauge {
+        self.host.leader.get_or_create_owned(&LeaseLabels { name: lease.to_owned() })
+    }
+
+    /// `kubewasm_events_dropped_total`: Events not sent (backlog full or rate-limited).
+    pub fn events_dropped(&self) -> Counter {
+        self.host.events_dropped.clone()
     }
 
     /// The Prometheus text exposition (OpenMetrics flavour, ending in `# EOF`) of every metric,
@@ -194,6 +254,197 @@ impl WorkqueueMetrics {
     /// Asks for `hook` to be refreshed before every scrape, for as long as it lives.
     pub(crate) fn refresh_on_scrape(&self, hook: Weak<dyn Refresh>) {
         self.refreshers.register(hook);
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OnlyController {
+    controller: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    controller: String,
+    result: String,
+}
+
+/// controller-runtime's reconcile time buckets.
+fn reconcile_histogram() -> Histogram {
+    Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0])
+}
+
+/// The `controller_runtime_*` families, named and labelled as controller-runtime's.
+#[derive(Debug)]
+struct ControllerFamilies {
+    reconcile_total: Family<ResultLabels, Counter>,
+    reconcile_errors: Family<OnlyController, Counter>,
+    reconcile_time: Family<OnlyController, Histogram>,
+    max_concurrent: Family<OnlyController, Gauge>,
+    active_workers: Family<OnlyController, Gauge>,
+}
+
+impl ControllerFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        let families = ControllerFamilies {
+            reconcile_total: Family::default(),
+            reconcile_errors: Family::default(),
+            reconcile_time: Family::new_with_constructor(reconcile_histogram),
+            max_concurrent: Family::default(),
+            active_workers: Family::default(),
+        };
+        registry.register("controller_runtime_reconcile", "Total number of reconciliations per controller", families.reconcile_total.clone());
+        registry.register("controller_runtime_reconcile_errors", "Total number of reconciliation errors per controller", families.reconcile_errors.clone());
+        registry.register_with_unit(
+            "controller_runtime_reconcile_time",
+            "Length of time per reconciliation per controller",
+            Unit::Seconds,
+            families.reconcile_time.clone(),
+        );
+        registry.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            families.max_concurrent.clone(),
+        );
+        registry.register("controller_runtime_active_workers", "Number of currently used workers per controller", families.active_workers.clone());
+        families
+    }
+}
+
+/// One controller's `controller_runtime_*` series, resolved.
+#[derive(Debug, Clone)]
+pub struct ControllerMetrics {
+    success: Counter,
+    error: Counter,
+    requeue_after: Counter,
+    errors: Counter,
+    pub reconcile_time: Histogram,
+    pub max_concurrent: Gauge,
+    pub active_workers: Gauge,
+}
+
+impl ControllerMetrics {
+    /// Counts one reconcile by its outcome.
+    pub fn count(&self, outcome: crate::controller::Outcome) {
+        use crate::controller::Outcome;
+        match outcome {
+            Outcome::Success => self.success.inc(),
+            Outcome::RequeueAfter(_) => self.requeue_after.inc(),
+            Outcome::Error => {
+                self.errors.inc();
+                self.error.inc()
+            }
+        };
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FaultLabels {
+    plugin: String,
+    kind: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    plugin: String,
+    result: String,
+}
+
+/// The `kubewasm_plugin_*` families.
+#[derive(Debug)]
+struct PluginFamilies {
+    faults: Family<FaultLabels, Counter>,
+    memory_bytes: Family<PluginLabels, Gauge>,
+    memory_refusals: Family<PluginLabels, Counter>,
+    forbidden_calls: Family<PluginLabels, Counter>,
+    instances: Family<PluginLabels, Gauge>,
+    reloads: Family<ReloadLabels, Counter>,
+}
+
+impl PluginFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        let families = PluginFamilies {
+            faults: Family::default(),
+            memory_bytes: Family::default(),
+            memory_refusals: Family::default(),
+            forbidden_calls: Family::default(),
+            instances: Family::default(),
+            reloads: Family::default(),
+        };
+        registry.register(
+            "kubewasm_plugin_faults",
+            "Plugin calls stopped by the host, by kind: trap, deadline, memory, oversized, instantiate",
+            families.faults.clone(),
+        );
+        registry.register_with_unit(
+            "kubewasm_plugin_memory",
+            "Linear memory held by the plugin's live instances",
+            Unit::Bytes,
+            families.memory_bytes.clone(),
+        );
+        registry.register(
+            "kubewasm_plugin_memory_limit_hits",
+            "Memory growths refused because they would pass the plugin's memory limit",
+            families.memory_refusals.clone(),
+        );
+        registry.register(
+            "kubewasm_plugin_forbidden_calls",
+            "Host calls refused because the plugin's manifest does not grant them",
+            families.forbidden_calls.clone(),
+        );
+        registry.register("kubewasm_plugin_instances", "Live instances of the plugin", families.instances.clone());
+        registry.register(
+            "kubewasm_plugin_reloads",
+            "Plugin loads, reloads, rejected versions and unloads, by result",
+            families.reloads.clone(),
+        );
+        families
+    }
+}
+
+/// One plugin's `kubewasm_plugin_*` series, recorded by the runtime. `Default` gives unregistered
+/// handles, for runs without a registry (tests, `kubewasm check`).
+#[derive(Clone, Default)]
+pub struct PluginMetrics {
+    pub faults: FaultCounters,
+    pub memory_bytes: Gauge,
+    pub memory_refusals: Counter,
+    pub forbidden_calls: Counter,
+    pub instances: Gauge,
+}
+
+/// `kubewasm_plugin_faults_total` by kind.
+#[derive(Clone, Default)]
+pub struct FaultCounters {
+    pub trap: Counter,
+    pub deadline: Counter,
+    pub memory: Counter,
+    pub oversized: Counter,
+    pub instantiate: Counter,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabels {
+    name: String,
+}
+
+/// Host-wide families.
+#[derive(Debug)]
+struct HostFamilies {
+    leader: Family<LeaseLabels, Gauge>,
+    events_dropped: Counter,
+}
+
+impl HostFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        let families = HostFamilies { leader: Family::default(), events_dropped: Counter::default() };
+        registry.register("leader_election_master_status", "Whether this host is the leader of the lease (1) or not (0)", families.leader.clone());
+        registry.register("kubewasm_events_dropped", "Events not sent: backlog full or rate-limited", families.events_dropped.clone());
+        families
     }
 }
 

@@ -20,7 +20,7 @@ pub struct FixtureCache {
 impl FixtureCache {
     /// Makes `resource` cached (empty) with the given scope.
     pub fn add_resource(&mut self, resource: Gvk, scope: Scope) -> Arc<Store> {
-        let store = Arc::new(Store::new(resource, scope));
+        let store = Arc::new(Store::new(resource, scope, None));
         self.view.insert(store.clone());
         store
     }
@@ -28,7 +28,7 @@ impl FixtureCache {
     /// Adds an object to its resource's store, creating a namespaced store if needed.
     pub fn insert(&mut self, resource: &Gvk, json: &str) -> Result<(), ParseError> {
         let object = ParsedObject::from_json(json.into())?;
-        let store = match self.view.store(resource) {
+        let store = match self.view.stores(resource).first() {
             Some(store) => store.clone(),
             None => self.add_resource(resource.clone(), if object.key.namespace().is_some() { Scope::Namespaced } else { Scope::Cluster }),
         };

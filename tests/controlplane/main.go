@@ -6,10 +6,19 @@
 // Contract (other parts of the project rely on it):
 //
 //	controlplane --data-dir DIR --kubeconfig FILE [--unprivileged-kubeconfig FILE] [--port N]
+//	             [--etcd-compaction-interval DURATION] [--watch-cache=false] [--controllers LIST]
 //
-// It listens on 127.0.0.1 only, writes the kubeconfig(s), prints exactly "ready" on stdout once the
-// API serves and the built-in resources are discoverable, and stops everything on SIGTERM/SIGINT.
-// Everything it writes, except the kubeconfigs, lives under DIR; restarting on DIR keeps all objects.
+// It listens on 127.0.0.1 only (--port, else the previous run's port recorded in DIR/port if it is
+// free, else any free port), writes the kubeconfig(s) atomically (user kubewasm-admin in
+// system:masters; user kubewasm-unprivileged in no group), prints exactly "ready" on stdout once the
+// API serves and the built-in resources are discoverable, and on SIGTERM/SIGINT stops everything and
+// exits 0 (a second signal during shutdown exits at once). Everything it writes, except the
+// kubeconfigs, lives under DIR (logs: DIR/controlplane.log, DIR/etcd.log); restarting on DIR keeps
+// all objects.
+//
+// Build it through the Rust test support (tests/src/build.rs), which caches the binary per machine
+// and stamps the Kubernetes version into it (-ldflags -X k8s.io/component-base/version.gitVersion=…);
+// a plain `go build` works too but reports version v0.0.0-master.
 package main
 
 import (
@@ -146,6 +155,8 @@ func run(o cliFlags) error {
 	select {
 	case <-ctx.Done():
 		klog.Info("signal received, shutting down")
+		// A second signal gets the default behaviour: exit at once.
+		stop()
 		return nil
 	case err := <-api.Done():
 		return fmt.Errorf("kube-apiserver stopped: %v", err)

@@ -1,43 +1,333 @@
-//! Shared informers: one list+watch per (resource, namespace scope, label selector) for all
-//! plugins that need it, each feeding a [`Store`] and notifying its subscribers.
+//! Shared informers: one list+watch per (resource, namespace scope, label selector) for every
+//! plugin that needs it, each feeding a [`Store`] and telling its subscribers what changed.
+//! Informers don't know who listens: a subscriber is anything that takes events.
+//!
+//! The watch itself is kube-rs's `watcher` (re-list on 410 Gone, bookmarks, backoff); the
+//! reflector store is ours, because kube's keeps a typed object per entry, and the cache here
+//! keeps JSON text that a guest can be handed without re-serializing (see [`store`]).
 
+pub mod raw;
 pub mod store;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 pub use store::{Entry, ParsedObject, Store};
 
+use self::raw::RawObject;
+use crate::discovery::{Discovery, DiscoveryError};
 use crate::resource::{Gvk, ObjectKey};
 use crate::runtime::host::{CacheReader, Scope};
 use crate::selector::LabelSelector;
 
-/// A plugin's view of the caches: the store of each resource it may read.
+/// What one informer watches.
+#[derive(Debug, Clone)]
+pub struct WatchKey {
+    pub resource: Gvk,
+    /// `None`: every namespace (and always for cluster-scoped resources).
+    pub namespace: Option<String>,
+    pub selector: Option<LabelSelector>,
+}
+
+impl WatchKey {
+    fn identity(&self) -> (&Gvk, Option<&str>, Option<&str>) {
+        (&self.resource, self.namespace.as_deref(), self.selector.as_ref().map(LabelSelector::as_str))
+    }
+}
+
+impl PartialEq for WatchKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for WatchKey {}
+
+impl Hash for WatchKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.identity().hash(state)
+    }
+}
+
+impl std::fmt::Display for WatchKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.resource)?;
+        if let Some(ns) = &self.namespace {
+            write!(f, " in {ns}")?;
+        }
+        if let Some(selector) = &self.selector {
+            write!(f, " matching {selector}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A change to a watched object, as a subscriber sees it.
+#[derive(Debug, Clone, Copy)]
+pub enum Event<'a> {
+    /// Added, changed, or seen again in a re-list.
+    Applied(&'a ObjectKey, &'a Entry),
+    /// Gone; the entry is the last state the cache held.
+    Deleted(&'a ObjectKey, &'a Entry),
+}
+
+/// Takes events from an informer. Called on the informer's task: must not block.
+pub trait Subscriber: Send + Sync {
+    fn on_event(&self, event: Event<'_>);
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InformerError {
+    #[error("cannot watch {key}: {source}")]
+    Resolve {
+        key: WatchKey,
+        #[source]
+        source: DiscoveryError,
+    },
+}
+
+/// One running list+watch, its store and its subscribers.
+pub struct Informer {
+    key: WatchKey,
+    store: Arc<Store>,
+    synced: watch::Receiver<bool>,
+    subscribers: RwLock<Vec<(u64, Arc<dyn Subscriber>)>>,
+    stop: CancellationToken,
+}
+
+impl Informer {
+    fn notify(&self, event: Event<'_>) {
+        for (_, subscriber) in self.subscribers.read().iter() {
+            subscriber.on_event(event);
+        }
+    }
+
+    /// Applies one watcher event to the store and tells the subscribers.
+    fn apply(&self, event: watcher::Event<RawObject>, relist: &mut Vec<ParsedObject>) {
+        let parse = |raw: RawObject| match raw.into_cached() {
+            Ok(object) => Some(object),
+            Err(e) => {
+                tracing::warn!(informer = %self.key, "skipping an object that does not parse: {e}");
+                None
+            }
+        };
+        match event {
+            watcher::Event::Init => relist.clear(),
+            watcher::Event::InitApply(raw) => relist.extend(parse(raw)),
+            watcher::Event::InitDone => {
+                let listed = std::mem::take(relist);
+                let keys: Vec<(ObjectKey, Entry)> = listed.iter().map(|o| (o.key.clone(), o.entry.clone())).collect();
+                for (key, entry) in self.store.replace_all(listed) {
+                    self.notify(Event::Deleted(&key, &entry));
+                }
+                for (key, entry) in &keys {
+                    self.notify(Event::Applied(key, entry));
+                }
+            }
+            watcher::Event::Apply(raw) => {
+                if let Some(object) = parse(raw) {
+                    self.store.insert(object.clone());
+                    self.notify(Event::Applied(&object.key, &object.entry));
+                }
+            }
+            watcher::Event::Delete(raw) => {
+                if let Some(object) = parse(raw) {
+                    let last = self.store.remove(&object.key).unwrap_or(object.entry);
+                    self.notify(Event::Deleted(&object.key, &last));
+                }
+            }
+        }
+    }
+}
+
+/// A subscriber's hold on an informer. Dropping it unsubscribes; the last one stops the watch.
+pub struct Subscription {
+    informer: Arc<Informer>,
+    id: u64,
+    registry: Weak<Informers>,
+}
+
+impl Subscription {
+    pub fn store(&self) -> &Arc<Store> {
+        &self.informer.store
+    }
+
+    pub fn key(&self) -> &WatchKey {
+        &self.informer.key
+    }
+
+    /// Waits until the informer has listed everything once.
+    pub async fn synced(&self) {
+        let mut synced = self.informer.synced.clone();
+        let _ = synced.wait_for(|s| *s).await;
+    }
+
+    pub fn is_synced(&self) -> bool {
+        *self.informer.synced.borrow()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let empty = {
+            let mut subscribers = self.informer.subscribers.write();
+            subscribers.retain(|(id, _)| *id != self.id);
+            subscribers.is_empty()
+        };
+        if empty && let Some(registry) = self.registry.upgrade() {
+            registry.release(&self.informer);
+        }
+    }
+}
+
+/// All informers of the host.
+pub struct Informers {
+    client: Client,
+    discovery: Arc<Discovery>,
+    live: Mutex<HashMap<WatchKey, Arc<Informer>>>,
+    next_id: AtomicU64,
+    shutdown: CancellationToken,
+}
+
+impl Informers {
+    pub fn new(client: Client, discovery: Arc<Discovery>, shutdown: CancellationToken) -> Arc<Self> {
+        Arc::new(Informers { client, discovery, live: Mutex::default(), next_id: AtomicU64::new(1), shutdown })
+    }
+
+    /// Subscribes to the informer for `key`, starting it if nobody watches that yet. The
+    /// subscriber first receives every object already cached, then every change.
+    pub async fn subscribe(self: &Arc<Self>, mut key: WatchKey, subscriber: Arc<dyn Subscriber>) -> Result<Subscription, InformerError> {
+        let resolved = self.discovery.resolve(&key.resource).await.map_err(|source| InformerError::Resolve { key: key.clone(), source })?;
+        if resolved.scope == Scope::Cluster {
+            key.namespace = None;
+        }
+        let informer = {
+            let mut live = self.live.lock();
+            match live.get(&key) {
+                Some(informer) => informer.clone(),
+                None => {
+                    let informer = self.start(key.clone(), resolved);
+                    live.insert(key, informer.clone());
+                    informer
+                }
+            }
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut subscribers = informer.subscribers.write();
+            for (key, entry) in informer.store.entries() {
+                subscriber.on_event(Event::Applied(&key, &entry));
+            }
+            subscribers.push((id, subscriber));
+        }
+        Ok(Subscription { informer, id, registry: Arc::downgrade(self) })
+    }
+
+    /// The watches running now.
+    pub fn active(&self) -> Vec<WatchKey> {
+        self.live.lock().keys().cloned().collect()
+    }
+
+    fn release(&self, informer: &Arc<Informer>) {
+        let mut live = self.live.lock();
+        // Someone may have subscribed again between the last unsubscribe and this lock.
+        if informer.subscribers.read().is_empty() && live.get(&informer.key).is_some_and(|i| Arc::ptr_eq(i, informer)) {
+            live.remove(&informer.key);
+            informer.stop.cancel();
+            tracing::info!(informer = %informer.key, "stopped watching: no subscribers left");
+        }
+    }
+
+    fn start(&self, key: WatchKey, resolved: crate::discovery::Resolved) -> Arc<Informer> {
+        let (synced_tx, synced) = watch::channel(false);
+        let informer = Arc::new(Informer {
+            store: Arc::new(Store::new(key.resource.clone(), resolved.scope, key.namespace.clone())),
+            key,
+            synced,
+            subscribers: RwLock::default(),
+            stop: self.shutdown.child_token(),
+        });
+        let api: Api<RawObject> = match &informer.key.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resolved.api),
+            None => Api::all_with(self.client.clone(), &resolved.api),
+        };
+        let mut config = watcher::Config::default();
+        if let Some(selector) = &informer.key.selector {
+            config = config.labels(selector.as_str());
+        }
+        let task = informer.clone();
+        tokio::spawn(async move {
+            tracing::info!(informer = %task.key, "watching");
+            let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
+            let mut relist = Vec::new();
+            loop {
+                let event = tokio::select! {
+                    _ = task.stop.cancelled() => break,
+                    event = stream.next() => event,
+                };
+                match event {
+                    Some(Ok(event)) => {
+                        let done = matches!(event, watcher::Event::InitDone);
+                        task.apply(event, &mut relist);
+                        if done {
+                            synced_tx.send_replace(true);
+                        }
+                    }
+                    Some(Err(e)) => tracing::warn!(informer = %task.key, "watch failed, retrying with backoff: {e}"),
+                    None => break,
+                }
+            }
+        });
+        informer
+    }
+}
+
+/// A plugin's view of the caches: the stores of each resource it may read (one per namespace
+/// when the host serves several).
 #[derive(Clone, Default)]
 pub struct CacheView {
-    stores: HashMap<Gvk, Arc<Store>>,
+    stores: HashMap<Gvk, Vec<Arc<Store>>>,
 }
 
 impl CacheView {
     pub fn insert(&mut self, store: Arc<Store>) {
-        self.stores.insert(store.resource().clone(), store);
+        let stores = self.stores.entry(store.resource().clone()).or_default();
+        if !stores.iter().any(|s| Arc::ptr_eq(s, &store)) {
+            stores.push(store);
+        }
     }
 
-    pub fn store(&self, resource: &Gvk) -> Option<&Arc<Store>> {
-        self.stores.get(resource)
+    pub fn stores(&self, resource: &Gvk) -> &[Arc<Store>] {
+        self.stores.get(resource).map(Vec::as_slice).unwrap_or_default()
     }
 }
 
 impl CacheReader for CacheView {
     fn scope(&self, resource: &Gvk) -> Option<Scope> {
-        self.stores.get(resource).map(|s| s.scope())
+        self.stores(resource).first().map(|s| s.scope())
     }
 
     fn get(&self, resource: &Gvk, key: &ObjectKey) -> Option<Arc<str>> {
-        self.stores.get(resource)?.get(key)
+        self.stores(resource).iter().filter(|s| s.covers(key.namespace())).find_map(|s| s.get(key))
     }
 
     fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)> {
-        self.stores.get(resource).map(|s| s.list(namespace, selector)).unwrap_or_default()
+        let stores = self.stores(resource);
+        if let [store] = stores {
+            return store.list(namespace, selector);
+        }
+        let mut all: Vec<_> = stores.iter().filter(|s| namespace.is_none() || s.covers(namespace)).flat_map(|s| s.list(namespace, selector)).collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all
     }
 }

@@ -108,6 +108,8 @@ impl ParsedObject {
 pub struct Store {
     resource: Gvk,
     scope: Scope,
+    /// The one namespace this store holds, or `None` for all namespaces.
+    namespace: Option<String>,
     inner: RwLock<Inner>,
 }
 
@@ -133,8 +135,13 @@ impl Inner {
 }
 
 impl Store {
-    pub fn new(resource: Gvk, scope: Scope) -> Self {
-        Store { resource, scope, inner: RwLock::default() }
+    pub fn new(resource: Gvk, scope: Scope, namespace: Option<String>) -> Self {
+        Store { resource, scope, namespace, inner: RwLock::default() }
+    }
+
+    /// Whether this store holds objects of `namespace` (`None`: of every namespace).
+    pub fn covers(&self, namespace: Option<&str>) -> bool {
+        self.namespace.is_none() || self.namespace.as_deref() == namespace
     }
 
     pub fn resource(&self) -> &Gvk {
@@ -191,6 +198,11 @@ impl Store {
         found
     }
 
+    /// A snapshot of every object.
+    pub fn entries(&self) -> Vec<(ObjectKey, Entry)> {
+        self.inner.read().objects.iter().map(|(k, e)| (k.clone(), e.clone())).collect()
+    }
+
     pub fn keys(&self) -> Vec<ObjectKey> {
         self.inner.read().objects.keys().cloned().collect()
     }
@@ -237,7 +249,7 @@ mod tests {
 
     #[test]
     fn lists_by_namespace_and_selector_sorted() {
-        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced);
+        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
         store.insert(object("b", "x", r#""app":"web""#));
         store.insert(object("a", "y", r#""app":"db""#));
         store.insert(object("a", "x", r#""app":"web""#));
@@ -250,7 +262,7 @@ mod tests {
 
     #[test]
     fn replace_all_reports_what_disappeared() {
-        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced);
+        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
         store.insert(object("a", "gone", ""));
         store.insert(object("a", "kept", ""));
         let removed = store.replace_all(vec![object("a", "kept", ""), object("a", "new", "")]);
@@ -261,7 +273,7 @@ mod tests {
 
     #[test]
     fn namespaces_are_shared_between_keys() {
-        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced);
+        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
         store.insert(object("team", "a", ""));
         store.insert(object("team", "b", ""));
         let keys = store.keys();

@@ -55,11 +55,34 @@ pub enum LoadError {
     Runtime(#[from] RuntimeError),
     #[error("settings file {path}: {message}")]
     Settings { path: PathBuf, message: String },
+    #[error("[kubewasm] options: {0}")]
+    Options(String),
     #[error("{0}")]
     Describe(#[from] DescribeError),
     #[error("compilation was interrupted: {0}")]
     Interrupted(String),
 }
+
+/// The operator's overrides for one plugin: the `[kubewasm]` table of `NAME.toml`. They win over
+/// what the plugin's manifest asks for (limits still within the host's maxima); the rest of the
+/// file is the plugin's own settings.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PluginOptions {
+    /// Client-side rate limit of the plugin's writes (default 20 per second).
+    pub qps: Option<f64>,
+    /// Writes allowed at once before `qps` pacing starts (default 30).
+    pub burst: Option<u32>,
+    /// Concurrent reconciles, instead of the manifest's `max-concurrency`.
+    pub max_concurrency: Option<u32>,
+    /// Per-call deadline in milliseconds, instead of the manifest's.
+    pub deadline_ms: Option<u64>,
+    /// Memory per instance in MiB, instead of the manifest's.
+    pub memory_mib: Option<u64>,
+}
+
+/// The host-side table in `NAME.toml`.
+const OPTIONS_TABLE: &str = "kubewasm";
 
 /// A plugin file, loaded and described, ready to run.
 #[derive(Clone)]
@@ -70,6 +93,7 @@ pub struct LoadedPlugin {
     pub described: Described,
     /// The settings as JSON text, for every new instance's `describe`.
     pub settings: String,
+    pub options: PluginOptions,
     pub origin: Origin,
     pub load_time: Duration,
 }
@@ -109,7 +133,7 @@ impl Loader {
         let started = Instant::now();
         let wasm = tokio::fs::read(path).await.map_err(LoadError::Read)?;
         check_header(&wasm)?;
-        let settings = read_settings(path).await?;
+        let (settings, options) = read_settings(path).await?;
         let digest = Digest::of(&wasm);
 
         let (component, origin) = {
@@ -125,16 +149,36 @@ impl Loader {
         };
         let prepared = self.runtime.prepare(&component)?;
         let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let described = self.runtime.describe(&prepared, &file_name, &settings, &self.policy).await?;
+        let mut described = self.runtime.describe(&prepared, &file_name, &settings, &self.policy).await?;
+        described.limits = self.apply_overrides(&described.manifest, &options)?;
         Ok(LoadedPlugin {
             path: path.to_path_buf(),
             digest,
             prepared,
             described,
             settings,
+            options,
             origin,
             load_time: started.elapsed(),
         })
+    }
+}
+
+impl Loader {
+    /// The limits in force: the manifest's, overridden by the operator's options, checked
+    /// against the host's maxima.
+    fn apply_overrides(&self, manifest: &crate::manifest::Manifest, options: &PluginOptions) -> Result<crate::manifest::Limits, LoadError> {
+        let mut manifest = manifest.clone();
+        if let Some(ms) = options.deadline_ms {
+            manifest.limits.deadline = Some(Duration::from_millis(ms));
+        }
+        if let Some(mib) = options.memory_mib {
+            manifest.limits.memory_bytes = Some(mib.saturating_mul(1 << 20));
+        }
+        if let Some(workers) = options.max_concurrency {
+            manifest.max_concurrency = workers;
+        }
+        manifest.validate(&self.policy).map_err(|e| LoadError::Options(e.to_string()))
     }
 }
 
@@ -154,19 +198,23 @@ fn check_header(wasm: &[u8]) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// The settings beside the plugin (`NAME.toml`) as JSON text; "{}" when there are none.
-pub async fn read_settings(wasm: &Path) -> Result<String, LoadError> {
+/// The settings beside the plugin (`NAME.toml`): the plugin's part as JSON text ("{}" when
+/// there is none), and the host's `[kubewasm]` options.
+pub async fn read_settings(wasm: &Path) -> Result<(String, PluginOptions), LoadError> {
     let path = wasm.with_extension("toml");
     let text = match tokio::fs::read_to_string(&path).await {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok("{}".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(("{}".into(), PluginOptions::default())),
         Err(e) => return Err(LoadError::Settings { path, message: e.to_string() }),
     };
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| LoadError::Settings {
-        path: path.clone(),
-        message: e.message().to_string(),
-    })?;
-    serde_json::to_string(&table).map_err(|e| LoadError::Settings { path, message: e.to_string() })
+    let fail = |message: String| LoadError::Settings { path: path.clone(), message };
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| fail(e.message().to_string()))?;
+    let options = match table.remove(OPTIONS_TABLE) {
+        Some(options) => options.try_into().map_err(|e: toml::de::Error| fail(format!("[{OPTIONS_TABLE}]: {}", e.message())))?,
+        None => PluginOptions::default(),
+    };
+    let settings = serde_json::to_string(&table).map_err(|e| fail(e.to_string()))?;
+    Ok((settings, options))
 }
 
 #[cfg(test)]
@@ -185,10 +233,15 @@ mod tests {
     async fn settings_come_from_toml_beside_the_plugin() {
         let dir = tempfile::tempdir().unwrap();
         let wasm = dir.path().join("p.wasm");
-        assert_eq!(read_settings(&wasm).await.unwrap(), "{}");
-        std::fs::write(dir.path().join("p.toml"), "maxUnavailable = 2\n[nested]\nkey = \"v\"\n").unwrap();
-        let json: serde_json::Value = serde_json::from_str(&read_settings(&wasm).await.unwrap()).unwrap();
+        assert_eq!(read_settings(&wasm).await.unwrap(), ("{}".to_string(), PluginOptions::default()));
+        std::fs::write(dir.path().join("p.toml"), "maxUnavailable = 2\n[nested]\nkey = \"v\"\n[kubewasm]\nqps = 5.0\nmax-concurrency = 3\n").unwrap();
+        let (settings, options) = read_settings(&wasm).await.unwrap();
+        let json: serde_json::Value = serde_json::from_str(&settings).unwrap();
         assert_eq!(json, serde_json::json!({"maxUnavailable": 2, "nested": {"key": "v"}}));
+        assert_eq!(options, PluginOptions { qps: Some(5.0), max_concurrency: Some(3), ..Default::default() });
+        std::fs::write(dir.path().join("p.toml"), "[kubewasm]\nqsp = 5.0\n").unwrap();
+        let err = read_settings(&wasm).await.unwrap_err().to_string();
+        assert!(err.contains("unknown field `qsp`"), "{err}");
         std::fs::write(dir.path().join("p.toml"), "maxUnavailable = ").unwrap();
         let err = read_settings(&wasm).await.unwrap_err().to_string();
         assert!(err.contains("p.toml"), "{err}");

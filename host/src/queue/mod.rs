@@ -27,7 +27,7 @@
 //! ```
 
 mod delay;
-mod rate_limit;
+pub mod rate_limit;
 mod state;
 #[cfg(test)]
 mod tests;

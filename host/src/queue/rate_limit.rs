@@ -1,6 +1,8 @@
 //! How long a failed key waits before it is retried: client-go's `DefaultControllerRateLimiter`,
 //! the max of a per-key exponential backoff and a token bucket shared by all keys of one queue.
-//! Pure arithmetic on a `now` the caller passes in: no clock, no sleeping, no locking.
+//! The [`TokenBucket`] is public so the host's other pacers (client QPS, event spam filter) use
+//! the same arithmetic. Pure arithmetic on a `now` the caller passes in: no clock, no sleeping,
+//! no locking.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -89,29 +91,60 @@ impl<K: Key> RateLimiter<K> {
     }
 }
 
-/// golang.org/x/time/rate's `Limiter` as client-go uses it: every `reserve` succeeds and says how
-/// long to wait, so tokens may go negative and later reservations queue up behind earlier ones.
+/// golang.org/x/time/rate's `Limiter`: `qps` tokens per second accumulate up to `burst`, and the
+/// bucket starts full (x/time/rate's does too, by measuring from the zero time).
 #[derive(Debug)]
-struct TokenBucket {
+pub struct TokenBucket {
     qps: f64,
     burst: f64,
     tokens: f64,
-    /// When `tokens` was last brought up to date; `None` until the first reservation, when the
-    /// bucket is full (x/time/rate starts full too, by measuring from the zero time).
+    /// When `tokens` was last brought up to date; `None` while untouched (full).
     last: Option<Instant>,
 }
 
 impl TokenBucket {
-    fn new(qps: f64, burst: u32) -> Self {
+    pub fn new(qps: f64, burst: u32) -> Self {
         TokenBucket { qps, burst: f64::from(burst), tokens: f64::from(burst), last: None }
     }
 
-    fn reserve(&mut self, now: Instant) -> Duration {
+    /// Takes a token and returns how long to wait before acting on it (x/time/rate's `Reserve`,
+    /// as client-go's workqueue uses it): always succeeds, so tokens go negative and later
+    /// reservations queue up behind earlier ones. A `qps` of zero or less waits "forever"
+    /// (`Duration::MAX`).
+    pub fn reserve(&mut self, now: Instant) -> Duration {
+        self.advance(now);
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            return Duration::ZERO;
+        }
+        Duration::try_from_secs_f64(-self.tokens / self.qps).unwrap_or(Duration::MAX)
+    }
+
+    /// Takes a token if one is there at `now` (x/time/rate's `Allow`); never borrows ahead.
+    pub fn try_take(&mut self, now: Instant) -> bool {
+        self.advance(now);
+        let allowed = self.tokens >= 1.0;
+        if allowed {
+            self.tokens -= 1.0;
+        }
+        allowed
+    }
+
+    /// Whether the bucket has refilled to `burst` by `now`: it then behaves exactly like a new one
+    /// and can be dropped and recreated.
+    pub fn is_full(&self, now: Instant) -> bool {
+        self.tokens_at(now) >= self.burst
+    }
+
+    fn tokens_at(&self, now: Instant) -> f64 {
         // A clock that went backwards refills nothing rather than draining the bucket.
         let elapsed = self.last.map_or(Duration::ZERO, |last| now.saturating_duration_since(last));
-        self.tokens = (self.tokens + elapsed.as_secs_f64() * self.qps).min(self.burst) - 1.0;
+        (self.tokens + elapsed.as_secs_f64() * self.qps).min(self.burst)
+    }
+
+    fn advance(&mut self, now: Instant) {
+        self.tokens = self.tokens_at(now);
         self.last = Some(self.last.map_or(now, |last| last.max(now)));
-        if self.tokens >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-self.tokens / self.qps) }
     }
 }
 
@@ -174,6 +207,29 @@ mod tests {
             assert_eq!(bucket.reserve(later), Duration::ZERO);
         }
         assert_eq!(bucket.reserve(later), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn try_take_only_takes_tokens_that_are_there() {
+        let mut bucket = TokenBucket::new(2.0, 2);
+        let t0 = Instant::now();
+        assert!(bucket.is_full(t0));
+        assert!(bucket.try_take(t0));
+        assert!(!bucket.is_full(t0));
+        assert!(bucket.try_take(t0));
+        assert!(!bucket.try_take(t0), "empty: refused, not borrowed");
+        assert!(!bucket.try_take(t0 + Duration::from_millis(499)));
+        assert!(bucket.try_take(t0 + Duration::from_millis(500)));
+        assert!(!bucket.is_full(t0 + Duration::from_millis(999)));
+        assert!(bucket.is_full(t0 + Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn a_bucket_without_rate_waits_forever() {
+        let mut bucket = TokenBucket::new(0.0, 1);
+        let t0 = Instant::now();
+        assert_eq!(bucket.reserve(t0), Duration::ZERO);
+        assert_eq!(bucket.reserve(t0 + Duration::from_secs(3600)), Duration::MAX);
     }
 
     #[test]

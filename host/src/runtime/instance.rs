@@ -10,7 +10,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::Controller;
 use super::host::HostContext;
-use super::PluginMetrics;
+use crate::metrics::PluginMetrics;
 use crate::resource::ObjectKey;
 
 /// The data of one instance's store.

@@ -18,8 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Trap};
 
@@ -29,32 +27,13 @@ use self::bindings::{ControllerPre, PACKAGE, PACKAGE_VERSION};
 use self::host::{HostContext, Services};
 use self::instance::{DeadlineExceeded, Instance, InstanceState};
 use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
+pub use crate::metrics::{FaultCounters, PluginMetrics};
 use crate::resource::{Gvk, ObjectKey};
 
 pub use self::bindings::types::ErrorCode as GuestErrorCode;
 
 /// How often the engine's epoch advances: the granularity of deadlines and of yielding.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// Per-plugin runtime metrics. Unregistered handles work too (tests, `kubewasm check`).
-#[derive(Clone, Default)]
-pub struct PluginMetrics {
-    pub faults: FaultCounters,
-    pub memory_bytes: Gauge,
-    pub memory_refusals: Counter,
-    pub forbidden_calls: Counter,
-    pub instances: Gauge,
-}
-
-/// `kubewasm_plugin_faults_total` by kind.
-#[derive(Clone, Default)]
-pub struct FaultCounters {
-    pub trap: Counter,
-    pub deadline: Counter,
-    pub memory: Counter,
-    pub oversized: Counter,
-    pub instantiate: Counter,
-}
 
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {

@@ -18,11 +18,11 @@ use wasmtime::component::Linker;
 use super::bindings::types::{Error as GuestError, ErrorCode};
 use super::instance::InstanceState;
 use crate::manifest::{Manifest, Subresource, Verb};
-use crate::runtime::PluginMetrics;
+use crate::metrics::PluginMetrics;
 use crate::resource::Gvk;
 
 pub use cache::{CacheReader, Scope};
-pub use client::{ApiWriter, WriteOp, WriteRequest};
+pub use client::{ApiWriter, PatchKind, WriteOp, WriteRequest};
 pub use events::{EventSink, PluginEvent};
 
 /// What a plugin's calls may reach outside the sandbox. Shared by all its instances.

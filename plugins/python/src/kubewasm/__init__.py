@@ -1,0 +1,73 @@
+"""kubewasm SDK for Python: write a Kubernetes controller as a class, build it into a
+WebAssembly component with `kubewasm-py build app.py -o app.wasm`, drop it into a kubewasm host.
+
+    from kubewasm import Action, Context, Controller, Manifest, kinds, objects
+
+    class Echo(Controller):
+        def manifest(self) -> Manifest:
+            return Manifest("echo", "0.1.0").primary(kinds.CONFIG_MAP)
+
+        def reconcile(self, obj: dict, ctx: Context) -> Action:
+            ctx.info("saw a ConfigMap", name=objects.name(obj))
+            return Action.done()
+
+Objects are dicts (parsed JSON); `kubewasm.objects` has the metadata, owner reference,
+condition and status helpers. Host calls are methods of `Context`; they raise `KubewasmError`
+subclasses (`NotFound`, `Conflict`, ...). `kubewasm.testing` runs a controller under plain
+CPython against a fake host.
+
+Nothing in this package imports the WIT bindings except `kubewasm._guest`, which only the
+generated component entry module loads.
+"""
+
+from . import kinds, objects
+from .context import Context, Host
+from .controller import Controller
+from .core import DONE, Action, ErrorCode, EventType, Gvk, LogLevel, ObjectKey, PatchType, Verb
+from .errors import (
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    Invalid,
+    KubewasmError,
+    NotFound,
+    Other,
+    SettingsError,
+    Unavailable,
+)
+from .manifest import DEFAULT_MEMORY_BYTES, Limits, Manifest, ManifestSpec, Mapping, Permission, Watch
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MEMORY_BYTES",
+    "DONE",
+    "Action",
+    "AlreadyExists",
+    "Conflict",
+    "Context",
+    "Controller",
+    "ErrorCode",
+    "EventType",
+    "Forbidden",
+    "Gvk",
+    "Host",
+    "Invalid",
+    "KubewasmError",
+    "Limits",
+    "LogLevel",
+    "Manifest",
+    "ManifestSpec",
+    "Mapping",
+    "NotFound",
+    "ObjectKey",
+    "Other",
+    "PatchType",
+    "Permission",
+    "SettingsError",
+    "Unavailable",
+    "Verb",
+    "Watch",
+    "kinds",
+    "objects",
+]

@@ -1,0 +1,176 @@
+"""The component glue: the WIT imports as a `Host`, and the `Plugin` and `Reconciler` export
+classes componentize-py looks for. Imported only inside a component (by the module
+`kubewasm-py build` generates), because `wit_world` and `componentize_py_types` exist only there.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, Sequence
+
+from componentize_py_types import Err
+from wit_world.exports import plugin as wp
+from wit_world.exports import reconciler as wr
+from wit_world.imports import cache, client, events, log
+from wit_world.imports import types as wt
+
+from .core import ErrorCode, EventType, Gvk, LogLevel, ObjectKey, PatchType
+from .errors import KubewasmError
+from .manifest import ManifestSpec
+from .runtime import Refused, Runner, find_controller
+
+_CODES = {
+    wt.ErrorCode.NOT_FOUND: ErrorCode.NOT_FOUND,
+    wt.ErrorCode.ALREADY_EXISTS: ErrorCode.ALREADY_EXISTS,
+    wt.ErrorCode.CONFLICT: ErrorCode.CONFLICT,
+    wt.ErrorCode.FORBIDDEN: ErrorCode.FORBIDDEN,
+    wt.ErrorCode.INVALID: ErrorCode.INVALID,
+    wt.ErrorCode.UNAVAILABLE: ErrorCode.UNAVAILABLE,
+    wt.ErrorCode.OTHER: ErrorCode.OTHER,
+}
+_WIT_CODES = {v: k for k, v in _CODES.items()}
+_PATCH = {PatchType.MERGE: client.PatchType.MERGE, PatchType.JSON: client.PatchType.JSON, PatchType.STRATEGIC: client.PatchType.STRATEGIC}
+_EVENT = {EventType.NORMAL: events.EventType.NORMAL, EventType.WARNING: events.EventType.WARNING}
+_LEVEL = {
+    LogLevel.TRACE: log.Level.TRACE,
+    LogLevel.DEBUG: log.Level.DEBUG,
+    LogLevel.INFO: log.Level.INFO,
+    LogLevel.WARN: log.Level.WARN,
+    LogLevel.ERROR: log.Level.ERROR,
+}
+_VERB = {v.name: getattr(wp.Verb, v.name) for v in wp.Verb}
+
+
+def _gvk(g: Gvk) -> wt.Gvk:
+    return wt.Gvk(g.group, g.version, g.kind)
+
+
+def _call(fn: Any, *args: Any) -> Any:
+    """Calls an import, turning its `Err(error)` into the matching `KubewasmError`."""
+    try:
+        return fn(*args)
+    except Err as e:
+        err = e.value
+        raise KubewasmError.from_code(_CODES.get(err.code, ErrorCode.OTHER), err.message) from None
+
+
+class WasmHost:
+    """The WIT imports as a `kubewasm.context.Host`."""
+
+    def cache_get(self, resource: Gvk, namespace: str | None, name: str) -> str | None:
+        return _call(cache.get, _gvk(resource), namespace, name)
+
+    def cache_list(self, resource: Gvk, namespace: str | None, label_selector: str | None) -> list[str]:
+        return _call(cache.list_objects, _gvk(resource), namespace, label_selector)
+
+    def apply(self, obj: str, force: bool) -> str:
+        return _call(client.apply, obj, force)
+
+    def apply_status(self, obj: str, force: bool) -> str:
+        return _call(client.apply_status, obj, force)
+
+    def create(self, obj: str) -> str:
+        return _call(client.create, obj)
+
+    def update(self, obj: str) -> str:
+        return _call(client.update, obj)
+
+    def update_status(self, obj: str) -> str:
+        return _call(client.update_status, obj)
+
+    def patch(self, resource: Gvk, namespace: str | None, name: str, patch_type: PatchType, body: str) -> str:
+        return _call(client.patch, _gvk(resource), namespace, name, _PATCH[patch_type], body)
+
+    def delete(self, resource: Gvk, namespace: str | None, name: str) -> None:
+        _call(client.delete, _gvk(resource), namespace, name)
+
+    def publish_event(self, regarding: tuple[Gvk, str | None, str], event_type: EventType, reason: str, action: str, note: str) -> None:
+        resource, namespace, name = regarding
+        ref = wt.ObjectRef(_gvk(resource), namespace, name)
+        _call(events.publish, events.Event(ref, _EVENT[event_type], reason, action, note))
+
+    def log(self, level: LogLevel, message: str, fields: Sequence[tuple[str, str]]) -> None:
+        log.emit(_LEVEL[level], message, [log.Field(k, v) for k, v in fields])
+
+
+def _manifest(spec: ManifestSpec) -> wp.Manifest:
+    assert spec.primary is not None
+    return wp.Manifest(
+        name=spec.name,
+        version=spec.version,
+        primary=_gvk(spec.primary),
+        primary_selector=spec.primary_selector,
+        owns=[_gvk(g) for g in spec.owns],
+        watches=[
+            wp.Watch(
+                resource=_gvk(w.resource),
+                mapping=(
+                    wp.Mapping_Label(w.mapping.label_key or "")
+                    if w.mapping.kind == "label"
+                    else wp.Mapping_MapRelated()
+                    if w.mapping.kind == "map-related"
+                    else wp.Mapping_OwnerReferences()
+                ),
+                label_selector=w.label_selector,
+            )
+            for w in spec.watches
+        ],
+        finalizer=spec.finalizer,
+        resync_seconds=spec.resync_seconds,
+        max_concurrency=spec.max_concurrency,
+        limits=wp.Limits(deadline_ms=spec.limits.deadline_ms, memory_bytes=spec.limits.memory_bytes),
+        permissions=[
+            wp.Permission(
+                resource=_gvk(p.resource),
+                subresource=p.subresource,
+                verbs=[_VERB[v.name] for v in p.verbs],
+                namespaces=list(p.namespaces),
+            )
+            for p in spec.permissions
+        ],
+    )
+
+
+def _action(action: Any) -> wt.Action:
+    if action.requeue_after_ms is None:
+        return wt.Action_Done()
+    return wt.Action_RequeueAfter(int(action.requeue_after_ms))
+
+
+def _wit_error(e: KubewasmError) -> Err:
+    return Err(wt.Error(_WIT_CODES[e.code], e.message))
+
+
+def _key(k: wt.ObjectKey) -> ObjectKey:
+    return ObjectKey(k.namespace, k.name)
+
+
+def exports(app: ModuleType) -> tuple[type, type]:
+    """The `Plugin` and `Reconciler` classes for the controller the author's module defines."""
+    runner = Runner(find_controller(app), WasmHost())
+
+    class Plugin:
+        def describe(self, settings: str) -> wp.Manifest:
+            try:
+                return _manifest(runner.describe(settings))
+            except Refused as e:
+                raise Err(str(e)) from None
+
+    class Reconciler:
+        def reconcile(self, request: wr.Request) -> wt.Action:
+            try:
+                return _action(runner.reconcile(_key(request.key), request.object, request.retries))
+            except KubewasmError as e:
+                raise _wit_error(e) from None
+
+        def finalize(self, request: wr.Request) -> wt.Action:
+            try:
+                return _action(runner.reconcile(_key(request.key), request.object, request.retries, finalize=True))
+            except KubewasmError as e:
+                raise _wit_error(e) from None
+
+        def map_related(self, resource: wt.Gvk, object: str) -> list[wt.ObjectKey]:
+            keys = runner.map_related(Gvk(resource.group, resource.version, resource.kind), object)
+            return [wt.ObjectKey(k.namespace, k.name) for k in keys]
+
+    return Plugin, Reconciler

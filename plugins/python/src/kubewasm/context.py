@@ -1,0 +1,148 @@
+"""`Context`: everything the host offers one call — cache reads, API writes, events, logs —
+with objects as dicts and failures as `KubewasmError` exceptions.
+
+A `Context` talks to a `Host`: inside a component that is the WIT imports (`kubewasm._guest`);
+in unit tests it is `kubewasm.testing.FakeHost`. Both see the same JSON text, so a controller
+behaves the same in both.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Protocol, Sequence
+
+from .core import EventType, Gvk, LogLevel, ObjectKey, PatchType
+from .errors import Invalid
+from .objects import Object, gvk, name, namespace
+
+
+class Host(Protocol):
+    """The host calls of the WIT world, in Python types. Objects are JSON text; failures raise
+    `KubewasmError`."""
+
+    def cache_get(self, resource: Gvk, namespace: str | None, name: str) -> str | None: ...
+    def cache_list(self, resource: Gvk, namespace: str | None, label_selector: str | None) -> list[str]: ...
+    def apply(self, obj: str, force: bool) -> str: ...
+    def apply_status(self, obj: str, force: bool) -> str: ...
+    def create(self, obj: str) -> str: ...
+    def update(self, obj: str) -> str: ...
+    def update_status(self, obj: str) -> str: ...
+    def patch(self, resource: Gvk, namespace: str | None, name: str, patch_type: PatchType, body: str) -> str: ...
+    def delete(self, resource: Gvk, namespace: str | None, name: str) -> None: ...
+    def publish_event(self, regarding: tuple[Gvk, str | None, str], event_type: EventType, reason: str, action: str, note: str) -> None: ...
+    def log(self, level: LogLevel, message: str, fields: Sequence[tuple[str, str]]) -> None: ...
+
+
+def _parse(text: str) -> Object:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise Invalid(f"the host returned an object that does not parse: {e}") from None
+
+
+def _dump(obj: Any) -> str:
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise Invalid(f"object is not JSON: {e}") from None
+
+
+class Context:
+    """The host, as seen from one call. Every method may raise a `KubewasmError` subclass
+    (`NotFound`, `Conflict`, `Forbidden`, `Invalid`, `Unavailable`, ...)."""
+
+    def __init__(self, host: Host, key: ObjectKey | None = None, retries: int = 0) -> None:
+        self._host = host
+        self._key = key
+        self._retries = retries
+
+    @property
+    def key(self) -> ObjectKey | None:
+        """The key being reconciled (None in `map_related`)."""
+        return self._key
+
+    @property
+    def retries(self) -> int:
+        """How many times in a row this key failed before this call."""
+        return self._retries
+
+    # --- the cache: reads without an API round trip ---
+
+    def get(self, resource: Gvk, namespace: str | None, name: str) -> Object | None:
+        """An object from the cache (a copy), or None. `namespace` is None for cluster-scoped
+        resources."""
+        text = self._host.cache_get(resource, namespace, name)
+        return None if text is None else _parse(text)
+
+    def list(self, resource: Gvk, namespace: str | None = None, label_selector: str | None = None) -> list[Object]:
+        """Objects from the cache: in `namespace` (every readable one when None), matching a
+        label selector such as "app=web,tier!=db", sorted by namespace then name."""
+        return [_parse(t) for t in self._host.cache_list(resource, namespace, label_selector)]
+
+    # --- the client: writes as field manager `kubewasm/<plugin>` ---
+
+    def apply(self, obj: Mapping[str, Any], force: bool = True) -> Object:
+        """Server-side apply: owns the given fields and sets them; creates the object if needed.
+        With `force` (the default, what controllers usually want) takes over fields other
+        managers set; without it such a clash raises `Conflict`. Returns the stored object."""
+        return _parse(self._host.apply(_dump(obj), force))
+
+    def apply_status(self, obj: Mapping[str, Any], force: bool = True) -> Object:
+        """Server-side apply of the status subresource (see `objects.status_object`)."""
+        return _parse(self._host.apply_status(_dump(obj), force))
+
+    def create(self, obj: Mapping[str, Any]) -> Object:
+        """Creates the object; `AlreadyExists` if the name is taken."""
+        return _parse(self._host.create(_dump(obj)))
+
+    def update(self, obj: Mapping[str, Any]) -> Object:
+        """Replaces the object; `Conflict` if its `metadata.resourceVersion` is stale."""
+        return _parse(self._host.update(_dump(obj)))
+
+    def update_status(self, obj: Mapping[str, Any]) -> Object:
+        """Replaces the status; `Conflict` if the resourceVersion is stale."""
+        return _parse(self._host.update_status(_dump(obj)))
+
+    def patch(
+        self,
+        resource: Gvk,
+        namespace: str | None,
+        name: str,
+        body: Mapping[str, Any] | Sequence[Any] | str,
+        patch_type: PatchType | str = PatchType.MERGE,
+    ) -> Object:
+        """Patches an object: a merge patch by default (a dict), or `PatchType.JSON` (a list of
+        operations) or `PatchType.STRATEGIC`. Returns the stored object."""
+        text = body if isinstance(body, str) else _dump(body)
+        return _parse(self._host.patch(resource, namespace, name, PatchType.parse(patch_type), text))
+
+    def delete(self, resource: Gvk, namespace: str | None, name: str) -> None:
+        """Deletes an object (dependents are garbage-collected); `NotFound` if already gone."""
+        self._host.delete(resource, namespace, name)
+
+    # --- events and logs ---
+
+    def event(self, regarding: Mapping[str, Any], event_type: EventType | str, reason: str, action: str, note: str = "") -> None:
+        """Records a Kubernetes Event about `regarding` (an object): `reason` in PascalCase,
+        `action` what was done or attempted, `note` for humans."""
+        ref = (gvk(regarding), namespace(regarding), name(regarding))
+        self._host.publish_event(ref, EventType.parse(event_type), reason, action, note)
+
+    def log(self, level: LogLevel | str, message: str, **fields: Any) -> None:
+        """A structured log record in the host's log; `fields` become key=value pairs."""
+        self._host.log(LogLevel.parse(level), message, [(k, str(v)) for k, v in fields.items()])
+
+    def trace(self, message: str, **fields: Any) -> None:
+        self.log(LogLevel.TRACE, message, **fields)
+
+    def debug(self, message: str, **fields: Any) -> None:
+        self.log(LogLevel.DEBUG, message, **fields)
+
+    def info(self, message: str, **fields: Any) -> None:
+        self.log(LogLevel.INFO, message, **fields)
+
+    def warn(self, message: str, **fields: Any) -> None:
+        self.log(LogLevel.WARN, message, **fields)
+
+    def error(self, message: str, **fields: Any) -> None:
+        self.log(LogLevel.ERROR, message, **fields)

@@ -1,0 +1,49 @@
+"""The class a controller author subclasses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .context import Context
+from .core import DONE, Action, Gvk, ObjectKey
+from .manifest import Manifest
+from .objects import Object
+
+
+class Controller:
+    """A controller plugin. Subclass it, then build the module with `kubewasm-py build`:
+
+        class Echo(Controller):
+            def manifest(self) -> Manifest:
+                return Manifest("echo", "0.1.0").primary(kinds.CONFIG_MAP)
+
+            def reconcile(self, obj: dict, ctx: Context) -> Action:
+                ctx.info("saw", name=objects.name(obj))
+                return Action.done()
+
+    The host makes a fresh instance of the plugin now and then (on load, for concurrency, after
+    a fault); each builds its controller once, `Controller(settings)`, from the settings in
+    `NAME.toml` beside `NAME.wasm` (an empty dict without one), then handles many calls, one
+    at a time. Raise from `__init__` (e.g. `SettingsError`) to refuse loading with a message.
+    """
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+
+    def manifest(self) -> Manifest:
+        """What the plugin reconciles and what it needs."""
+        raise NotImplementedError(f"{type(self).__name__} must define manifest()")
+
+    def reconcile(self, obj: Object, ctx: Context) -> Action:
+        """Moves the world towards what `obj` (the primary object, a copy) asks for.
+        Level-triggered: read the current state through `ctx`, don't assume what changed.
+        Returning None means `Action.done()`; raising fails the call (retried with backoff)."""
+        raise NotImplementedError(f"{type(self).__name__} must define reconcile()")
+
+    def finalize(self, obj: Object, ctx: Context) -> Action:
+        """Cleans up before an object carrying the manifest's finalizer goes away."""
+        return DONE
+
+    def map_related(self, resource: Gvk, obj: Object, ctx: Context) -> list[ObjectKey]:
+        """Maps an event on a watched object (mapping `map-related`) to primary keys."""
+        return []

@@ -1,0 +1,149 @@
+"""The small value types of the contract, in Python terms: kinds, keys, actions and enums.
+
+Pure Python: nothing here imports the generated WIT bindings, so it runs under plain CPython
+(tests, editors) as well as inside a component.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True, order=True)
+class Gvk:
+    """A Kubernetes kind as the API names it: group ("" for core), version, kind."""
+
+    group: str
+    version: str
+    kind: str
+
+    @classmethod
+    def from_api_version(cls, api_version: str, kind: str) -> Gvk:
+        """Parses `apiVersion` and `kind` as objects carry them ("apps/v1", "v1")."""
+        group, _, version = api_version.rpartition("/")
+        return cls(group, version, kind)
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> Gvk:
+        """The kind of an object, from its `apiVersion` and `kind`."""
+        return cls.from_api_version(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+
+    @property
+    def api_version(self) -> str:
+        """`apiVersion` as objects carry it: "apps/v1", or "v1" for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def __str__(self) -> str:
+        # kubectl's spelling: Deployment.v1.apps, Node.v1
+        return ".".join(p for p in (self.kind, self.version, self.group) if p)
+
+
+@dataclass(frozen=True, order=True)
+class ObjectKey:
+    """An object's namespace (None when cluster-scoped) and name."""
+
+    namespace: str | None
+    name: str
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> ObjectKey:
+        meta = obj.get("metadata") or {}
+        return cls(meta.get("namespace") or None, meta.get("name", ""))
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+@dataclass(frozen=True)
+class Action:
+    """What the host does with the key after a successful reconcile or finalize.
+
+    `Action.done()` (also `DONE`, or returning None): nothing more until something changes or
+    the periodic resync. `Action.requeue_after(seconds)`: reconcile again after that long.
+    """
+
+    requeue_after_ms: int | None = None
+
+    @classmethod
+    def done(cls) -> Action:
+        return DONE
+
+    @classmethod
+    def requeue_after(cls, after: float | timedelta) -> Action:
+        """Reconcile again after `after` (seconds, or a timedelta)."""
+        seconds = after.total_seconds() if isinstance(after, timedelta) else float(after)
+        if seconds < 0:
+            raise ValueError(f"requeue_after: negative delay {seconds}")
+        return cls(requeue_after_ms=round(seconds * 1000))
+
+    @property
+    def is_done(self) -> bool:
+        return self.requeue_after_ms is None
+
+
+DONE = Action()
+
+
+class _WitEnum(str, enum.Enum):
+    """An enum whose values are the WIT case names, so plain strings are accepted too."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, value: Any) -> Any:
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            choices = ", ".join(m.value for m in cls)
+            raise ValueError(f"{value!r} is not a {cls.__name__} (one of: {choices})") from None
+
+
+class Verb(_WitEnum):
+    """Kubernetes API verbs, with the meaning RBAC gives them."""
+
+    GET = "get"
+    LIST = "list"
+    WATCH = "watch"
+    CREATE = "create"
+    UPDATE = "update"
+    PATCH = "patch"
+    DELETE = "delete"
+
+
+class EventType(_WitEnum):
+    NORMAL = "normal"
+    WARNING = "warning"
+
+
+class PatchType(_WitEnum):
+    """The body of a patch: RFC 7386 merge, RFC 6902 JSON patch, or strategic merge."""
+
+    MERGE = "merge"
+    JSON = "json"
+    STRATEGIC = "strategic"
+
+
+class LogLevel(_WitEnum):
+    TRACE = "trace"
+    DEBUG = "debug"
+    INFO = "info"
+    WARN = "warn"
+    ERROR = "error"
+
+
+class ErrorCode(_WitEnum):
+    """Why a host call failed (the WIT `error-code`)."""
+
+    NOT_FOUND = "not-found"
+    ALREADY_EXISTS = "already-exists"
+    CONFLICT = "conflict"
+    FORBIDDEN = "forbidden"
+    INVALID = "invalid"
+    UNAVAILABLE = "unavailable"
+    OTHER = "other"

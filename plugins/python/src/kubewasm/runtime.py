@@ -1,0 +1,133 @@
+"""Runs a `Controller` against a `Host`: what the component's exports do, minus the WIT types.
+
+`kubewasm._guest` wires this to the WIT bindings inside a component; `kubewasm.testing` wires it
+to a fake host under plain CPython. Keeping the dispatch here means the tests exercise exactly
+the code the component runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+import traceback
+from types import ModuleType
+from typing import Any
+
+from .context import Context, Host
+from .controller import Controller
+from .core import DONE, Action, Gvk, LogLevel, ObjectKey
+from .errors import Invalid, KubewasmError, Other, SettingsError
+from .manifest import ManifestSpec
+
+
+class Refused(Exception):
+    """`describe` refuses to load the plugin; the message says why."""
+
+
+def find_controller(module: ModuleType) -> type[Controller]:
+    """The controller class of an author's module: `module.controller` if set, else the one
+    `Controller` subclass the module defines."""
+    explicit = getattr(module, "controller", None)
+    if explicit is not None:
+        if inspect.isclass(explicit) and issubclass(explicit, Controller):
+            return explicit
+        raise TypeError(f"{module.__name__}.controller must be a Controller subclass, not {explicit!r}")
+    found = [
+        obj
+        for obj in vars(module).values()
+        if inspect.isclass(obj) and issubclass(obj, Controller) and obj is not Controller and obj.__module__ == module.__name__
+    ]
+    if len(found) != 1:
+        names = ", ".join(c.__name__ for c in found) or "none"
+        raise TypeError(
+            f"{module.__name__} must define exactly one Controller subclass (found: {names}); "
+            "with several, say which one with `controller = MyController`"
+        )
+    return found[0]
+
+
+def _describe_error(e: BaseException) -> str:
+    if isinstance(e, (SettingsError, Refused)):
+        return str(e)
+    return f"{type(e).__name__}: {e}"
+
+
+def _failure(e: Exception, what: str) -> KubewasmError:
+    """The error a call returns for an exception that escaped the controller."""
+    if isinstance(e, KubewasmError):
+        return e
+    # A bug in the controller: say where in the host log (stderr), and fail the call with a
+    # message fit for a Warning Event.
+    traceback.print_exc(file=sys.stderr)
+    return Other(f"{what}: {type(e).__name__}: {e}")
+
+
+class Runner:
+    """One controller instance and the host it calls."""
+
+    def __init__(self, controller_cls: type[Controller], host: Host) -> None:
+        self.controller_cls = controller_cls
+        self.host = host
+        self.controller: Controller | None = None
+
+    def describe(self, settings: str) -> ManifestSpec:
+        """Parses the settings, builds the controller and returns its manifest. Raises
+        `Refused` with a message."""
+        try:
+            parsed: Any = json.loads(settings) if settings.strip() else {}
+        except ValueError as e:
+            raise Refused(f"settings are not JSON: {e}") from None
+        if parsed is None:
+            parsed = {}
+        if not isinstance(parsed, dict):
+            raise Refused(f"settings must be a table, not {type(parsed).__name__}")
+        try:
+            controller = self.controller_cls(parsed)
+            manifest = controller.manifest()
+        except Exception as e:
+            raise Refused(_describe_error(e)) from None
+        spec = getattr(manifest, "spec", None)
+        if not isinstance(spec, ManifestSpec):
+            raise Refused(f"{self.controller_cls.__name__}.manifest() must return a Manifest, not {manifest!r}")
+        if spec.primary is None:
+            raise Refused("manifest: primary is not set (call .primary(...))")
+        self.controller = controller
+        return spec
+
+    def _controller(self) -> Controller:
+        if self.controller is None:
+            raise Other("the host called the plugin before describe")
+        return self.controller
+
+    def reconcile(self, key: ObjectKey, obj: str, retries: int, finalize: bool = False) -> Action:
+        """Runs `reconcile` (or `finalize`). Raises `KubewasmError`."""
+        controller = self._controller()
+        try:
+            parsed = json.loads(obj)
+        except ValueError as e:
+            raise Invalid(f"the primary object does not parse: {e}") from None
+        ctx = Context(self.host, key, retries)
+        what = "finalize" if finalize else "reconcile"
+        try:
+            action = controller.finalize(parsed, ctx) if finalize else controller.reconcile(parsed, ctx)
+        except Exception as e:
+            raise _failure(e, what) from None
+        if action is None:
+            return DONE
+        if not isinstance(action, Action):
+            raise Other(f"{what} returned {action!r}, not an Action")
+        return action
+
+    def map_related(self, resource: Gvk, obj: str) -> list[ObjectKey]:
+        """Runs `map_related`. Never raises: a failure is logged and maps to no keys (the WIT
+        function cannot fail)."""
+        try:
+            controller = self._controller()
+            keys = controller.map_related(resource, json.loads(obj), Context(self.host))
+            return [k if isinstance(k, ObjectKey) else ObjectKey(*k) for k in keys or []]
+        except Exception as e:
+            traceback.print_exc(file=sys.stderr)
+            self.host.log(LogLevel.ERROR, f"map_related failed: {type(e).__name__}: {e}", [("resource", str(resource))])
+            return []
+

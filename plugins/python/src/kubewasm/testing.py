@@ -1,0 +1,413 @@
+"""Unit-testing controllers under plain CPython, without a cluster or a wasm runtime.
+
+    from kubewasm.testing import Harness
+
+    def test_creates_deployment():
+        h = Harness(SampleController, objects=[foo])
+        assert h.reconcile(foo) == Action.done()
+        assert h.host.applied()[0]["kind"] == "Deployment"
+
+`FakeHost` stands in for the host: an in-memory object store serves the cache, writes change
+the store (immediately: the real cache catches up a moment later) and are recorded, events and
+logs are recorded. It is deliberately simple: server-side apply is a deep merge, and the
+manifest's permissions are not enforced (`kubewasm check` and the real host do that; for
+whole-plugin table tests on the built component use `kubewasm test`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from .context import Host
+from .controller import Controller
+from .core import Action, EventType, Gvk, LogLevel, ObjectKey, PatchType
+from .errors import AlreadyExists, Conflict, Invalid, KubewasmError, NotFound
+from .manifest import ManifestSpec
+from .objects import Object
+from .runtime import Runner
+
+__all__ = ["Call", "FakeHost", "Harness", "match_labels"]
+
+
+@dataclass
+class Call:
+    """One recorded write: `op` is apply, apply_status, create, update, update_status, patch or
+    delete; `object` the object sent (apply, create, update) or the patch body (patch)."""
+
+    op: str
+    object: Any = None
+    resource: Gvk | None = None
+    namespace: str | None = None
+    name: str | None = None
+    force: bool | None = None
+    patch_type: PatchType | None = None
+
+
+def _store_key(resource: Gvk, namespace: str | None, name: str) -> tuple[str, str, str, str]:
+    return (resource.group, resource.kind, namespace or "", name)
+
+
+def _obj_key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    meta = obj.get("metadata") or {}
+    return _store_key(Gvk.of(obj), meta.get("namespace"), meta.get("name", ""))
+
+
+def _merge(into: dict[str, Any], patch: Mapping[str, Any], delete_nulls: bool) -> dict[str, Any]:
+    """Deep merge (RFC 7386 when `delete_nulls`): dicts merge, anything else replaces."""
+    for k, v in patch.items():
+        if v is None and delete_nulls:
+            into.pop(k, None)
+        elif isinstance(v, Mapping):
+            base = into.get(k)
+            into[k] = _merge(base if isinstance(base, dict) else {}, v, delete_nulls)
+        else:
+            into[k] = copy.deepcopy(v)
+    return into
+
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise Invalid(f"JSON patch path {path!r} must start with /")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def _json_patch(doc: Any, ops: Sequence[Mapping[str, Any]]) -> Any:
+    """RFC 6902: add, remove, replace, test (move and copy are left out)."""
+    doc = copy.deepcopy(doc)
+    for op in ops:
+        steps = _pointer(op.get("path", ""))
+        if not steps:
+            raise Invalid("JSON patch on the whole document is not supported")
+        parent = doc
+        for step in steps[:-1]:
+            parent = parent[int(step)] if isinstance(parent, list) else parent.get(step)
+            if parent is None:
+                raise Invalid(f"JSON patch path {op.get('path')!r} does not exist")
+        last = steps[-1]
+        kind = op.get("op")
+        if kind == "test":
+            current = parent[int(last)] if isinstance(parent, list) else parent.get(last)
+            if current != op.get("value"):
+                raise Invalid(f"JSON patch test failed at {op.get('path')!r}")
+        elif kind in ("add", "replace"):
+            if isinstance(parent, list):
+                if last == "-":
+                    parent.append(op.get("value"))
+                elif kind == "add":
+                    parent.insert(int(last), op.get("value"))
+                else:
+                    parent[int(last)] = op.get("value")
+            else:
+                if kind == "replace" and last not in parent:
+                    raise Invalid(f"JSON patch replace of missing {op.get('path')!r}")
+                parent[last] = op.get("value")
+        elif kind == "remove":
+            if isinstance(parent, list):
+                del parent[int(last)]
+            elif last in parent:
+                del parent[last]
+            else:
+                raise Invalid(f"JSON patch remove of missing {op.get('path')!r}")
+        else:
+            raise Invalid(f"JSON patch op {kind!r} is not supported by FakeHost")
+    return doc
+
+
+def match_labels(labels: Mapping[str, str], selector: str | None) -> bool:
+    """Kubernetes equality- and existence-based label selectors: `a=b`, `a==b`, `a!=b`, `a`,
+    `!a`, comma-separated (and set-based `a in (x,y)`, `a notin (x,y)`)."""
+    if not selector:
+        return True
+    # Split on commas outside parentheses.
+    parts, depth, current = [], 0, ""
+    for ch in selector:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    for raw in parts:
+        req = raw.strip()
+        if not req:
+            raise Invalid(f"label selector {selector!r}: empty requirement")
+        if " notin " in req or " in " in req:
+            negate = " notin " in req
+            k, _, values = req.partition(" notin " if negate else " in ")
+            values = values.strip()
+            if not (values.startswith("(") and values.endswith(")")):
+                raise Invalid(f"label selector {selector!r}: expected (values) after in/notin")
+            allowed = {v.strip() for v in values[1:-1].split(",")}
+            present = labels.get(k.strip())
+            ok = (present in allowed) != negate if present is not None else negate
+        elif "!=" in req:
+            k, _, v = req.partition("!=")
+            ok = labels.get(k.strip()) != v.strip()
+        elif "=" in req:
+            k, _, v = req.replace("==", "=").partition("=")
+            ok = labels.get(k.strip()) == v.strip()
+        elif req.startswith("!"):
+            ok = req[1:].strip() not in labels
+        else:
+            ok = req in labels
+        if not ok:
+            return False
+    return True
+
+
+class FakeHost(Host):
+    """An in-memory host for unit tests: a store of objects, recorded writes, events, logs, and
+    errors to inject (`fail`)."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.objects: dict[tuple[str, str, str, str], Object] = {}
+        self.calls: list[Call] = []
+        self.events: list[dict[str, Any]] = []
+        self.logs: list[tuple[LogLevel, str, dict[str, str]]] = []
+        self._failures: dict[str, list[KubewasmError]] = defaultdict(list)
+        self._next_uid = 1
+        self._next_version = 1
+        self.add(*objects)
+
+    # --- setting up ---
+
+    def add(self, *objects: Mapping[str, Any]) -> None:
+        """Puts objects in the store (as the cache would hold them), replacing same-named ones.
+        Missing uid and resourceVersion are filled in."""
+        for obj in objects:
+            stored = copy.deepcopy(dict(obj))
+            meta = stored.setdefault("metadata", {})
+            meta.setdefault("uid", self._uid())
+            meta.setdefault("resourceVersion", self._version())
+            self.objects[_obj_key(stored)] = stored
+
+    def fail(self, op: str, error: KubewasmError, times: int = 1) -> None:
+        """Makes the next `times` calls of `op` (cache_get, cache_list, apply, apply_status,
+        create, update, update_status, patch, delete, publish_event) raise `error`."""
+        self._failures[op].extend([error] * times)
+
+    def get(self, resource: Gvk, namespace: str | None, name: str) -> Object | None:
+        """An object from the store (a copy), to assert on."""
+        stored = self.objects.get(_store_key(resource, namespace, name))
+        return copy.deepcopy(stored) if stored is not None else None
+
+    # --- what happened ---
+
+    def writes(self, op: str | None = None, kind: str | None = None) -> list[Call]:
+        """Recorded writes, optionally of one operation and of one kind."""
+        out = []
+        for c in self.calls:
+            if op is not None and c.op != op:
+                continue
+            if kind is not None:
+                k = c.resource.kind if c.resource else (c.object or {}).get("kind")
+                if k != kind:
+                    continue
+            out.append(c)
+        return out
+
+    def applied(self, kind: str | None = None) -> list[Object]:
+        """Objects sent to `apply`, in order."""
+        return [c.object for c in self.writes("apply", kind)]
+
+    def status_applied(self, kind: str | None = None) -> list[Object]:
+        """Objects sent to `apply_status`, in order."""
+        return [c.object for c in self.writes("apply_status", kind)]
+
+    # --- the Host protocol ---
+
+    def _uid(self) -> str:
+        self._next_uid += 1
+        return f"uid-{self._next_uid - 1}"
+
+    def _version(self) -> str:
+        self._next_version += 1
+        return str(self._next_version - 1)
+
+    def _maybe_fail(self, op: str) -> None:
+        if self._failures.get(op):
+            raise self._failures[op].pop(0)
+
+    def _parse(self, text: str) -> Object:
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            raise Invalid(f"bad JSON: {e}") from None
+        if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind") or not (obj.get("metadata") or {}).get("name"):
+            raise Invalid("the object must name its apiVersion, kind and metadata.name")
+        return obj
+
+    def _store(self, obj: Object, *, new: bool, spec_changed: bool) -> str:
+        meta = obj.setdefault("metadata", {})
+        if new:
+            meta["uid"] = meta.get("uid") or self._uid()
+            meta.setdefault("generation", 1)
+        elif spec_changed:
+            meta["generation"] = int(meta.get("generation") or 1) + 1
+        meta["resourceVersion"] = self._version()
+        self.objects[_obj_key(obj)] = obj
+        return json.dumps(obj)
+
+    def cache_get(self, resource: Gvk, namespace: str | None, name: str) -> str | None:
+        self._maybe_fail("cache_get")
+        stored = self.objects.get(_store_key(resource, namespace, name))
+        return json.dumps(stored) if stored is not None else None
+
+    def cache_list(self, resource: Gvk, namespace: str | None, label_selector: str | None) -> list[str]:
+        self._maybe_fail("cache_list")
+        found = [
+            o
+            for (group, kind, ns, _), o in self.objects.items()
+            if (group, kind) == (resource.group, resource.kind)
+            and (namespace is None or ns == namespace)
+            and match_labels((o.get("metadata") or {}).get("labels") or {}, label_selector)
+        ]
+        found.sort(key=lambda o: ((o["metadata"].get("namespace") or ""), o["metadata"].get("name", "")))
+        return [json.dumps(o) for o in found]
+
+    def apply(self, obj: str, force: bool) -> str:
+        parsed = self._parse(obj)
+        self.calls.append(Call("apply", parsed, force=force))
+        self._maybe_fail("apply")
+        current = self.objects.get(_obj_key(parsed))
+        if current is None:
+            return self._store(copy.deepcopy(parsed), new=True, spec_changed=True)
+        merged = _merge(copy.deepcopy(current), {k: v for k, v in parsed.items() if k != "status"}, False)
+        return self._store(merged, new=False, spec_changed=merged.get("spec") != current.get("spec"))
+
+    def apply_status(self, obj: str, force: bool) -> str:
+        parsed = self._parse(obj)
+        self.calls.append(Call("apply_status", parsed, force=force))
+        self._maybe_fail("apply_status")
+        current = self.objects.get(_obj_key(parsed))
+        if current is None:
+            raise NotFound(f"{Gvk.of(parsed)} {ObjectKey.of(parsed)} not found")
+        merged = copy.deepcopy(current)
+        merged["status"] = _merge(merged.get("status") or {}, parsed.get("status") or {}, False)
+        return self._store(merged, new=False, spec_changed=False)
+
+    def create(self, obj: str) -> str:
+        parsed = self._parse(obj)
+        self.calls.append(Call("create", parsed))
+        self._maybe_fail("create")
+        if _obj_key(parsed) in self.objects:
+            raise AlreadyExists(f"{Gvk.of(parsed)} {ObjectKey.of(parsed)} already exists")
+        return self._store(copy.deepcopy(parsed), new=True, spec_changed=True)
+
+    def _replace(self, op: str, obj: str, status_only: bool) -> str:
+        parsed = self._parse(obj)
+        self.calls.append(Call(op, parsed))
+        self._maybe_fail(op)
+        current = self.objects.get(_obj_key(parsed))
+        if current is None:
+            raise NotFound(f"{Gvk.of(parsed)} {ObjectKey.of(parsed)} not found")
+        if (parsed.get("metadata") or {}).get("resourceVersion") != current["metadata"].get("resourceVersion"):
+            raise Conflict(f"{Gvk.of(parsed)} {ObjectKey.of(parsed)}: the object has been modified")
+        if status_only:
+            new = copy.deepcopy(current)
+            new["status"] = copy.deepcopy(parsed.get("status"))
+        else:
+            new = copy.deepcopy(parsed)
+            new["metadata"]["uid"] = current["metadata"].get("uid")
+            new["metadata"]["generation"] = current["metadata"].get("generation", 1)
+            if "status" in current:
+                new["status"] = copy.deepcopy(current["status"])
+        return self._store(new, new=False, spec_changed=not status_only and new.get("spec") != current.get("spec"))
+
+    def update(self, obj: str) -> str:
+        return self._replace("update", obj, False)
+
+    def update_status(self, obj: str) -> str:
+        return self._replace("update_status", obj, True)
+
+    def patch(self, resource: Gvk, namespace: str | None, name: str, patch_type: PatchType, body: str) -> str:
+        try:
+            parsed_body = json.loads(body)
+        except ValueError as e:
+            raise Invalid(f"bad JSON patch body: {e}") from None
+        self.calls.append(Call("patch", parsed_body, resource, namespace, name, patch_type=patch_type))
+        self._maybe_fail("patch")
+        current = self.objects.get(_store_key(resource, namespace, name))
+        if current is None:
+            raise NotFound(f"{resource} {ObjectKey(namespace, name)} not found")
+        if patch_type is PatchType.JSON:
+            if not isinstance(parsed_body, list):
+                raise Invalid("a JSON patch is a list of operations")
+            new = _json_patch(current, parsed_body)
+        else:
+            if not isinstance(parsed_body, dict):
+                raise Invalid("a merge patch is an object")
+            wanted_rv = (parsed_body.get("metadata") or {}).get("resourceVersion")
+            if wanted_rv is not None and wanted_rv != current["metadata"].get("resourceVersion"):
+                raise Conflict(f"{resource} {ObjectKey(namespace, name)}: the object has been modified")
+            new = _merge(copy.deepcopy(current), parsed_body, True)
+        return self._store(new, new=False, spec_changed=new.get("spec") != current.get("spec"))
+
+    def delete(self, resource: Gvk, namespace: str | None, name: str) -> None:
+        self.calls.append(Call("delete", None, resource, namespace, name))
+        self._maybe_fail("delete")
+        if self.objects.pop(_store_key(resource, namespace, name), None) is None:
+            raise NotFound(f"{resource} {ObjectKey(namespace, name)} not found")
+
+    def publish_event(self, regarding: tuple[Gvk, str | None, str], event_type: EventType, reason: str, action: str, note: str) -> None:
+        self._maybe_fail("publish_event")
+        resource, namespace, name = regarding
+        self.events.append(
+            {
+                "regarding": {"resource": resource, "namespace": namespace, "name": name},
+                "type": event_type,
+                "reason": reason,
+                "action": action,
+                "note": note,
+            }
+        )
+
+    def log(self, level: LogLevel, message: str, fields: Sequence[tuple[str, str]]) -> None:
+        self.logs.append((level, message, dict(fields)))
+
+
+class Harness:
+    """A controller described and ready to call against a `FakeHost`, the way the component's
+    exports run it."""
+
+    def __init__(self, controller_cls: type[Controller], settings: Mapping[str, Any] | None = None, objects: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.host = FakeHost(objects)
+        self.runner = Runner(controller_cls, self.host)
+        self.manifest: ManifestSpec = self.runner.describe(json.dumps(dict(settings or {})))
+
+    @property
+    def controller(self) -> Controller:
+        assert self.runner.controller is not None
+        return self.runner.controller
+
+    def _primary(self, obj_or_key: Mapping[str, Any] | ObjectKey) -> tuple[ObjectKey, str]:
+        if isinstance(obj_or_key, ObjectKey):
+            assert self.manifest.primary is not None
+            stored = self.host.get(self.manifest.primary, obj_or_key.namespace, obj_or_key.name)
+            if stored is None:
+                raise LookupError(f"no {self.manifest.primary} {obj_or_key} in the fake host")
+            return obj_or_key, json.dumps(stored)
+        return ObjectKey.of(obj_or_key), json.dumps(obj_or_key)
+
+    def reconcile(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action:
+        """Runs `reconcile` on an object (or the stored primary of a key). Raises
+        `KubewasmError` as the component would return it."""
+        key, text = self._primary(obj_or_key)
+        return self.runner.reconcile(key, text, retries)
+
+    def finalize(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action:
+        key, text = self._primary(obj_or_key)
+        return self.runner.reconcile(key, text, retries, finalize=True)
+
+    def map_related(self, resource: Gvk, obj: Mapping[str, Any]) -> list[ObjectKey]:
+        return self.runner.map_related(resource, json.dumps(obj))
