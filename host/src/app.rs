@@ -2,7 +2,6 @@
 //! gracefully (no new reconciles, running ones finish, the leader releases its lease, queued
 //! events are sent); a second signal, or the grace period running out, stops at once.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,7 +11,7 @@ use kube::Client;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{Controller, Environment};
+use crate::controller::Environment;
 use crate::discovery::Discovery;
 use crate::events::EventRecorder;
 use crate::informer::Informers;
@@ -20,8 +19,9 @@ use crate::leader::{LeaderConfig, LeaderElector, Leadership};
 use crate::manifest::LimitPolicy;
 use crate::metrics::Metrics;
 use crate::plugin::artifact::ArtifactCache;
-use crate::plugin::{LoadError, Loader};
+use crate::plugin::Loader;
 use crate::runtime::{Runtime, RuntimeConfig};
+use crate::supervisor::{StatusObject, Supervisor};
 
 /// Everything `kubewasm run` takes from its flags.
 #[derive(Debug, Clone)]
@@ -37,6 +37,11 @@ pub struct RunConfig {
     pub lease_namespace: String,
     pub artifacts: Option<PathBuf>,
     pub grace_period: Duration,
+    /// Follow the plugin directory and hot-reload changes.
+    pub watch: bool,
+    /// The ConfigMap listing the running plugins, which plugin load Events are about.
+    pub status_namespace: String,
+    pub status_name: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,44 +101,6 @@ impl ControllerFilter {
     }
 }
 
-/// The plugins of the host: running controllers, and loaded plugins still waiting to start.
-#[derive(Clone, Default)]
-pub struct Controllers(Arc<Mutex<Plugins>>);
-
-#[derive(Default)]
-struct Plugins {
-    running: BTreeMap<String, Arc<Controller>>,
-    starting: BTreeMap<String, ()>,
-}
-
-impl Controllers {
-    /// `Ok` when every plugin runs with synced caches; else which do not.
-    pub fn readiness(&self) -> Result<(), String> {
-        let plugins = self.0.lock();
-        let waiting: Vec<&str> = plugins
-            .starting
-            .keys()
-            .map(String::as_str)
-            .chain(plugins.running.values().filter(|c| !c.is_synced()).map(|c| c.name()))
-            .collect();
-        if waiting.is_empty() { Ok(()) } else { Err(format!("not ready: {}", waiting.join(", "))) }
-    }
-
-    fn contains(&self, name: &str) -> bool {
-        let plugins = self.0.lock();
-        plugins.running.contains_key(name) || plugins.starting.contains_key(name)
-    }
-
-    fn contains_any(&self) -> bool {
-        let plugins = self.0.lock();
-        !plugins.running.is_empty() || !plugins.starting.is_empty()
-    }
-
-    fn all(&self) -> Vec<Arc<Controller>> {
-        self.0.lock().running.values().cloned().collect()
-    }
-}
-
 async fn connect(kubeconfig: Option<&Path>) -> Result<Client, AppError> {
     let config = match kubeconfig {
         Some(path) => {
@@ -166,25 +133,40 @@ pub fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, AppError> {
 }
 
 pub async fn run(config: RunConfig) -> Result<(), AppError> {
-    let shutdown = CancellationToken::new();
+    // The first signal starts a graceful shutdown, from any phase on; a second one forces it.
+    let (shutdown, forced) = (CancellationToken::new(), CancellationToken::new());
+    {
+        let (shutdown, forced) = (shutdown.clone(), forced.clone());
+        let mut signals = Signals::new();
+        tokio::spawn(async move {
+            signals.next().await;
+            shutdown.cancel();
+            signals.next().await;
+            forced.cancel();
+        });
+    }
 
     // 1. Kubernetes and the host's own endpoints.
     let client = connect(config.kubeconfig.as_deref()).await?;
     let metrics = Arc::new(Metrics::new());
-    let controllers = Controllers::default();
+    // Ready once the supervisor exists and every plugin's caches have synced.
+    let ready_source: Arc<Mutex<Option<Arc<Supervisor>>>> = Arc::default();
     let ready = {
-        let controllers = controllers.clone();
-        Arc::new(move || controllers.readiness())
+        let source = ready_source.clone();
+        Arc::new(move || source.lock().as_ref().map_or(Err("starting".to_string()), |s| s.readiness()))
     };
     let (metrics_at, health_at) = crate::server::serve(config.metrics_addr, config.health_addr, metrics.clone(), ready, shutdown.clone()).await?;
     tracing::info!(metrics = %metrics_at, health = %health_at, "serving /metrics, /healthz and /readyz");
 
     // 2. Leadership: standbys keep warm caches, only the leader's workers run and write.
     let identity = identity();
+    // The lease is released only after the workers have stopped, so that the next leader never
+    // overlaps with reconciles still finishing here.
+    let leading = CancellationToken::new();
     let (leadership, elector) = if config.leader_elect {
         let lease = LeaderConfig::new(&config.lease_name, &config.lease_namespace, &identity);
         let (elector, leadership) = LeaderElector::new(client.clone(), lease, metrics.leader(&config.lease_name));
-        (leadership, Some(tokio::spawn(elector.run(shutdown.clone()))))
+        (leadership, Some(tokio::spawn(elector.run(leading.clone()))))
     } else {
         (Leadership::always(), None)
     };
@@ -206,22 +188,18 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         metrics: metrics.clone(),
     });
 
-    // 4. Plugins: load each file; one that fails is reported and skipped, the others run.
-    for path in plugin_files(&config.plugins)? {
-        start_plugin(&env, &loader, &controllers, &config.controllers, &path, &shutdown).await;
-    }
-    if !controllers.contains_any() {
-        tracing::warn!(dir = %config.plugins.display(), "no plugin is running");
-    }
+    // 4. Plugins: one controller per file of the plugin directory, followed for changes.
+    let status = StatusObject { namespace: config.status_namespace.clone(), name: config.status_name.clone() };
+    let supervisor = Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, shutdown.clone());
+    *ready_source.lock() = Some(supervisor.clone());
+    supervisor.clone().run(config.watch).await?;
 
     // 5. Serve until told to stop.
-    wait_for_signal().await;
-    tracing::info!("shutting down: finishing running reconciles (Ctrl-C again to stop at once)");
-    shutdown.cancel();
+    shutdown.cancelled().await;
+    tracing::info!("shutting down: finishing running reconciles (signal again to stop at once)");
     let graceful = async {
-        for controller in controllers.all() {
-            controller.stopped().await;
-        }
+        supervisor.stopped().await;
+        leading.cancel();
         if let Some(elector) = elector {
             let _ = elector.await;
         }
@@ -230,72 +208,32 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     };
     tokio::select! {
         _ = graceful => tracing::info!("stopped"),
-        _ = wait_for_signal() => tracing::warn!("second signal: stopping now"),
+        _ = forced.cancelled() => tracing::warn!("second signal: stopping now"),
         _ = tokio::time::sleep(config.grace_period) => tracing::warn!("grace period of {:?} over: stopping now", config.grace_period),
     }
     Ok(())
 }
 
-async fn start_plugin(
-    env: &Arc<Environment>,
-    loader: &Loader,
-    controllers: &Controllers,
-    filter: &ControllerFilter,
-    path: &Path,
-    shutdown: &CancellationToken,
-) {
-    let plugin = match loader.load(path).await {
-        Ok(plugin) => plugin,
-        Err(e) => {
-            report_load_failure(path, &e);
-            return;
-        }
-    };
-    let name = plugin.described.manifest.name.clone();
-    if !filter.enables(&name) {
-        tracing::info!(plugin = %name, file = %path.display(), "disabled by --controllers");
-        return;
-    }
-    if controllers.contains(&name) {
-        tracing::error!(plugin = %name, file = %path.display(), "another file already provides a plugin of this name; skipped");
-        return;
-    }
-    let (version, digest, took, origin) = (plugin.described.manifest.version.clone(), plugin.digest, plugin.load_time, plugin.origin);
-    tracing::info!(plugin = %name, %version, digest = %digest, took_ms = took.as_millis() as u64, ?origin, "loaded");
-    // A resource the plugin needs may not be served yet (its CRD is installed later): keep
-    // trying in the background, with backoff, rather than giving up on the plugin.
-    controllers.0.lock().starting.insert(name.clone(), ());
-    let (env, controllers, shutdown) = (env.clone(), controllers.clone(), shutdown.clone());
-    tokio::spawn(async move {
-        let mut delay = Duration::from_secs(1);
-        loop {
-            match Controller::start(env.clone(), plugin.clone(), shutdown.child_token()).await {
-                Ok(controller) => {
-                    let mut plugins = controllers.0.lock();
-                    plugins.starting.remove(&name);
-                    plugins.running.insert(name, controller);
-                    return;
-                }
-                Err(e) => tracing::warn!(plugin = %name, "cannot start yet, retrying in {delay:?}: {e}"),
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(delay) => delay = (delay * 2).min(Duration::from_secs(30)),
-            }
-        }
-    });
+/// SIGTERM and SIGINT, installed once (so none is missed between two waits).
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
 }
 
-fn report_load_failure(path: &Path, error: &LoadError) {
-    tracing::error!(file = %path.display(), "not loaded: {error}");
-}
+impl Signals {
+    fn new() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        Signals {
+            term: signal(SignalKind::terminate()).expect("installing a SIGTERM handler"),
+            int: signal(SignalKind::interrupt()).expect("installing a SIGINT handler"),
+        }
+    }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
     }
 }
 

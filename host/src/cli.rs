@@ -29,8 +29,7 @@ Use \"kubewasm <command> --help\" for more information about a given command.
 const COMMAND_TEMPLATE: &str = "\
 {about}
 
-Examples:
-{after-help}
+Examples:{after-help}
 
 Options:
 {options}
@@ -68,6 +67,15 @@ enum Command {
                       kubewasm run --plugins ./plugins --controllers 'sample-controller,-noisy' --namespace team-a --namespace team-b"
     )]
     Run(RunArgs),
+    /// Print the RBAC roles and bindings the plugins in a directory (and the host) need
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # Roles for the service account kubewasm/kubewasm, applied directly\n  \
+                      kubewasm rbac --plugins ./plugins | kubectl apply -f -\n\n  \
+                      # With leader election in kube-system, for a user\n  \
+                      kubewasm rbac --plugins ./plugins --lease-namespace kube-system --user alice"
+    )]
+    Rbac(RbacArgs),
     /// Check a plugin file and print what it declares
     #[command(help_template = COMMAND_TEMPLATE, after_help = "  # Check a plugin and print its manifest\n  kubewasm check ./plugins/sample-controller.wasm")]
     Check(CheckArgs),
@@ -111,6 +119,14 @@ struct RunArgs {
     #[arg(long, value_name = "NAMESPACE", default_value = "default")]
     lease_namespace: String,
 
+    /// Follow the plugin directory and hot-reload added, replaced and removed plugins
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    watch: bool,
+
+    /// ConfigMap (NAMESPACE/NAME) listing the running plugins; plugin load Events are about it
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/kubewasm-plugins")]
+    status_configmap: String,
+
     /// How long a graceful shutdown may take before the host stops at once
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     grace_period: Duration,
@@ -137,6 +153,36 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         "h" => Ok(Duration::from_secs(n * 3600)),
         _ => Err(format!("{text:?} is not a duration such as 500ms, 30s, 5m or 1h")),
     }
+}
+
+#[derive(Args)]
+struct RbacArgs {
+    /// Directory of plugins (NAME.wasm with optional NAME.toml)
+    #[arg(long, value_name = "DIR")]
+    plugins: PathBuf,
+
+    /// Plugins to include: '*' for all, 'name' to include one, '-name' to leave one out
+    #[arg(long, value_name = "LIST", default_value = "*")]
+    controllers: crate::app::ControllerFilter,
+
+    /// Also grant the leader election Lease in this namespace
+    #[arg(long, value_name = "NAMESPACE")]
+    lease_namespace: Option<String>,
+
+    /// Bind the roles to this service account (NAMESPACE:NAME)
+    #[arg(long, value_name = "NAMESPACE:NAME", default_value = "kubewasm:kubewasm", conflicts_with = "user")]
+    service_account: String,
+
+    /// Bind the roles to this user instead of a service account
+    #[arg(long, value_name = "NAME")]
+    user: Option<String>,
+
+    /// Name of the roles and bindings
+    #[arg(long, value_name = "NAME", default_value = "kubewasm")]
+    name: String,
+
+    #[command(flatten)]
+    cache: CacheArgs,
 }
 
 #[derive(Args)]
@@ -177,6 +223,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Check(args) => check(args).await,
             Command::Run(args) => run(args).await,
+            Command::Rbac(args) => rbac(args).await,
         }
     });
     match result {
@@ -203,7 +250,13 @@ fn new_loader(cache: &CacheArgs) -> Result<Loader, String> {
 }
 
 async fn run(args: RunArgs) -> Result<ExitCode, String> {
+    let Some((status_namespace, status_name)) = args.status_configmap.split_once('/') else {
+        return Err(format!("--status-configmap {:?}: write it as NAMESPACE/NAME", args.status_configmap));
+    };
     let config = crate::app::RunConfig {
+        watch: args.watch,
+        status_namespace: status_namespace.into(),
+        status_name: status_name.into(),
         artifacts: args.cache.dir(),
         plugins: args.plugins,
         kubeconfig: args.kubeconfig,
@@ -217,6 +270,29 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         grace_period: args.grace_period,
     };
     crate::app::run(config).await.map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
+    let grantee = match args.user {
+        Some(user) => crate::rbac::Grantee::User(user),
+        None => match args.service_account.split_once(':') {
+            Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
+                crate::rbac::Grantee::ServiceAccount { namespace: namespace.into(), name: name.into() }
+            }
+            _ => return Err(format!("--service-account {:?}: write it as NAMESPACE:NAME", args.service_account)),
+        },
+    };
+    let loader = new_loader(&args.cache)?;
+    let mut manifests = Vec::new();
+    for path in crate::app::plugin_files(&args.plugins).map_err(|e| e.to_string())? {
+        let plugin = loader.load(&path).await.map_err(|e| format!("{}: {e}", path.display()))?;
+        if args.controllers.enables(&plugin.described.manifest.name) {
+            manifests.push(plugin.described.manifest);
+        }
+    }
+    let host = crate::rbac::HostNeeds { lease_namespace: args.lease_namespace };
+    print!("{}", crate::rbac::render(&manifests, &host, &grantee, &args.name));
     Ok(ExitCode::SUCCESS)
 }
 

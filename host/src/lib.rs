@@ -13,6 +13,7 @@
 //! leaves as a write through [`client`] or an Event through [`events`].
 //!
 //! - [`app`]: `kubewasm run`, wired in phases; owns shutdown. [`cli`]: the command line.
+//!   [`supervisor`]: the plugin directory — starts, hot-swaps and stops controllers.
 //! - [`plugin`]: plugin files — digest, artifact cache, loading. [`manifest`]: what a plugin
 //!   declares, validation, the capability check.
 //! - [`discovery`], [`resource`], [`selector`]: kinds, keys and label selectors.
@@ -33,7 +34,9 @@ pub mod metrics;
 pub mod offline;
 pub mod plugin;
 pub mod queue;
+pub mod rbac;
 pub mod resource;
 pub mod runtime;
 pub mod selector;
 pub mod server;
+pub mod supervisor;

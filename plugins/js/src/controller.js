@@ -1,0 +1,47 @@
+// The class a controller author extends.
+
+import { DONE } from './core.js';
+
+/**
+ * A controller plugin. Extend it, export the class, and build the module with
+ * `kubewasm-js build app.js -o app.wasm`:
+ *
+ *   export default class Echo extends Controller {
+ *     manifest() { return new Manifest('echo', '0.1.0').primary(kinds.CONFIG_MAP); }
+ *     reconcile(obj, ctx) { ctx.info('saw', { name: name(obj) }); return Action.done(); }
+ *   }
+ *
+ * The host makes a fresh instance of the plugin now and then (on load, for concurrency, after a
+ * fault); each builds its controller once, `new Controller(settings)`, from the settings in
+ * `NAME.toml` beside `NAME.wasm` (an empty object without one), then handles many calls, one at a
+ * time. Throw from the constructor (e.g. `SettingsError`) to refuse loading with a message.
+ */
+export class Controller {
+  constructor(settings = {}) {
+    this.settings = settings;
+  }
+
+  /** What the plugin reconciles and what it needs: a `Manifest`. */
+  manifest() {
+    throw new Error(`${this.constructor.name} must define manifest()`);
+  }
+
+  /**
+   * Moves the world towards what `obj` (the primary object, a copy) asks for. Level-triggered:
+   * read the current state through `ctx`, don't assume what changed. Returning undefined means
+   * `Action.done()`; throwing fails the call (retried with backoff).
+   */
+  reconcile(obj, ctx) {
+    throw new Error(`${this.constructor.name} must define reconcile()`);
+  }
+
+  /** Cleans up before an object carrying the manifest's finalizer goes away. */
+  finalize(obj, ctx) {
+    return DONE;
+  }
+
+  /** Maps an event on a watched object (mapping `map-related`) to primary keys `{ namespace, name }`. */
+  mapRelated(resource, obj, ctx) {
+    return [];
+  }
+}

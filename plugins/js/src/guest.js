@@ -1,0 +1,104 @@
+// The component glue: the WIT imports as a host, and the `plugin` and `reconciler` exports
+// componentize-js wires to the world's exported interfaces. Bundled only into components (the
+// `kubewasm:controller/*` modules exist only there); `kubewasm-js build` generates the entry:
+//
+//   import * as app from './app.js';
+//   import { exportsFor } from '@kubewasm/sdk/guest';
+//   export const { plugin, reconciler } = exportsFor(app);
+//
+// WIT conventions of componentize-js used here: option = undefined, u64 = BigInt, enums are
+// their case names, variants are { tag, val }, a failed import throws an error whose `payload`
+// is the WIT error, and a thrown non-Error value becomes the `err` of an exported result
+// (a thrown Error instance traps, so everything is caught and converted).
+
+import { get, listObjects } from 'kubewasm:controller/cache@0.1.0';
+import * as client from 'kubewasm:controller/client@0.1.0';
+import { publish } from 'kubewasm:controller/events@0.1.0';
+import { emit } from 'kubewasm:controller/log@0.1.0';
+
+import { KubewasmError } from './errors.js';
+import { findController, Refused, Runner } from './runtime.js';
+
+function call(fn, ...args) {
+  try {
+    return fn(...args);
+  } catch (e) {
+    const err = e?.payload;
+    if (err && typeof err === 'object' && typeof err.code === 'string') throw KubewasmError.fromCode(err.code, String(err.message ?? ''));
+    throw e;
+  }
+}
+
+/** The WIT imports as the host a `Context` calls. */
+export const wasmHost = {
+  cacheGet: (resource, namespace, name) => call(get, resource, namespace, name),
+  cacheList: (resource, namespace, labelSelector) => call(listObjects, resource, namespace, labelSelector),
+  apply: (obj, force) => call(client.apply, obj, force),
+  applyStatus: (obj, force) => call(client.applyStatus, obj, force),
+  create: (obj) => call(client.create, obj),
+  update: (obj) => call(client.update, obj),
+  updateStatus: (obj) => call(client.updateStatus, obj),
+  patch: (resource, namespace, name, patchType, body) => call(client.patch, resource, namespace, name, patchType, body),
+  delete: (resource, namespace, name) => call(client.delete, resource, namespace, name),
+  publishEvent: (event) => call(publish, event),
+  log: (level, message, fields) => emit(level, message, fields),
+};
+
+function witManifest(spec) {
+  const { memoryBytes, deadlineMs } = spec.limits ?? {};
+  return {
+    name: spec.name,
+    version: spec.version,
+    primary: spec.primary,
+    primarySelector: spec.primarySelector,
+    owns: spec.owns,
+    watches: spec.watches.map((w) => ({ resource: w.resource, mapping: w.mapping, labelSelector: w.labelSelector })),
+    finalizer: spec.finalizer,
+    resyncSeconds: spec.resyncSeconds,
+    maxConcurrency: spec.maxConcurrency,
+    limits: { deadlineMs, memoryBytes: memoryBytes === undefined ? undefined : BigInt(memoryBytes) },
+    permissions: spec.permissions.map((p) => ({
+      resource: p.resource,
+      subresource: p.subresource,
+      verbs: p.verbs,
+      namespaces: p.namespaces,
+    })),
+  };
+}
+
+function witAction(action) {
+  return action.requeueAfterMs === undefined ? { tag: 'done' } : { tag: 'requeue-after', val: BigInt(action.requeueAfterMs) };
+}
+
+function witError(e) {
+  // A plain object, not an Error: componentize-js makes a thrown non-Error value the `err`.
+  return { code: e.code, message: e.message };
+}
+
+/** The `plugin` and `reconciler` exports for the controller an author's module exports. */
+export function exportsFor(mod) {
+  const runner = new Runner(findController(mod), wasmHost);
+  const run = (request, finalize) => {
+    try {
+      return witAction(runner.reconcile(request.key, request.object, request.retries, finalize));
+    } catch (e) {
+      throw witError(e instanceof KubewasmError ? e : { code: 'other', message: String(e) });
+    }
+  };
+  return {
+    plugin: {
+      describe(settings) {
+        try {
+          return witManifest(runner.describe(settings));
+        } catch (e) {
+          throw e instanceof Refused ? e.message : `describe: ${e}`;
+        }
+      },
+    },
+    reconciler: {
+      reconcile: (request) => run(request, false),
+      finalize: (request) => run(request, true),
+      mapRelated: (resource, object) => runner.mapRelated(resource, object),
+    },
+  };
+}

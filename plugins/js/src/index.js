@@ -1,0 +1,42 @@
+// kubewasm SDK for JavaScript and TypeScript: write a Kubernetes controller as a class, build it
+// into a WebAssembly component with `kubewasm-js build app.js -o app.wasm`, drop it into a host.
+//
+//   import { Action, Controller, Manifest, kinds, objects } from '@kubewasm/sdk';
+//
+//   export default class Echo extends Controller {
+//     manifest() {
+//       return new Manifest('echo', '0.1.0').primary(kinds.CONFIG_MAP);
+//     }
+//     reconcile(obj, ctx) {
+//       ctx.info('saw a ConfigMap', { name: objects.name(obj) });
+//       return Action.done();
+//     }
+//   }
+//
+// Nothing here imports the WIT bindings: only `@kubewasm/sdk/guest`, which the build's generated
+// entry module bundles, does. So the SDK and controllers run under plain Node for unit tests
+// (`@kubewasm/sdk/testing`).
+
+export * as kinds from './kinds.js';
+export * as objects from './objects.js';
+export { Context } from './context.js';
+export { Controller } from './controller.js';
+export {
+  Action,
+  DONE,
+  ErrorCode,
+  EventType,
+  LogLevel,
+  PatchType,
+  Verb,
+  apiVersion,
+  gvk,
+  gvkFromApiVersion,
+  gvkOf,
+  gvkString,
+  keyString,
+  objectKey,
+  sameGvk,
+} from './core.js';
+export { AlreadyExists, Conflict, Forbidden, Invalid, KubewasmError, NotFound, Other, SettingsError, Unavailable } from './errors.js';
+export { Manifest, Mapping } from './manifest.js';

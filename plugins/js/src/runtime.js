@@ -1,0 +1,129 @@
+// Runs a controller against a host: what the component's exports do, minus the WIT types.
+// `guest.js` wires it to the WIT imports inside a component; `testing.js` wires it to a fake
+// host under Node. Keeping the dispatch here means the tests exercise the code the component runs.
+
+import { Context } from './context.js';
+import { Action, DONE, objectKey } from './core.js';
+import { Invalid, KubewasmError, Other, SettingsError } from './errors.js';
+
+/** `describe` refuses to load the plugin; the message says why. */
+export class Refused extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'Refused';
+  }
+}
+
+function isControllerClass(value) {
+  return typeof value === 'function' && typeof value.prototype?.manifest === 'function' && typeof value.prototype?.reconcile === 'function';
+}
+
+/**
+ * The controller class of an author's module: its `controller` export, else its default export.
+ */
+export function findController(mod) {
+  for (const name of ['controller', 'default']) {
+    if (mod[name] === undefined) continue;
+    if (isControllerClass(mod[name])) return mod[name];
+    throw new TypeError(`the module's \`${name}\` export must be a Controller class (with manifest() and reconcile()), not ${typeof mod[name]}`);
+  }
+  const found = Object.entries(mod).filter(([, v]) => isControllerClass(v));
+  if (found.length === 1) return found[0][1];
+  const names = found.map(([n]) => n).join(', ') || 'none';
+  throw new TypeError(`the module must export one Controller class, as \`export default class ... extends Controller\` (found: ${names})`);
+}
+
+function describeMessage(e) {
+  if (e instanceof SettingsError || e instanceof Refused) return e.message;
+  if (e instanceof Error) return `${e.name}: ${e.message}`;
+  return String(e);
+}
+
+/** The error a call returns for an exception that escaped the controller. */
+function failure(e, what) {
+  if (e instanceof KubewasmError) return e;
+  // A bug in the controller: the stack goes to the host log (stderr), the message to the call.
+  console.error(e instanceof Error && e.stack ? e.stack : String(e));
+  const detail = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+  return new Other(`${what}: ${detail}`);
+}
+
+/** One controller instance and the host it calls. */
+export class Runner {
+  constructor(ControllerClass, host) {
+    this.ControllerClass = ControllerClass;
+    this.host = host;
+    this.controller = undefined;
+  }
+
+  /** Parses the settings, builds the controller and returns its manifest spec. Throws `Refused`. */
+  describe(settings) {
+    let parsed;
+    try {
+      parsed = settings.trim() === '' ? {} : JSON.parse(settings);
+    } catch (e) {
+      throw new Refused(`settings are not JSON: ${e.message}`);
+    }
+    if (parsed === null) parsed = {};
+    if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+      throw new Refused(`settings must be a table, not ${Array.isArray(parsed) ? 'an array' : typeof parsed}`);
+    }
+    let controller, manifest;
+    try {
+      controller = new this.ControllerClass(parsed);
+      manifest = controller.manifest();
+    } catch (e) {
+      throw new Refused(describeMessage(e));
+    }
+    const spec = manifest?.spec;
+    if (spec === undefined || typeof spec !== 'object') {
+      throw new Refused(`${this.ControllerClass.name}.manifest() must return a Manifest`);
+    }
+    if (spec.primary === undefined) throw new Refused('manifest: primary is not set (call .primary(...))');
+    this.controller = controller;
+    return spec;
+  }
+
+  #controller() {
+    if (this.controller === undefined) throw new Other('the host called the plugin before describe');
+    return this.controller;
+  }
+
+  /** Runs `reconcile` (or `finalize`). Throws `KubewasmError`. */
+  reconcile(key, object, retries, finalize = false) {
+    const controller = this.#controller();
+    let parsed;
+    try {
+      parsed = JSON.parse(object);
+    } catch (e) {
+      throw new Invalid(`the primary object does not parse: ${e.message}`);
+    }
+    const ctx = new Context(this.host, key, retries);
+    const what = finalize ? 'finalize' : 'reconcile';
+    let action;
+    try {
+      action = finalize ? controller.finalize(parsed, ctx) : controller.reconcile(parsed, ctx);
+    } catch (e) {
+      throw failure(e, what);
+    }
+    if (action === undefined || action === null) return DONE;
+    if (!(action instanceof Action)) {
+      throw new Other(`${what} returned ${JSON.stringify(action)}, not an Action (use Action.done() or Action.requeueAfter(ms))`);
+    }
+    return action;
+  }
+
+  /** Runs `mapRelated`. Never throws: a failure is logged and maps to no keys. */
+  mapRelated(resource, object) {
+    try {
+      const controller = this.#controller();
+      const keys = controller.mapRelated(resource, JSON.parse(object), new Context(this.host)) ?? [];
+      return keys.map((k) => objectKey(k.namespace, k.name));
+    } catch (e) {
+      console.error(e instanceof Error && e.stack ? e.stack : String(e));
+      const detail = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      this.host.log('error', `mapRelated failed: ${detail}`, [{ key: 'resource', value: `${resource.kind}.${resource.version}.${resource.group}` }]);
+      return [];
+    }
+  }
+}

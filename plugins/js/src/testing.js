@@ -1,0 +1,394 @@
+// Unit-testing controllers under Node, without a cluster or a wasm runtime.
+//
+//   import { Harness } from '@kubewasm/sdk/testing';
+//   const h = new Harness(SampleController, { objects: [foo] });
+//   assert.deepEqual(h.reconcile(foo), Action.done());
+//   assert.equal(h.host.applied()[0].kind, 'Deployment');
+//
+// `FakeHost` stands in for the host: an in-memory object store serves the cache, writes change
+// the store (immediately: the real cache catches up a moment later) and are recorded, events and
+// logs are recorded. It is deliberately simple: server-side apply is a deep merge, and the
+// manifest's permissions are not enforced (`kubewasm check` and the real host do that; for
+// whole-plugin table tests on the built component use `kubewasm test`).
+
+import { gvkOf, gvkString, keyString, objectKey } from './core.js';
+import { AlreadyExists, Conflict, Invalid, NotFound } from './errors.js';
+import { Runner } from './runtime.js';
+
+const clone = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
+const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+function storeKey(resource, namespace, name) {
+  return JSON.stringify([resource.group, resource.kind, namespace ?? '', name]);
+}
+
+function objKey(obj) {
+  return storeKey(gvkOf(obj), obj.metadata?.namespace, obj.metadata?.name ?? '');
+}
+
+/** Deep merge (RFC 7386 when `deleteNulls`): objects merge, anything else replaces. */
+function merge(into, patch, deleteNulls) {
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null && deleteNulls) delete into[k];
+    else if (isObject(v)) into[k] = merge(isObject(into[k]) ? into[k] : {}, v, deleteNulls);
+    else into[k] = clone(v);
+  }
+  return into;
+}
+
+function pointer(path) {
+  if (!path.startsWith('/')) throw new Invalid(`JSON patch path ${JSON.stringify(path)} must start with /`);
+  return path.slice(1).split('/').map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+}
+
+/** RFC 6902: add, remove, replace, test (move and copy are left out). */
+function jsonPatch(doc, ops) {
+  doc = clone(doc);
+  for (const op of ops) {
+    const steps = pointer(op.path ?? '');
+    let parent = doc;
+    for (const step of steps.slice(0, -1)) {
+      parent = Array.isArray(parent) ? parent[Number(step)] : parent?.[step];
+      if (parent === undefined || parent === null) throw new Invalid(`JSON patch path ${JSON.stringify(op.path)} does not exist`);
+    }
+    const last = steps[steps.length - 1];
+    const isArray = Array.isArray(parent);
+    switch (op.op) {
+      case 'test':
+        if (JSON.stringify(isArray ? parent[Number(last)] : parent[last]) !== JSON.stringify(op.value)) {
+          throw new Invalid(`JSON patch test failed at ${JSON.stringify(op.path)}`);
+        }
+        break;
+      case 'add':
+        if (isArray) last === '-' ? parent.push(op.value) : parent.splice(Number(last), 0, op.value);
+        else parent[last] = op.value;
+        break;
+      case 'replace':
+        if (!isArray && !(last in parent)) throw new Invalid(`JSON patch replace of missing ${JSON.stringify(op.path)}`);
+        parent[isArray ? Number(last) : last] = op.value;
+        break;
+      case 'remove':
+        if (isArray) parent.splice(Number(last), 1);
+        else if (last in parent) delete parent[last];
+        else throw new Invalid(`JSON patch remove of missing ${JSON.stringify(op.path)}`);
+        break;
+      default:
+        throw new Invalid(`JSON patch op ${JSON.stringify(op.op)} is not supported by FakeHost`);
+    }
+  }
+  return doc;
+}
+
+/**
+ * Kubernetes label selectors: `a=b`, `a==b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x,y)`,
+ * comma-separated.
+ */
+export function matchLabels(labels, selector) {
+  if (!selector) return true;
+  const parts = [];
+  let depth = 0;
+  let current = '';
+  for (const ch of selector) {
+    if (ch === '(') depth++;
+    if (ch === ')') depth--;
+    if (ch === ',' && depth === 0) {
+      parts.push(current);
+      current = '';
+    } else current += ch;
+  }
+  parts.push(current);
+  const has = (k) => Object.prototype.hasOwnProperty.call(labels, k);
+  for (const raw of parts) {
+    const req = raw.trim();
+    if (!req) throw new Invalid(`label selector ${JSON.stringify(selector)}: empty requirement`);
+    let ok;
+    const set = req.match(/^(\S+)\s+(in|notin)\s+\((.*)\)$/);
+    if (set) {
+      const values = set[3].split(',').map((v) => v.trim());
+      ok = has(set[1]) ? values.includes(labels[set[1]]) !== (set[2] === 'notin') : set[2] === 'notin';
+    } else if (req.includes('!=')) {
+      const [k, v] = req.split('!=').map((s) => s.trim());
+      ok = labels[k] !== v;
+    } else if (req.includes('=')) {
+      const [k, v] = req.replace('==', '=').split('=').map((s) => s.trim());
+      ok = labels[k] === v;
+    } else if (req.startsWith('!')) {
+      ok = !has(req.slice(1).trim());
+    } else {
+      ok = has(req);
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/**
+ * An in-memory host for unit tests: a store of objects, recorded writes (`calls`), `events` and
+ * `logs`, and errors to inject (`fail`).
+ */
+export class FakeHost {
+  constructor(objects = []) {
+    this.objects = new Map();
+    /** Recorded writes: `{ op, object, resource, namespace, name, force, patchType }`. */
+    this.calls = [];
+    this.events = [];
+    this.logs = [];
+    this.failures = new Map();
+    this.nextUid = 1;
+    this.nextVersion = 1;
+    this.add(...objects);
+  }
+
+  // --- setting up ---
+
+  /** Puts objects in the store, replacing same-named ones; missing uid and resourceVersion are filled in. */
+  add(...objects) {
+    for (const obj of objects) {
+      const stored = clone(obj);
+      stored.metadata ??= {};
+      stored.metadata.uid ??= this.#uid();
+      stored.metadata.resourceVersion ??= this.#version();
+      this.objects.set(objKey(stored), stored);
+    }
+  }
+
+  /**
+   * Makes the next `times` calls of `op` (cacheGet, cacheList, apply, applyStatus, create,
+   * update, updateStatus, patch, delete, publishEvent) throw `error`.
+   */
+  fail(op, error, times = 1) {
+    const queue = this.failures.get(op) ?? [];
+    for (let i = 0; i < times; i++) queue.push(error);
+    this.failures.set(op, queue);
+  }
+
+  /** An object from the store (a copy), to assert on. */
+  get(resource, namespace, name) {
+    return clone(this.objects.get(storeKey(resource, namespace, name)));
+  }
+
+  // --- what happened ---
+
+  /** Recorded writes, optionally of one operation and of one kind. */
+  writes(op = undefined, kind = undefined) {
+    return this.calls.filter((c) => (op === undefined || c.op === op) && (kind === undefined || (c.resource?.kind ?? c.object?.kind) === kind));
+  }
+
+  /** Objects sent to `apply`, in order. */
+  applied(kind = undefined) {
+    return this.writes('apply', kind).map((c) => c.object);
+  }
+
+  /** Objects sent to `applyStatus`, in order. */
+  statusApplied(kind = undefined) {
+    return this.writes('applyStatus', kind).map((c) => c.object);
+  }
+
+  // --- the host interface ---
+
+  #uid() {
+    return `uid-${this.nextUid++}`;
+  }
+
+  #version() {
+    return String(this.nextVersion++);
+  }
+
+  #maybeFail(op) {
+    const queue = this.failures.get(op);
+    if (queue && queue.length) throw queue.shift();
+  }
+
+  #parse(text) {
+    let obj;
+    try {
+      obj = JSON.parse(text);
+    } catch (e) {
+      throw new Invalid(`bad JSON: ${e.message}`);
+    }
+    if (!isObject(obj) || !obj.apiVersion || !obj.kind || !obj.metadata?.name) {
+      throw new Invalid('the object must name its apiVersion, kind and metadata.name');
+    }
+    return obj;
+  }
+
+  #store(obj, { isNew, specChanged }) {
+    obj.metadata ??= {};
+    if (isNew) {
+      obj.metadata.uid ||= this.#uid();
+      obj.metadata.generation ??= 1;
+    } else if (specChanged) {
+      obj.metadata.generation = Number(obj.metadata.generation ?? 1) + 1;
+    }
+    obj.metadata.resourceVersion = this.#version();
+    this.objects.set(objKey(obj), obj);
+    return JSON.stringify(obj);
+  }
+
+  #describe(obj) {
+    return `${gvkString(gvkOf(obj))} ${keyString(objectKey(obj.metadata?.namespace, obj.metadata?.name))}`;
+  }
+
+  cacheGet(resource, namespace, name) {
+    this.#maybeFail('cacheGet');
+    const stored = this.objects.get(storeKey(resource, namespace, name));
+    return stored === undefined ? undefined : JSON.stringify(stored);
+  }
+
+  cacheList(resource, namespace, labelSelector) {
+    this.#maybeFail('cacheList');
+    const found = [...this.objects.values()].filter((o) => {
+      const g = gvkOf(o);
+      return g.group === resource.group && g.kind === resource.kind && (namespace === undefined || (o.metadata?.namespace ?? '') === namespace) && matchLabels(o.metadata?.labels ?? {}, labelSelector);
+    });
+    const sortKey = (o) => [o.metadata?.namespace ?? '', o.metadata?.name ?? ''];
+    found.sort((a, b) => {
+      const [an, ann] = sortKey(a);
+      const [bn, bnn] = sortKey(b);
+      return an < bn ? -1 : an > bn ? 1 : ann < bnn ? -1 : ann > bnn ? 1 : 0;
+    });
+    return found.map((o) => JSON.stringify(o));
+  }
+
+  apply(text, force) {
+    const obj = this.#parse(text);
+    this.calls.push({ op: 'apply', object: obj, force });
+    this.#maybeFail('apply');
+    const current = this.objects.get(objKey(obj));
+    if (current === undefined) return this.#store(clone(obj), { isNew: true });
+    const { status, ...rest } = obj;
+    const merged = merge(clone(current), rest, false);
+    return this.#store(merged, { isNew: false, specChanged: JSON.stringify(merged.spec) !== JSON.stringify(current.spec) });
+  }
+
+  applyStatus(text, force) {
+    const obj = this.#parse(text);
+    this.calls.push({ op: 'applyStatus', object: obj, force });
+    this.#maybeFail('applyStatus');
+    const current = this.objects.get(objKey(obj));
+    if (current === undefined) throw new NotFound(`${this.#describe(obj)} not found`);
+    const merged = clone(current);
+    merged.status = merge(isObject(merged.status) ? merged.status : {}, obj.status ?? {}, false);
+    return this.#store(merged, { isNew: false, specChanged: false });
+  }
+
+  create(text) {
+    const obj = this.#parse(text);
+    this.calls.push({ op: 'create', object: obj });
+    this.#maybeFail('create');
+    if (this.objects.has(objKey(obj))) throw new AlreadyExists(`${this.#describe(obj)} already exists`);
+    return this.#store(clone(obj), { isNew: true });
+  }
+
+  #replace(op, text, statusOnly) {
+    const obj = this.#parse(text);
+    this.calls.push({ op, object: obj });
+    this.#maybeFail(op);
+    const current = this.objects.get(objKey(obj));
+    if (current === undefined) throw new NotFound(`${this.#describe(obj)} not found`);
+    if (obj.metadata.resourceVersion !== current.metadata.resourceVersion) {
+      throw new Conflict(`${this.#describe(obj)}: the object has been modified`);
+    }
+    let next;
+    if (statusOnly) {
+      next = clone(current);
+      next.status = clone(obj.status);
+    } else {
+      next = clone(obj);
+      next.metadata.uid = current.metadata.uid;
+      next.metadata.generation = current.metadata.generation ?? 1;
+      if (current.status !== undefined) next.status = clone(current.status);
+    }
+    return this.#store(next, { isNew: false, specChanged: !statusOnly && JSON.stringify(next.spec) !== JSON.stringify(current.spec) });
+  }
+
+  update(text) {
+    return this.#replace('update', text, false);
+  }
+
+  updateStatus(text) {
+    return this.#replace('updateStatus', text, true);
+  }
+
+  patch(resource, namespace, name, patchType, body) {
+    let parsed;
+    try {
+      parsed = JSON.parse(body);
+    } catch (e) {
+      throw new Invalid(`bad JSON patch body: ${e.message}`);
+    }
+    this.calls.push({ op: 'patch', object: parsed, resource, namespace, name, patchType });
+    this.#maybeFail('patch');
+    const current = this.objects.get(storeKey(resource, namespace, name));
+    const what = `${gvkString(resource)} ${keyString(objectKey(namespace, name))}`;
+    if (current === undefined) throw new NotFound(`${what} not found`);
+    let next;
+    if (patchType === 'json') {
+      if (!Array.isArray(parsed)) throw new Invalid('a JSON patch is an array of operations');
+      next = jsonPatch(current, parsed);
+    } else {
+      if (!isObject(parsed)) throw new Invalid('a merge patch is an object');
+      const wanted = parsed.metadata?.resourceVersion;
+      if (wanted !== undefined && wanted !== current.metadata.resourceVersion) throw new Conflict(`${what}: the object has been modified`);
+      next = merge(clone(current), parsed, true);
+    }
+    return this.#store(next, { isNew: false, specChanged: JSON.stringify(next.spec) !== JSON.stringify(current.spec) });
+  }
+
+  delete(resource, namespace, name) {
+    this.calls.push({ op: 'delete', resource, namespace, name });
+    this.#maybeFail('delete');
+    if (!this.objects.delete(storeKey(resource, namespace, name))) {
+      throw new NotFound(`${gvkString(resource)} ${keyString(objectKey(namespace, name))} not found`);
+    }
+  }
+
+  publishEvent(event) {
+    this.#maybeFail('publishEvent');
+    this.events.push(clone(event));
+  }
+
+  log(level, message, fields) {
+    this.logs.push({ level, message, fields: Object.fromEntries(fields.map((f) => [f.key, f.value])) });
+  }
+}
+
+/** A controller described and ready to call against a `FakeHost`, the way the component runs it. */
+export class Harness {
+  constructor(ControllerClass, { settings = {}, objects = [] } = {}) {
+    this.host = new FakeHost(objects);
+    this.runner = new Runner(ControllerClass, this.host);
+    /** The manifest spec the controller described. */
+    this.manifest = this.runner.describe(JSON.stringify(settings));
+  }
+
+  get controller() {
+    return this.runner.controller;
+  }
+
+  #primary(objOrKey) {
+    if (objOrKey.apiVersion === undefined && objOrKey.name !== undefined) {
+      const stored = this.host.get(this.manifest.primary, objOrKey.namespace, objOrKey.name);
+      if (stored === undefined) throw new Error(`no ${gvkString(this.manifest.primary)} ${keyString(objOrKey)} in the fake host`);
+      return [objectKey(objOrKey.namespace, objOrKey.name), JSON.stringify(stored)];
+    }
+    return [objectKey(objOrKey.metadata?.namespace, objOrKey.metadata?.name ?? ''), JSON.stringify(objOrKey)];
+  }
+
+  /** Runs `reconcile` on an object (or the stored primary of a `{ namespace, name }` key). */
+  reconcile(objOrKey, retries = 0) {
+    const [key, text] = this.#primary(objOrKey);
+    return this.runner.reconcile(key, text, retries);
+  }
+
+  finalize(objOrKey, retries = 0) {
+    const [key, text] = this.#primary(objOrKey);
+    return this.runner.reconcile(key, text, retries, true);
+  }
+
+  mapRelated(resource, obj) {
+    return this.runner.mapRelated(resource, JSON.stringify(obj));
+  }
+}
+
+export { Refused } from './runtime.js';

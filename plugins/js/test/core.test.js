@@ -1,0 +1,88 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import {
+  Action, AlreadyExists, Conflict, DONE, ErrorCode, EventType, Forbidden, Invalid, KubewasmError, Manifest, Mapping,
+  NotFound, Other, PatchType, Unavailable, Verb, kinds,
+} from '@kubewasm/sdk';
+
+test('actions', () => {
+  assert.equal(Action.done(), DONE);
+  assert.ok(DONE.isDone);
+  assert.equal(Action.requeueAfter(1500).requeueAfterMs, 1500);
+  assert.ok(!Action.requeueAfter(0).isDone);
+  assert.throws(() => Action.requeueAfter(-1), RangeError);
+  assert.throws(() => Action.requeueAfter(NaN), RangeError);
+});
+
+test('errors map codes to classes', () => {
+  const table = {
+    'not-found': NotFound, 'already-exists': AlreadyExists, conflict: Conflict, forbidden: Forbidden,
+    invalid: Invalid, unavailable: Unavailable, other: Other,
+  };
+  for (const [code, cls] of Object.entries(table)) {
+    const e = KubewasmError.fromCode(code, 'msg');
+    assert.ok(e instanceof cls && e instanceof KubewasmError && e instanceof Error, code);
+    assert.equal(e.code, code);
+    assert.equal(e.message, 'msg');
+    assert.equal(e.name, cls.name);
+    assert.equal(String(e), `${code}: msg`);
+  }
+  assert.equal(new KubewasmError('x').code, 'other');
+  assert.equal(new KubewasmError('x', 'conflict').code, 'conflict');
+  assert.equal(new NotFound('x').code, 'not-found');
+  assert.throws(() => KubewasmError.fromCode('bogus', 'x'), TypeError);
+});
+
+test('enums are the WIT case names', () => {
+  assert.equal(Verb.PATCH, 'patch');
+  assert.equal(Verb.parse('PATCH'), 'patch');
+  assert.equal(EventType.parse('Warning'), 'warning');
+  assert.equal(PatchType.JSON, 'json');
+  assert.equal(ErrorCode.NOT_FOUND, 'not-found');
+  assert.deepEqual(Verb.values, ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete']);
+  assert.throws(() => Verb.parse('escalate'), /not a Verb/);
+});
+
+test('manifest builder', () => {
+  const m = new Manifest('demo', '1.2.3')
+    .primary(kinds.CONFIG_MAP)
+    .primarySelector('app=demo')
+    .owns(kinds.DEPLOYMENT)
+    .watches(kinds.SECRET, Mapping.label('owner'), 'team=a')
+    .watches(kinds.NODE)
+    .finalizer('example.com/cleanup')
+    .resyncSeconds(300)
+    .maxConcurrency(3)
+    .limits({ deadlineMs: 2000, memoryBytes: 96 << 20 })
+    .permission(kinds.DEPLOYMENT, ['create', 'PATCH'], ['a'])
+    .statusPermission(kinds.CONFIG_MAP, 'patch');
+  assert.deepEqual(m.spec, {
+    name: 'demo',
+    version: '1.2.3',
+    primary: kinds.CONFIG_MAP,
+    primarySelector: 'app=demo',
+    owns: [kinds.DEPLOYMENT],
+    watches: [
+      { resource: kinds.SECRET, mapping: { tag: 'label', val: 'owner' }, labelSelector: 'team=a' },
+      { resource: kinds.NODE, mapping: { tag: 'map-related' }, labelSelector: undefined },
+    ],
+    finalizer: 'example.com/cleanup',
+    resyncSeconds: 300,
+    maxConcurrency: 3,
+    limits: { deadlineMs: 2000, memoryBytes: 96 << 20 },
+    permissions: [
+      { resource: kinds.DEPLOYMENT, subresource: undefined, verbs: ['create', 'patch'], namespaces: ['a'] },
+      { resource: kinds.CONFIG_MAP, subresource: 'status', verbs: ['patch'], namespaces: [] },
+    ],
+  });
+});
+
+test('manifest defaults', () => {
+  const s = new Manifest('x', '0').spec;
+  assert.equal(s.primary, undefined);
+  assert.equal(s.maxConcurrency, 1);
+  assert.deepEqual(s.limits, { deadlineMs: undefined, memoryBytes: undefined });
+  assert.deepEqual(Mapping.ownerReferences(), { tag: 'owner-references' });
+  assert.throws(() => new Manifest('x', '0').permission(kinds.POD, ['fly']), /not a Verb/);
+});

@@ -1,0 +1,266 @@
+// The dispatch the component runs (src/runtime.js), against the fake host.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+
+import {
+  Action, Conflict, Context, Controller, DONE, Invalid, Manifest, NotFound, Other, SettingsError, kinds, objectKey, objects as o,
+} from '@kubewasm/sdk';
+import { FakeHost, Harness, Refused, matchLabels } from '@kubewasm/sdk/testing';
+import { findController, Runner } from '../src/runtime.js';
+
+class Echo extends Controller {
+  constructor(settings) {
+    super(settings);
+    if ('fail' in settings) throw new SettingsError(`fail: ${settings.fail}`);
+    if ('crash' in settings) throw new TypeError('crash');
+  }
+
+  manifest() {
+    return new Manifest('echo', '0.1.0').primary(kinds.CONFIG_MAP).permission(kinds.CONFIG_MAP, ['create', 'patch']);
+  }
+
+  reconcile(obj, ctx) {
+    switch (o.field(obj, 'data.mode', '')) {
+      case 'none':
+        return undefined;
+      case 'requeue':
+        return Action.requeueAfter(2000);
+      case 'conflict':
+        throw new Conflict('stale');
+      case 'bug':
+        return obj.missing.deeper;
+      case 'throw-string':
+        throw 'just a string';
+      case 'wrong-return':
+        return 'done';
+      case 'get-missing':
+        assert.equal(ctx.get(kinds.CONFIG_MAP, 'default', 'nope'), undefined);
+        return DONE;
+      case 'copy': {
+        const out = o.newObject(kinds.CONFIG_MAP, `${o.name(obj)}-out`, o.namespace(obj), { data: { from: o.name(obj) } });
+        const stored = ctx.apply(out);
+        ctx.event(obj, 'normal', 'Copied', 'Reconcile', `copied to ${o.name(stored)}`);
+        ctx.info('copied', { to: o.name(stored), retries: ctx.retries });
+        return DONE;
+      }
+      default:
+        return DONE;
+    }
+  }
+
+  finalize() {
+    return Action.requeueAfter(1000);
+  }
+}
+
+const cm = (name, mode = '', ns = 'default', labels = {}) => ({
+  apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: ns, labels }, data: { mode },
+});
+
+test('describe and settings', () => {
+  const h = new Harness(Echo, { settings: { x: 1 } });
+  assert.equal(h.manifest.name, 'echo');
+  assert.deepEqual(h.controller.settings, { x: 1 });
+});
+
+test('describe refuses', () => {
+  for (const [settings, message] of [
+    ['{"fail": 3}', /^fail: 3$/],
+    ['{"crash": 1}', /^TypeError: crash$/],
+    ['[1]', /settings must be a table, not an array/],
+    ['"x"', /settings must be a table, not string/],
+    ['{', /settings are not JSON/],
+  ]) {
+    assert.throws(() => new Runner(Echo, new FakeHost()).describe(settings), (e) => e instanceof Refused && message.test(e.message), settings);
+  }
+  for (const text of ['', '{}', 'null']) new Runner(Echo, new FakeHost()).describe(text);
+});
+
+test('describe requires a primary and a Manifest', () => {
+  class NoPrimary extends Controller {
+    manifest() { return new Manifest('x', '0'); }
+    reconcile() {}
+  }
+  assert.throws(() => new Runner(NoPrimary, new FakeHost()).describe('{}'), /primary is not set/);
+  class NotAManifest extends Controller {
+    manifest() { return { name: 'x' }; }
+    reconcile() {}
+  }
+  assert.throws(() => new Runner(NotAManifest, new FakeHost()).describe('{}'), /must return a Manifest/);
+});
+
+test('reconcile results', () => {
+  const h = new Harness(Echo);
+  assert.equal(h.reconcile(cm('a', 'none')), DONE);
+  assert.equal(h.reconcile(cm('a', 'requeue')).requeueAfterMs, 2000);
+  assert.equal(h.finalize(cm('a')).requeueAfterMs, 1000);
+  assert.throws(() => h.reconcile(cm('a', 'conflict')), Conflict);
+  const quiet = console.error;
+  console.error = () => {};
+  try {
+    assert.throws(() => h.reconcile(cm('a', 'bug')), (e) => e instanceof Other && /^reconcile: TypeError: /.test(e.message));
+    assert.throws(() => h.reconcile(cm('a', 'throw-string')), (e) => e instanceof Other && e.message === 'reconcile: just a string');
+  } finally {
+    console.error = quiet;
+  }
+  assert.throws(() => h.reconcile(cm('a', 'wrong-return')), /not an Action/);
+  assert.equal(h.reconcile(cm('a', 'get-missing')), DONE);
+});
+
+test('reconcile with bad JSON, and before describe', () => {
+  const r = new Runner(Echo, new FakeHost());
+  assert.throws(() => r.reconcile(objectKey(undefined, 'a'), '{}', 0), /before describe/);
+  r.describe('{}');
+  assert.throws(() => r.reconcile(objectKey('default', 'a'), '{', 0), (e) => e instanceof Invalid && /does not parse/.test(e.message));
+});
+
+test('reconcile by key, and what the fake host records', () => {
+  const h = new Harness(Echo, { objects: [cm('src', 'copy')] });
+  assert.equal(h.reconcile({ namespace: 'default', name: 'src' }, 2), DONE);
+  assert.deepEqual(h.host.applied(), [
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'src-out', namespace: 'default' }, data: { from: 'src' } },
+  ]);
+  assert.ok(h.host.get(kinds.CONFIG_MAP, 'default', 'src-out').metadata.uid);
+  assert.deepEqual(h.host.events, [
+    { regarding: { resource: kinds.CONFIG_MAP, namespace: 'default', name: 'src' }, eventType: 'normal', reason: 'Copied', action: 'Reconcile', note: 'copied to src-out' },
+  ]);
+  assert.deepEqual(h.host.logs, [{ level: 'info', message: 'copied', fields: { to: 'src-out', retries: '2' } }]);
+});
+
+test('injected failures propagate once', () => {
+  const h = new Harness(Echo);
+  h.host.fail('apply', new NotFound('gone'));
+  assert.throws(() => h.reconcile(cm('src', 'copy')), (e) => e instanceof NotFound && e.message === 'gone');
+  assert.equal(h.reconcile(cm('src', 'copy')), DONE);
+});
+
+test('mapRelated swallows errors', () => {
+  class Mapper extends Echo {
+    mapRelated(resource, obj) {
+      if (o.name(obj) === 'bad') throw new Error('nope');
+      return [objectKey('default', 'x'), { namespace: 'default', name: 'y' }];
+    }
+  }
+  const h = new Harness(Mapper);
+  assert.deepEqual(h.mapRelated(kinds.SECRET, cm('ok')), [objectKey('default', 'x'), objectKey('default', 'y')]);
+  const quiet = console.error;
+  console.error = () => {};
+  try {
+    assert.deepEqual(h.mapRelated(kinds.SECRET, cm('bad')), []);
+  } finally {
+    console.error = quiet;
+  }
+  assert.equal(h.host.logs.at(-1).level, 'error');
+});
+
+test('findController', () => {
+  class A extends Controller {}
+  class B extends Controller {}
+  assert.equal(findController({ default: A }), A);
+  assert.equal(findController({ controller: B, default: A }), B);
+  assert.equal(findController({ A, helper: () => 1 }), A);
+  assert.throws(() => findController({ A, B }), /found: A, B/);
+  assert.throws(() => findController({}), /found: none/);
+  assert.throws(() => findController({ default: 3 }), /must be a Controller class/);
+});
+
+describe('Context against the fake host', () => {
+  const make = (...objects) => {
+    const host = new FakeHost(objects);
+    return [host, new Context(host, objectKey('default', 'x'), 1)];
+  };
+
+  test('get and list', () => {
+    const [, ctx] = make(cm('b', '', 'default', { app: 'web' }), cm('a', '', 'default', { app: 'db' }), cm('c', '', 'other', { app: 'web' }));
+    assert.equal(o.name(ctx.get(kinds.CONFIG_MAP, 'default', 'a')), 'a');
+    assert.equal(ctx.get(kinds.CONFIG_MAP, 'default', 'zzz'), undefined);
+    assert.deepEqual(ctx.list(kinds.CONFIG_MAP).map(o.key), [objectKey('default', 'a'), objectKey('default', 'b'), objectKey('other', 'c')]);
+    assert.deepEqual(ctx.list(kinds.CONFIG_MAP, 'default').map(o.name), ['a', 'b']);
+    assert.deepEqual(ctx.list(kinds.CONFIG_MAP, undefined, 'app=web').map(o.name), ['b', 'c']);
+    assert.deepEqual(ctx.list(kinds.SECRET), []);
+    assert.equal(ctx.key.name, 'x');
+    assert.equal(ctx.retries, 1);
+  });
+
+  test('get returns a copy', () => {
+    const [host, ctx] = make(cm('a'));
+    ctx.get(kinds.CONFIG_MAP, 'default', 'a').data.mode = 'changed';
+    assert.equal(host.get(kinds.CONFIG_MAP, 'default', 'a').data.mode, '');
+  });
+
+  test('create, update, conflicts', () => {
+    const [host, ctx] = make();
+    const created = ctx.create(cm('a'));
+    assert.throws(() => ctx.create(cm('a')), (e) => e.code === 'already-exists');
+    created.data.mode = 'x';
+    const updated = ctx.update(created);
+    assert.notEqual(updated.metadata.resourceVersion, created.metadata.resourceVersion);
+    assert.throws(() => ctx.update(created), Conflict);
+    updated.status = { phase: 'ok' };
+    ctx.updateStatus(updated);
+    assert.deepEqual(host.get(kinds.CONFIG_MAP, 'default', 'a').status, { phase: 'ok' });
+    assert.throws(() => ctx.update({ ...cm('missing'), metadata: { name: 'missing', namespace: 'default', resourceVersion: '1' } }), NotFound);
+  });
+
+  test('apply merges; applyStatus', () => {
+    const [host, ctx] = make();
+    const first = ctx.apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'a', namespace: 'default' }, data: { x: '1' } });
+    assert.equal(first.metadata.generation, 1);
+    ctx.apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'a', namespace: 'default' }, data: { y: '2' } });
+    assert.deepEqual(host.get(kinds.CONFIG_MAP, 'default', 'a').data, { x: '1', y: '2' });
+    ctx.applyStatus(o.statusObject(first, { ready: true }));
+    assert.deepEqual(host.get(kinds.CONFIG_MAP, 'default', 'a').status, { ready: true });
+    assert.throws(() => ctx.applyStatus(o.statusObject(cm('nope'), {})), NotFound);
+    assert.deepEqual(host.calls.map((c) => c.op), ['apply', 'apply', 'applyStatus', 'applyStatus']);
+    assert.ok(host.calls.every((c) => c.force === true));
+  });
+
+  test('patch kinds', () => {
+    const [host, ctx] = make(cm('a', 'm'));
+    ctx.patch(kinds.CONFIG_MAP, 'default', 'a', { metadata: { annotations: { k: 'v' } }, data: { mode: null } });
+    const stored = host.get(kinds.CONFIG_MAP, 'default', 'a');
+    assert.deepEqual(stored.metadata.annotations, { k: 'v' });
+    assert.ok(!('mode' in stored.data));
+    ctx.patch(kinds.CONFIG_MAP, 'default', 'a', [{ op: 'add', path: '/data/z', value: '1' }], 'json');
+    assert.deepEqual(host.get(kinds.CONFIG_MAP, 'default', 'a').data, { z: '1' });
+    assert.throws(() => ctx.patch(kinds.CONFIG_MAP, 'default', 'a', [{ op: 'test', path: '/data/z', value: '2' }], 'json'), /test failed/);
+    assert.throws(() => ctx.patch(kinds.CONFIG_MAP, 'default', 'a', { metadata: { resourceVersion: '0' } }), Conflict);
+    assert.throws(() => ctx.patch(kinds.CONFIG_MAP, 'default', 'nope', {}), NotFound);
+    assert.throws(() => ctx.patch(kinds.CONFIG_MAP, 'default', 'a', {}, 'bogus'), /not a PatchType/);
+    const [first] = host.writes('patch');
+    assert.equal(first.patchType, 'merge');
+    assert.equal(first.name, 'a');
+  });
+
+  test('delete', () => {
+    const [host, ctx] = make(cm('a'));
+    ctx.delete(kinds.CONFIG_MAP, 'default', 'a');
+    assert.equal(host.get(kinds.CONFIG_MAP, 'default', 'a'), undefined);
+    assert.throws(() => ctx.delete(kinds.CONFIG_MAP, 'default', 'a'), NotFound);
+  });
+
+  test('objects that are not JSON', () => {
+    const [, ctx] = make();
+    const cyclic = cm('a');
+    cyclic.self = cyclic;
+    assert.throws(() => ctx.apply(cyclic), (e) => e instanceof Invalid && /not JSON/.test(e.message));
+    assert.throws(() => ctx.apply(undefined), Invalid);
+  });
+});
+
+test('matchLabels', () => {
+  const cases = [
+    [undefined, {}, true],
+    ['app=web', { app: 'web' }, true],
+    ['app==web', { app: 'web' }, true],
+    ['app=web', { app: 'db' }, false],
+    ['app!=web', {}, true],
+    ['app', { app: '' }, true],
+    ['!app', { app: '' }, false],
+    ['app in (web, db),tier notin (cache)', { app: 'db', tier: 'front' }, true],
+    ['app in (web)', {}, false],
+    ['app notin (web)', {}, true],
+    ['a=1,b=2', { a: '1', b: '3' }, false],
+  ];
+  for (const [selector, labels, expected] of cases) assert.equal(matchLabels(labels, selector), expected, selector);
+});

@@ -1,0 +1,67 @@
+// Types of @kubewasm/sdk/testing: run a controller under Node against an in-memory host.
+
+import type { Action, Controller, Gvk, Host, KubeObject, KubewasmError, ManifestSpec, ObjectKey, PatchTypeName, LogLevelName, EventTypeName } from './index.js';
+
+export interface RecordedCall {
+  op: 'apply' | 'applyStatus' | 'create' | 'update' | 'updateStatus' | 'patch' | 'delete';
+  /** The object sent, or the patch body. */
+  object?: any;
+  resource?: Gvk;
+  namespace?: string;
+  name?: string;
+  force?: boolean;
+  patchType?: PatchTypeName;
+}
+
+export interface RecordedEvent {
+  regarding: { resource: Gvk; namespace: string | undefined; name: string };
+  eventType: EventTypeName;
+  reason: string;
+  action: string;
+  note: string;
+}
+
+/** Kubernetes label selector matching (equality, existence and set-based requirements). */
+export function matchLabels(labels: Record<string, string>, selector: string | undefined): boolean;
+
+/** An in-memory host: a store serving the cache, recorded writes, events and logs, injected failures. */
+export class FakeHost implements Host {
+  constructor(objects?: readonly KubeObject[]);
+  readonly calls: RecordedCall[];
+  readonly events: RecordedEvent[];
+  readonly logs: { level: LogLevelName; message: string; fields: Record<string, string> }[];
+  /** Puts objects in the store, replacing same-named ones. */
+  add(...objects: KubeObject[]): void;
+  /** Makes the next `times` calls of `op` throw `error`. */
+  fail(op: string, error: KubewasmError, times?: number): void;
+  /** An object from the store (a copy). */
+  get(resource: Gvk, namespace: string | undefined, name: string): KubeObject | undefined;
+  writes(op?: RecordedCall['op'], kind?: string): RecordedCall[];
+  applied(kind?: string): KubeObject[];
+  statusApplied(kind?: string): KubeObject[];
+  cacheGet(resource: Gvk, namespace: string | undefined, name: string): string | undefined;
+  cacheList(resource: Gvk, namespace: string | undefined, labelSelector: string | undefined): string[];
+  apply(obj: string, force: boolean): string;
+  applyStatus(obj: string, force: boolean): string;
+  create(obj: string): string;
+  update(obj: string): string;
+  updateStatus(obj: string): string;
+  patch(resource: Gvk, namespace: string | undefined, name: string, patchType: PatchTypeName, body: string): string;
+  delete(resource: Gvk, namespace: string | undefined, name: string): void;
+  publishEvent(event: any): void;
+  log(level: LogLevelName, message: string, fields: { key: string; value: string }[]): void;
+}
+
+/** `describe` refused to load the plugin. */
+export class Refused extends Error {}
+
+/** A controller described and ready to call against a FakeHost, the way the component runs it. */
+export class Harness<C extends Controller = Controller> {
+  constructor(controller: new (settings: any) => C, options?: { settings?: Record<string, unknown>; objects?: readonly KubeObject[] });
+  readonly host: FakeHost;
+  readonly manifest: ManifestSpec;
+  readonly controller: C;
+  reconcile(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
+  finalize(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
+  mapRelated(resource: Gvk, obj: KubeObject): ObjectKey[];
+}

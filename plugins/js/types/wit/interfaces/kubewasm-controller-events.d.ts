@@ -1,0 +1,38 @@
+// Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
+/// <reference path="./kubewasm-controller-types.d.ts" />
+declare module 'kubewasm:controller/events@0.1.0' {
+  /**
+   * Queues an event. Errors: `invalid` for an empty or too long reason or action, or a note
+   * over 1024 bytes; `forbidden` for an object the plugin may not read.
+   */
+  export function publish(event: Event): void;
+  export type ObjectRef = import('kubewasm:controller/types@0.1.0').ObjectRef;
+  export type Error = import('kubewasm:controller/types@0.1.0').Error;
+  /**
+   * # Variants
+   * 
+   * ## `"normal"`
+   * 
+   * ## `"warning"`
+   */
+  export type EventType = 'normal' | 'warning';
+  export interface Event {
+    /**
+     * The object the event is about. It must be one the plugin may read.
+     */
+    regarding: ObjectRef,
+    eventType: EventType,
+    /**
+     * Why, in PascalCase, at most 128 characters, e.g. "DeploymentNotOwned".
+     */
+    reason: string,
+    /**
+     * What was done or attempted, at most 128 characters, e.g. "Reconcile".
+     */
+    action: string,
+    /**
+     * For humans, at most 1024 bytes.
+     */
+    note: string,
+  }
+}

@@ -1,0 +1,161 @@
+// Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
+/// <reference path="./kubewasm-controller-types.d.ts" />
+declare module 'kubewasm:controller/plugin@0.1.0' {
+  /**
+   * Describes the plugin. `settings` is JSON text: the table `NAME.toml` beside `NAME.wasm`
+   * converted to JSON, or "{}" when there is none.
+   * 
+   * The host calls `describe` once on every new instance before any other call, always with
+   * the same settings, so an instance may keep what it parsed from them. Return `err` with a
+   * message saying what is wrong with the settings to refuse loading.
+   */
+  export function describe(settings: string): Manifest;
+  export type Gvk = import('kubewasm:controller/types@0.1.0').Gvk;
+  /**
+   * Kubernetes API verbs, with the meaning RBAC gives them.
+   * # Variants
+   * 
+   * ## `"get"`
+   * 
+   * ## `"list"`
+   * 
+   * ## `"watch"`
+   * 
+   * ## `"create"`
+   * 
+   * ## `"update"`
+   * 
+   * ## `"patch"`
+   * 
+   * ## `"delete"`
+   */
+  export type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete';
+  /**
+   * One grant the plugin asks for. The host checks every `cache` and `client` call against
+   * these grants and answers `forbidden` outside them; `kubewasm rbac` turns them into RBAC
+   * rules.
+   * 
+   * The primary resource and every owned or watched resource are readable without a grant
+   * (get, list, watch): the host watches them for the plugin anyway.
+   */
+  export interface Permission {
+    resource: Gvk,
+    /**
+     * `none` for the resource itself; `some("status")` for its status subresource (the only
+     * subresource supported in 0.1).
+     */
+    subresource?: string,
+    verbs: Array<Verb>,
+    /**
+     * Namespaces the grant covers; empty means every namespace the host serves. Must be
+     * empty for cluster-scoped resources.
+     */
+    namespaces: Array<string>,
+  }
+  /**
+   * How an event on a watched object becomes keys of primary objects to reconcile.
+   */
+  export type Mapping = MappingOwnerReferences | MappingLabel | MappingMapRelated;
+  /**
+   * The owners named in the object's `ownerReferences` whose kind is the primary kind
+   * (controller or not), in the object's namespace.
+   */
+  export interface MappingOwnerReferences {
+    tag: 'owner-references',
+  }
+  /**
+   * The primary object whose name is the value of this label on the watched object, in
+   * the watched object's namespace. No label, no key.
+   */
+  export interface MappingLabel {
+    tag: 'label',
+    val: string,
+  }
+  /**
+   * The host calls `reconciler.map-related` with the object and enqueues what it returns.
+   */
+  export interface MappingMapRelated {
+    tag: 'map-related',
+  }
+  /**
+   * A resource the plugin reacts to besides its primary and owned resources.
+   */
+  export interface Watch {
+    resource: Gvk,
+    mapping: Mapping,
+    /**
+     * Kubernetes label selector syntax; `none` watches every object.
+     */
+    labelSelector?: string,
+  }
+  /**
+   * Limits the plugin asks for. The host grants them up to its own maximum and refuses to load
+   * a plugin that asks for more.
+   */
+  export interface Limits {
+    /**
+     * Wall-clock time for one call into the plugin, host calls included, in milliseconds.
+     * `none`: the host default (5000). When it runs out the call is stopped, the instance
+     * is discarded, and the key is retried with backoff.
+     */
+    deadlineMs?: number,
+    /**
+     * Linear memory one instance may grow to, in bytes. `none`: the host default (64 MiB).
+     * A growth past it fails (the guest's allocator sees out-of-memory).
+     */
+    memoryBytes?: bigint,
+  }
+  /**
+   * Everything the host needs to run the plugin. Validated at load time; a plugin whose
+   * manifest is invalid is not loaded and the error says which field is wrong.
+   */
+  export interface Manifest {
+    /**
+     * DNS-1123 label (lowercase letters, digits, '-'; at most 63 characters), unique within a
+     * host. Used in metrics, Events, the field manager `kubewasm/<name>` and RBAC names.
+     */
+    name: string,
+    /**
+     * The plugin's own version, free text shown in logs (semantic versioning recommended).
+     */
+    version: string,
+    /**
+     * The resource this plugin reconciles; one reconcile per object of it.
+     */
+    primary: Gvk,
+    /**
+     * Label selector restricting which primary objects are reconciled; `none` for all.
+     */
+    primarySelector?: string,
+    /**
+     * Resources whose objects this plugin creates with an owner reference to the primary
+     * object. An event on one enqueues its controlling owner of the primary kind.
+     */
+    owns: Array<Gvk>,
+    /**
+     * Other resources whose events enqueue primary keys (see `mapping`).
+     */
+    watches: Array<Watch>,
+    /**
+     * A finalizer name such as `example.com/cleanup` (a qualified name). When set, the host
+     * adds it to each primary object before the first reconcile, calls `finalize` when the
+     * object is being deleted, and removes the finalizer once `finalize` returns `done`.
+     */
+    finalizer?: string,
+    /**
+     * Every primary object is reconciled again at least this often even without events.
+     * `none`: the host default (10 hours, like controller-runtime); 0 disables resync.
+     */
+    resyncSeconds?: number,
+    /**
+     * How many keys may be reconciled at once (each key is only ever in one worker). At
+     * least 1; the host may cap it.
+     */
+    maxConcurrency: number,
+    limits: Limits,
+    /**
+     * Access beyond reading the primary, owned and watched resources.
+     */
+    permissions: Array<Permission>,
+  }
+}

@@ -1,0 +1,45 @@
+// Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
+/// <reference path="./kubewasm-controller-types.d.ts" />
+declare module 'kubewasm:controller/reconciler@0.1.0' {
+  /**
+   * Brings the world in line with the primary object. Called for objects that exist and are
+   * not being deleted (or, with a finalizer, not yet being deleted).
+   * 
+   * `ok(action)` records success (the key's backoff is reset). `err(e)` retries the key with
+   * exponential backoff; a Warning Event with the message is recorded on the object unless
+   * `e.code` is `conflict`.
+   */
+  export function reconcile(request: Request): Action;
+  /**
+   * Cleans up before a primary object carrying the plugin's finalizer goes away. Called only
+   * when the manifest names a finalizer and the object has a deletion timestamp. `ok(done)`
+   * lets the host remove the finalizer; `ok(requeue-after(ms))` keeps it and calls again later;
+   * `err` retries with backoff.
+   */
+  export function finalize(request: Request): Action;
+  /**
+   * Maps an event on a watched object whose mapping is `map-related` to the keys of primary
+   * objects to reconcile. `resource` says which watch it came from. May read the cache.
+   * Must be quick; it is subject to the same deadline as `reconcile`.
+   */
+  export function mapRelated(resource: Gvk, object: Object): Array<ObjectKey>;
+  export type Gvk = import('kubewasm:controller/types@0.1.0').Gvk;
+  export type Object = import('kubewasm:controller/types@0.1.0').Object;
+  export type ObjectKey = import('kubewasm:controller/types@0.1.0').ObjectKey;
+  export type Action = import('kubewasm:controller/types@0.1.0').Action;
+  export type Error = import('kubewasm:controller/types@0.1.0').Error;
+  /**
+   * One primary object to reconcile.
+   */
+  export interface Request {
+    key: ObjectKey,
+    /**
+     * The primary object as the cache holds it now: a copy, never shared.
+     */
+    object: Object,
+    /**
+     * How many times in a row this key failed before this call; 0 on a first attempt.
+     */
+    retries: number,
+  }
+}

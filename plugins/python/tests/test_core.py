@@ -1,0 +1,110 @@
+from datetime import timedelta
+
+import pytest
+
+from kubewasm import (
+    DONE,
+    Action,
+    AlreadyExists,
+    Conflict,
+    ErrorCode,
+    EventType,
+    Forbidden,
+    Invalid,
+    KubewasmError,
+    Manifest,
+    Mapping,
+    NotFound,
+    Other,
+    PatchType,
+    Unavailable,
+    Verb,
+    kinds,
+)
+from kubewasm.manifest import Limits, Permission, Watch
+
+
+def test_actions():
+    assert Action.done() == DONE
+    assert DONE.is_done
+    assert Action.requeue_after(1.5).requeue_after_ms == 1500
+    assert Action.requeue_after(timedelta(minutes=1)) == Action(requeue_after_ms=60000)
+    assert not Action.requeue_after(0).is_done
+    with pytest.raises(ValueError):
+        Action.requeue_after(-1)
+
+
+@pytest.mark.parametrize(
+    "code,cls",
+    [
+        ("not-found", NotFound),
+        ("already-exists", AlreadyExists),
+        ("conflict", Conflict),
+        ("forbidden", Forbidden),
+        ("invalid", Invalid),
+        ("unavailable", Unavailable),
+        ("other", Other),
+    ],
+)
+def test_errors_map_codes_to_classes(code, cls):
+    e = KubewasmError.from_code(code, "msg")
+    assert type(e) is cls
+    assert e.code == ErrorCode(code)
+    assert e.message == "msg"
+    assert str(e) == f"{code}: msg"
+    assert isinstance(e, KubewasmError)
+
+
+def test_error_equality_and_explicit_code():
+    assert NotFound("x") == NotFound("x")
+    assert NotFound("x") != Conflict("x")
+    assert KubewasmError("boom").code is ErrorCode.OTHER
+    assert KubewasmError("boom", "conflict").code is ErrorCode.CONFLICT
+
+
+def test_enums_accept_strings():
+    assert Verb.parse("PATCH") is Verb.PATCH
+    assert EventType.parse("Warning") is EventType.WARNING
+    assert PatchType.parse(PatchType.JSON) is PatchType.JSON
+    with pytest.raises(ValueError, match="not a Verb"):
+        Verb.parse("escalate")
+
+
+def test_manifest_builder():
+    foo = kinds.DEPLOYMENT
+    m = (
+        Manifest("demo", "1.2.3")
+        .primary(kinds.CONFIG_MAP)
+        .primary_selector("app=demo")
+        .owns(foo)
+        .watches(kinds.SECRET, Mapping.label("owner"), "team=a")
+        .watches(kinds.NODE)
+        .finalizer("example.com/cleanup")
+        .resync(timedelta(minutes=5))
+        .max_concurrency(3)
+        .limits(deadline_ms=2000, memory_bytes=96 << 20)
+        .permission(foo, ["create", Verb.PATCH], namespaces=["a"])
+        .status_permission(kinds.CONFIG_MAP, "patch")
+    )
+    s = m.spec
+    assert (s.name, s.version, s.primary, s.primary_selector) == ("demo", "1.2.3", kinds.CONFIG_MAP, "app=demo")
+    assert s.owns == [foo]
+    assert s.watches == [Watch(kinds.SECRET, Mapping("label", "owner"), "team=a"), Watch(kinds.NODE, Mapping.map_related(), None)]
+    assert s.finalizer == "example.com/cleanup"
+    assert s.resync_seconds == 300
+    assert s.max_concurrency == 3
+    assert s.limits == Limits(2000, 96 << 20)
+    assert s.permissions == [
+        Permission(foo, [Verb.CREATE, Verb.PATCH], None, ["a"]),
+        Permission(kinds.CONFIG_MAP, [Verb.PATCH], "status", []),
+    ]
+
+
+def test_manifest_defaults():
+    s = Manifest("x", "0").spec
+    assert s.primary is None
+    assert s.max_concurrency == 1
+    assert s.limits == Limits(None, None)
+    assert s.resync_seconds is None
+    with pytest.raises(ValueError):
+        Manifest("x", "0").permission(kinds.POD, ["fly"])

@@ -1,0 +1,324 @@
+"""The dispatch the component runs (`kubewasm.runtime`), against the fake host."""
+
+import json
+import types
+
+import pytest
+
+from kubewasm import (
+    DONE,
+    Action,
+    Conflict,
+    Context,
+    Controller,
+    EventType,
+    Gvk,
+    Invalid,
+    LogLevel,
+    Manifest,
+    NotFound,
+    ObjectKey,
+    Other,
+    PatchType,
+    SettingsError,
+    kinds,
+)
+from kubewasm import objects as o
+from kubewasm.runtime import Refused, Runner, find_controller
+from kubewasm.testing import FakeHost, Harness, match_labels
+
+
+class Echo(Controller):
+    def __init__(self, settings):
+        super().__init__(settings)
+        if "fail" in settings:
+            raise SettingsError(f"fail: {settings['fail']}")
+        if "crash" in settings:
+            raise KeyError("crash")
+
+    def manifest(self):
+        return Manifest("echo", "0.1.0").primary(kinds.CONFIG_MAP).permission(kinds.CONFIG_MAP, ["create", "patch"])
+
+    def reconcile(self, obj, ctx):
+        mode = o.field(obj, "data.mode", "")
+        if mode == "none":
+            return None
+        if mode == "requeue":
+            return Action.requeue_after(2)
+        if mode == "conflict":
+            raise Conflict("stale")
+        if mode == "bug":
+            return {}["missing"]
+        if mode == "wrong-return":
+            return "done"
+        if mode == "get-missing":
+            assert ctx.get(kinds.CONFIG_MAP, "default", "nope") is None
+            return DONE
+        if mode == "copy":
+            out = o.new_object(kinds.CONFIG_MAP, o.name(obj) + "-out", o.namespace(obj), data={"from": o.name(obj)})
+            stored = ctx.apply(out)
+            ctx.event(obj, EventType.NORMAL, "Copied", "Reconcile", f"copied to {o.name(stored)}")
+            ctx.info("copied", to=o.name(stored), retries=ctx.retries)
+            return DONE
+        return DONE
+
+    def finalize(self, obj, ctx):
+        return Action.requeue_after(1)
+
+
+def cm(name, mode="", ns="default", **labels):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns, "labels": labels}, "data": {"mode": mode}}
+
+
+def test_describe_and_settings():
+    h = Harness(Echo, settings={"x": 1})
+    assert h.manifest.name == "echo"
+    assert h.controller.settings == {"x": 1}
+
+
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        ('{"fail": 3}', "fail: 3"),
+        ('{"crash": 1}', "KeyError: 'crash'"),
+        ("[1]", "settings must be a table, not list"),
+        ("{", "settings are not JSON"),
+    ],
+)
+def test_describe_refuses(settings, message):
+    with pytest.raises(Refused, match=message):
+        Runner(Echo, FakeHost()).describe(settings)
+
+
+def test_describe_accepts_empty_settings():
+    for text in ("", "{}", "null"):
+        Runner(Echo, FakeHost()).describe(text)
+
+
+def test_describe_requires_primary():
+    class NoPrimary(Controller):
+        def manifest(self):
+            return Manifest("x", "0")
+
+    with pytest.raises(Refused, match="primary is not set"):
+        Runner(NoPrimary, FakeHost()).describe("{}")
+
+    class NotAManifest(Controller):
+        def manifest(self):
+            return {"name": "x"}
+
+    with pytest.raises(Refused, match="must return a Manifest"):
+        Runner(NotAManifest, FakeHost()).describe("{}")
+
+
+def test_reconcile_results():
+    h = Harness(Echo)
+    assert h.reconcile(cm("a", "none")) == DONE
+    assert h.reconcile(cm("a", "requeue")) == Action(requeue_after_ms=2000)
+    assert h.finalize(cm("a")) == Action(requeue_after_ms=1000)
+    with pytest.raises(Conflict):
+        h.reconcile(cm("a", "conflict"))
+    with pytest.raises(Other, match=r"reconcile: KeyError: 'missing'"):
+        h.reconcile(cm("a", "bug"))
+    with pytest.raises(Other, match="not an Action"):
+        h.reconcile(cm("a", "wrong-return"))
+    assert h.reconcile(cm("a", "get-missing")) == DONE
+
+
+def test_reconcile_bad_json():
+    r = Runner(Echo, FakeHost())
+    r.describe("{}")
+    with pytest.raises(Invalid, match="does not parse"):
+        r.reconcile(ObjectKey("default", "a"), "{", 0)
+
+
+def test_reconcile_before_describe():
+    with pytest.raises(Other, match="before describe"):
+        Runner(Echo, FakeHost()).reconcile(ObjectKey(None, "a"), "{}", 0)
+
+
+def test_reconcile_by_key_and_recording():
+    h = Harness(Echo, objects=[cm("src", "copy")])
+    assert h.reconcile(ObjectKey("default", "src"), retries=2) == DONE
+    assert h.host.applied() == [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "src-out", "namespace": "default"}, "data": {"from": "src"}}
+    ]
+    assert h.host.get(kinds.CONFIG_MAP, "default", "src-out")["metadata"]["uid"]
+    assert h.host.events == [
+        {
+            "regarding": {"resource": kinds.CONFIG_MAP, "namespace": "default", "name": "src"},
+            "type": EventType.NORMAL,
+            "reason": "Copied",
+            "action": "Reconcile",
+            "note": "copied to src-out",
+        }
+    ]
+    assert h.host.logs == [(LogLevel.INFO, "copied", {"to": "src-out", "retries": "2"})]
+
+
+def test_injected_failures_propagate():
+    h = Harness(Echo)
+    h.host.fail("apply", NotFound("gone"))
+    with pytest.raises(NotFound, match="gone"):
+        h.reconcile(cm("src", "copy"))
+    assert h.reconcile(cm("src", "copy")) == DONE, "a failure is injected once"
+
+
+def test_map_related_swallows_errors():
+    class Mapper(Echo):
+        def map_related(self, resource, obj, ctx):
+            if o.name(obj) == "bad":
+                raise RuntimeError("nope")
+            return [ObjectKey("default", "x"), ("default", "y")]
+
+    h = Harness(Mapper)
+    assert h.map_related(kinds.SECRET, cm("ok")) == [ObjectKey("default", "x"), ObjectKey("default", "y")]
+    assert h.map_related(kinds.SECRET, cm("bad")) == []
+    assert h.host.logs[-1][0] is LogLevel.ERROR
+
+
+def test_find_controller():
+    m = types.ModuleType("app")
+    with pytest.raises(TypeError, match="found: none"):
+        find_controller(m)
+
+    class A(Controller):
+        pass
+
+    class B(Controller):
+        pass
+
+    A.__module__ = B.__module__ = "app"
+    m.A = A
+    assert find_controller(m) is A
+    m.B = B
+    with pytest.raises(TypeError, match="found: A, B"):
+        find_controller(m)
+    m.controller = B
+    assert find_controller(m) is B
+    m.controller = 3
+    with pytest.raises(TypeError, match="must be a Controller subclass"):
+        find_controller(m)
+
+
+def test_imported_controller_is_not_found():
+    m = types.ModuleType("app")
+    m.Echo = Echo  # imported from elsewhere: not the module's own
+    with pytest.raises(TypeError):
+        find_controller(m)
+
+
+class TestContextAgainstFakeHost:
+    def ctx(self, *objects):
+        host = FakeHost(objects)
+        return host, Context(host, ObjectKey("default", "x"), 1)
+
+    def test_get_and_list(self):
+        host, ctx = self.ctx(cm("b", app="web"), cm("a", app="db"), cm("c", ns="other", app="web"))
+        assert o.name(ctx.get(kinds.CONFIG_MAP, "default", "a")) == "a"
+        assert ctx.get(kinds.CONFIG_MAP, "default", "zzz") is None
+        assert [o.key(c) for c in ctx.list(kinds.CONFIG_MAP)] == [ObjectKey("default", "a"), ObjectKey("default", "b"), ObjectKey("other", "c")]
+        assert [o.name(c) for c in ctx.list(kinds.CONFIG_MAP, "default")] == ["a", "b"]
+        assert [o.name(c) for c in ctx.list(kinds.CONFIG_MAP, label_selector="app=web")] == ["b", "c"]
+        assert ctx.list(kinds.SECRET) == []
+
+    def test_get_returns_a_copy(self):
+        host, ctx = self.ctx(cm("a"))
+        got = ctx.get(kinds.CONFIG_MAP, "default", "a")
+        got["data"]["mode"] = "changed"
+        assert host.get(kinds.CONFIG_MAP, "default", "a")["data"]["mode"] == ""
+
+    def test_create_update_conflicts(self):
+        host, ctx = self.ctx()
+        created = ctx.create(cm("a"))
+        with pytest.raises(Exception) as e:
+            ctx.create(cm("a"))
+        assert e.value.code.value == "already-exists"
+        created["data"]["mode"] = "x"
+        updated = ctx.update(created)
+        assert updated["metadata"]["resourceVersion"] != created["metadata"]["resourceVersion"]
+        with pytest.raises(Conflict):
+            ctx.update(created)  # stale resourceVersion
+        updated["status"] = {"phase": "ok"}
+        ctx.update_status(updated)
+        assert host.get(kinds.CONFIG_MAP, "default", "a")["status"] == {"phase": "ok"}
+        with pytest.raises(NotFound):
+            ctx.update(cm("missing") | {"metadata": {"name": "missing", "namespace": "default", "resourceVersion": "1"}})
+
+    def test_apply_merges_and_apply_status(self):
+        host, ctx = self.ctx()
+        first = ctx.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}, "data": {"x": "1"}})
+        assert first["metadata"]["generation"] == 1
+        ctx.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}, "data": {"y": "2"}})
+        assert host.get(kinds.CONFIG_MAP, "default", "a")["data"] == {"x": "1", "y": "2"}
+        ctx.apply_status(o.status_object(first, {"ready": True}))
+        assert host.get(kinds.CONFIG_MAP, "default", "a")["status"] == {"ready": True}
+        with pytest.raises(NotFound):
+            ctx.apply_status(o.status_object(cm("nope"), {}))
+        assert [c.op for c in host.calls] == ["apply", "apply", "apply_status", "apply_status"]
+        assert all(c.force for c in host.calls)
+
+    def test_patch_kinds(self):
+        host, ctx = self.ctx(cm("a", "m"))
+        ctx.patch(kinds.CONFIG_MAP, "default", "a", {"metadata": {"annotations": {"k": "v"}}, "data": {"mode": None}})
+        stored = host.get(kinds.CONFIG_MAP, "default", "a")
+        assert stored["metadata"]["annotations"] == {"k": "v"}
+        assert "mode" not in stored["data"]
+        ctx.patch(kinds.CONFIG_MAP, "default", "a", [{"op": "add", "path": "/data/z", "value": "1"}], PatchType.JSON)
+        assert host.get(kinds.CONFIG_MAP, "default", "a")["data"] == {"z": "1"}
+        with pytest.raises(Invalid, match="test failed"):
+            ctx.patch(kinds.CONFIG_MAP, "default", "a", [{"op": "test", "path": "/data/z", "value": "2"}], "json")
+        with pytest.raises(Conflict):
+            ctx.patch(kinds.CONFIG_MAP, "default", "a", {"metadata": {"resourceVersion": "0"}})
+        with pytest.raises(NotFound):
+            ctx.patch(kinds.CONFIG_MAP, "default", "nope", {})
+        patches = host.writes("patch")
+        assert patches[0].patch_type is PatchType.MERGE and patches[0].name == "a"
+
+    def test_delete(self):
+        host, ctx = self.ctx(cm("a"))
+        ctx.delete(kinds.CONFIG_MAP, "default", "a")
+        assert host.get(kinds.CONFIG_MAP, "default", "a") is None
+        with pytest.raises(NotFound):
+            ctx.delete(kinds.CONFIG_MAP, "default", "a")
+
+    def test_unserializable_object(self):
+        host, ctx = self.ctx()
+        with pytest.raises(Invalid, match="not JSON"):
+            ctx.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {1, 2}})
+
+    def test_json_text_is_what_the_host_sees(self):
+        seen = []
+
+        class Spy(FakeHost):
+            def apply(self, obj, force):
+                seen.append(obj)
+                return super().apply(obj, force)
+
+        ctx = Context(Spy(), None)
+        ctx.apply(cm("é"))
+        assert json.loads(seen[0])["metadata"]["name"] == "é"
+
+
+@pytest.mark.parametrize(
+    "selector,labels,expected",
+    [
+        (None, {}, True),
+        ("app=web", {"app": "web"}, True),
+        ("app==web", {"app": "web"}, True),
+        ("app=web", {"app": "db"}, False),
+        ("app!=web", {}, True),
+        ("app", {"app": ""}, True),
+        ("!app", {"app": ""}, False),
+        ("app in (web, db),tier notin (cache)", {"app": "db", "tier": "front"}, True),
+        ("app in (web)", {}, False),
+        ("app notin (web)", {}, True),
+        ("a=1,b=2", {"a": "1", "b": "3"}, False),
+    ],
+)
+def test_match_labels(selector, labels, expected):
+    assert match_labels(labels, selector) is expected
+
+
+def test_gvk_str_in_errors():
+    assert "Foo.v1.example.com" in str(NotFound(f"{Gvk('example.com', 'v1', 'Foo')} gone"))
