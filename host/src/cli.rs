@@ -76,6 +76,13 @@ enum Command {
                       kubewasm rbac --plugins ./plugins --lease-namespace kube-system --user alice"
     )]
     Rbac(RbacArgs),
+    /// Run table tests (YAML cases) against a plugin, without a cluster
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # Run every case in ./cases against the plugin\n  \
+                      kubewasm test sample-controller.wasm ./cases"
+    )]
+    Test(TestArgs),
     /// Check a plugin file and print what it declares
     #[command(help_template = COMMAND_TEMPLATE, after_help = "  # Check a plugin and print its manifest\n  kubewasm check ./plugins/sample-controller.wasm")]
     Check(CheckArgs),
@@ -186,6 +193,20 @@ struct RbacArgs {
 }
 
 #[derive(Args)]
+struct TestArgs {
+    /// The plugin file (a WebAssembly component)
+    #[arg(value_name = "PLUGIN.wasm")]
+    plugin: PathBuf,
+
+    /// Directory of test cases (*.yaml)
+    #[arg(value_name = "CASES_DIR")]
+    cases: PathBuf,
+
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+#[derive(Args)]
 struct CacheArgs {
     /// Directory for precompiled plugins (default: $XDG_CACHE_HOME/kubewasm/artifacts)
     #[arg(long, value_name = "DIR")]
@@ -214,7 +235,8 @@ struct CheckArgs {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    // A host logs what it does; one-shot commands only what went wrong (RUST_LOG overrides).
+    init_logging(if matches!(cli.command, Command::Run(_)) { "info" } else { "warn" });
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => return fail(format!("cannot start the async runtime: {e}")),
@@ -224,6 +246,7 @@ pub fn main() -> ExitCode {
             Command::Check(args) => check(args).await,
             Command::Run(args) => run(args).await,
             Command::Rbac(args) => rbac(args).await,
+            Command::Test(args) => test(args).await,
         }
     });
     match result {
@@ -237,9 +260,9 @@ fn fail(message: String) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Logs go to stderr; `RUST_LOG` (e.g. `kubewasm=debug`) sets the level, info by default.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+/// Logs go to stderr; `RUST_LOG` (e.g. `kubewasm=debug`) sets the level.
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
     use std::io::IsTerminal;
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal()).init();
 }
@@ -294,6 +317,16 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
     let host = crate::rbac::HostNeeds { lease_namespace: args.lease_namespace };
     print!("{}", crate::rbac::render(&manifests, &host, &grantee, &args.name));
     Ok(ExitCode::SUCCESS)
+}
+
+async fn test(args: TestArgs) -> Result<ExitCode, String> {
+    let loader = new_loader(&args.cache)?;
+    let plugin = loader.load(&args.plugin).await.map_err(|e| format!("{}: {e}", args.plugin.display()))?;
+    let mut report = String::new();
+    let outcome = crate::tabletest::run_dir(loader.runtime(), &plugin, &LimitPolicy::default(), &args.cases, &mut report).await;
+    print!("{report}");
+    let (_, failed) = outcome.map_err(|e| e.to_string())?;
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 async fn check(args: CheckArgs) -> Result<ExitCode, String> {

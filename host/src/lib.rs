@@ -18,8 +18,8 @@
 //!   declares, validation, the capability check.
 //! - [`discovery`], [`resource`], [`selector`]: kinds, keys and label selectors.
 //! - [`leader`]: Lease-based leader election. [`metrics`], [`server`]: Prometheus metrics and
-//!   the HTTP endpoints. [`offline`]: running plugins without a cluster (table tests,
-//!   benchmarks).
+//!   the HTTP endpoints. [`offline`]: running plugins without a cluster; [`tabletest`]:
+//!   `kubewasm test`. [`rbac`]: `kubewasm rbac`.
 
 pub mod app;
 pub mod cli;
@@ -40,3 +40,4 @@ pub mod runtime;
 pub mod selector;
 pub mod server;
 pub mod supervisor;
+pub mod tabletest;

@@ -25,7 +25,7 @@ impl FixtureCache {
         store
     }
 
-    /// Adds an object to its resource's store, creating a namespaced store if needed.
+    /// Adds an object to its resource's store, creating one (scoped as the object is) if needed.
     pub fn insert(&mut self, resource: &Gvk, json: &str) -> Result<(), ParseError> {
         let object = ParsedObject::from_json(json.into())?;
         let store = match self.view.stores(resource).first() {

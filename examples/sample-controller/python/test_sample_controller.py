@@ -93,7 +93,7 @@ def test_missing_deployment_name_is_a_warning(spec):
     h = Harness(SampleController)
     assert h.reconcile(foo(**spec)) == DONE
     assert h.host.calls == []
-    assert [(e["type"], e["reason"], e["action"], e["note"]) for e in h.host.events] == [
+    assert [(e["event_type"], e["reason"], e["action"], e["note"]) for e in h.host.events] == [
         (EventType.WARNING, "InvalidSpec", "Reconcile", "spec.deploymentName must be set")
     ]
     assert h.host.events[0]["regarding"] == {"resource": FOO, "namespace": "default", "name": "example-foo"}
@@ -113,7 +113,7 @@ def test_foreign_deployment_is_left_alone(owners):
     h = Harness(SampleController, objects=[f, taken])
     assert h.reconcile(f) == DONE
     assert h.host.calls == []
-    assert [(e["type"], e["reason"], e["action"], e["note"]) for e in h.host.events] == [
+    assert [(e["event_type"], e["reason"], e["action"], e["note"]) for e in h.host.events] == [
         (EventType.WARNING, "ErrResourceExists", "Reconcile", 'Resource "web" already exists and is not managed by Foo')
     ]
 

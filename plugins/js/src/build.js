@@ -13,7 +13,7 @@
 // `@kubewasm/sdk` always resolves to this SDK, so an app needs no node_modules of its own.
 
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
-import { realpathSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,9 +32,15 @@ const SDK_ENTRIES = {
 
 export class BuildError extends Error {}
 
-/** The WIT package this SDK targets (in a source checkout, a link to the repository's `wit/`). */
+/**
+ * The WIT package this SDK targets: in a source checkout `wit/`, a link to the repository's
+ * `wit/`; in a packed SDK `packaged-wit/`, the copy `npm pack` made of it.
+ */
 export function witDir() {
-  return realpathSync(join(SDK_ROOT, 'wit'));
+  for (const dir of ['wit', 'packaged-wit']) {
+    if (existsSync(join(SDK_ROOT, dir, 'world.wit'))) return realpathSync(join(SDK_ROOT, dir));
+  }
+  return join(SDK_ROOT, 'wit');
 }
 
 async function checkWit(dir) {

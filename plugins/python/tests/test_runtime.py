@@ -147,7 +147,7 @@ def test_reconcile_by_key_and_recording():
     assert h.host.events == [
         {
             "regarding": {"resource": kinds.CONFIG_MAP, "namespace": "default", "name": "src"},
-            "type": EventType.NORMAL,
+            "event_type": EventType.NORMAL,
             "reason": "Copied",
             "action": "Reconcile",
             "note": "copied to src-out",

@@ -365,7 +365,7 @@ class FakeHost(Host):
         self.events.append(
             {
                 "regarding": {"resource": resource, "namespace": namespace, "name": name},
-                "type": event_type,
+                "event_type": event_type,
                 "reason": reason,
                 "action": action,
                 "note": note,

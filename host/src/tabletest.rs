@@ -1,0 +1,311 @@
+//! `kubewasm test`: table tests for plugin authors, without a cluster. A case is a YAML file —
+//! the cache's contents, the key to reconcile (or finalize), and the expected client calls,
+//! events and result — run against the plugin with an in-memory cache and a recorder
+//! ([`crate::offline`]). The same harness serves every language: it only sees the component.
+//!
+//! ```yaml
+//! description: A Foo gets a Deployment it owns
+//! settings: {}                      # optional, as NAME.toml would give them
+//! cache:
+//!   - {apiVersion: samplecontroller.k8s.io/v1alpha1, kind: Foo, metadata: {name: a, namespace: ns}, spec: {...}}
+//! reconcile: {namespace: ns, name: a}   # or `finalize:` (or `map: OBJECT`, expecting `keys:`)
+//! expect:
+//!   result: done                    # or {requeueAfter: MS}, or {error: CODE, message: SUBSTRING}
+//!   calls:                          # every client call, in order, compared exactly
+//!     - apply: {apiVersion: apps/v1, kind: Deployment, ...}   # server-side apply (forced)
+//!     - applyStatus: {...}
+//!     - create / update / updateStatus: OBJECT
+//!     - patch: {apiVersion: v1, kind: Node, name: n1, type: merge, body: {...}}
+//!     - delete: {apiVersion: v1, kind: ConfigMap, namespace: ns, name: x}
+//!   events:                         # compared on the fields given
+//!     - {type: Warning, reason: ErrResourceExists, note: "..."}
+//! ```
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::manifest::LimitPolicy;
+use crate::metrics::PluginMetrics;
+use crate::offline::{FixtureCache, Recorder};
+use crate::plugin::LoadedPlugin;
+use crate::resource::{Gvk, ObjectKey};
+use crate::runtime::host::{PatchKind, PluginEvent, WriteOp, WriteRequest};
+use crate::runtime::{Action, CallError, Described, Request, Runtime, code_name};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Plugin settings for this case (instead of the plugin's `NAME.toml`).
+    #[serde(default)]
+    pub settings: Option<Value>,
+    #[serde(default)]
+    pub cache: Vec<Value>,
+    #[serde(default)]
+    pub reconcile: Option<KeySpec>,
+    #[serde(default)]
+    pub finalize: Option<KeySpec>,
+    /// An object to pass to `map-related`.
+    #[serde(default)]
+    pub map: Option<Value>,
+    pub expect: Expect,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeySpec {
+    #[serde(default)]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    #[serde(default)]
+    pub result: Option<Value>,
+    #[serde(default)]
+    pub calls: Vec<Value>,
+    #[serde(default)]
+    pub events: Vec<Value>,
+    /// For `map:` cases: the keys returned, as `namespace/name` or `name`.
+    #[serde(default)]
+    pub keys: Option<Vec<String>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// A finished case.
+pub struct Outcome {
+    pub name: String,
+    /// `None` when it passed; else what differed.
+    pub failure: Option<String>,
+}
+
+/// The case files (`*.yaml`, `*.yml`) of a directory, sorted.
+pub fn case_files(dir: &Path) -> Result<Vec<PathBuf>, CaseError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| CaseError::Read { path: dir.into(), source })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+pub fn read_case(path: &Path) -> Result<Case, CaseError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CaseError::Read { path: path.into(), source })?;
+    let case: Case = serde_saphyr::from_str(&text).map_err(|e| CaseError::Invalid { path: path.into(), message: e.to_string() })?;
+    let targets = usize::from(case.reconcile.is_some()) + usize::from(case.finalize.is_some()) + usize::from(case.map.is_some());
+    if targets != 1 {
+        return Err(CaseError::Invalid { path: path.into(), message: "give exactly one of `reconcile`, `finalize` or `map`".into() });
+    }
+    Ok(case)
+}
+
+/// Runs one case against a loaded plugin.
+pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPolicy, case: &Case) -> Result<Option<String>, String> {
+    let settings = match &case.settings {
+        Some(settings) => settings.to_string(),
+        None => plugin.settings.clone(),
+    };
+    let described = match &case.settings {
+        Some(_) => runtime.describe(&plugin.prepared, "case", &settings, policy).await.map_err(|e| e.to_string())?,
+        None => plugin.described.clone(),
+    };
+    let mut cache = FixtureCache::default();
+    // Every resource the plugin reads is cached, even when the case has no object of it.
+    for resource in described.manifest.cached_resources() {
+        cache.add_resource(resource.clone(), offline_scope(resource));
+    }
+    for object in &case.cache {
+        let gvk = gvk_of(object).ok_or("every cache object needs apiVersion and kind")?;
+        cache.insert(&gvk, &object.to_string()).map_err(|e| format!("cache object: {e}"))?;
+    }
+    let recorder = Arc::new(Recorder::default());
+    let services = crate::offline::services(&cache, &recorder);
+    let runner = runtime.runner(plugin.prepared.clone(), &described, services, PluginMetrics::default(), &settings);
+    let manifest: &crate::manifest::Manifest = &described.manifest;
+
+    let mut failures = String::new();
+    if let Some(object) = &case.map {
+        let gvk = gvk_of(object).ok_or("the `map` object needs apiVersion and kind")?;
+        let keys = runner.map_related(&gvk, object.to_string().into()).await.map_err(|e| format!("map-related failed: {e}"))?;
+        let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
+        if let Some(expected) = &case.expect.keys {
+            compare(&mut failures, "keys", &json!(expected), &json!(keys));
+        }
+    } else {
+        let (spec, finalize) = match (&case.reconcile, &case.finalize) {
+            (Some(spec), _) => (spec, false),
+            (None, Some(spec)) => (spec, true),
+            _ => unreachable!("checked when read"),
+        };
+        let key = ObjectKey::new(spec.namespace.as_deref(), &spec.name);
+        let object = cache.view().stores(&manifest.primary).first().and_then(|s| s.get(&key));
+        let object = object.ok_or_else(|| format!("{key} ({}) is not in the case's cache", manifest.primary))?;
+        let request = Request { key, object, retries: 0 };
+        let result = if finalize { runner.finalize(request).await } else { runner.reconcile(request).await };
+        if let Some(expected) = &case.expect.result {
+            check_result(&mut failures, expected, &result);
+        } else if let Err(e) = &result {
+            let _ = writeln!(failures, "the call failed: {e}");
+        }
+    }
+    let calls: Vec<Value> = recorder.writes().iter().map(call).collect();
+    compare(&mut failures, "calls", &Value::Array(case.expect.calls.clone()), &Value::Array(calls));
+    check_events(&mut failures, &case.expect.events, &recorder.events());
+    Ok((!failures.is_empty()).then_some(failures))
+}
+
+/// Whether a kind is namespaced, without an API server to ask: the built-in cluster-scoped
+/// kinds are known; everything else (custom resources included) is taken as namespaced.
+fn offline_scope(resource: &Gvk) -> crate::runtime::host::Scope {
+    const CLUSTER_SCOPED: &[&str] = &[
+        "Node", "Namespace", "PersistentVolume", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+        "StorageClass", "PriorityClass", "IngressClass", "RuntimeClass", "CSIDriver", "CSINode", "VolumeAttachment",
+        "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "APIService", "CertificateSigningRequest",
+    ];
+    let built_in = !resource.group.contains('.') || resource.group.ends_with(".k8s.io");
+    if built_in && CLUSTER_SCOPED.contains(&resource.kind.as_str()) {
+        crate::runtime::host::Scope::Cluster
+    } else {
+        crate::runtime::host::Scope::Namespaced
+    }
+}
+
+fn gvk_of(object: &Value) -> Option<Gvk> {
+    Some(Gvk::from_api_version(object.get("apiVersion")?.as_str()?, object.get("kind")?.as_str()?))
+}
+
+/// A recorded write as the case files spell it.
+fn call(write: &WriteRequest) -> Value {
+    let target = || {
+        let mut t = json!({"apiVersion": write.resource.api_version(), "kind": write.resource.kind, "name": write.name});
+        if let Some(ns) = &write.namespace {
+            t["namespace"] = json!(ns);
+        }
+        t
+    };
+    match &write.op {
+        WriteOp::Apply { object, force, status } => {
+            let mut call = json!({ if *status { "applyStatus" } else { "apply" }: object });
+            if !force {
+                call["force"] = json!(false);
+            }
+            call
+        }
+        WriteOp::Create { object } => json!({ "create": object }),
+        WriteOp::Update { object, status } => json!({ if *status { "updateStatus" } else { "update" }: object }),
+        WriteOp::Patch { patch_type, body } => {
+            let mut t = target();
+            t["type"] = json!(match patch_type {
+                PatchKind::Merge => "merge",
+                PatchKind::Json => "json",
+                PatchKind::Strategic => "strategic",
+            });
+            t["body"] = body.clone();
+            json!({ "patch": t })
+        }
+        WriteOp::Delete => json!({ "delete": target() }),
+    }
+}
+
+fn check_result(failures: &mut String, expected: &Value, actual: &Result<Action, CallError>) {
+    let actual_value = match actual {
+        Ok(Action::Done) => json!("done"),
+        Ok(Action::RequeueAfter(after)) => json!({"requeueAfter": after.as_millis() as u64}),
+        Err(CallError::Plugin { code, message }) => json!({"error": code_name(*code), "message": message}),
+        Err(CallError::Fault(fault)) => json!({"fault": fault.to_string()}),
+    };
+    // An expected error message is a substring of the actual one.
+    let matches = match (expected, &actual_value) {
+        (Value::Object(e), Value::Object(a)) if e.contains_key("error") => {
+            e.get("error") == a.get("error")
+                && e.get("message").and_then(Value::as_str).is_none_or(|m| a.get("message").and_then(Value::as_str).is_some_and(|am| am.contains(m)))
+        }
+        _ => *expected == actual_value,
+    };
+    if !matches {
+        compare(failures, "result", expected, &actual_value);
+    }
+}
+
+fn check_events(failures: &mut String, expected: &[Value], actual: &[PluginEvent]) {
+    let actual: Vec<Value> = actual
+        .iter()
+        .map(|e| {
+            json!({
+                "type": if e.warning { "Warning" } else { "Normal" },
+                "reason": e.reason,
+                "action": e.action,
+                "note": e.note,
+                "regarding": format!("{}/{}", e.regarding.kind, e.key),
+            })
+        })
+        .collect();
+    // Each expected event is compared on the fields it gives.
+    let projected: Vec<Value> = actual
+        .iter()
+        .zip(expected.iter().map(Some).chain(std::iter::repeat(None)))
+        .map(|(a, e)| match e.and_then(Value::as_object) {
+            Some(fields) => Value::Object(fields.keys().filter_map(|k| a.get(k).map(|v| (k.clone(), v.clone()))).collect()),
+            None => a.clone(),
+        })
+        .collect();
+    compare(failures, "events", &Value::Array(expected.to_vec()), &Value::Array(projected));
+}
+
+/// Appends a unified diff of expected and actual, as YAML, when they differ.
+fn compare(failures: &mut String, what: &str, expected: &Value, actual: &Value) {
+    if expected == actual {
+        return;
+    }
+    let yaml = |v: &Value| serde_saphyr::to_string(v).unwrap_or_else(|_| v.to_string());
+    let (expected, actual) = (yaml(expected), yaml(actual));
+    let diff = similar::TextDiff::from_lines(&expected, &actual);
+    let _ = writeln!(failures, "{what} differ:");
+    let _ = write!(failures, "{}", diff.unified_diff().context_radius(3).header("expected", "actual"));
+}
+
+/// Runs every case of `dir` and prints a test runner's report. Returns (passed, failed).
+pub async fn run_dir(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPolicy, dir: &Path, out: &mut String) -> Result<(usize, usize), CaseError> {
+    let files = case_files(dir)?;
+    let manifest: &Described = &plugin.described;
+    let _ = writeln!(out, "\nrunning {} cases for {} {} ({})", files.len(), manifest.manifest.name, manifest.manifest.version, plugin.path.display());
+    let mut outcomes = Vec::new();
+    for path in &files {
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let failure = match read_case(path) {
+            Ok(case) => run_case(runtime, plugin, policy, &case).await.unwrap_or_else(|e| Some(format!("cannot run the case: {e}\n"))),
+            Err(e) => Some(format!("{e}\n")),
+        };
+        let _ = writeln!(out, "case {name} ... {}", if failure.is_some() { "FAILED" } else { "ok" });
+        outcomes.push(Outcome { name, failure });
+    }
+    let failed: Vec<&Outcome> = outcomes.iter().filter(|o| o.failure.is_some()).collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\nfailures:");
+        for outcome in &failed {
+            let _ = write!(out, "\n---- {} ----\n{}", outcome.name, outcome.failure.as_deref().unwrap_or_default());
+        }
+    }
+    let (passed, failed) = (outcomes.len() - failed.len(), failed.len());
+    let _ = writeln!(out, "\ntest result: {}. {passed} passed; {failed} failed", if failed == 0 { "ok" } else { "FAILED" });
+    Ok((passed, failed))
+}
