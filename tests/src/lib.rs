@@ -18,18 +18,25 @@
 //!
 //! Modules: `build` (the cached Go build), `process` (children tied to this process),
 //! `controlplane` (one running instance), `shared` (the per-process instance), `namespace`,
-//! `kubectl`, `wait` (polling and Kubernetes waits).
+//! `kubectl`, `wait` (polling and Kubernetes waits), `host` (the real `kubewasm` binary as a
+//! child process), `plugindir` (a plugin directory and the suite's `e2e-guest` plugin), `prom`
+//! (Prometheus text: the host's metrics and the API server's).
 
 pub mod build;
 pub mod controlplane;
 pub mod guests;
+pub mod host;
 pub mod kubectl;
 pub mod namespace;
+pub mod plugindir;
 pub mod process;
+pub mod prom;
 mod shared;
 pub mod wait;
 
 pub use build::{BuildError, controlplane_binary};
+pub use host::{Host, HostConfig, HostError, kubewasm_binary};
+pub use plugindir::{E2eSettings, PluginDir};
 pub use controlplane::{ControlPlane, Error, Options, client_from};
 pub use kubectl::{Kubectl, KubectlError, kubectl_path};
 pub use namespace::{TestNamespace, unique_name};

@@ -20,8 +20,9 @@ export default class RebootCoordinator extends Controller {
   constructor(settings) {
     super(settings);
     const maxUnavailable = 'maxUnavailable' in settings ? settings.maxUnavailable : 1;
-    if (!Number.isSafeInteger(maxUnavailable) || maxUnavailable < 0) {
-      throw new SettingsError(`maxUnavailable must be a non-negative integer, not ${JSON.stringify(maxUnavailable)}`);
+    // As in the Rust version: an integer of at least 1. (JSON cannot tell 2.0 from 2: both are 2 here.)
+    if (!Number.isSafeInteger(maxUnavailable) || maxUnavailable < 1) {
+      throw new SettingsError(`maxUnavailable must be an integer of at least 1, not ${JSON.stringify(maxUnavailable)}`);
     }
     this.maxUnavailable = maxUnavailable;
   }

@@ -12,18 +12,18 @@ lets the next one go.
 import json
 from typing import Any
 
-from kubewasm import Action, Context, Controller, Gvk, Manifest, Mapping, ObjectKey, SettingsError, kinds
+from kubewasm import Action, Context, Controller, Gvk, Manifest, Mapping, Object, ObjectKey, SettingsError, kinds
 from kubewasm import objects as o
 
 REBOOT_NEEDED = "reboot.kubewasm.io/reboot-needed"
 REBOOT_NOW = "reboot.kubewasm.io/reboot-now"
 
 
-def is_waiting(node: dict) -> bool:
+def is_waiting(node: Object) -> bool:
     return o.has_annotation(node, REBOOT_NEEDED) and not o.has_annotation(node, REBOOT_NOW)
 
 
-def is_unavailable(node: dict) -> bool:
+def is_unavailable(node: Object) -> bool:
     return o.has_annotation(node, REBOOT_NOW) or o.condition_status(node, "Ready") != "True"
 
 
@@ -31,12 +31,10 @@ class RebootCoordinator(Controller):
     def __init__(self, settings: dict[str, Any]) -> None:
         super().__init__(settings)
         value = settings.get("maxUnavailable", 1)
-        # JSON has one number type: 2.0 is the integer 2 (as in the JS version). bool is an int
-        # in Python, but a TOML `true` is no count.
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise SettingsError(f"maxUnavailable must be a non-negative integer, not {json.dumps(value)}")
+        # As in the Rust version: an integer (not 2.0, not a bool, which Python counts as an int)
+        # of at least 1.
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SettingsError(f"maxUnavailable must be an integer of at least 1, not {json.dumps(value)}")
         self.max_unavailable = value
 
     def manifest(self) -> Manifest:
@@ -48,7 +46,7 @@ class RebootCoordinator(Controller):
             .max_concurrency(1)
         )
 
-    def reconcile(self, node: dict, ctx: Context) -> Action:
+    def reconcile(self, node: Object, ctx: Context) -> Action:
         if not is_waiting(node):
             return Action.done()
         unavailable = sum(1 for n in ctx.list(kinds.NODE) if is_unavailable(n))
@@ -62,6 +60,6 @@ class RebootCoordinator(Controller):
             )
         return Action.done()
 
-    def map_related(self, resource: Gvk, obj: dict, ctx: Context) -> list[ObjectKey]:
+    def map_related(self, resource: Gvk, obj: Object, ctx: Context) -> list[ObjectKey]:
         waiting = [n for n in ctx.list(kinds.NODE) if is_waiting(n)]
         return sorted((ObjectKey(None, o.name(n)) for n in waiting), key=lambda k: k.name)

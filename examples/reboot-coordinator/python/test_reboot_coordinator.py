@@ -37,15 +37,15 @@ def test_manifest():
 
 @pytest.mark.parametrize(
     "settings,expected",
-    [({}, 1), ({"maxUnavailable": 3}, 3), ({"maxUnavailable": 0}, 0), ({"maxUnavailable": 2.0}, 2)],
+    [({}, 1), ({"maxUnavailable": 3}, 3)],
 )
 def test_settings(settings, expected):
     assert Harness(RebootCoordinator, settings=settings).controller.max_unavailable == expected
 
 
-@pytest.mark.parametrize("bad", ["2", 1.5, -1, True, None, [1]])
+@pytest.mark.parametrize("bad", ["2", 1.5, 2.0, 0, -1, True, None, [1]])
 def test_invalid_settings_refuse_loading(bad):
-    with pytest.raises(Refused, match="maxUnavailable must be a non-negative integer"):
+    with pytest.raises(Refused, match="maxUnavailable must be an integer of at least 1"):
         Harness(RebootCoordinator, settings={"maxUnavailable": bad})
 
 

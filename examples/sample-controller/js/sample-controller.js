@@ -53,7 +53,7 @@ export default class SampleController extends Controller {
     ctx.applyStatus(
       o.statusObject(foo, {
         availableReplicas: o.field(deployment, 'status.availableReplicas', 0),
-        observedGeneration: o.generation(foo),
+        observedGeneration: o.generation(foo) ?? null,
       }),
     );
     return Action.done();

@@ -7,7 +7,7 @@ observed generation in the Foo's status. A Deployment of that name that the Foo 
 is left alone, with a Warning Event on the Foo.
 """
 
-from kubewasm import Action, Context, Controller, EventType, Gvk, Manifest, kinds
+from kubewasm import Action, Context, Controller, EventType, Gvk, Manifest, Object, kinds
 from kubewasm import objects as o
 
 FOO = Gvk("samplecontroller.k8s.io", "v1alpha1", "Foo")
@@ -24,7 +24,7 @@ class SampleController(Controller):
             .max_concurrency(2)
         )
 
-    def reconcile(self, foo: dict, ctx: Context) -> Action:
+    def reconcile(self, foo: Object, ctx: Context) -> Action:
         namespace, foo_name = o.namespace(foo), o.name(foo)
         name = o.field(foo, "spec.deploymentName")
         if not name:

@@ -81,7 +81,8 @@ impl<K: Key> State<K> {
                 }
                 // Processing: `done` queues it, so it never reaches two workers at once.
                 item.queued_since = Some(now());
-                false
+                self.ready.push_back(slot.key().clone());
+                true
             }
             Entry::Vacant(slot) => {
                 self.ready.push_back(slot.key().clone());

@@ -35,6 +35,7 @@ from .errors import (
     SettingsError,
     Unavailable,
 )
+from .objects import Object
 from .manifest import Limits, Manifest, ManifestSpec, Mapping, Permission, Watch
 
 __version__ = "0.1.0"
@@ -59,6 +60,7 @@ __all__ = [
     "ManifestSpec",
     "Mapping",
     "NotFound",
+    "Object",
     "ObjectKey",
     "Other",
     "PatchType",

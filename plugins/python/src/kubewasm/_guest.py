@@ -6,7 +6,7 @@ classes componentize-py looks for. Imported only inside a component (by the modu
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from componentize_py_types import Err
 from wit_world.exports import plugin as wp
@@ -45,7 +45,10 @@ def _gvk(g: Gvk) -> wt.Gvk:
     return wt.Gvk(g.group, g.version, g.kind)
 
 
-def _call(fn: Any, *args: Any) -> Any:
+T = TypeVar("T")
+
+
+def _call(fn: Callable[..., T], *args: Any) -> T:
     """Calls an import, turning its `Err(error)` into the matching `KubewasmError`."""
     try:
         return fn(*args)
@@ -137,7 +140,7 @@ def _action(action: Any) -> wt.Action:
     return wt.Action_RequeueAfter(int(action.requeue_after_ms))
 
 
-def _wit_error(e: KubewasmError) -> Err:
+def _wit_error(e: KubewasmError) -> Err[wt.Error]:
     return Err(wt.Error(_WIT_CODES[e.code], e.message))
 
 

@@ -35,9 +35,12 @@ class Host(Protocol):
 
 def _parse(text: str) -> Object:
     try:
-        return json.loads(text)
+        parsed = json.loads(text)
     except ValueError as e:
         raise Invalid(f"the host returned an object that does not parse: {e}") from None
+    if not isinstance(parsed, dict):
+        raise Invalid(f"the host returned {type(parsed).__name__}, not an object")
+    return parsed
 
 
 def _dump(obj: Any) -> str:

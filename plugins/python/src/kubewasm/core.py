@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any, Mapping, Self
 
 
 @dataclass(frozen=True, order=True)
@@ -91,10 +91,10 @@ class _WitEnum(str, enum.Enum):
     """An enum whose values are the WIT case names, so plain strings are accepted too."""
 
     def __str__(self) -> str:
-        return self.value
+        return str(self.value)
 
     @classmethod
-    def parse(cls, value: Any) -> Any:
+    def parse(cls, value: Any) -> Self:
         if isinstance(value, cls):
             return value
         try:

@@ -14,8 +14,6 @@ parents they need.
     o.condition_status(node, "Ready")    # "True", "False", "Unknown" or None
 """
 
-from __future__ import annotations
-
 import datetime as _dt
 from typing import Any, Iterable, Mapping, MutableMapping, Sequence
 
@@ -130,7 +128,8 @@ def labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
 
 
 def label(obj: Mapping[str, Any], key: str, default: str | None = None) -> str | None:
-    return labels(obj).get(key, default)
+    value = labels(obj).get(key)
+    return default if value is None else str(value)
 
 
 def set_label(obj: MutableMapping[str, Any], key: str, value: str) -> None:
@@ -142,7 +141,8 @@ def annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
 
 
 def annotation(obj: Mapping[str, Any], key: str, default: str | None = None) -> str | None:
-    return annotations(obj).get(key, default)
+    value = annotations(obj).get(key)
+    return default if value is None else str(value)
 
 
 def has_annotation(obj: Mapping[str, Any], key: str) -> bool:

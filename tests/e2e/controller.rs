@@ -1,0 +1,579 @@
+//! End-to-end tests of the controller runtime (issue 4): the real `kubewasm run` binary against
+//! the local control plane, with the Rust sample-controller and the suite's `e2e-guest`.
+//!
+//! `cargo test -p kubewasm-tests --test controller`
+//!
+//! Every test runs its own host processes (on free loopback ports, restricted to the test's
+//! namespace); the tests that count watches on the API server or restart it get a dedicated
+//! control plane, the others share one.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, ensure};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use kubewasm_tests::prom::apiserver_watches;
+use kubewasm_tests::{ControlPlane, E2eSettings, Host, HostConfig, Options, PluginDir, apply_crd, eventually, guests};
+use serde_json::json;
+use support::*;
+
+const READY: Duration = Duration::from_secs(60);
+
+// ---------------------------------------------------------------------------------------------
+// The sample-controller
+// ---------------------------------------------------------------------------------------------
+
+fn foo_crd() -> CustomResourceDefinition {
+    let yaml = include_str!("../../examples/sample-controller/manifests/crd.yaml");
+    serde_saphyr::from_str(yaml).expect("the sample-controller's CRD parses")
+}
+
+/// A host running the Rust sample-controller in `ns`, with the Foo CRD installed.
+async fn sample_controller(cp: &ControlPlane, ns: &str) -> Result<(Host, PluginDir, ApiResource)> {
+    let foos = apply_crd(&cp.client().await?, &foo_crd(), CONVERGE).await?;
+    let dir = PluginDir::new();
+    let wasm = guests::guest("sample-controller", "sample_controller");
+    guests::install(&wasm, dir.path(), "sample-controller", None);
+    let mut host = Host::start(host_config("sample", dir.path(), cp.kubeconfig_path(), ns)).await?;
+    host.wait_ready(READY).await?;
+    Ok((host, dir, foos))
+}
+
+fn foo(ar: &ApiResource, name: &str, deployment: &str, replicas: i64) -> DynamicObject {
+    DynamicObject::new(name, ar).data(json!({"spec": {"deploymentName": deployment, "replicas": replicas}}))
+}
+
+fn status_of(foo: &DynamicObject) -> (Option<i64>, Option<i64>) {
+    let status = foo.data.get("status");
+    let field = |f: &str| status.and_then(|s| s.get(f)).and_then(|v| v.as_i64());
+    (field("availableReplicas"), field("observedGeneration"))
+}
+
+/// Marks the Deployment's Pods Ready (there is no kubelet), so that the ReplicaSet and
+/// Deployment controllers count them available.
+async fn mark_pods_ready(pods: &Api<Pod>, selector: &str) -> Result<usize> {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let status = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}});
+    let mut marked = 0;
+    for pod in pods.list(&ListParams::default().labels(selector)).await?.items {
+        let ready = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        if !ready && pod.metadata.deletion_timestamp.is_none() {
+            pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&status)).await?;
+            marked += 1;
+        }
+    }
+    Ok(marked)
+}
+
+/// Waits until the Foo's status says `replicas` available and its current generation observed,
+/// making the Pods Ready as they appear.
+async fn wait_foo_status(foos: &Api<DynamicObject>, pods: &Api<Pod>, name: &str, replicas: i64) -> Result<i64> {
+    let what = format!("Foo {name} to report {replicas} available replicas for its current generation");
+    Ok(eventually(&what, CONVERGE, || async {
+        mark_pods_ready(pods, &format!("controller={name}")).await?;
+        let foo = foos.get(name).await?;
+        let generation = foo.metadata.generation.context("a Foo has a generation")?;
+        match status_of(&foo) {
+            (Some(available), Some(observed)) if available == replicas && observed == generation => Ok(generation),
+            other => Err(anyhow!("generation {generation}, status (availableReplicas, observedGeneration) = {other:?}")),
+        }
+    })
+    .await?)
+}
+
+/// A Foo gets a Deployment it controls; its status follows the Deployment's available replicas
+/// and the Foo's generation; deleting the Foo removes the Deployment through the API's garbage
+/// collector.
+#[tokio::test]
+async fn sample_controller_keeps_a_deployment_and_the_foo_status() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("sample").await?;
+    let (host, _dir, ar) = sample_controller(cp, ns.name()).await?;
+    let foos: Api<DynamicObject> = Api::namespaced_with(ns.client().clone(), ns.name(), &ar);
+    let deployments: Api<Deployment> = ns.api();
+    let pods: Api<Pod> = ns.api();
+
+    let created = foos.create(&PostParams::default(), &foo(&ar, "alpha", "alpha-web", 1)).await?;
+    let uid = created.uid().context("a created Foo has a uid")?;
+    let deployment = eventually("the Deployment alpha-web", CONVERGE, || async { deployments.get("alpha-web").await }).await?;
+    let owner = deployment.owner_references().first().cloned().context("the Deployment has an owner reference")?;
+    ensure!(owner.kind == "Foo" && owner.name == "alpha" && owner.uid == uid && owner.controller == Some(true), "owner reference {owner:?}");
+    ensure!(deployment.spec.replicas == Some(1));
+
+    let generation = wait_foo_status(&foos, &pods, "alpha", 1).await?;
+    ensure!(generation == 1, "a new Foo is at generation 1, not {generation}");
+
+    // A spec change bumps the generation; the Deployment and the status follow.
+    foos.patch("alpha", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 2}}))).await?;
+    eventually("the Deployment to ask for 2 replicas", CONVERGE, || async {
+        let d = deployments.get("alpha-web").await?;
+        match d.spec.replicas {
+            Some(2) => Ok(()),
+            other => Err(anyhow!("replicas {other:?}")),
+        }
+    })
+    .await?;
+    let generation = wait_foo_status(&foos, &pods, "alpha", 2).await?;
+    ensure!(generation == 2, "the spec change must bump the generation to 2, not {generation}");
+
+    // Deleting the Foo deletes the Deployment: the garbage collector follows the owner reference.
+    foos.delete("alpha", &DeleteParams::default()).await?;
+    eventually("the garbage collector to delete the Deployment", CONVERGE, || async {
+        match deployments.get_opt("alpha-web").await? {
+            None => Ok(()),
+            Some(d) => Err(anyhow!("still there (deletionTimestamp {:?})", d.metadata.deletion_timestamp)),
+        }
+    })
+    .await?;
+    let reconciles = host.metric("controller_runtime_reconcile_total", &[("controller", "sample-controller"), ("result", "success")]).await?;
+    ensure!(reconciles >= 3.0, "expected several successful reconciles, got {reconciles}");
+    host.stop().await?;
+    Ok(())
+}
+
+/// A Deployment of the name a Foo asks for, not owned by that Foo, gets a Warning Event on the
+/// Foo and is left exactly as it was.
+#[tokio::test]
+async fn sample_controller_leaves_a_deployment_it_does_not_own_alone() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("sample-unowned").await?;
+    let deployments: Api<Deployment> = ns.api();
+    let theirs: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "theirs"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "theirs"}},
+            "template": {"metadata": {"labels": {"app": "theirs"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+        },
+    }))?;
+    let before = deployments.create(&PostParams::default(), &theirs).await?;
+
+    let (host, _dir, ar) = sample_controller(cp, ns.name()).await?;
+    let foos: Api<DynamicObject> = Api::namespaced_with(ns.client().clone(), ns.name(), &ar);
+    foos.create(&PostParams::default(), &foo(&ar, "beta", "theirs", 3)).await?;
+
+    let event = wait_event(ns.client(), ns.name(), "beta", "ErrResourceExists", "\"theirs\" already exists").await?;
+    ensure!(event.type_.as_deref() == Some("Warning"), "{event:?}");
+    ensure!(event.reporting_controller.as_deref() == Some("kubewasm/sample-controller"), "{event:?}");
+
+    // The Event is sent by the reconcile that decided not to touch the Deployment.
+    let after = deployments.get("theirs").await?;
+    ensure!(after.owner_references().is_empty(), "the Deployment got owners: {:?}", after.owner_references());
+    ensure!(after.spec.replicas == Some(1), "the Deployment's replicas changed: {:?}", after.spec);
+    let managers: Vec<String> = after.managed_fields().iter().filter_map(|m| m.manager.clone()).collect();
+    ensure!(!managers.iter().any(|m| m.starts_with("kubewasm")), "the plugin wrote to the Deployment: managers {managers:?}");
+    ensure!(after.metadata.generation == before.metadata.generation, "the Deployment's spec changed");
+    host.stop().await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The e2e guest
+// ---------------------------------------------------------------------------------------------
+
+fn inputs(names: &[&str], input: &str) -> BTreeMap<String, String> {
+    names.iter().map(|n| (n.to_string(), input.to_string())).collect()
+}
+
+/// Two plugins that read ConfigMaps share one watch, seen from the API server: its gauge of open
+/// WATCH requests for configmaps goes up by one for a host running both, and by one more for a
+/// second host (which shows that a watch per plugin would be visible).
+#[tokio::test]
+async fn two_plugins_reading_configmaps_share_one_watch() -> Result<()> {
+    // Dedicated, with only the namespace controller: nothing else opens or closes configmap
+    // watches while this test counts them.
+    let cp = ControlPlane::start_with(Options::new().controllers(["namespace"])).await?;
+    let client = cp.client().await?;
+    let ns = cp.namespace("shared-watch").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let watches = || apiserver_watches(&client, "", "configmaps");
+    let baseline = watches().await?;
+
+    // Cluster-wide (no --namespace), so the watch is the host's only configmap watch.
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("reader-a"), "v01");
+    dir.install_e2e(&E2eSettings::new("reader-b"), "v01");
+    let config = HostConfig::new("shared", dir.path(), cp.kubeconfig_path()).status_configmap(ns.name(), STATUS);
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+
+    // Both plugins work (each writes its own output), fed by one watch.
+    let want = inputs(&["in"], "x");
+    create_primaries(&cms, &want).await?;
+    wait_outputs(&cms, "reader-a", &want, Want::default()).await?;
+    wait_outputs(&cms, "reader-b", &want, Want::default()).await?;
+    let expect_one = |n: f64| if n == baseline + 1.0 { Ok(n) } else { Err(anyhow!("{n} configmap watches open, baseline {baseline}")) };
+    eventually("one more configmap watch than before the host", CONVERGE, || async { expect_one(watches().await?) }).await?;
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        expect_one(watches().await?).context("two plugins must share the host's one configmap watch")?;
+    }
+
+    // A second host with one such plugin opens a watch of its own: the gauge counts per watch.
+    let other = PluginDir::new();
+    other.install_e2e(&E2eSettings::new("reader-c"), "v01");
+    let config = HostConfig::new("other", other.path(), cp.kubeconfig_path()).status_configmap(ns.name(), "other-status");
+    let mut second = Host::start(config).await?;
+    second.wait_ready(READY).await?;
+    wait_outputs(&cms, "reader-c", &want, Want::default()).await?;
+    eventually("a second host to add a second watch", CONVERGE, || async {
+        let n = watches().await?;
+        if n == baseline + 2.0 { Ok(()) } else { Err(anyhow!("{n} configmap watches, baseline {baseline}")) }
+    })
+    .await?;
+    second.stop().await?;
+    host.stop().await?;
+    Ok(())
+}
+
+/// A second writer keeps changing the objects the plugin updates (with their resourceVersion):
+/// the plugin's updates conflict, are retried without a Warning Event, and everything converges.
+#[tokio::test]
+async fn a_conflict_storm_converges_without_warning_events() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("storm").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("storm").mode("update").max_concurrency(2), "v01");
+    let mut host = Host::start(host_config("storm", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+
+    let names = ["s0", "s1", "s2", "s3"];
+    create_primaries(&cms, &inputs(&names, "0")).await?;
+
+    // Two writers change the inputs for a few seconds, as fast as the API lets them.
+    let storm_for = Duration::from_secs(4);
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let cms = cms.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let mut n = 0u32;
+                while started.elapsed() < storm_for {
+                    let name = names[(n as usize + w) % names.len()];
+                    set_input(&cms, name, &format!("w{w}-{n}")).await?;
+                    n += 1;
+                }
+                Ok::<_, anyhow::Error>(n)
+            })
+        })
+        .collect();
+    let mut writes = 0;
+    for writer in writers {
+        writes += writer.await??;
+    }
+
+    // Converged: every output annotation matches the input the writers left.
+    eventually("every object's output to match its last input", CONVERGE, || async {
+        let mut wrong = Vec::new();
+        for name in names {
+            let cm = cms.get(name).await?;
+            let input = cm.annotations().get(INPUT).cloned().unwrap_or_default();
+            let output = cm.annotations().get(OUTPUT).cloned();
+            if output.as_deref() != Some(&format!("v01:{input}")) {
+                wrong.push(format!("{name}: input {input}, output {output:?}"));
+            }
+        }
+        if wrong.is_empty() { Ok(()) } else { Err(anyhow!("{}", wrong.join("; "))) }
+    })
+    .await?;
+
+    // The storm did cause conflicts (else this test proves nothing) ...
+    let errors = host.metric("controller_runtime_reconcile_errors_total", &[("controller", "storm")]).await?;
+    ensure!(errors > 0.0, "{writes} competing writes caused no failed (conflicting) update; the test needs a stronger storm");
+    // ... and none became a Warning Event.
+    assert_no_warnings_but_sentinel(&ns, "sentinel").await?;
+    eprintln!("conflict storm: {writes} competing writes, {errors} conflicting reconciles retried");
+    host.stop().await?;
+    Ok(())
+}
+
+/// The plugin's finalizer is added before its first reconcile; a deletion waits while
+/// `finalize` asks for more time and completes once it is done.
+#[tokio::test]
+async fn deletion_waits_for_the_finalizer() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("finalizer").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let finalizer = "e2e.kubewasm.io/cleanup";
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("keeper").finalizer(finalizer), "v01");
+    let mut host = Host::start(host_config("keeper", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+
+    let want = inputs(&["held"], "1");
+    create_primaries(&cms, &want).await?;
+    wait_outputs(&cms, "keeper", &want, Want::default()).await?;
+    let object = cms.get("held").await?;
+    ensure!(object.finalizers().iter().any(|f| f == finalizer), "the finalizer was not added: {:?}", object.finalizers());
+
+    cms.delete("held", &DeleteParams::default()).await?;
+    // finalize ran and asked to wait ...
+    let record = "held.keeper.finalized";
+    eventually("finalize to run and wait", CONVERGE, || async {
+        match cms.get_opt(record).await?.and_then(|cm| cm.data).and_then(|d| d.get("state").cloned()) {
+            Some(state) if state == "waiting" => Ok(()),
+            other => Err(anyhow!("finalize record state {other:?}")),
+        }
+    })
+    .await?;
+    // ... so the object is still there, being deleted, with the finalizer.
+    let pending = cms.get("held").await.context("the object must wait for its finalizer")?;
+    ensure!(pending.metadata.deletion_timestamp.is_some(), "no deletionTimestamp");
+    ensure!(pending.finalizers().iter().any(|f| f == finalizer), "finalizer gone early: {:?}", pending.finalizers());
+
+    // Let finalize finish: the finalizer is removed and the deletion completes.
+    annotate(&cms, "held", &[(RELEASE, Some("true"))]).await?;
+    eventually("the deletion to complete", CONVERGE, || async {
+        match cms.get_opt("held").await? {
+            None => Ok(()),
+            Some(cm) => Err(anyhow!("still there with finalizers {:?}", cm.finalizers())),
+        }
+    })
+    .await?;
+    let state = cms.get(record).await?.data.and_then(|d| d.get("state").cloned());
+    ensure!(state.as_deref() == Some("done"), "finalize's record says {state:?}");
+    host.stop().await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leader election
+// ---------------------------------------------------------------------------------------------
+
+/// One write of an output ConfigMap as the API server's watch reported it.
+#[derive(Debug, Clone)]
+struct Write {
+    at: Instant,
+    object: String,
+    host: String,
+}
+
+impl std::fmt::Display for Write {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} by {}", self.object, self.host)
+    }
+}
+
+fn list(writes: &[Write]) -> String {
+    writes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// Records every change to the outputs of plugin `plugin` in `ns`, in the API server's order.
+fn record_writes(client: Client, ns: &str, plugin: &str) -> (Arc<Mutex<Vec<Write>>>, tokio::task::JoinHandle<()>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let api: Api<ConfigMap> = Api::namespaced(client, ns);
+    let config = watcher::Config::default().labels(&format!("e2e.kubewasm.io/plugin={plugin}"));
+    let sink = log.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(watcher(api, config));
+        let mut last_rv: BTreeMap<String, String> = BTreeMap::new();
+        while let Some(event) = stream.next().await {
+            let (watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) = (match event {
+                Ok(e) => e,
+                Err(_) => continue,
+            }) else {
+                continue;
+            };
+            // A re-list repeats objects: keep each resourceVersion once.
+            let rv = cm.resource_version().unwrap_or_default();
+            if last_rv.insert(cm.name_any(), rv.clone()) == Some(rv) {
+                continue;
+            }
+            let data = cm.data.clone().unwrap_or_default();
+            sink.lock().unwrap().push(Write {
+                at: Instant::now(),
+                object: cm.name_any(),
+                host: data.get("host").cloned().unwrap_or_default(),
+            });
+        }
+    });
+    (log, task)
+}
+
+/// Two hosts elect a leader; only the leader reconciles. SIGKILL on the leader: the standby
+/// takes over once the lease has expired (15 s) and not before, and the writes of the two never
+/// interleave. Then SIGTERM on the new leader releases the lease, and a third host takes over at
+/// once.
+#[tokio::test]
+async fn the_standby_takes_over_when_the_leader_dies() -> Result<()> {
+    const LEASE: Duration = Duration::from_secs(15);
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("leader").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let lease = "e2e-leader";
+    let host_dir = |host: &str| {
+        let dir = PluginDir::new();
+        dir.install_e2e(&E2eSettings::new("elected").host(host), "v01");
+        dir
+    };
+    let elected = |name: &str, dir: &PluginDir| host_config(name, dir.path(), cp.kubeconfig_path(), ns.name()).leader_elect(ns.name(), lease);
+    let status = [("name", lease)];
+    let (writes, recorder) = record_writes(ns.client().clone(), ns.name(), "elected");
+
+    let names = ["e0", "e1", "e2"];
+    let mut want = inputs(&names, "1");
+    create_primaries(&cms, &want).await?;
+
+    let (dir1, dir2) = (host_dir("h1"), host_dir("h2"));
+    let mut h1 = Host::start(elected("h1", &dir1)).await?;
+    h1.wait_ready(READY).await?;
+    h1.wait_metric("leader_election_master_status", &status, CONVERGE, |v| v == 1.0).await?;
+    let mut h2 = Host::start(elected("h2", &dir2)).await?;
+    h2.wait_ready(READY).await.context("a standby is ready too")?;
+    wait_outputs(&cms, "elected", &want, Want { host: Some("h1"), ..Want::default() }).await?;
+
+    // Both run; changes keep coming; only the leader reconciles.
+    for round in 2..=4 {
+        for name in names {
+            set_input(&cms, name, &round.to_string()).await?;
+            want.insert(name.into(), round.to_string());
+        }
+        wait_outputs(&cms, "elected", &want, Want { host: Some("h1"), ..Want::default() }).await?;
+    }
+    ensure!(h2.metric("leader_election_master_status", &status).await? == 0.0, "h2 must be a standby");
+    let standby_reconciles = h2.metric("controller_runtime_reconcile_total", &[("controller", "elected")]).await?;
+    ensure!(standby_reconciles == 0.0, "the standby reconciled {standby_reconciles} times");
+
+    // The leader dies without releasing its lease.
+    h1.kill();
+    let killed = Instant::now();
+    h1.wait_exit(Duration::from_secs(10)).await?;
+    for name in names {
+        set_input(&cms, name, "after-kill").await?;
+        want.insert(name.into(), "after-kill".into());
+    }
+    wait_outputs(&cms, "elected", &want, Want { host: Some("h2"), ..Want::default() }).await?;
+    ensure!(h2.metric("leader_election_master_status", &status).await? == 1.0, "h2 must lead now");
+
+    {
+        let writes = writes.lock().unwrap();
+        let first_h2 = writes.iter().position(|w| w.host == "h2").context("h2 never wrote")?;
+        let took = writes[first_h2].at.duration_since(killed);
+        // The standby must wait a whole lease duration after the last renewal it saw (at most a
+        // retry period, 2 s, before the kill), and should not need much more.
+        ensure!(
+            took >= LEASE - Duration::from_secs(3),
+            "the standby wrote {took:?} after the leader died: before its lease could have expired"
+        );
+        ensure!(took <= LEASE + Duration::from_secs(8), "the standby took {took:?} to take over (lease {LEASE:?})");
+        ensure!(writes[first_h2..].iter().all(|w| w.host == "h2"), "the old leader wrote after the new one: {}", list(&writes[first_h2..]));
+        ensure!(writes[..first_h2].iter().all(|w| w.host == "h1"), "writes before the takeover: {}", list(&writes[..first_h2]));
+        eprintln!("takeover {took:?} after SIGKILL; {} writes recorded", writes.len());
+    }
+
+    // A graceful stop releases the lease: a new standby takes over without waiting for expiry.
+    let dir3 = host_dir("h3");
+    let mut h3 = Host::start(elected("h3", &dir3)).await?;
+    h3.wait_ready(READY).await?;
+    let stopping = Instant::now();
+    h2.stop().await?;
+    h3.wait_metric("leader_election_master_status", &status, LEASE, |v| v == 1.0).await?;
+    let took = stopping.elapsed();
+    ensure!(took < LEASE - Duration::from_secs(5), "after a released lease the takeover took {took:?}");
+    for name in names {
+        set_input(&cms, name, "after-release").await?;
+        want.insert(name.into(), "after-release".into());
+    }
+    wait_outputs(&cms, "elected", &want, Want { host: Some("h3"), ..Want::default() }).await?;
+    recorder.abort();
+    h3.stop().await?;
+    drop(h1);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shutdown and control-plane restarts
+// ---------------------------------------------------------------------------------------------
+
+/// SIGTERM while a reconcile runs: the host lets it finish, exits cleanly within its grace
+/// period, and a new host picks up what changed meanwhile.
+#[tokio::test]
+async fn sigterm_during_a_long_reconcile_loses_nothing() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("sigterm").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("slowpoke"), "v01");
+    let config = host_config("slowpoke", dir.path(), cp.kubeconfig_path(), ns.name()).grace_period(Duration::from_secs(20));
+    let mut host = Host::start(config.clone()).await?;
+    host.wait_ready(READY).await?;
+    let mut want = inputs(&["a", "b", "c"], "1");
+    create_primaries(&cms, &want).await?;
+    wait_outputs(&cms, "slowpoke", &want, Want::default()).await?;
+
+    // A reconcile that takes 3 s (the plugin's deadline is 5 s).
+    annotate(&cms, "a", &[(SLEEP_MS, Some("3000")), (INPUT, Some("2"))]).await?;
+    want.insert("a".into(), "2".into());
+    host.wait_metric("controller_runtime_active_workers", &[("controller", "slowpoke")], CONVERGE, |v| v == 1.0).await?;
+    host.terminate();
+    let signalled = Instant::now();
+    // Changes while the host stops: whoever runs next must see them.
+    set_input(&cms, "b", "2").await?;
+    want.insert("b".into(), "2".into());
+    cms.create(&PostParams::default(), &primary("d", "1")).await?;
+    want.insert("d".into(), "1".into());
+
+    let status = host.wait_exit(Duration::from_secs(30)).await?;
+    let took = signalled.elapsed();
+    let log = host.log_text();
+    ensure!(status.success(), "the host exited with {status} after SIGTERM\n{}", host.log_tail(40));
+    ensure!(!log.contains("stopping now"), "the host did not stop gracefully:\n{}", host.log_tail(40));
+    ensure!(log.contains("woke up"), "the long reconcile did not finish:\n{}", host.log_tail(40));
+    let a = output(&cms, "a", "slowpoke").await?;
+    ensure!(a.as_ref().and_then(|d| d.get("input")).map(String::as_str) == Some("2"), "the running reconcile must finish before exit; output {a:?}");
+    eprintln!("graceful stop took {took:?}");
+    drop(host);
+
+    let mut next = Host::start(config).await?;
+    next.wait_ready(READY).await?;
+    wait_outputs(&cms, "slowpoke", &want, Want::default()).await?;
+    next.stop().await?;
+    Ok(())
+}
+
+/// The control plane restarts under a running host: its watches recover (re-list and watch
+/// again) and later changes are reconciled.
+#[tokio::test]
+async fn watches_recover_when_the_control_plane_restarts() -> Result<()> {
+    let mut cp = ControlPlane::start_with(Options::new().controllers(["namespace"])).await?;
+    let ns = cp.namespace("restart").await?;
+    let ns_name = ns.name().to_string();
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("phoenix"), "v01");
+    let mut host = Host::start(host_config("phoenix", dir.path(), cp.kubeconfig_path(), &ns_name)).await?;
+    host.wait_ready(READY).await?;
+    let mut want = inputs(&["a", "b"], "1");
+    {
+        let cms: Api<ConfigMap> = Api::namespaced(cp.client().await?, &ns_name);
+        create_primaries(&cms, &want).await?;
+        wait_outputs(&cms, "phoenix", &want, Want::default()).await?;
+    }
+
+    let port = cp.port();
+    cp.restart().await.map_err(|e| anyhow!("restarting the control plane: {e}"))?;
+    ensure!(cp.port() == port, "the control plane came back on another port ({} → {}): the host cannot follow", port, cp.port());
+
+    let cms: Api<ConfigMap> = Api::namespaced(cp.client().await?, &ns_name);
+    set_input(&cms, "a", "2").await?;
+    want.insert("a".into(), "2".into());
+    cms.create(&PostParams::default(), &primary("c", "1")).await?;
+    want.insert("c".into(), "1".into());
+    cms.delete("b", &DeleteParams::default()).await?;
+    want.remove("b");
+    wait_outputs(&cms, "phoenix", &want, Want::default()).await?;
+    ensure!(host.try_status().is_none(), "the host exited during the restart");
+    host.wait_ready(READY).await?;
+    host.stop().await?;
+    drop(ns);
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! What the end-to-end suites of the controller runtime and hot reload share: the
+//! `e2e-guest`'s object conventions (labels and annotations, see `tests/guests/e2e`), waiting for
+//! its outputs, Events, and hosts configured for one test namespace.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use kubewasm_tests::{HostConfig, TestNamespace, eventually};
+use serde_json::json;
+
+/// The label the guest's primaries carry (its default selector).
+pub const PRIMARY: &str = "e2e.kubewasm.io/primary";
+/// The annotation the guest turns into its output.
+pub const INPUT: &str = "e2e.kubewasm.io/input";
+/// The annotation the guest's `update` mode writes on the primary.
+pub const OUTPUT: &str = "e2e.kubewasm.io/output";
+/// Makes a reconcile sleep this many milliseconds first.
+pub const SLEEP_MS: &str = "e2e.kubewasm.io/sleep-ms";
+/// `"true"` makes a reconcile fail (a Warning Event).
+pub const FAIL: &str = "e2e.kubewasm.io/fail";
+/// `"true"` lets `finalize` finish.
+pub const RELEASE: &str = "e2e.kubewasm.io/release";
+
+/// How long a state may take to converge.
+pub const CONVERGE: Duration = Duration::from_secs(60);
+
+/// The status ConfigMap each test's host uses (in the test namespace, so hosts don't share it).
+pub const STATUS: &str = "kubewasm-plugins";
+
+/// A host for one test: serving only `ns`, with its status ConfigMap (and plugin Events) there.
+pub fn host_config(name: &str, plugins: &Path, kubeconfig: &Path, ns: &str) -> HostConfig {
+    HostConfig::new(name, plugins, kubeconfig).namespace(ns).status_configmap(ns, STATUS)
+}
+
+/// A primary ConfigMap of the guest with `input`.
+pub fn primary(name: &str, input: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([(PRIMARY.to_string(), "yes".to_string())].into()),
+            annotations: Some([(INPUT.to_string(), input.to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+pub async fn create_primaries(cms: &Api<ConfigMap>, inputs: &BTreeMap<String, String>) -> Result<()> {
+    for (name, input) in inputs {
+        cms.create(&PostParams::default(), &primary(name, input)).await?;
+    }
+    Ok(())
+}
+
+/// Merge-patches annotations (`None` removes one): no resourceVersion, so it never conflicts.
+pub async fn annotate(cms: &Api<ConfigMap>, name: &str, annotations: &[(&str, Option<&str>)]) -> Result<ConfigMap> {
+    let map: serde_json::Map<String, serde_json::Value> = annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    Ok(cms.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": map}}))).await?)
+}
+
+pub async fn set_input(cms: &Api<ConfigMap>, name: &str, input: &str) -> Result<ConfigMap> {
+    annotate(cms, name, &[(INPUT, Some(input))]).await
+}
+
+/// The data of the output ConfigMap that `plugin` wrote for `primary`, if there is one.
+pub async fn output(cms: &Api<ConfigMap>, primary: &str, plugin: &str) -> Result<Option<BTreeMap<String, String>>> {
+    Ok(cms.get_opt(&format!("{primary}.{plugin}")).await?.map(|cm| cm.data.unwrap_or_default()))
+}
+
+/// What an output must say.
+#[derive(Debug, Clone, Default)]
+pub struct Want<'a> {
+    pub variant: Option<&'a str>,
+    pub host: Option<&'a str>,
+}
+
+/// Waits until `plugin`'s output for every primary in `inputs` carries that primary's input
+/// (and the wanted variant and host). The error lists every output that is not there yet.
+pub async fn wait_outputs(cms: &Api<ConfigMap>, plugin: &str, inputs: &BTreeMap<String, String>, want: Want<'_>) -> Result<()> {
+    let what = format!("{plugin}'s outputs to show {} inputs ({want:?})", inputs.len());
+    eventually(&what, CONVERGE, || async {
+        let mut wrong = Vec::new();
+        for (name, input) in inputs {
+            let data = output(cms, name, plugin).await?;
+            let ok = data.as_ref().is_some_and(|d| {
+                d.get("input") == Some(input)
+                    && want.variant.is_none_or(|v| d.get("variant").map(String::as_str) == Some(v))
+                    && want.host.is_none_or(|h| d.get("host").map(String::as_str) == Some(h))
+            });
+            if !ok {
+                wrong.push(format!("{name}: want input={input}, have {data:?}"));
+            }
+        }
+        if wrong.is_empty() { Ok(()) } else { Err(anyhow!("{}", wrong.join("; "))) }
+    })
+    .await?;
+    Ok(())
+}
+
+/// The events.k8s.io/v1 Events of a namespace.
+pub async fn events(client: &Client, ns: &str) -> Result<Vec<Event>> {
+    Ok(Api::<Event>::namespaced(client.clone(), ns).list(&ListParams::default()).await?.items)
+}
+
+/// One line per Event, for failure messages.
+pub fn describe_events(events: &[Event]) -> String {
+    events
+        .iter()
+        .map(|e| {
+            let regarding = e.regarding.as_ref().and_then(|r| r.name.clone()).unwrap_or_default();
+            format!(
+                "{} {} on {regarding} by {}: {}",
+                e.type_.as_deref().unwrap_or("?"),
+                e.reason.as_deref().unwrap_or("?"),
+                e.reporting_controller.as_deref().unwrap_or("?"),
+                e.note.as_deref().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n  ")
+}
+
+/// Waits for an Event about object `regarding` with `reason` whose note contains `needle`.
+pub async fn wait_event(client: &Client, ns: &str, regarding: &str, reason: &str, needle: &str) -> Result<Event> {
+    let what = format!("an Event {reason} on {regarding} saying {needle:?}");
+    Ok(eventually(&what, CONVERGE, || async {
+        let all = events(client, ns).await?;
+        all.iter()
+            .find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding)
+                    && e.note.as_deref().is_some_and(|n| n.contains(needle))
+            })
+            .cloned()
+            .ok_or_else(|| anyhow!("Events so far:\n  {}", describe_events(&all)))
+    })
+    .await?)
+}
+
+/// Checks that the only Warning Events in the namespace are about `allowed` objects.
+///
+/// Absence cannot be polled for, so first a sentinel: the primary `sentinel` is made to fail,
+/// and its `ReconcileFailed` Warning awaited. The host sends Events in order, so any Warning
+/// that an earlier reconcile produced has been sent by then.
+pub async fn assert_no_warnings_but_sentinel(ns: &TestNamespace, sentinel: &str) -> Result<()> {
+    let cms: Api<ConfigMap> = ns.api();
+    let mut object = primary(sentinel, "sentinel");
+    object.metadata.annotations.get_or_insert_with(Default::default).insert(FAIL.into(), "true".into());
+    cms.create(&PostParams::default(), &object).await?;
+    wait_event(ns.client(), ns.name(), sentinel, "ReconcileFailed", "asks to fail").await?;
+    let all = events(ns.client(), ns.name()).await?;
+    let warnings: Vec<Event> = all
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) != Some(sentinel))
+        .collect();
+    if warnings.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow!("unexpected Warning Events:\n  {}", describe_events(&warnings)))
+    }
+}
+
+/// The names of ConfigMaps in `cms` (for failure messages).
+pub async fn names(cms: &Api<ConfigMap>) -> Result<Vec<String>> {
+    Ok(cms.list(&ListParams::default()).await?.items.iter().map(|c| c.name_any()).collect())
+}

@@ -1,0 +1,60 @@
+//! The runtime benchmark's plugin. It implements the WIT exports directly (not through the SDK's
+//! `Controller` trait) so that it does exactly what the native side of the benchmark does: hand
+//! the request's JSON text to `bench_logic::reconcile`.
+
+use kubewasm_sdk::bindings::exports::kubewasm::controller::plugin::{self, Limits, Manifest, Permission, Verb};
+use kubewasm_sdk::bindings::exports::kubewasm::controller::reconciler::{self, Request};
+use kubewasm_sdk::bindings::kubewasm::controller::types::{Action, Error, ErrorCode, Gvk, ObjectKey};
+use kubewasm_sdk::bindings::kubewasm::controller::{cache, client};
+
+struct Bench;
+
+struct WasmHost;
+
+fn configmap() -> Gvk {
+    Gvk { group: String::new(), version: "v1".into(), kind: "ConfigMap".into() }
+}
+
+impl bench_logic::Host for WasmHost {
+    fn get(&self, namespace: &str, name: &str) -> Option<String> {
+        cache::get(&configmap(), Some(namespace), name).ok().flatten()
+    }
+
+    fn apply(&self, object: String) -> Result<(), String> {
+        client::apply(&object, true).map(drop).map_err(|e| e.message)
+    }
+}
+
+impl plugin::Guest for Bench {
+    fn describe(_settings: String) -> Result<Manifest, String> {
+        Ok(Manifest {
+            name: "bench".into(),
+            version: "0.1.0".into(),
+            primary: configmap(),
+            primary_selector: None,
+            owns: Vec::new(),
+            watches: Vec::new(),
+            finalizer: None,
+            resync_seconds: None,
+            max_concurrency: 1,
+            limits: Limits { deadline_ms: None, memory_bytes: None },
+            permissions: vec![Permission { resource: configmap(), subresource: None, verbs: vec![Verb::Patch], namespaces: Vec::new() }],
+        })
+    }
+}
+
+impl reconciler::Guest for Bench {
+    fn reconcile(request: Request) -> Result<Action, Error> {
+        bench_logic::reconcile(&request.object, &WasmHost).map(|()| Action::Done).map_err(|message| Error { code: ErrorCode::Other, message })
+    }
+
+    fn finalize(_: Request) -> Result<Action, Error> {
+        Ok(Action::Done)
+    }
+
+    fn map_related(_: Gvk, _: String) -> Vec<ObjectKey> {
+        Vec::new()
+    }
+}
+
+kubewasm_sdk::bindings::__export_controller_bindings!(Bench with_types_in kubewasm_sdk::bindings);

@@ -1,0 +1,169 @@
+//! The end-to-end suite's plugin. Its primary is a core/v1 kind (ConfigMap by default) selected
+//! by a label; each reconcile turns the primary's `e2e.kubewasm.io/input` annotation into an
+//! output (an owned ConfigMap `<primary>.<plugin>`, or an annotation on the primary itself),
+//! stamped with the plugin's variant and the host it ran in. Settings (`NAME.toml`) choose the
+//! name, host identity, primary kind, selector, mode, finalizer and concurrency, so one build
+//! serves every test.
+//!
+//! The *variant* is not a setting: it is the 16-byte marker [`VARIANT`] in the component's data,
+//! which the tests patch in the binary to make new versions of the plugin from one build (same
+//! size, different digest, different behaviour). Variants `trp` and `bad` make `describe` trap or
+//! return an invalid manifest.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kubewasm_sdk::prelude::*;
+use kubewasm_sdk::serde_json::{self, json};
+
+/// `kubewasm-e2e:` and a three-character variant; the tests replace the last three bytes.
+static VARIANT: [u8; 16] = *b"kubewasm-e2e:v01";
+
+const INPUT: &str = "e2e.kubewasm.io/input";
+const OUTPUT: &str = "e2e.kubewasm.io/output";
+const SLEEP_MS: &str = "e2e.kubewasm.io/sleep-ms";
+const FAIL: &str = "e2e.kubewasm.io/fail";
+const RELEASE: &str = "e2e.kubewasm.io/release";
+const DEFAULT_SELECTOR: &str = "e2e.kubewasm.io/primary";
+
+fn variant() -> String {
+    // Volatile: the marker must stay in the data segment, where the tests find it.
+    // SAFETY: reading a plain static.
+    let bytes = unsafe { std::ptr::read_volatile(&VARIANT) };
+    String::from_utf8_lossy(&bytes[13..]).into_owned()
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case")]
+struct Settings {
+    /// Plugin name (default `e2e`).
+    name: Option<String>,
+    /// Identity stamped into outputs (which host process reconciled).
+    host: Option<String>,
+    /// core/v1 kind of the primary (default `ConfigMap`).
+    kind: Option<String>,
+    /// Primary label selector (default `e2e.kubewasm.io/primary`; empty for none).
+    selector: Option<String>,
+    /// `output` (default): apply the output ConfigMap; `update`: write the output annotation on
+    /// the primary with an update carrying its resourceVersion (conflicts are possible);
+    /// `noop`: nothing.
+    mode: Option<String>,
+    /// A finalizer; `finalize` waits for the annotation `e2e.kubewasm.io/release=true`.
+    finalizer: Option<String>,
+    max_concurrency: Option<u32>,
+}
+
+struct E2e {
+    name: String,
+    host: String,
+    primary: Gvk,
+    selector: String,
+    mode: String,
+    finalizer: Option<String>,
+    workers: u32,
+    variant: String,
+}
+
+fn annotation<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a str> {
+    object.annotation(key)
+}
+
+impl E2e {
+    fn output_name(&self, primary: &DynamicObject) -> String {
+        format!("{}.{}", primary.name(), self.name)
+    }
+
+    fn apply_configmap(&self, ctx: &Context, name: String, namespace: Option<&str>, owner: Option<&DynamicObject>, data: BTreeMap<&str, String>) -> Result<()> {
+        let mut metadata = json!({"name": name, "namespace": namespace, "labels": {"e2e.kubewasm.io/plugin": self.name}});
+        if let Some(owner) = owner {
+            metadata["ownerReferences"] = json!([owner.controller_owner_ref()]);
+        }
+        let object: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}))?;
+        ctx.apply(&object)?;
+        Ok(())
+    }
+}
+
+impl Controller for E2e {
+    type Primary = DynamicObject;
+    type Settings = Settings;
+
+    fn new(settings: Settings) -> Result<Self, String> {
+        let variant = variant();
+        if variant == "trp" {
+            panic!("variant trp traps in describe");
+        }
+        Ok(E2e {
+            name: settings.name.unwrap_or_else(|| "e2e".into()),
+            host: settings.host.unwrap_or_default(),
+            primary: Gvk::new("", "v1", settings.kind.as_deref().unwrap_or("ConfigMap")),
+            selector: settings.selector.unwrap_or_else(|| DEFAULT_SELECTOR.into()),
+            mode: settings.mode.unwrap_or_else(|| "output".into()),
+            finalizer: settings.finalizer,
+            workers: settings.max_concurrency.unwrap_or(2),
+            variant,
+        })
+    }
+
+    fn manifest(&self) -> Manifest {
+        let name = if self.variant == "bad" { "Not_A_DNS_Label" } else { &self.name };
+        let configmap = Gvk::new("", "v1", "ConfigMap");
+        let mut manifest = Manifest::new(name, &self.variant)
+            .primary_gvk(&self.primary)
+            .grant(&configmap, None, &[Verb::Patch, Verb::Delete], &[])
+            .grant(&self.primary, None, &[Verb::Update], &[])
+            .max_concurrency(self.workers);
+        if !self.selector.is_empty() {
+            manifest = manifest.primary_selector(&self.selector);
+        }
+        if let Some(finalizer) = &self.finalizer {
+            manifest = manifest.finalizer(finalizer);
+        }
+        manifest
+    }
+
+    fn reconcile(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
+        let input = annotation(&primary, INPUT).unwrap_or_default().to_string();
+        if let Some(ms) = annotation(&primary, SLEEP_MS).and_then(|v| v.parse::<u64>().ok()) {
+            ctx.info(&format!("reconcile of {} sleeps {ms} ms", primary.name()));
+            std::thread::sleep(Duration::from_millis(ms));
+            ctx.info(&format!("reconcile of {} woke up", primary.name()));
+        }
+        if annotation(&primary, FAIL) == Some("true") {
+            return Err(Error::other(format!("{} asks to fail", primary.name())));
+        }
+        match self.mode.as_str() {
+            "noop" => {}
+            "update" => {
+                let want = format!("{}:{input}", self.variant);
+                if annotation(&primary, OUTPUT) != Some(want.as_str()) {
+                    let mut updated = primary.clone();
+                    updated.metadata.annotations.get_or_insert_with(Default::default).insert(OUTPUT.into(), want);
+                    ctx.update(&updated)?;
+                }
+            }
+            _ => {
+                let data = BTreeMap::from([
+                    ("input", input.clone()),
+                    ("variant", self.variant.clone()),
+                    ("host", self.host.clone()),
+                    ("generation", primary.generation().unwrap_or_default().to_string()),
+                ]);
+                self.apply_configmap(ctx, self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
+            }
+        }
+        ctx.debug(&format!("reconciled {} input={input} variant={} host={}", primary.name(), self.variant, self.host));
+        Ok(Action::Done)
+    }
+
+    fn finalize(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
+        let released = annotation(&primary, RELEASE) == Some("true");
+        let state = if released { "done" } else { "waiting" };
+        let data = BTreeMap::from([("state", state.to_string()), ("variant", self.variant.clone()), ("host", self.host.clone())]);
+        // Not owned by the primary: the record outlives it.
+        self.apply_configmap(ctx, format!("{}.finalized", self.output_name(&primary)), primary.namespace(), None, data)?;
+        if released { Ok(Action::Done) } else { Ok(Action::RequeueAfter(Duration::from_millis(500))) }
+    }
+}
+
+kubewasm_sdk::export_controller!(E2e);

@@ -1,0 +1,191 @@
+//! A host's plugin directory, as an operator changes it: atomic installs and replacements
+//! (write aside, rename into place), removals, and slow non-atomic copies; plus the suite's
+//! `e2e-guest` plugin (`tests/guests/e2e`), its settings, and *variants* of it made from one
+//! build by patching the 16-byte marker in its data.
+//!
+//! Owns the directory (deleted on drop); knows nothing of hosts.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::guests;
+
+/// The marker `tests/guests/e2e` carries in its data; the last three bytes are the variant.
+const MARKER_PREFIX: &[u8] = b"kubewasm-e2e:";
+
+/// The built `e2e-guest` component (built once per process).
+pub fn e2e_guest() -> PathBuf {
+    guests::guest("e2e-guest", "e2e_guest")
+}
+
+/// The `e2e-guest` component as variant `code` (three ASCII characters: `v01`…, or `trp` to
+/// trap in describe, `bad` for an invalid manifest). Same size as the build; a different
+/// digest for every variant.
+pub fn e2e_variant(code: &str) -> Vec<u8> {
+    let wasm = fs::read(e2e_guest()).expect("read the e2e guest");
+    variant_of(&wasm, code)
+}
+
+/// `wasm` with its variant marker set to `code`.
+pub fn variant_of(wasm: &[u8], code: &str) -> Vec<u8> {
+    assert_eq!(code.len(), 3, "a variant is three ASCII characters: {code:?}");
+    let at: Vec<usize> = wasm.windows(MARKER_PREFIX.len() + 3).enumerate().filter(|(_, w)| w.starts_with(MARKER_PREFIX)).map(|(i, _)| i).collect();
+    assert_eq!(at.len(), 1, "the e2e guest must carry its variant marker exactly once, found it at {at:?}");
+    let mut out = wasm.to_vec();
+    let start = at[0] + MARKER_PREFIX.len();
+    out[start..start + 3].copy_from_slice(code.as_bytes());
+    out
+}
+
+/// The settings of one `e2e-guest` plugin (its `NAME.toml`); see `tests/guests/e2e`.
+#[derive(Debug, Clone, Default)]
+pub struct E2eSettings {
+    pub name: String,
+    pub host: Option<String>,
+    pub kind: Option<String>,
+    pub selector: Option<String>,
+    pub mode: Option<String>,
+    pub finalizer: Option<String>,
+    pub max_concurrency: Option<u32>,
+}
+
+impl E2eSettings {
+    pub fn new(name: &str) -> Self {
+        E2eSettings { name: name.into(), ..Default::default() }
+    }
+    pub fn host(mut self, host: &str) -> Self {
+        self.host = Some(host.into());
+        self
+    }
+    pub fn kind(mut self, kind: &str) -> Self {
+        self.kind = Some(kind.into());
+        self
+    }
+    pub fn selector(mut self, selector: &str) -> Self {
+        self.selector = Some(selector.into());
+        self
+    }
+    pub fn mode(mut self, mode: &str) -> Self {
+        self.mode = Some(mode.into());
+        self
+    }
+    pub fn finalizer(mut self, finalizer: &str) -> Self {
+        self.finalizer = Some(finalizer.into());
+        self
+    }
+    pub fn max_concurrency(mut self, workers: u32) -> Self {
+        self.max_concurrency = Some(workers);
+        self
+    }
+
+    pub fn to_toml(&self) -> String {
+        let mut out = format!("name = {:?}\n", self.name);
+        let strings = [("host", &self.host), ("kind", &self.kind), ("selector", &self.selector), ("mode", &self.mode), ("finalizer", &self.finalizer)];
+        for (key, value) in strings {
+            if let Some(value) = value {
+                out.push_str(&format!("{key} = {value:?}\n"));
+            }
+        }
+        if let Some(n) = self.max_concurrency {
+            out.push_str(&format!("max-concurrency = {n}\n"));
+        }
+        out
+    }
+}
+
+/// A plugin directory (a temporary one, deleted on drop).
+pub struct PluginDir {
+    dir: tempfile::TempDir,
+}
+
+impl PluginDir {
+    pub fn new() -> Self {
+        PluginDir { dir: tempfile::Builder::new().prefix("kubewasm-plugins-").tempdir().expect("create a plugin directory") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn wasm_path(&self, name: &str) -> PathBuf {
+        self.path().join(format!("{name}.wasm"))
+    }
+
+    /// Writes `bytes` beside the target under a name the host ignores, then renames it into
+    /// place: the host sees the old file or the new one, never half of one.
+    pub fn write_atomic(&self, file: &str, bytes: &[u8]) {
+        let target = self.path().join(file);
+        let aside = self.path().join(format!(".{file}.partial"));
+        let mut f = fs::File::create(&aside).unwrap_or_else(|e| panic!("create {}: {e}", aside.display()));
+        f.write_all(bytes).and_then(|()| f.sync_all()).unwrap_or_else(|e| panic!("write {}: {e}", aside.display()));
+        drop(f);
+        fs::rename(&aside, &target).unwrap_or_else(|e| panic!("rename {} to {}: {e}", aside.display(), target.display()));
+    }
+
+    /// Installs plugin `name`: settings first (if any), then the component, each atomically.
+    pub fn install(&self, name: &str, wasm: &[u8], settings: Option<&str>) {
+        if let Some(settings) = settings {
+            self.write_atomic(&format!("{name}.toml"), settings.as_bytes());
+        }
+        self.write_atomic(&format!("{name}.wasm"), wasm);
+    }
+
+    /// Installs the `e2e-guest` as variant `variant` with `settings` (named `settings.name`).
+    pub fn install_e2e(&self, settings: &E2eSettings, variant: &str) {
+        self.install(&settings.name, &e2e_variant(variant), Some(&settings.to_toml()));
+    }
+
+    /// Replaces plugin `name`'s component atomically (settings unchanged).
+    pub fn replace(&self, name: &str, wasm: &[u8]) {
+        self.write_atomic(&format!("{name}.wasm"), wasm);
+    }
+
+    /// Removes plugin `name` (its component; then its settings).
+    pub fn remove(&self, name: &str) {
+        fs::remove_file(self.wasm_path(name)).unwrap_or_else(|e| panic!("remove {name}.wasm: {e}"));
+        let _ = fs::remove_file(self.path().join(format!("{name}.toml")));
+    }
+
+    /// Overwrites `NAME.wasm` in place, the way a plain slow copy does: truncate, then `chunks`
+    /// writes with `pause` between them (each write visible at once), then close.
+    pub async fn write_slowly(&self, name: &str, bytes: &[u8], chunks: usize, pause: Duration) {
+        let path = self.wasm_path(name);
+        let mut file = fs::OpenOptions::new().create(true).write(true).truncate(true).open(&path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+        let size = bytes.len().div_ceil(chunks).max(1);
+        for (i, chunk) in bytes.chunks(size).enumerate() {
+            if i > 0 {
+                tokio::time::sleep(pause).await;
+            }
+            file.write_all(chunk).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        }
+        drop(file);
+    }
+}
+
+impl Default for PluginDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_variant_changes_only_the_marker() {
+        let wasm = b"\0asm....kubewasm-e2e:v01....".to_vec();
+        let v7 = variant_of(&wasm, "v07");
+        assert_eq!(v7.len(), wasm.len());
+        assert_eq!(&v7[..21], &wasm[..21]);
+        assert!(v7.windows(16).any(|w| w == b"kubewasm-e2e:v07"));
+    }
+
+    #[test]
+    fn settings_render_as_toml() {
+        let toml = E2eSettings::new("a").host("h1").mode("update").max_concurrency(3).to_toml();
+        assert_eq!(toml, "name = \"a\"\nhost = \"h1\"\nmode = \"update\"\nmax-concurrency = 3\n");
+    }
+}
