@@ -34,7 +34,7 @@ mod tests;
 
 use std::hash::Hash;
 use std::pin::pin;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -89,7 +89,7 @@ impl<K: Key> WorkQueue<K> {
             ready: Notify::new(),
             drained: Notify::new(),
         });
-        let hook: Weak<dyn Refresh> = Arc::downgrade(&shared) as Weak<Shared<K>>;
+        let hook = Arc::downgrade(&shared);
         metrics.refresh_on_scrape(hook);
         Ok(WorkQueue { shared })
     }

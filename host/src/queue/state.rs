@@ -81,8 +81,7 @@ impl<K: Key> State<K> {
                 }
                 // Processing: `done` queues it, so it never reaches two workers at once.
                 item.queued_since = Some(now());
-                self.ready.push_back(slot.key().clone());
-                true
+                false
             }
             Entry::Vacant(slot) => {
                 self.ready.push_back(slot.key().clone());

@@ -121,10 +121,14 @@ async fn no_key_is_ever_held_by_two_workers() {
     for adder in adders {
         adder.await.unwrap();
     }
-    // Let the workers empty the queue, then stop them.
-    while !q.is_empty() {
-        tokio::task::yield_now().await;
-    }
+    // Let the workers empty the queue, then stop them. Bounded: workers that died would
+    // otherwise leave this loop spinning.
+    let emptied = async {
+        while !q.is_empty() {
+            tokio::task::yield_now().await;
+        }
+    };
+    timeout(Duration::from_secs(10), emptied).await.expect("the workers empty the queue");
     q.shut_down_with_drain().await;
     for worker in workers {
         worker.await.unwrap();
