@@ -389,7 +389,8 @@ mod tests {
     #[test]
     fn every_invalid_field_is_named() {
         let policy = LimitPolicy::default();
-        let cases: Vec<(Box<dyn Fn(&mut Manifest)>, &str)> = vec![
+        type Mutation = Box<dyn Fn(&mut Manifest)>;
+        let cases: Vec<(Mutation, &str)> = vec![
             (Box::new(|m| m.name = "Bad_Name".into()), "`name`"),
             (Box::new(|m| m.version = "".into()), "`version`"),
             (Box::new(|m| m.primary.kind = "foo".into()), "`primary.kind`"),

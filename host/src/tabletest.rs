@@ -125,7 +125,7 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
         None => plugin.settings.clone(),
     };
     let described = match &case.settings {
-        Some(_) => runtime.describe(&plugin.prepared, "case", &settings, policy).await.map_err(|e| e.to_string())?,
+        Some(_) => runtime.describe(&plugin.prepared, "case", &settings, policy, plugin.described.limits).await.map_err(|e| e.to_string())?,
         None => plugin.described.clone(),
     };
     let mut cache = FixtureCache::default();

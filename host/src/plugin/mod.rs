@@ -149,7 +149,13 @@ impl Loader {
         };
         let prepared = self.runtime.prepare(&component)?;
         let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let mut described = self.runtime.describe(&prepared, &file_name, &settings, &self.policy).await?;
+        // The operator's limits, if any, hold for describe too: a plugin that needs more than the
+        // default just to start can be given it in NAME.toml.
+        let describe_limits = crate::manifest::Limits {
+            deadline: options.deadline_ms.map_or(self.policy.default_deadline, |ms| Duration::from_millis(ms).min(self.policy.max_deadline)),
+            memory_bytes: options.memory_mib.map_or(self.policy.default_memory_bytes, |mib| mib.saturating_mul(1 << 20).min(self.policy.max_memory_bytes)),
+        };
+        let mut described = self.runtime.describe(&prepared, &file_name, &settings, &self.policy, describe_limits).await?;
         described.limits = self.apply_overrides(&described.manifest, &options)?;
         Ok(LoadedPlugin {
             path: path.to_path_buf(),

@@ -14,9 +14,9 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use exports::kubewasm::controller::plugin as plugin_exports;
-pub use exports::kubewasm::controller::reconciler as reconciler_exports;
-pub use kubewasm::controller::{cache, client, events, log, types};
+pub use self::exports::kubewasm::controller::plugin as plugin_exports;
+pub use self::exports::kubewasm::controller::reconciler as reconciler_exports;
+pub use self::kubewasm::controller::{cache, client, events, log, types};
 
 /// The WIT package and version this host implements.
 pub const PACKAGE: &str = "kubewasm:controller";

@@ -232,16 +232,22 @@ impl Runtime {
         Ok(Prepared { pre })
     }
 
-    /// Instantiates the plugin with no grants, asks it to describe itself and validates the
-    /// answer.
-    pub async fn describe(&self, prepared: &Prepared, file_name: &str, settings: &str, policy: &LimitPolicy) -> Result<Described, DescribeError> {
+    /// Instantiates the plugin with no grants and under `limits` (the manifest, which may ask for
+    /// others, is not known yet), asks it to describe itself and validates the answer.
+    pub async fn describe(
+        &self,
+        prepared: &Prepared,
+        file_name: &str,
+        settings: &str,
+        policy: &LimitPolicy,
+        limits: Limits,
+    ) -> Result<Described, DescribeError> {
         let host = Arc::new(HostContext {
             plugin: file_name.into(),
             manifest: None,
             services: Services::unreachable(),
             metrics: PluginMetrics::default(),
         });
-        let limits = Limits { deadline: policy.default_deadline, memory_bytes: policy.default_memory_bytes };
         let runner = PluginRunner::new(self, prepared.clone(), host, limits, settings.into());
         let manifest = runner.instantiate().await.map(|(_, manifest)| manifest)?;
         let manifest = manifest.map_err(DescribeError::Refused)?;
