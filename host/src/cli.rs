@@ -76,6 +76,17 @@ enum Command {
                       kubewasm rbac --plugins ./plugins --lease-namespace kube-system --user alice"
     )]
     Rbac(RbacArgs),
+    /// Create a plugin project: a small working controller, a README and a table-test case
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # A Rust plugin in ./cm-summary\n  \
+                      kubewasm new --lang rust cm-summary\n\n  \
+                      # A Python plugin in another directory\n  \
+                      kubewasm new --lang python cm-summary --dir ~/src/cm-summary\n\n  \
+                      # A JavaScript plugin using the SDKs of a kubewasm checkout\n  \
+                      kubewasm new --lang js cm-summary --sdk ~/src/kubewasm/plugins"
+    )]
+    New(NewArgs),
     /// Run table tests (YAML cases) against a plugin, without a cluster
     #[command(
         help_template = COMMAND_TEMPLATE,
@@ -176,6 +187,10 @@ struct RbacArgs {
     #[arg(long, value_name = "NAMESPACE")]
     lease_namespace: Option<String>,
 
+    /// Also grant writing the status ConfigMap (NAMESPACE/NAME) that `kubewasm run` keeps
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/kubewasm-plugins")]
+    status_configmap: String,
+
     /// Bind the roles to this service account (NAMESPACE:NAME)
     #[arg(long, value_name = "NAMESPACE:NAME", default_value = "kubewasm:kubewasm", conflicts_with = "user")]
     service_account: String,
@@ -190,6 +205,26 @@ struct RbacArgs {
 
     #[command(flatten)]
     cache: CacheArgs,
+}
+
+#[derive(Args)]
+struct NewArgs {
+    /// The plugin's name: a DNS-1123 label (lowercase letters, digits and '-')
+    #[arg(value_name = "NAME")]
+    name: String,
+
+    /// The language of the plugin
+    #[arg(long, value_name = "LANG", value_parser = ["rust", "python", "js"])]
+    lang: String,
+
+    /// Directory to create the project in; must not exist or be empty (default: ./NAME)
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+
+    /// The plugins/ directory of a kubewasm checkout, holding the SDKs the project uses
+    /// (default: the checkout kubewasm was built from, else $KUBEWASM_SDK_DIR)
+    #[arg(long, value_name = "DIR")]
+    sdk: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -247,6 +282,7 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run(args).await,
             Command::Rbac(args) => rbac(args).await,
             Command::Test(args) => test(args).await,
+            Command::New(args) => new(args),
         }
     });
     match result {
@@ -314,8 +350,23 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
             manifests.push(plugin.described.manifest);
         }
     }
-    let host = crate::rbac::HostNeeds { lease_namespace: args.lease_namespace };
+    let status_namespace = args.status_configmap.split_once('/').map(|(ns, _)| ns.to_string());
+    let host = crate::rbac::HostNeeds { lease_namespace: args.lease_namespace, status_namespace };
     print!("{}", crate::rbac::render(&manifests, &host, &grantee, &args.name));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn new(args: NewArgs) -> Result<ExitCode, String> {
+    use crate::scaffold;
+    let lang: scaffold::Lang = args.lang.parse().map_err(|e: scaffold::ScaffoldError| e.to_string())?;
+    let options = scaffold::Options {
+        lang,
+        dir: args.dir.unwrap_or_else(|| PathBuf::from(&args.name)),
+        name: args.name,
+        sdks: scaffold::sdk_dir(args.sdk).map_err(|e| e.to_string())?,
+    };
+    let created = scaffold::create(&options).map_err(|e| e.to_string())?;
+    print!("{}", scaffold::summary(&options, &created));
     Ok(ExitCode::SUCCESS)
 }
 

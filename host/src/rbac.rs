@@ -1,6 +1,6 @@
 //! `kubewasm rbac`: the RBAC objects that cover exactly what the plugins declare, plus what the
-//! host itself needs — watches of every cached resource, finalizer patches, Events, and the
-//! leader election Lease. Cluster-wide grants become one ClusterRole; grants limited to
+//! host itself needs — watches of every cached resource, finalizer patches, Events, the leader
+//! election Lease and the status ConfigMap. Cluster-wide grants become one ClusterRole; grants limited to
 //! namespaces become a Role in each. Plural names follow kube's pluralization of the kind (the
 //! API's own for every built-in kind); no cluster is needed.
 
@@ -25,6 +25,8 @@ pub enum Grantee {
 pub struct HostNeeds {
     /// The namespace of the leader election Lease, if leader election is on.
     pub lease_namespace: Option<String>,
+    /// The namespace of the status ConfigMap listing the running plugins.
+    pub status_namespace: Option<String>,
 }
 
 /// Rules collected per scope: `None` is cluster-wide, `Some(ns)` one namespace.
@@ -67,6 +69,10 @@ fn collect(manifests: &[Manifest], host: &HostNeeds) -> Grants {
     grant(&mut grants, None, "events.k8s.io", "events".into(), ["create", "patch"]);
     if let Some(ns) = &host.lease_namespace {
         grant(&mut grants, Some(ns), "coordination.k8s.io", "leases".into(), ["get", "create", "update"]);
+    }
+    if let Some(ns) = &host.status_namespace {
+        // Server-side apply: patch, and create the first time.
+        grant(&mut grants, Some(ns), "", "configmaps".into(), ["create", "patch"]);
     }
     grants
 }
@@ -163,7 +169,7 @@ mod tests {
 
     #[test]
     fn covers_exactly_the_declared_permissions_and_the_hosts_needs() {
-        let host = HostNeeds { lease_namespace: Some("kube-system".into()) };
+        let host = HostNeeds { lease_namespace: Some("kube-system".into()), status_namespace: Some("kubewasm".into()) };
         let grants = collect(&[manifest()], &host);
         let cluster = &grants[&None];
         let verbs = |group: &str, resource: &str| cluster[&(group.to_string(), resource.to_string())].iter().copied().collect::<Vec<_>>();
@@ -175,12 +181,13 @@ mod tests {
         assert!(!cluster.contains_key(&(String::new(), "secrets".to_string())), "secrets only in team-a");
         assert_eq!(grants[&Some("team-a".into())].len(), 1);
         assert_eq!(grants[&Some("kube-system".into())][&("coordination.k8s.io".to_string(), "leases".to_string())].len(), 3);
+        assert_eq!(grants[&Some("kubewasm".into())][&(String::new(), "configmaps".to_string())].len(), 2);
     }
 
     #[test]
     fn renders_roles_and_bindings_as_yaml() {
         let grantee = Grantee::ServiceAccount { namespace: "kubewasm".into(), name: "kubewasm".into() };
-        let yaml = render(&[manifest()], &HostNeeds { lease_namespace: None }, &grantee, "kubewasm");
+        let yaml = render(&[manifest()], &HostNeeds { lease_namespace: None, status_namespace: None }, &grantee, "kubewasm");
         for needle in ["kind: ClusterRole\n", "kind: ClusterRoleBinding", "kind: Role\n", "kind: RoleBinding", "namespace: team-a", "- foos/status", "kind: ServiceAccount"] {
             assert!(yaml.contains(needle), "{needle:?} missing in:\n{yaml}");
         }

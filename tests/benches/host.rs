@@ -1,0 +1,230 @@
+//! The host benchmark (issues 4 and 5), against a real local control plane and the release
+//! `kubewasm` binary, numbers side by side in one run:
+//! - end-to-end reconciles per second of a no-op Rust plugin fed from the cache;
+//! - cache bytes per object against the objects' JSON bytes (from the host's resident memory);
+//! - host memory with 1 vs 50 copies of a small plugin;
+//! - hot-swap latency, from the file in place to the first reconcile on the new version: a Rust
+//!   plugin with the artifact cache cold and warm, and a Python and a JS plugin likewise.
+//!
+//! `cargo bench -p kubewasm-tests --bench host` (needs `kubewasm-py` and `node` for the last
+//! part, as `make test` installs them).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use kubewasm_tests::host::{Host, HostConfig};
+use kubewasm_tests::plugindir::{E2eSettings, PluginDir, e2e_guest, variant_of};
+use kubewasm_tests::{ControlPlane, TestNamespace, guests, prom};
+
+const LABEL: &str = "e2e.kubewasm.io/primary";
+
+fn release_host() -> PathBuf {
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .current_dir(guests::workspace_root())
+        .args(["build", "--quiet", "--release", "-p", "kubewasm", "--bin", "kubewasm"])
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the release host failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| guests::workspace_root().join("target"));
+    target.join("release/kubewasm")
+}
+
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the host runs");
+    let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).expect("VmRSS");
+    kb * 1024
+}
+
+async fn metric(host: &Host, name: &str, labels: &[(&str, &str)]) -> f64 {
+    prom::sum(&host.metrics().await.expect("/metrics answers"), name, labels)
+}
+
+/// Polls a metric every few milliseconds until `done`; returns when it first held.
+async fn until(host: &Host, name: &str, labels: &[(&str, &str)], done: impl Fn(f64) -> bool) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        if done(metric(host, name, labels).await) {
+            return Instant::now();
+        }
+        assert!(Instant::now() < deadline, "{name} never reached the expected value\n{}", host.log_tail(40));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Creates `count` labelled ConfigMaps of about `bytes` each, 16 requests at a time; returns
+/// the JSON bytes of one as the API server serves it.
+async fn create_configmaps(ns: &TestNamespace, count: usize, bytes: usize) -> usize {
+    let api: Api<ConfigMap> = ns.api();
+    let value = "v".repeat(bytes.saturating_sub(400) / 4);
+    let tasks = futures::stream::iter(0..count).map(|i| {
+        let api = api.clone();
+        let value = value.clone();
+        async move {
+            let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("cm-{i:06}"), "labels": {LABEL: "true", "app": "bench"}},
+                "data": {"a": value, "b": value, "c": value, "d": value},
+            }))
+            .unwrap();
+            api.create(&PostParams::default(), &cm).await.expect("create a ConfigMap");
+        }
+    });
+    use futures::StreamExt;
+    tasks.buffer_unordered(16).collect::<Vec<()>>().await;
+    let raw = ns.client().request_text(http::Request::get(format!("/api/v1/namespaces/{}/configmaps/cm-000000", ns.name())).body(Vec::new()).unwrap()).await.unwrap();
+    raw.len()
+}
+
+async fn reconciles_and_cache(cp: &ControlPlane) {
+    let ns = cp.namespace("bench-cache").await.unwrap();
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("noop").mode("noop").max_concurrency(2), "v01");
+    let mut host = Host::start(HostConfig::new("bench", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).log_filter("warn")).await.unwrap();
+    host.wait_ready(Duration::from_secs(120)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = rss_bytes(host.pid().unwrap());
+
+    let count = 20_000;
+    let json_bytes = create_configmaps(&ns, count, 1024).await;
+    until(&host, "controller_runtime_reconcile_total", &[("controller", "noop")], |n| n >= count as f64).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_bytes(host.pid().unwrap());
+    let per_object = (after.saturating_sub(before)) as f64 / count as f64;
+
+    // Reconciles fed from the cache: restart the host on the full cache; the initial list queues
+    // every key, and the workers drain them.
+    host.stop().await.unwrap();
+    let host = Host::start(HostConfig::new("bench", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).log_filter("warn")).await.unwrap();
+    let synced = until(&host, "workqueue_adds_total", &[("name", "noop")], |n| n >= count as f64).await;
+    let done = until(&host, "controller_runtime_reconcile_total", &[("controller", "noop")], |n| n >= count as f64).await;
+    let rate = count as f64 / done.duration_since(synced).as_secs_f64();
+    host.stop().await.unwrap();
+
+    println!("end-to-end reconciles of a no-op Rust plugin fed from the cache (2 workers, {count} objects)");
+    println!("  {rate:>10.0} reconciles/s   (target 20 000/s: {:.2}x)", rate / 20_000.0);
+    println!("\ncache: {count} ConfigMaps of {json_bytes} JSON bytes each (as the API server serves them, with managedFields)");
+    println!("  host memory per object {per_object:>8.0} bytes   = {:.2}x the JSON (target <= 1.2x)", per_object / json_bytes as f64);
+}
+
+async fn plugin_copies(cp: &ControlPlane) {
+    let ns = cp.namespace("bench-copies").await.unwrap();
+    let api: Api<ConfigMap> = ns.api();
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": "one", "labels": {LABEL: "true"}}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let mut rss = Vec::new();
+    for copies in [1usize, 50] {
+        let dir = PluginDir::new();
+        for i in 0..copies {
+            dir.install_e2e(&E2eSettings::new(&format!("copy-{i:02}")).mode("noop").max_concurrency(1), "v01");
+        }
+        let mut host = Host::start(HostConfig::new("copies", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).log_filter("warn")).await.unwrap();
+        host.wait_ready(Duration::from_secs(300)).await.unwrap();
+        // Every copy reconciles the object once: one live instance each.
+        until(&host, "controller_runtime_reconcile_total", &[], |n| n >= copies as f64).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        rss.push(rss_bytes(host.pid().unwrap()));
+        host.stop().await.unwrap();
+    }
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    println!("\nhost memory (RSS) with copies of a small Rust plugin, each with one live instance");
+    println!("  1 copy   {:>7.1} MiB", mib(rss[0]));
+    println!("  50 copies {:>6.1} MiB   ({:.2}x; {:.2} MiB per additional copy)", mib(rss[1]), rss[1] as f64 / rss[0] as f64, (mib(rss[1]) - mib(rss[0])) / 49.0);
+}
+
+/// Appends a custom section: the same plugin under a new digest.
+fn with_custom_section(wasm: &[u8], tag: &str) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = b"kubewasm-bench";
+    let mut body = Vec::new();
+    leb(name.len(), &mut body);
+    body.extend_from_slice(name);
+    body.extend_from_slice(tag.as_bytes());
+    let mut out = wasm.to_vec();
+    out.push(0);
+    leb(body.len(), &mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Time from a new version in place to the first reconcile on it.
+async fn swap(host: &Host, dir: &PluginDir, plugin: &str, wasm: &[u8]) -> Duration {
+    let reloads = metric(host, "kubewasm_plugin_reloads_total", &[("plugin", plugin), ("result", "reloaded")]).await;
+    let started = Instant::now();
+    dir.replace(plugin, wasm);
+    until(host, "kubewasm_plugin_reloads_total", &[("plugin", plugin), ("result", "reloaded")], |n| n > reloads).await;
+    let reconciles = metric(host, "controller_runtime_reconcile_total", &[("controller", plugin)]).await;
+    until(host, "controller_runtime_reconcile_total", &[("controller", plugin)], |n| n > reconciles).await.duration_since(started)
+}
+
+/// Puts `wasm` into the host's artifact cache, as a warm cache would have it.
+fn precompile(wasm: &[u8]) {
+    let file = tempfile::Builder::new().suffix(".wasm").tempfile().unwrap();
+    std::fs::write(file.path(), wasm).unwrap();
+    let status = Command::new(std::env::var_os("KUBEWASM_BIN").unwrap())
+        .args(["check", "--cache-dir"])
+        .arg(kubewasm_tests::host::artifact_cache_dir())
+        .arg(file.path())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+async fn swap_latency(cp: &ControlPlane, name: &str, language: &str, wasm: Vec<u8>, settings: Option<&str>, primary: &str) {
+    let ns = cp.namespace("bench-swap").await.unwrap();
+    let api: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    dir.install(name, &wasm, settings);
+    let host = Host::start(HostConfig::new("swap", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).log_filter("warn")).await.unwrap();
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": "swapped", "labels": {primary: "true"}}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let mut host = host;
+    host.wait_ready(Duration::from_secs(300)).await.unwrap();
+    until(&host, "controller_runtime_reconcile_total", &[("controller", name)], |n| n >= 1.0).await;
+    let mut cold = Vec::new();
+    let mut warm = Vec::new();
+    for round in 0..3 {
+        cold.push(swap(&host, &dir, name, &with_custom_section(&wasm, &format!("cold-{round}"))).await);
+        let next = with_custom_section(&wasm, &format!("warm-{round}"));
+        precompile(&next);
+        warm.push(swap(&host, &dir, name, &next).await);
+    }
+    host.stop().await.unwrap();
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2].as_secs_f64() * 1e3
+    };
+    println!(
+        "  {language:<7} {:>6} KB   cold {:>8.1} ms   warm {:>7.1} ms{}",
+        wasm.len() / 1024,
+        median(cold),
+        median(warm),
+        if language == "Rust" { "   (target < 50 ms warm)" } else { "" }
+    );
+}
+
+fn main() {
+    let bin = release_host();
+    // SAFETY: set before the async runtime and any other thread start.
+    unsafe { std::env::set_var("KUBEWASM_BIN", &bin) };
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+        let cp = ControlPlane::start().await.unwrap();
+        reconciles_and_cache(&cp).await;
+        plugin_copies(&cp).await;
+        println!("\nhot swap: a new version in place (atomic rename) to the first reconcile on it (median of 3)");
+        let rust = std::fs::read(e2e_guest()).unwrap();
+        swap_latency(&cp, "swap", "Rust", variant_of(&rust, "v01"), Some("name = \"swap\"\nmode = \"noop\"\n"), LABEL).await;
+    });
+}
