@@ -28,7 +28,9 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
 fi
 
 # Python tools (componentize-py, kubectl, pytest) and the Python SDK, in a venv kept in the cache.
-VENV="$CACHE/venv"
+# One venv per checkout: the SDK is installed editable, so a venv shared by two clones would point
+# one of them at the other's sources.
+VENV="$CACHE/venv-$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)"
 if [ ! -x "$VENV/bin/python" ]; then
     step "creating a Python venv in $VENV"
     python3 -m venv "$VENV"
@@ -53,5 +55,17 @@ if [ -f "$ROOT/plugins/js/package.json" ]; then
         touch "$JS_STAMP"
     fi
 fi
+
+# The JS examples depend on the SDK as a local package (file:../../../plugins/js): link it into
+# each example's node_modules (their unit tests import @kubewasm/sdk).
+for example in "$ROOT"/examples/*/js; do
+    [ -f "$example/package.json" ] || continue
+    EXAMPLE_STAMP="$example/node_modules/.kubewasm-$(cat "$example/package.json" "$ROOT/plugins/js/package.json" | sha256sum | cut -c1-16)"
+    if [ ! -e "$EXAMPLE_STAMP" ]; then
+        step "installing npm packages for ${example#"$ROOT"/}"
+        (cd "$example" && npm install --no-audit --no-fund --loglevel=error)
+        touch "$EXAMPLE_STAMP"
+    fi
+done
 
 export KUBECTL="$VENV/bin/kubectl"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: unit tests, the runtime's fault catalog, the end-to-end suites against a
-# real local control plane (built from the Kubernetes Go modules on first use), the examples'
-# table tests in every language, and the Python and JS SDKs' own tests. Ends with one line:
+# real local control plane (built from the Kubernetes Go modules on first use), the examples in
+# every language (table tests, the cross-language end-to-end suite, `kubewasm new`), and the
+# Python and JS tests: the SDKs' own and the examples' unit tests. Ends with one line:
 # "N passed, N failed".
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
@@ -13,13 +14,36 @@ run() {
     "$@" 2>&1 | tee -a "$LOG" || status=1
 }
 
+# Runs a command in a directory (for the runners that look for their tests where they start).
+in_dir() {
+    local dir="$1"
+    shift
+    (cd "$dir" && "$@")
+}
+
 run cargo test --no-fail-fast
+
+# The Python SDK's tests, then the Python examples' unit tests (one run per directory: each
+# imports its controller module from its own directory).
 if [ -f plugins/python/pyproject.toml ]; then
     run python -m pytest -q plugins/python
 fi
+for dir in examples/*/python; do
+    if compgen -G "$dir/test_*.py" >/dev/null; then
+        run python -m pytest -q "$dir"
+    fi
+done
+
+# The JS SDK's tests (`npm test`), then the JS examples' unit tests (`node --test` finds the
+# *.test.js files of the directory it runs in).
 if [ -f plugins/js/package.json ]; then
-    run node --test plugins/js/test/
+    run in_dir plugins/js npm test
 fi
+for dir in examples/*/js; do
+    if compgen -G "$dir/*.test.js" >/dev/null; then
+        run in_dir "$dir" node --test
+    fi
+done
 
 # One closing line CI can read, summed over every runner above.
 python3 - "$LOG" "$status" <<'PY'
@@ -31,7 +55,7 @@ for line in open(sys.argv[1], errors="replace"):
     elif re.search(r"\d+ (passed|failed)\b.* in [\d.]+s", line):              # pytest
         passed += sum(int(n) for n in re.findall(r"(\d+) passed", line))
         failed += sum(int(n) for n in re.findall(r"(\d+) (?:failed|error)", line))
-    elif m := re.match(r"^# (pass|fail) (\d+)$", line.strip()):                  # node --test
+    elif m := re.match(r"^(?:#|\u2139) (pass|fail) (\d+)$", line.strip()):       # node --test (tap, spec)
         if m[1] == "pass": passed += int(m[2])
         else: failed += int(m[2])
 if sys.argv[2] != "0" and failed == 0:

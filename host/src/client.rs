@@ -1,7 +1,8 @@
 //! The host's Kubernetes client for plugin writes: the kube-backed [`ApiWriter`]. Each plugin
 //! gets its own writer: field manager `kubewasm/<plugin>`, a client-side rate limit (QPS and
 //! burst, controller-runtime's defaults 20 and 30), and no writes at all while this host is a
-//! standby. Capability checks happen before a request gets here (in the runtime).
+//! standby. Capability checks happen before a request gets here (in the runtime). What the API
+//! server answers to a write goes into the informers' caches at once (read your own writes).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use tokio::sync::Mutex;
 
 use crate::discovery::{Discovery, DiscoveryError};
+use crate::informer::Informers;
 use crate::informer::raw::RawObject;
 use crate::leader::Leadership;
 use crate::queue::rate_limit::TokenBucket;
@@ -34,6 +36,8 @@ impl Default for ClientLimits {
 pub struct KubeWriter {
     client: Client,
     discovery: Arc<Discovery>,
+    /// Told of every object written, so the plugin reads its own writes.
+    informers: Arc<Informers>,
     field_manager: String,
     bucket: Mutex<TokenBucket>,
     leadership: Leadership,
@@ -44,10 +48,11 @@ fn error(code: Code, message: impl Into<String>) -> GuestError {
 }
 
 impl KubeWriter {
-    pub fn new(client: Client, discovery: Arc<Discovery>, plugin: &str, limits: ClientLimits, leadership: Leadership) -> Self {
+    pub fn new(client: Client, discovery: Arc<Discovery>, informers: Arc<Informers>, plugin: &str, limits: ClientLimits, leadership: Leadership) -> Self {
         KubeWriter {
             client,
             discovery,
+            informers,
             field_manager: format!("kubewasm/{plugin}"),
             bucket: Mutex::new(TokenBucket::new(limits.qps, limits.burst)),
             leadership,
@@ -119,8 +124,11 @@ impl ApiWriter for KubeWriter {
         }
         self.throttle().await;
         let api = self.api(&request).await?;
-        let stored = self.perform(api, request).await.map_err(guest_error)?;
-        Ok(stored.map(|raw| raw.json().to_string()))
+        let resource = request.resource.clone();
+        let Some(stored) = self.perform(api, request).await.map_err(guest_error)? else { return Ok(None) };
+        let json = stored.json().to_string();
+        self.informers.observe_write(&resource, stored);
+        Ok(Some(json))
     }
 }
 

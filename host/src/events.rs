@@ -1,7 +1,8 @@
 //! Kubernetes Events (events.k8s.io/v1) from plugins and from the host about plugins: queued
 //! without blocking the caller, rate-limited per object and reason (client-go's spam filter:
 //! a burst of 25, then one per 5 minutes), and sent by kube's `Recorder`, which aggregates
-//! repeats into an event series. The reporting controller is `kubewasm/<plugin>`.
+//! exact repeats (same object, reason and note) into an event series. The reporting controller
+//! is `kubewasm/<plugin>`.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -20,6 +21,8 @@ use crate::runtime::host::{EventSink, PluginEvent};
 const BACKLOG: usize = 4096;
 const SPAM_BURST: u32 = 25;
 const SPAM_REFILL: Duration = Duration::from_secs(300);
+/// Series caches kept (one per plugin and note) before they are all forgotten.
+const MAX_RECORDERS: usize = 1024;
 
 /// Hands events to the sender task. Cheap to clone.
 #[derive(Clone)]
@@ -50,8 +53,11 @@ impl EventRecorder {
 struct Sender {
     client: Client,
     instance: String,
-    /// One recorder (and its series cache) per reporting plugin.
-    recorders: HashMap<String, Recorder>,
+    /// One recorder (and its series cache) per reporting plugin and note. kube's `Recorder`
+    /// aggregates by object, reason and action but not by note: a repeat with another note
+    /// would only raise the count of the first Event and keep its (now wrong) note. Keyed by
+    /// note too, only exact repeats aggregate; a new note is a new Event.
+    recorders: HashMap<(String, String), Recorder>,
     spam: HashMap<(String, String, String), TokenBucket>,
     dropped: Counter,
 }
@@ -93,7 +99,11 @@ impl Sender {
             self.dropped.inc();
             return;
         }
-        let recorder = self.recorders.entry(event.plugin.clone()).or_insert_with(|| {
+        if self.recorders.len() > MAX_RECORDERS {
+            // Forgetting series only means the next repeat starts a new Event.
+            self.recorders.clear();
+        }
+        let recorder = self.recorders.entry((event.plugin.clone(), event.note.clone())).or_insert_with(|| {
             Recorder::new(self.client.clone(), Reporter { controller: format!("kubewasm/{}", event.plugin), instance: Some(self.instance.clone()) })
         });
         let reference = ObjectReference {

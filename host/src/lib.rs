@@ -19,7 +19,7 @@
 //! - [`discovery`], [`resource`], [`selector`]: kinds, keys and label selectors.
 //! - [`leader`]: Lease-based leader election. [`metrics`], [`server`]: Prometheus metrics and
 //!   the HTTP endpoints. [`offline`]: running plugins without a cluster; [`tabletest`]:
-//!   `kubewasm test`. [`rbac`]: `kubewasm rbac`.
+//!   `kubewasm test`. [`rbac`]: `kubewasm rbac`. [`scaffold`]: `kubewasm new`.
 
 pub mod app;
 pub mod cli;
@@ -37,6 +37,7 @@ pub mod queue;
 pub mod rbac;
 pub mod resource;
 pub mod runtime;
+pub mod scaffold;
 pub mod selector;
 pub mod server;
 pub mod supervisor;

@@ -53,6 +53,10 @@ pub struct Supervisor {
     scanning: tokio::sync::Mutex<Files>,
     /// Shared with the tasks that start controllers in the background.
     plugins: Arc<Mutex<Plugins>>,
+    /// Status ConfigMap writes, one at a time, each listing what runs when it is written.
+    publishing: Arc<tokio::sync::Mutex<()>>,
+    /// Set once the first scan of the directory has loaded (or rejected) every file in it.
+    scanned: std::sync::atomic::AtomicBool,
 }
 
 /// What the supervisor knows of each file.
@@ -112,11 +116,16 @@ impl Supervisor {
             shutdown,
             scanning: Default::default(),
             plugins: Default::default(),
+            publishing: Default::default(),
+            scanned: Default::default(),
         })
     }
 
     /// `Ok` when every plugin runs with synced caches; else which do not.
     pub fn readiness(&self) -> Result<(), String> {
+        if !self.scanned.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("not ready: loading the plugin directory".into());
+        }
         let plugins = self.plugins.lock();
         let waiting: Vec<&str> = plugins
             .starting
@@ -135,6 +144,7 @@ impl Supervisor {
     pub async fn run(self: Arc<Self>, watch: bool) -> Result<(), crate::app::AppError> {
         crate::app::plugin_files(&self.dir)?;
         self.scan(&HashSet::new(), true).await;
+        self.scanned.store(true, std::sync::atomic::Ordering::SeqCst);
         if self.plugins.lock().running.is_empty() && self.plugins.lock().starting.is_empty() {
             tracing::warn!(dir = %self.dir.display(), "no plugin is running");
         }
@@ -145,14 +155,16 @@ impl Supervisor {
         let watcher = {
             use notify::Watcher;
             let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                if let Ok(event) = event {
+                if let Ok(event) = event
+                    && changes_something(&event)
+                {
                     let _ = events_tx.send(event);
                 }
             });
-            if let Ok(w) = watcher.as_mut() {
-                if let Err(e) = w.watch(&self.dir, notify::RecursiveMode::NonRecursive) {
-                    tracing::warn!(dir = %self.dir.display(), "cannot watch the plugin directory, polling every {RESCAN:?}: {e}");
-                }
+            if let Ok(w) = watcher.as_mut()
+                && let Err(e) = w.watch(&self.dir, notify::RecursiveMode::NonRecursive)
+            {
+                tracing::warn!(dir = %self.dir.display(), "cannot watch the plugin directory, polling every {RESCAN:?}: {e}");
             }
             watcher
         };
@@ -251,8 +263,11 @@ impl Supervisor {
             Ok(plugin) => {
                 let state = files.0.get_mut(path).expect("present");
                 state.handled = Some(stamp);
+                // What was loaded, which a writer still at work may have changed since
+                // `read_content` looked: remembering that read instead would load it again.
+                let loaded = (plugin.digest, content.1);
                 if self.install(path, plugin, started).await {
-                    files.0.get_mut(path).expect("present").loaded = Some(content);
+                    files.0.get_mut(path).expect("present").loaded = Some(loaded);
                 }
             }
             Err(e) if looks_incomplete(&e) && now.duration_since(since) < INCOMPLETE_GRACE => {
@@ -325,14 +340,23 @@ impl Supervisor {
         let stop = self.shutdown.child_token();
         self.plugins.lock().starting.insert(name.clone(), stop.clone());
         let (env, path, registry) = (self.env.clone(), path.to_path_buf(), self.plugins.clone());
+        let (status, publishing) = (self.status.clone(), self.publishing.clone());
         tokio::spawn(async move {
             let mut delay = Duration::from_secs(1);
             loop {
                 match Controller::start(env.clone(), plugin.clone(), stop.child_token()).await {
                     Ok(controller) => {
-                        let mut plugins = registry.lock();
-                        if plugins.starting.remove(&name).is_some() {
-                            plugins.running.insert(name, Running { controller, stop, path });
+                        {
+                            let mut plugins = registry.lock();
+                            if plugins.starting.remove(&name).is_some() {
+                                plugins.running.insert(name, Running { controller, stop, path });
+                            }
+                        }
+                        // It runs now: list it (the load's own update ran while it was starting).
+                        if env.leadership.is_leader()
+                            && let Err(e) = publish_status(&env, &status, &registry, &publishing).await
+                        {
+                            tracing::warn!(configmap = %format!("{}/{}", status.namespace, status.name), "cannot update the status ConfigMap: {e}");
                         }
                         return;
                     }
@@ -404,13 +428,13 @@ impl Supervisor {
         };
         let status = self.status.clone();
         let env = self.env.clone();
-        let listing = self.listing();
+        let (registry, publishing) = (self.plugins.clone(), self.publishing.clone());
         let plugin = plugin.to_string();
         tokio::spawn(async move {
             if !env.leadership.is_leader() {
                 return;
             }
-            let uid = match publish_status(&env, &status, listing).await {
+            let uid = match publish_status(&env, &status, &registry, &publishing).await {
                 Ok(uid) => uid,
                 Err(e) => {
                     tracing::warn!(configmap = %format!("{}/{}", status.namespace, status.name), "cannot update the status ConfigMap: {e}");
@@ -430,19 +454,6 @@ impl Supervisor {
         });
     }
 
-    /// What the status ConfigMap lists: each plugin with its version, digest and file.
-    fn listing(&self) -> BTreeMap<String, String> {
-        self.plugins
-            .lock()
-            .running
-            .iter()
-            .map(|(name, r)| {
-                let v = r.controller.version();
-                (name.clone(), format!("version={} digest=sha256:{} file={}", v.manifest.version, v.plugin.digest, r.path.display()))
-            })
-            .collect()
-    }
-
     /// Stops every controller (graceful).
     pub async fn stopped(&self) {
         for controller in self.controllers() {
@@ -451,8 +462,30 @@ impl Supervisor {
     }
 }
 
-/// Writes the plugin listing into the status ConfigMap (server-side apply); returns its uid.
-async fn publish_status(env: &Environment, status: &StatusObject, listing: BTreeMap<String, String>) -> Result<Option<String>, kube::Error> {
+/// What the status ConfigMap lists: each running plugin with its version, digest and file.
+fn listing(plugins: &Mutex<Plugins>) -> BTreeMap<String, String> {
+    plugins
+        .lock()
+        .running
+        .iter()
+        .map(|(name, r)| {
+            let v = r.controller.version();
+            (name.clone(), format!("version={} digest=sha256:{} file={}", v.manifest.version, v.plugin.digest, r.path.display()))
+        })
+        .collect()
+}
+
+/// Writes the plugins running now into the status ConfigMap (server-side apply); returns its
+/// uid. One write at a time, each listing what runs when it is made, so that writes finishing
+/// out of order cannot leave an older listing behind.
+async fn publish_status(
+    env: &Environment,
+    status: &StatusObject,
+    plugins: &Mutex<Plugins>,
+    publishing: &tokio::sync::Mutex<()>,
+) -> Result<Option<String>, kube::Error> {
+    let _one_at_a_time = publishing.lock().await;
+    let listing = listing(plugins);
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &status.namespace);
     let object = serde_json::json!({
         "apiVersion": "v1",
@@ -463,6 +496,19 @@ async fn publish_status(env: &Environment, status: &StatusObject, listing: BTree
     let params = PatchParams::apply("kubewasm").force();
     let stored = api.patch(&status.name, &params, &Patch::Apply(object)).await?;
     Ok(stored.metadata.uid)
+}
+
+/// Whether an event may mean a changed file. Opening, reading and closing a file unchanged do
+/// not — and the scan itself reads the files: were those events to wake it, a file it cannot
+/// load yet would be examined again and again without pause.
+fn changes_something(event: &notify::Event) -> bool {
+    use notify::EventKind::Access;
+    use notify::event::{AccessKind, AccessMode};
+    match event.kind {
+        Access(AccessKind::Close(AccessMode::Write)) => true,
+        Access(_) => false,
+        _ => true,
+    }
 }
 
 /// Marks files whose writer is known to be done: renamed into place, or closed after writing.

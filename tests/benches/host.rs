@@ -9,7 +9,7 @@
 //! `cargo bench -p kubewasm-tests --bench host` (needs `kubewasm-py` and `node` for the last
 //! part, as `make test` installs them).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -168,13 +168,13 @@ async fn swap(host: &Host, dir: &PluginDir, plugin: &str, wasm: &[u8]) -> Durati
     until(host, "controller_runtime_reconcile_total", &[("controller", plugin)], |n| n > reconciles).await.duration_since(started)
 }
 
-/// Puts `wasm` into the host's artifact cache, as a warm cache would have it.
-fn precompile(wasm: &[u8]) {
+/// Puts `wasm` into the artifact cache `cache`, as a warm cache would have it.
+fn precompile(cache: &Path, wasm: &[u8]) {
     let file = tempfile::Builder::new().suffix(".wasm").tempfile().unwrap();
     std::fs::write(file.path(), wasm).unwrap();
     let status = Command::new(std::env::var_os("KUBEWASM_BIN").unwrap())
-        .args(["check", "--cache-dir"])
-        .arg(kubewasm_tests::host::artifact_cache_dir())
+        .arg("check")
+        .arg(format!("--cache-dir={}", cache.display()))
         .arg(file.path())
         .stdout(std::process::Stdio::null())
         .status()
@@ -187,7 +187,9 @@ async fn swap_latency(cp: &ControlPlane, name: &str, language: &str, wasm: Vec<u
     let api: Api<ConfigMap> = ns.api();
     let dir = PluginDir::new();
     dir.install(name, &wasm, settings);
-    let host = Host::start(HostConfig::new("swap", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).log_filter("warn")).await.unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let config = HostConfig::new("swap", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).artifacts(cache.path()).log_filter("warn");
+    let host = Host::start(config).await.unwrap();
     let cm: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": "swapped", "labels": {primary: "true"}}})).unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
     let mut host = host;
@@ -198,7 +200,7 @@ async fn swap_latency(cp: &ControlPlane, name: &str, language: &str, wasm: Vec<u
     for round in 0..3 {
         cold.push(swap(&host, &dir, name, &with_custom_section(&wasm, &format!("cold-{round}"))).await);
         let next = with_custom_section(&wasm, &format!("warm-{round}"));
-        precompile(&next);
+        precompile(cache.path(), &next);
         warm.push(swap(&host, &dir, name, &next).await);
     }
     host.stop().await.unwrap();
@@ -215,6 +217,20 @@ async fn swap_latency(cp: &ControlPlane, name: &str, language: &str, wasm: Vec<u
     );
 }
 
+/// A `kubewasm new --lang LANG NAME` project (in the returned directory, under `NAME/`): the
+/// scaffold's plugin reconciles the ConfigMaps labeled `NAME.example.com/enabled=true`.
+fn scaffold(lang: &str, name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new(std::env::var_os("KUBEWASM_BIN").unwrap())
+        .current_dir(dir.path())
+        .args(["new", "--lang", lang, name])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kubewasm new --lang {lang} {name} failed");
+    dir
+}
+
 fn main() {
     let bin = release_host();
     // SAFETY: set before the async runtime and any other thread start.
@@ -226,5 +242,11 @@ fn main() {
         println!("\nhot swap: a new version in place (atomic rename) to the first reconcile on it (median of 3)");
         let rust = std::fs::read(e2e_guest()).unwrap();
         swap_latency(&cp, "swap", "Rust", variant_of(&rust, "v01"), Some("name = \"swap\"\nmode = \"noop\"\n"), LABEL).await;
+        for (lang, language, app) in [("python", "Python", "app.py"), ("js", "JS", "app.js")] {
+            let name = format!("swap-{lang}");
+            let project = scaffold(lang, &name);
+            let wasm = std::fs::read(guests::cached_plugin(lang, &project.path().join(&name).join(app), &name)).unwrap();
+            swap_latency(&cp, &name, language, wasm, None, &format!("{name}.example.com/enabled")).await;
+        }
     });
 }

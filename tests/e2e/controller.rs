@@ -48,12 +48,12 @@ async fn sample_controller(cp: &ControlPlane, ns: &str) -> Result<(Host, PluginD
     Ok((host, dir, foos))
 }
 
-fn foo(ar: &ApiResource, name: &str, deployment: &str, replicas: i64) -> DynamicObject {
+fn new_foo(ar: &ApiResource, name: &str, deployment: &str, replicas: i64) -> DynamicObject {
     DynamicObject::new(name, ar).data(json!({"spec": {"deploymentName": deployment, "replicas": replicas}}))
 }
 
-fn status_of(foo: &DynamicObject) -> (Option<i64>, Option<i64>) {
-    let status = foo.data.get("status");
+fn status_of(object: &DynamicObject) -> (Option<i64>, Option<i64>) {
+    let status = object.data.get("status");
     let field = |f: &str| status.and_then(|s| s.get(f)).and_then(|v| v.as_i64());
     (field("availableReplicas"), field("observedGeneration"))
 }
@@ -80,9 +80,9 @@ async fn wait_foo_status(foos: &Api<DynamicObject>, pods: &Api<Pod>, name: &str,
     let what = format!("Foo {name} to report {replicas} available replicas for its current generation");
     Ok(eventually(&what, CONVERGE, || async {
         mark_pods_ready(pods, &format!("controller={name}")).await?;
-        let foo = foos.get(name).await?;
-        let generation = foo.metadata.generation.context("a Foo has a generation")?;
-        match status_of(&foo) {
+        let object = foos.get(name).await?;
+        let generation = object.metadata.generation.context("a Foo has a generation")?;
+        match status_of(&object) {
             (Some(available), Some(observed)) if available == replicas && observed == generation => Ok(generation),
             other => Err(anyhow!("generation {generation}, status (availableReplicas, observedGeneration) = {other:?}")),
         }
@@ -102,7 +102,7 @@ async fn sample_controller_keeps_a_deployment_and_the_foo_status() -> Result<()>
     let deployments: Api<Deployment> = ns.api();
     let pods: Api<Pod> = ns.api();
 
-    let created = foos.create(&PostParams::default(), &foo(&ar, "alpha", "alpha-web", 1)).await?;
+    let created = foos.create(&PostParams::default(), &new_foo(&ar, "alpha", "alpha-web", 1)).await?;
     let uid = created.uid().context("a created Foo has a uid")?;
     let deployment = eventually("the Deployment alpha-web", CONVERGE, || async { deployments.get("alpha-web").await }).await?;
     let owner = deployment.owner_references().first().cloned().context("the Deployment has an owner reference")?;
@@ -159,7 +159,7 @@ async fn sample_controller_leaves_a_deployment_it_does_not_own_alone() -> Result
 
     let (host, _dir, ar) = sample_controller(cp, ns.name()).await?;
     let foos: Api<DynamicObject> = Api::namespaced_with(ns.client().clone(), ns.name(), &ar);
-    foos.create(&PostParams::default(), &foo(&ar, "beta", "theirs", 3)).await?;
+    foos.create(&PostParams::default(), &new_foo(&ar, "beta", "theirs", 3)).await?;
 
     let event = wait_event(ns.client(), ns.name(), "beta", "ErrResourceExists", "\"theirs\" already exists").await?;
     ensure!(event.type_.as_deref() == Some("Warning"), "{event:?}");
@@ -200,8 +200,9 @@ async fn two_plugins_reading_configmaps_share_one_watch() -> Result<()> {
 
     // Cluster-wide (no --namespace), so the watch is the host's only configmap watch.
     let dir = PluginDir::new();
-    dir.install_e2e(&E2eSettings::new("reader-a"), "v01");
-    dir.install_e2e(&E2eSettings::new("reader-b"), "v01");
+    // No primary selector: a plugin with one also keeps an unfiltered watch of its kind for reads.
+    dir.install_e2e(&E2eSettings::new("reader-a").selector(""), "v01");
+    dir.install_e2e(&E2eSettings::new("reader-b").selector(""), "v01");
     let config = HostConfig::new("shared", dir.path(), cp.kubeconfig_path()).status_configmap(ns.name(), STATUS);
     let mut host = Host::start(config).await?;
     host.wait_ready(READY).await?;
@@ -220,7 +221,7 @@ async fn two_plugins_reading_configmaps_share_one_watch() -> Result<()> {
 
     // A second host with one such plugin opens a watch of its own: the gauge counts per watch.
     let other = PluginDir::new();
-    other.install_e2e(&E2eSettings::new("reader-c"), "v01");
+    other.install_e2e(&E2eSettings::new("reader-c").selector(""), "v01");
     let config = HostConfig::new("other", other.path(), cp.kubeconfig_path()).status_configmap(ns.name(), "other-status");
     let mut second = Host::start(config).await?;
     second.wait_ready(READY).await?;
@@ -545,7 +546,10 @@ async fn sigterm_during_a_long_reconcile_loses_nothing() -> Result<()> {
 /// again) and later changes are reconciled.
 #[tokio::test]
 async fn watches_recover_when_the_control_plane_restarts() -> Result<()> {
-    let mut cp = ControlPlane::start_with(Options::new().controllers(["namespace"])).await?;
+    // Stopped with SIGKILL if not gone in 5 s: with watches open, its graceful stop takes a
+    // minute (the API server waits for them); a crash is as good a restart for this test.
+    let options = Options::new().controllers(["namespace"]).stop_timeout(Duration::from_secs(5));
+    let mut cp = ControlPlane::start_with(options).await?;
     let ns = cp.namespace("restart").await?;
     let ns_name = ns.name().to_string();
     let dir = PluginDir::new();
@@ -560,7 +564,9 @@ async fn watches_recover_when_the_control_plane_restarts() -> Result<()> {
     }
 
     let port = cp.port();
+    let restarting = Instant::now();
     cp.restart().await.map_err(|e| anyhow!("restarting the control plane: {e}"))?;
+    eprintln!("the control plane restarted in {:?}", restarting.elapsed());
     ensure!(cp.port() == port, "the control plane came back on another port ({} → {}): the host cannot follow", port, cp.port());
 
     let cms: Api<ConfigMap> = Api::namespaced(cp.client().await?, &ns_name);
@@ -570,7 +576,11 @@ async fn watches_recover_when_the_control_plane_restarts() -> Result<()> {
     want.insert("c".into(), "1".into());
     cms.delete("b", &DeleteParams::default()).await?;
     want.remove("b");
-    wait_outputs(&cms, "phoenix", &want, Want::default()).await?;
+    // The watches come back after their backoff (kube's: up to 30 s between attempts, and the
+    // first watch after the restart is usually refused as too old, which costs one more).
+    let recovering = Instant::now();
+    wait_outputs_within(&cms, "phoenix", &want, Want::default(), Duration::from_secs(150)).await?;
+    eprintln!("converged {:?} after the restart", recovering.elapsed());
     ensure!(host.try_status().is_none(), "the host exited during the restart");
     host.wait_ready(READY).await?;
     host.stop().await?;

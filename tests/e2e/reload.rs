@@ -103,18 +103,18 @@ async fn twenty_replacements_while_objects_churn() -> Result<()> {
     let last: BTreeMap<String, String> = counts.iter().map(|(k, c)| (k.clone(), format!("n{c}"))).collect();
     wait_outputs(&cms, "churn", &last, Want { variant: Some("v21"), ..Want::default() }).await?;
 
-    let metric = |name: &'static str, labels: Vec<(&'static str, &'static str)>| {
-        let host = &host;
-        async move { host.metric(name, &labels).await }
-    };
-    ensure!(metric(RELOADS, reloads("churn", "reloaded").to_vec()).await? == 20.0, "every replacement is one reload");
-    ensure!(metric(RELOADS, reloads("churn", "rejected").to_vec()).await? == 0.0, "no replacement may be rejected");
-    ensure!(metric(RELOADS, reloads("churn", "loaded").to_vec()).await? == 1.0, "a swap is not a fresh load");
-    let errors = metric("controller_runtime_reconcile_errors_total", vec![("controller", "churn")]).await?;
-    let faults = metric("kubewasm_plugin_faults_total", vec![("plugin", "churn")]).await?;
+    ensure!(host.metric(RELOADS, &reloads("churn", "reloaded")).await? == 20.0, "every replacement is one reload");
+    ensure!(host.metric(RELOADS, &reloads("churn", "rejected")).await? == 0.0, "no replacement may be rejected");
+    ensure!(host.metric(RELOADS, &reloads("churn", "loaded")).await? == 1.0, "a swap is not a fresh load");
+    let errors = host.metric("controller_runtime_reconcile_errors_total", &[("controller", "churn")]).await?;
+    let faults = host.metric("kubewasm_plugin_faults_total", &[("plugin", "churn")]).await?;
     ensure!(errors == 0.0 && faults == 0.0, "reconciles failed across the swaps: {errors} errors, {faults} faults");
-    let total = metric("controller_runtime_reconcile_total", vec![("controller", "churn"), ("result", "success")]).await?;
-    ensure!(status_line(&cms, "churn").await?.starts_with("version=v21 "), "the status ConfigMap lists another version");
+    let total = host.metric("controller_runtime_reconcile_total", &[("controller", "churn"), ("result", "success")]).await?;
+    eventually("the status ConfigMap to list churn v21", CONVERGE, || async {
+        let line = status_line(&cms, "churn").await?;
+        if line.starts_with("version=v21 ") { Ok(()) } else { Err(anyhow!("{line}")) }
+    })
+    .await?;
     eprintln!("20 swaps under churn: {} input changes, {total} reconciles", counts.values().sum::<u32>());
     host.stop().await?;
     Ok(())
@@ -135,7 +135,11 @@ async fn a_broken_version_is_rejected_while_the_old_one_keeps_serving() -> Resul
     let mut want = BTreeMap::from([("o".to_string(), "start".to_string())]);
     create_primaries(&cms, &want).await?;
     wait_outputs(&cms, "fragile", &want, Want { variant: Some("v01"), ..Want::default() }).await?;
-    let serving = status_line(&cms, "fragile").await?;
+    let serving = eventually("the status ConfigMap to list fragile v01", CONVERGE, || async {
+        let line = status_line(&cms, "fragile").await?;
+        if line.starts_with("version=v01 ") { Ok(line) } else { Err(anyhow!("{line}")) }
+    })
+    .await?;
 
     let broken: [(&str, Vec<u8>, &str); 4] = [
         ("not WebAssembly", b"#!/bin/sh\necho this is not a plugin\n".to_vec(), "not WebAssembly"),
@@ -183,8 +187,9 @@ async fn watches_follow_the_plugins_that_need_them() -> Result<()> {
     ensure!(pt0 == 0.0, "nobody may watch podtemplates before the plugin does: {pt0} watches");
 
     let dir = PluginDir::new();
-    dir.install_e2e(&E2eSettings::new("cm-a"), "v01");
-    dir.install_e2e(&E2eSettings::new("cm-b"), "v01");
+    // No primary selectors: a plugin with one also keeps an unfiltered watch of its kind.
+    dir.install_e2e(&E2eSettings::new("cm-a").selector(""), "v01");
+    dir.install_e2e(&E2eSettings::new("cm-b").selector(""), "v01");
     // Cluster-wide: the host's watches are one per resource.
     let config = HostConfig::new("watches", dir.path(), cp.kubeconfig_path()).status_configmap(ns.name(), STATUS);
     let mut host = Host::start(config).await?;
@@ -198,7 +203,7 @@ async fn watches_follow_the_plugins_that_need_them() -> Result<()> {
     expect("podtemplate", podtemplate_watches().await?, pt0)?;
 
     // A plugin for PodTemplates starts the first podtemplate watch, at runtime.
-    dir.install_e2e(&E2eSettings::new("pt").kind("PodTemplate"), "v01");
+    dir.install_e2e(&E2eSettings::new("pt").kind("PodTemplate").selector(""), "v01");
     host.wait_metric(RELOADS, &reloads("pt", "loaded"), CONVERGE, |v| v == 1.0).await?;
     eventually("a podtemplate watch", CONVERGE, || async { expect("podtemplate", podtemplate_watches().await?, pt0 + 1.0) }).await?;
     let template: PodTemplate = serde_json::from_value(json!({
@@ -235,10 +240,12 @@ async fn watches_follow_the_plugins_that_need_them() -> Result<()> {
 }
 
 /// A plugin file copied slowly and in place (truncate, then chunks with pauses longer than the
-/// host's settle time) is loaded exactly once, and complete: as a new version over a running
-/// plugin, and as a new plugin.
+/// host's settle time and its rescan period, so that it does look at half-written files) is
+/// loaded exactly once, and complete: as a new version over a running plugin, and as a new
+/// plugin.
 #[tokio::test]
 async fn a_slow_copy_is_loaded_once_and_complete() -> Result<()> {
+    const PAUSE: Duration = Duration::from_millis(2600);
     let cp = ControlPlane::shared().await;
     let ns = cp.namespace("reload-slow").await?;
     let cms: Api<ConfigMap> = ns.api();
@@ -252,7 +259,7 @@ async fn a_slow_copy_is_loaded_once_and_complete() -> Result<()> {
 
     // Over the running plugin.
     let v02 = e2e_variant("v02");
-    dir.write_slowly("slow", &v02, 6, Duration::from_millis(700)).await;
+    dir.write_slowly("slow", &v02, 3, PAUSE).await;
     host.wait_metric(RELOADS, &reloads("slow", "reloaded"), CONVERGE, |v| v >= 1.0).await?;
     wait_outputs(&cms, "slow", &want, Want { variant: Some("v02"), ..Want::default() }).await?;
     let listed = status_line(&cms, "slow").await?;
@@ -261,7 +268,7 @@ async fn a_slow_copy_is_loaded_once_and_complete() -> Result<()> {
     // A new plugin, its settings first, then the component slowly.
     let settings = E2eSettings::new("slow-new");
     dir.write_atomic("slow-new.toml", settings.to_toml().as_bytes());
-    dir.write_slowly("slow-new", &v02, 6, Duration::from_millis(700)).await;
+    dir.write_slowly("slow-new", &v02, 3, PAUSE).await;
     host.wait_metric(RELOADS, &reloads("slow-new", "loaded"), CONVERGE, |v| v >= 1.0).await?;
     wait_outputs(&cms, "slow-new", &want, Want { variant: Some("v02"), ..Want::default() }).await?;
 

@@ -1,17 +1,24 @@
-//! Builds the workspace's WebAssembly guests (test plugins, examples) for `wasm32-wasip2` once per
-//! test process and hands out the paths of the resulting components.
+//! Builds the workspace's WebAssembly guests (test plugins, examples) and hands out the paths of
+//! the resulting components: Rust guests with cargo for `wasm32-wasip2` (once per test process),
+//! Python and JavaScript plugins with their SDKs' build commands (`kubewasm-py build`, `node
+//! plugins/js/bin/kubewasm-js.js build`; one at a time, since each peaks at hundreds of MB), and
+//! the examples in every language ([`example`]). Python and JS builds take seconds each: they are
+//! kept in the target directory, keyed by a digest of their inputs ([`cached_plugin`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
 
 /// The workspace root (parent of this crate).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
 }
 
-fn target_dir() -> PathBuf {
+/// The cargo target directory (`$CARGO_TARGET_DIR`, else the workspace's `target/`).
+pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"))
 }
 
@@ -47,4 +54,150 @@ pub fn install(guest: &Path, dir: &Path, name: &str, settings: Option<&str>) -> 
         std::fs::write(dir.join(format!("{name}.toml")), settings).expect("write settings");
     }
     target
+}
+
+/// The languages the examples are written in, as named in `examples/<example>/<lang>`.
+pub const LANGS: [&str; 3] = ["rust", "python", "js"];
+
+/// Held while a Python or JS plugin builds: componentize-py and componentize-js each peak at
+/// hundreds of MB, so builds go one at a time within a test process.
+static HEAVY_BUILD: Mutex<()> = Mutex::new(());
+
+/// Runs a plugin build command, panicking with its output (or with how to install the tool) if it
+/// fails.
+fn run_build(what: &str, mut command: Command, install: &str) {
+    let _one_at_a_time = HEAVY_BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let output = match command.stdin(Stdio::null()).output() {
+        Ok(output) => output,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!("building {what}: {:?} is not installed ({install})", command.get_program()),
+        Err(e) => panic!("building {what}: cannot run {:?}: {e}", command.get_program()),
+    };
+    assert!(
+        output.status.success(),
+        "building {what} failed ({}):\n{}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Builds the Python plugin `src` into the component `out` with the Python SDK's
+/// `kubewasm-py build` (from `PATH`: `pip install plugins/python`; `scripts/env.sh` installs it
+/// into a venv).
+pub fn python_plugin(src: &Path, out: &Path) {
+    let mut command = Command::new("kubewasm-py");
+    command.arg("build").arg(src).arg("-o").arg(out);
+    run_build(&src.display().to_string(), command, "pip install ./plugins/python, or source scripts/env.sh");
+    assert!(out.is_file(), "kubewasm-py built {}, but {} is missing", src.display(), out.display());
+}
+
+/// Builds the JavaScript (or TypeScript) plugin `src` into the component `out` with the JS SDK's
+/// build command, `node plugins/js/bin/kubewasm-js.js build` (its tools installed by `npm install`
+/// in `plugins/js`).
+pub fn js_plugin(src: &Path, out: &Path) {
+    let sdk = workspace_root().join("plugins/js");
+    assert!(
+        sdk.join("node_modules/@bytecodealliance/componentize-js").is_dir(),
+        "building {}: the JS SDK's tools are not installed: run `npm install` in {} (scripts/env.sh does)",
+        src.display(),
+        sdk.display()
+    );
+    let mut command = Command::new("node");
+    command.arg(sdk.join("bin/kubewasm-js.js")).arg("build").arg(src).arg("-o").arg(out);
+    run_build(&src.display().to_string(), command, "install Node.js 20 or later");
+    assert!(out.is_file(), "kubewasm-js built {}, but {} is missing", src.display(), out.display());
+}
+
+/// Every file under `dir` with one of `extensions`, sorted (skipping `node_modules` and caches).
+fn files_under(dir: &Path, extensions: &[&str], found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if path.is_dir() {
+            if name != "node_modules" && name != "__pycache__" {
+                files_under(&path, extensions, found);
+            }
+        } else if path.extension().is_some_and(|x| extensions.iter().any(|e| x == *e)) {
+            found.push(path);
+        }
+    }
+    found.sort();
+}
+
+/// The digest of what a Python or JS build reads: the app, the SDK and the WIT. Files are named
+/// by their path in the workspace (the app by its file name: it may live in a temporary
+/// directory).
+fn inputs_digest(app: &Path, inputs: &[PathBuf]) -> String {
+    let root = workspace_root();
+    let mut hasher = Sha256::new();
+    let app_name = app.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    for (name, path) in std::iter::once((app_name, app)).chain(inputs.iter().map(|p| (p.strip_prefix(&root).unwrap_or(p).to_string_lossy().into_owned(), p.as_path()))) {
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        hasher.update(std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display())));
+    }
+    hex(&hasher.finalize()[..8])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The Python (`lang` "python") or JavaScript ("js") plugin whose source is the one file `app`,
+/// built with [`python_plugin`] or [`js_plugin`] and kept in `target/kubewasm-tests/plugins/` as
+/// `<stem>-<digest>.wasm`, the digest covering the app, its SDK and the WIT: rebuilt only when
+/// one of them changes.
+pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
+    let root = workspace_root();
+    let mut inputs = match lang {
+        "python" => {
+            let mut sdk = vec![root.join("plugins/python/pyproject.toml")];
+            files_under(&root.join("plugins/python/src/kubewasm"), &["py"], &mut sdk);
+            sdk
+        }
+        "js" => {
+            let mut sdk = vec![root.join("plugins/js/package-lock.json")];
+            files_under(&root.join("plugins/js/src"), &["js"], &mut sdk);
+            sdk
+        }
+        other => panic!("cached_plugin builds Python and JS plugins, not {other:?}"),
+    };
+    assert!(app.is_file(), "{} is missing", app.display());
+    files_under(&root.join("wit"), &["wit"], &mut inputs);
+    let out_dir = target_dir().join("kubewasm-tests/plugins");
+    let out = out_dir.join(format!("{stem}-{}.wasm", inputs_digest(app, &inputs)));
+    // One check-and-build at a time, so that two tests wanting the same build make it once.
+    static BUILDS: Mutex<()> = Mutex::new(());
+    let _guard = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+    if out.is_file() {
+        return out;
+    }
+    std::fs::create_dir_all(&out_dir).unwrap_or_else(|e| panic!("create {}: {e}", out_dir.display()));
+    // Built aside and renamed into place: a concurrent test process sees all of it or nothing.
+    let partial = out_dir.join(format!(".{stem}.{}.partial.wasm", std::process::id()));
+    if lang == "python" { python_plugin(app, &partial) } else { js_plugin(app, &partial) }
+    std::fs::rename(&partial, &out).unwrap_or_else(|e| panic!("rename {} to {}: {e}", partial.display(), out.display()));
+    // Earlier builds of the same plugin are stale now.
+    for entry in std::fs::read_dir(&out_dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let digest = name.strip_prefix(&format!("{stem}-")).and_then(|rest| rest.strip_suffix(".wasm"));
+        if digest.is_some_and(|d| d.len() == 16 && d.chars().all(|c| c.is_ascii_hexdigit())) && entry.path() != out {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    out
+}
+
+/// The built example `example` (a directory of `examples/`) in `lang` (one of [`LANGS`]): the
+/// Rust one is the workspace package named after the example, the Python one
+/// `python/<example with _>.py`, the JS one `js/<example>.js` (see [`cached_plugin`]).
+pub fn example(example: &str, lang: &str) -> PathBuf {
+    let dir = workspace_root().join("examples").join(example);
+    match lang {
+        "rust" => guest(example, &example.replace('-', "_")),
+        "python" => cached_plugin(lang, &dir.join("python").join(format!("{}.py", example.replace('-', "_"))), &format!("{example}-{lang}")),
+        "js" => cached_plugin(lang, &dir.join("js").join(format!("{example}.js")), &format!("{example}-{lang}")),
+        other => panic!("unknown language {other:?}: the examples are in {LANGS:?}"),
+    }
 }

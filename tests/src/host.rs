@@ -17,11 +17,14 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::guests::workspace_root;
+use crate::guests::{target_dir, workspace_root};
 use crate::process;
 
 /// Names a prebuilt `kubewasm` binary, skipping the build.
 pub const BIN_ENV: &str = "KUBEWASM_BIN";
+/// Names a directory where every host's whole log is kept (`<name>-<pid>.log`) when it is
+/// dropped; by default logs go with the host and only a failing one's tail is printed.
+pub const LOGS_ENV: &str = "KUBEWASM_E2E_LOGS";
 
 /// Why a host could not be built, started, probed or stopped.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -43,10 +46,6 @@ pub enum HostError {
 fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> HostError {
     let what = what.into();
     move |source| HostError::Io { what, source: source.into() }
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"))
 }
 
 /// The `kubewasm` binary: `$KUBEWASM_BIN` if set, else `target/debug/kubewasm` after
@@ -85,14 +84,6 @@ fn build_binary() -> Result<PathBuf, HostError> {
     Ok(bin)
 }
 
-/// The artifact cache every host of the suite shares: compiled plugins are keyed by digest and
-/// engine configuration, so sharing is safe and saves compiling the same variant twice.
-pub fn artifact_cache_dir() -> PathBuf {
-    // SAFETY: plain syscall.
-    let uid = unsafe { libc::getuid() };
-    std::env::temp_dir().join(format!("kubewasm-e2e-{uid}")).join("artifacts")
-}
-
 /// What to run: `kubewasm run` with these flags.
 #[derive(Debug, Clone)]
 pub struct HostConfig {
@@ -106,6 +97,7 @@ pub struct HostConfig {
     watch: Option<bool>,
     args: Vec<String>,
     log_filter: String,
+    artifacts: Option<PathBuf>,
 }
 
 impl HostConfig {
@@ -123,6 +115,7 @@ impl HostConfig {
             watch: None,
             args: Vec::new(),
             log_filter: "info,kubewasm=debug,kube=warn,hyper=warn,tower=warn".into(),
+            artifacts: None,
         }
     }
     /// `--namespace` (repeatable).
@@ -155,20 +148,28 @@ impl HostConfig {
         self.args.push(arg.into());
         self
     }
+    /// `--cache-dir`: compiled plugins kept in `dir` (by default the host's own directory).
+    pub fn artifacts(mut self, dir: &Path) -> Self {
+        self.artifacts = Some(dir.into());
+        self
+    }
     /// `RUST_LOG` for the host.
     pub fn log_filter(mut self, filter: &str) -> Self {
         self.log_filter = filter.into();
         self
     }
 
-    fn command(&self, metrics: SocketAddr, health: SocketAddr) -> Vec<String> {
+    /// The arguments of `kubewasm run`; compiled plugins are cached in `artifacts` unless
+    /// [`HostConfig::artifacts`] says otherwise (the host's own directory: a test never reuses
+    /// another's, nor the user's).
+    fn command(&self, metrics: SocketAddr, health: SocketAddr, artifacts: &Path) -> Vec<String> {
         let mut args = vec![
             "run".to_string(),
             format!("--plugins={}", self.plugins.display()),
             format!("--kubeconfig={}", self.kubeconfig.display()),
             format!("--metrics-addr={metrics}"),
             format!("--health-addr={health}"),
-            format!("--cache-dir={}", artifact_cache_dir().display()),
+            format!("--cache-dir={}", self.artifacts.as_deref().unwrap_or(artifacts).display()),
         ];
         args.extend(self.namespaces.iter().map(|ns| format!("--namespace={ns}")));
         if let Some((namespace, name)) = &self.leader {
@@ -192,6 +193,8 @@ impl HostConfig {
 pub struct Host {
     name: String,
     child: Option<Child>,
+    /// The child's pid (kept after it exited, to name its log).
+    started_pid: u32,
     status: Option<ExitStatus>,
     metrics: SocketAddr,
     health: SocketAddr,
@@ -237,15 +240,17 @@ impl Host {
         let file = fs::File::create(&log).map_err(io_error(format!("creating {}", log.display())))?;
         let err = file.try_clone().map_err(io_error("cloning the log file handle"))?;
         let mut cmd = Command::new(bin);
-        cmd.args(config.command(metrics, health))
+        cmd.args(config.command(metrics, health, &dir.path().join("artifacts")))
             .env("RUST_LOG", &config.log_filter)
+            // The panic message, not pages of frames, in the log tail a failure prints.
+            .env("RUST_BACKTRACE", "0")
             .env_remove("KUBECONFIG")
             .env("POD_NAME", format!("{}-{}", config.name, crate::unique_name("host")))
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(err);
         let child = process::spawn_tied(cmd).map_err(io_error(format!("starting {}", bin.display())))?;
-        Ok(Host { name: config.name.clone(), child: Some(child), status: None, metrics, health, log, _dir: dir, quiet: false })
+        Ok(Host { name: config.name.clone(), started_pid: child.id(), child: Some(child), status: None, metrics, health, log, _dir: dir, quiet: false })
     }
 
     pub fn name(&self) -> &str {
@@ -448,6 +453,11 @@ impl Drop for Host {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if let Some(dir) = std::env::var_os(LOGS_ENV).filter(|d| !d.is_empty()) {
+            let dir = PathBuf::from(dir);
+            let keep = dir.join(format!("{}-{}.log", self.name, self.started_pid));
+            let _ = fs::create_dir_all(&dir).and_then(|()| fs::copy(&self.log, keep));
         }
         if !self.quiet {
             // Shown by libtest only when the test fails.

@@ -59,7 +59,10 @@ pub struct Version {
     pub plugin: LoadedPlugin,
     pub manifest: Arc<Manifest>,
     pub runner: Arc<PluginRunner>,
-    cache: Arc<CacheView>,
+    /// The stores of the primary watches: what reconciles read the primary from. The plugin's
+    /// own cache view may serve the primary kind from another (broader) watch, which can lag
+    /// behind the one whose event enqueued the key.
+    primary: CacheView,
     workers: usize,
     subscriptions: Vec<Subscription>,
 }
@@ -71,7 +74,7 @@ impl Version {
     }
 
     fn primary_keys(&self) -> Vec<ObjectKey> {
-        self.cache.stores(&self.manifest.primary).iter().flat_map(|s| s.keys()).collect()
+        self.primary.stores(&self.manifest.primary).iter().flat_map(|s| s.keys()).collect()
     }
 
     async fn synced(&self) {
@@ -107,7 +110,7 @@ impl Controller {
             qps: plugin.options.qps.unwrap_or(ClientLimits::default().qps),
             burst: plugin.options.burst.unwrap_or(ClientLimits::default().burst),
         };
-        let writer = Arc::new(KubeWriter::new(env.client.clone(), env.discovery.clone(), &name, limits, env.leadership.clone()));
+        let writer = Arc::new(KubeWriter::new(env.client.clone(), env.discovery.clone(), env.informers.clone(), &name, limits, env.leadership.clone()));
         let (mapper, mapper_rx) = mpsc::unbounded_channel();
         let plugin_metrics = env.metrics.plugin(&name);
         let version = build_version(&env, &queue, &mapper, &writer, &plugin_metrics, plugin).await?;
@@ -289,7 +292,7 @@ async fn build_version(
 ) -> Result<Version, ControllerError> {
     let manifest = Arc::new(plugin.described.manifest.clone());
     let primary_scope = env.discovery.resolve(&manifest.primary).await.map_err(|source| InformerError::Resolve {
-        key: WatchKey { resource: manifest.primary.clone(), namespace: None, selector: None },
+        key: Box::new(WatchKey { resource: manifest.primary.clone(), namespace: None, selector: None }),
         source,
     })?;
     let primary_namespaced = primary_scope.scope == Scope::Namespaced;
@@ -318,6 +321,7 @@ async fn build_version(
     let namespaces: Vec<Option<String>> =
         if env.namespaces.is_empty() { vec![None] } else { env.namespaces.iter().cloned().map(Some).collect() };
     let mut subscriptions = Vec::new();
+    let mut primary = CacheView::default();
     for (resource, selector, mapping) in wanted {
         let cluster = env.discovery.resolve(&resource).await.map(|r| r.scope == Scope::Cluster).unwrap_or(false);
         let scopes: &[Option<String>] = if cluster { &[None] } else { &namespaces };
@@ -331,7 +335,11 @@ async fn build_version(
                 mapper: mapper.clone(),
             });
             let key = WatchKey { resource: resource.clone(), namespace: namespace.clone(), selector: selector.clone() };
-            subscriptions.push(env.informers.subscribe(key, trigger).await?);
+            let subscription = env.informers.subscribe(key, trigger).await?;
+            if matches!(mapping, TriggerMapping::Primary) {
+                primary.insert(subscription.store().clone());
+            }
+            subscriptions.push(subscription);
         }
     }
 
@@ -345,8 +353,8 @@ async fn build_version(
         }
     }
     let cache = Arc::new(cache);
-    let services = Services { cache: cache.clone(), writer: writer.clone(), events: Arc::new(env.events.clone()) };
+    let services = Services { cache, writer: writer.clone(), events: Arc::new(env.events.clone()) };
     let runner = env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, plugin_metrics.clone(), &plugin.settings);
     let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency) as usize;
-    Ok(Version { plugin, manifest, runner: Arc::new(runner), cache, workers, subscriptions })
+    Ok(Version { plugin, manifest, runner: Arc::new(runner), primary, workers, subscriptions })
 }

@@ -68,7 +68,9 @@ impl Controller {
 
     async fn reconcile_key(&self, version: &Version, key: &ObjectKey) -> Result<Action, Failure> {
         let manifest = &version.manifest;
-        let Some(mut object) = version.cache.get(&manifest.primary, key) else {
+        // From the primary watch itself: the store whose event enqueued this key is never
+        // behind that event (another watch of the same kind may be).
+        let Some(mut object) = version.primary.get(&manifest.primary, key) else {
             // Gone from the cache: deleted, nothing left to reconcile.
             return Ok(Action::Done);
         };
@@ -131,7 +133,7 @@ impl Controller {
             return;
         }
         tracing::warn!(plugin = %self.name, key = %key, reason, "{note}");
-        let uid = version.cache.get(&version.manifest.primary, key).and_then(|json| meta(&json).uid);
+        let uid = version.primary.get(&version.manifest.primary, key).and_then(|json| meta(&json).uid);
         self.env.events.publish(PluginEvent {
             plugin: self.name.clone(),
             regarding: version.manifest.primary.clone(),

@@ -90,7 +90,7 @@ pub trait Subscriber: Send + Sync {
 pub enum InformerError {
     #[error("cannot watch {key}: {source}")]
     Resolve {
-        key: WatchKey,
+        key: Box<WatchKey>,
         #[source]
         source: DiscoveryError,
     },
@@ -114,7 +114,7 @@ impl Informer {
 
     /// Applies one watcher event to the store and tells the subscribers.
     fn apply(&self, event: watcher::Event<RawObject>, relist: &mut Vec<ParsedObject>) {
-        let parse = |raw: RawObject| match raw.into_cached() {
+        let parse = |raw: RawObject| match raw.into_cached(&self.key.resource) {
             Ok(object) => Some(object),
             Err(e) => {
                 tracing::warn!(informer = %self.key, "skipping an object that does not parse: {e}");
@@ -136,8 +136,9 @@ impl Informer {
             }
             watcher::Event::Apply(raw) => {
                 if let Some(object) = parse(raw) {
-                    self.store.insert(object.clone());
-                    self.notify(Event::Applied(&object.key, &object.entry));
+                    let key = object.key.clone();
+                    let current = self.store.insert_newer(object);
+                    self.notify(Event::Applied(&key, &current));
                 }
             }
             watcher::Event::Delete(raw) => {
@@ -207,7 +208,7 @@ impl Informers {
     /// Subscribes to the informer for `key`, starting it if nobody watches that yet. The
     /// subscriber first receives every object already cached, then every change.
     pub async fn subscribe(self: &Arc<Self>, mut key: WatchKey, subscriber: Arc<dyn Subscriber>) -> Result<Subscription, InformerError> {
-        let resolved = self.discovery.resolve(&key.resource).await.map_err(|source| InformerError::Resolve { key: key.clone(), source })?;
+        let resolved = self.discovery.resolve(&key.resource).await.map_err(|source| InformerError::Resolve { key: Box::new(key.clone()), source })?;
         if resolved.scope == Scope::Cluster {
             key.namespace = None;
         }
@@ -231,6 +232,30 @@ impl Informers {
             subscribers.push((id, subscriber));
         }
         Ok(Subscription { informer, id, registry: Arc::downgrade(self) })
+    }
+
+    /// Puts an object a plugin just wrote (the API server's answer) into every cache that holds
+    /// objects like it, so the plugin's next reconcile reads its own write instead of the state
+    /// before it (two reconciles in a row would otherwise both act on the old state). The watch
+    /// event that follows still reaches every subscriber.
+    pub fn observe_write(&self, resource: &Gvk, written: RawObject) {
+        let informers: Vec<Arc<Informer>> = self.live.lock().values().filter(|i| &i.key.resource == resource).cloned().collect();
+        if informers.is_empty() {
+            return;
+        }
+        let object = match written.into_cached(resource) {
+            Ok(object) => object,
+            Err(e) => {
+                tracing::debug!(%resource, "not caching a written object that does not parse: {e}");
+                return;
+            }
+        };
+        for informer in informers {
+            let selected = informer.key.selector.as_ref().is_none_or(|s| s.matches(|k| object.entry.label(k)));
+            if selected && informer.store.covers(object.key.namespace()) {
+                informer.store.insert_newer(object.clone());
+            }
+        }
     }
 
     /// The watches running now.

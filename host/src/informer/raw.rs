@@ -11,12 +11,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::store::{ParseError, ParsedObject};
+use crate::resource::Gvk;
 
 /// An object as JSON text.
 #[derive(Clone, Debug)]
 pub struct RawObject {
     metadata: ObjectMeta,
     json: Box<RawValue>,
+    /// Whether the text carries `apiVersion` and `kind`: the items of a list response don't.
+    typed: bool,
 }
 
 impl RawObject {
@@ -29,14 +32,20 @@ impl RawObject {
         serde_json::from_str(&json)
     }
 
-    /// Converts into a cache entry. `metadata.managedFields` is dropped first: it is often a
-    /// third of an object, plugins have no use for it, and controller-runtime's caches offer the
-    /// same trim.
-    pub fn into_cached(self) -> Result<ParsedObject, ParseError> {
-        let json: Arc<str> = if self.json.get().contains("\"managedFields\"") {
+    /// Converts into a cache entry of `resource`. `metadata.managedFields` is dropped first: it
+    /// is often a third of an object, plugins have no use for it, and controller-runtime's
+    /// caches offer the same trim. An object from a list response gets the `apiVersion` and
+    /// `kind` the API server leaves out of list items: a plugin is always handed whole objects,
+    /// however the informer came by them.
+    pub fn into_cached(self, resource: &Gvk) -> Result<ParsedObject, ParseError> {
+        let json: Arc<str> = if !self.typed || self.json.get().contains("\"managedFields\"") {
             let mut value: serde_json::Value = serde_json::from_str(self.json.get()).map_err(ParseError::Metadata)?;
-            if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-                meta.remove("managedFields");
+            if let Some(object) = value.as_object_mut() {
+                if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                    meta.remove("managedFields");
+                }
+                object.entry("apiVersion").or_insert_with(|| resource.api_version().into());
+                object.entry("kind").or_insert_with(|| resource.kind.clone().into());
             }
             value.to_string().into()
         } else {
@@ -60,9 +69,15 @@ impl<'de> Deserialize<'de> for RawObject {
         struct Head {
             #[serde(default)]
             metadata: Meta,
+            #[serde(rename = "apiVersion", default)]
+            api_version: Option<serde::de::IgnoredAny>,
+            #[serde(default)]
+            kind: Option<serde::de::IgnoredAny>,
         }
         let json = Box::<RawValue>::deserialize(d)?;
-        let meta = serde_json::from_str::<Head>(json.get()).map_err(serde::de::Error::custom)?.metadata;
+        let head = serde_json::from_str::<Head>(json.get()).map_err(serde::de::Error::custom)?;
+        let typed = head.api_version.is_some() && head.kind.is_some();
+        let meta = head.metadata;
         let metadata = ObjectMeta {
             name: meta.name,
             namespace: meta.namespace,
@@ -70,7 +85,7 @@ impl<'de> Deserialize<'de> for RawObject {
             uid: meta.uid,
             ..Default::default()
         };
-        Ok(RawObject { metadata, json })
+        Ok(RawObject { metadata, json, typed })
     }
 }
 
@@ -124,10 +139,23 @@ mod tests {
         assert_eq!(raw.meta().resource_version.as_deref(), Some("7"));
         assert_eq!(raw.json(), json);
         assert_eq!(serde_json::to_string(&raw).unwrap(), json);
-        let cached = raw.into_cached().unwrap();
+        let cached = raw.into_cached(&Gvk::new("", "v1", "ConfigMap")).unwrap();
         assert!(!cached.entry.json().contains("managedFields"));
         assert!(cached.entry.json().contains(r#""data":{"k":"v"}"#));
         assert_eq!(cached.entry.label("x"), Some("y"));
+    }
+
+    #[test]
+    fn list_items_get_their_api_version_and_kind() {
+        let item = r#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},"data":{"k":"v"}}"#;
+        let cached = RawObject::from_json(item.into()).unwrap().into_cached(&Gvk::new("apps", "v1", "Deployment")).unwrap();
+        let value: serde_json::Value = serde_json::from_str(cached.entry.json()).unwrap();
+        assert_eq!(value["apiVersion"], "apps/v1");
+        assert_eq!(value["kind"], "Deployment");
+        assert_eq!(value["data"]["k"], "v");
+        let whole = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#;
+        let cached = RawObject::from_json(whole.into()).unwrap().into_cached(&Gvk::new("", "v1", "ConfigMap")).unwrap();
+        assert_eq!(&**cached.entry.json(), whole, "a whole object is kept as it came");
     }
 
     #[test]

@@ -20,6 +20,8 @@ use crate::selector::LabelSelector;
 pub struct Entry {
     json: Arc<str>,
     labels: Labels,
+    /// `metadata.resourceVersion` as a number; 0 when missing or not numeric.
+    version: u64,
 }
 
 impl Entry {
@@ -95,12 +97,15 @@ impl ParsedObject {
             namespace: Option<Cow<'a, str>>,
             #[serde(borrow, default)]
             labels: Option<BTreeMap<Cow<'a, str>, Cow<'a, str>>>,
+            #[serde(borrow, default, rename = "resourceVersion")]
+            resource_version: Option<Cow<'a, str>>,
         }
         let meta = serde_json::from_str::<Head>(&json).map_err(ParseError::Metadata)?.metadata;
         let key = ObjectKey::new(meta.namespace.as_deref().filter(|ns| !ns.is_empty()), &meta.name);
         let labels = Labels::new(meta.labels.iter().flatten().map(|(k, v)| (k.as_ref(), v.as_ref())));
+        let version = meta.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
         drop(meta);
-        Ok(ParsedObject { key, entry: Entry { json, labels } })
+        Ok(ParsedObject { key, entry: Entry { json, labels, version } })
     }
 }
 
@@ -157,6 +162,27 @@ impl Store {
         let mut inner = self.inner.write();
         let key = inner.intern(object.key);
         inner.objects.insert(key, object.entry)
+    }
+
+    /// Adds or replaces an object unless the cache already holds a newer version of it, and
+    /// returns the entry the cache holds afterwards.
+    ///
+    /// The cache can be ahead of its watch because a plugin's own writes are put in as soon as
+    /// the API server answers (so its next reconcile reads what it wrote); the watch then still
+    /// delivers the older events in flight, which must not roll the object back. Kubernetes calls
+    /// resourceVersions opaque, but etcd's are increasing integers; when one is not numeric
+    /// (version 0) the newest arrival wins, as in a plain reflector.
+    pub fn insert_newer(&self, object: ParsedObject) -> Entry {
+        let mut inner = self.inner.write();
+        if let Some(cached) = inner.objects.get(&object.key)
+            && object.entry.version != 0
+            && cached.version > object.entry.version
+        {
+            return cached.clone();
+        }
+        let key = inner.intern(object.key);
+        inner.objects.insert(key, object.entry.clone());
+        object.entry
     }
 
     pub fn remove(&self, key: &ObjectKey) -> Option<Entry> {
@@ -269,6 +295,25 @@ mod tests {
         assert_eq!(removed.into_iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>(), ["a/gone"]);
         assert_eq!(store.len(), 2);
         assert!(store.get(&ObjectKey::new(Some("a"), "new")).is_some());
+    }
+
+    #[test]
+    fn insert_newer_keeps_a_newer_version_and_takes_non_numeric_ones() {
+        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
+        let at = |version: &str, data: &str| {
+            let json = format!(r#"{{"metadata":{{"name":"a","namespace":"n","resourceVersion":"{version}"}},"data":{{"v":"{data}"}}}}"#);
+            ParsedObject::from_json(json.into()).unwrap()
+        };
+        let data = |store: &Store| store.get(&ObjectKey::new(Some("n"), "a")).unwrap().contains("written");
+        assert!(store.insert_newer(at("10", "written")).json().contains("written"));
+        // An older event still in flight on the watch does not roll the write back...
+        assert!(store.insert_newer(at("9", "older")).json().contains("written"));
+        assert!(data(&store));
+        // ...the same or a newer version replaces it, and so does a version that is not a number.
+        assert!(store.insert_newer(at("10", "echo")).json().contains("echo"));
+        store.insert_newer(at("11", "written"));
+        assert!(data(&store));
+        assert!(store.insert_newer(at("opaque", "other")).json().contains("other"));
     }
 
     #[test]

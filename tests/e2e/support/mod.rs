@@ -12,7 +12,7 @@ use anyhow::{Result, anyhow};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::Client;
 use kubewasm_tests::{HostConfig, TestNamespace, eventually};
 use serde_json::json;
 
@@ -85,8 +85,13 @@ pub struct Want<'a> {
 /// Waits until `plugin`'s output for every primary in `inputs` carries that primary's input
 /// (and the wanted variant and host). The error lists every output that is not there yet.
 pub async fn wait_outputs(cms: &Api<ConfigMap>, plugin: &str, inputs: &BTreeMap<String, String>, want: Want<'_>) -> Result<()> {
+    wait_outputs_within(cms, plugin, inputs, want, CONVERGE).await
+}
+
+/// [`wait_outputs`] with another timeout.
+pub async fn wait_outputs_within(cms: &Api<ConfigMap>, plugin: &str, inputs: &BTreeMap<String, String>, want: Want<'_>, timeout: Duration) -> Result<()> {
     let what = format!("{plugin}'s outputs to show {} inputs ({want:?})", inputs.len());
-    eventually(&what, CONVERGE, || async {
+    eventually(&what, timeout, || async {
         let mut wrong = Vec::new();
         for (name, input) in inputs {
             let data = output(cms, name, plugin).await?;
@@ -167,9 +172,4 @@ pub async fn assert_no_warnings_but_sentinel(ns: &TestNamespace, sentinel: &str)
     } else {
         Err(anyhow!("unexpected Warning Events:\n  {}", describe_events(&warnings)))
     }
-}
-
-/// The names of ConfigMaps in `cms` (for failure messages).
-pub async fn names(cms: &Api<ConfigMap>) -> Result<Vec<String>> {
-    Ok(cms.list(&ListParams::default()).await?.items.iter().map(|c| c.name_any()).collect())
 }

@@ -42,7 +42,8 @@ struct Settings {
     host: Option<String>,
     /// core/v1 kind of the primary (default `ConfigMap`).
     kind: Option<String>,
-    /// Primary label selector (default `e2e.kubewasm.io/primary`; empty for none).
+    /// Primary label selector (default `e2e.kubewasm.io/primary`). Empty: no selector, and the
+    /// plugin itself skips objects without that label.
     selector: Option<String>,
     /// `output` (default): apply the output ConfigMap; `update`: write the output annotation on
     /// the primary with an update carrying its resourceVersion (conflicts are possible);
@@ -123,6 +124,10 @@ impl Controller for E2e {
     }
 
     fn reconcile(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
+        // Without a selector the host hands over every object of the kind, outputs included.
+        if self.selector.is_empty() && primary.label(DEFAULT_SELECTOR).is_none() {
+            return Ok(Action::Done);
+        }
         let input = annotation(&primary, INPUT).unwrap_or_default().to_string();
         if let Some(ms) = annotation(&primary, SLEEP_MS).and_then(|v| v.parse::<u64>().ok()) {
             ctx.info(&format!("reconcile of {} sleeps {ms} ms", primary.name()));

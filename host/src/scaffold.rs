@@ -1,0 +1,363 @@
+//! `kubewasm new`: scaffolds a plugin project in Rust, Python or JavaScript — a small working
+//! controller (a ConfigMap with a label gets a summary ConfigMap: one server-side apply, the same
+//! logic in every language), a README, and a table-test case that passes for all three.
+//!
+//! The templates are files under `host/templates/`, embedded at compile time; `{{name}}`,
+//! `{{crate}}` and `{{sdk}}` in them are replaced. The SDKs are not published to registries, so a
+//! project points at the SDKs of a kubewasm checkout: a path dependency (Rust), a path in
+//! `requirements.txt` (Python), a `file:` dependency (JS). Owns only the files it writes; never
+//! overwrites anything.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::manifest::is_dns_label;
+
+/// The languages a project can be scaffolded in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    Rust,
+    Python,
+    Js,
+}
+
+impl Lang {
+    pub const ALL: [Lang; 3] = [Lang::Rust, Lang::Python, Lang::Js];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+            Lang::Python => "python",
+            Lang::Js => "js",
+        }
+    }
+
+    /// The SDK's directory under the SDKs directory (`plugins/` of a checkout), and a file that
+    /// must be in it.
+    fn sdk(self) -> (&'static str, &'static str) {
+        match self {
+            Lang::Rust => ("rust", "Cargo.toml"),
+            Lang::Python => ("python", "pyproject.toml"),
+            Lang::Js => ("js", "package.json"),
+        }
+    }
+
+    fn templates(self) -> &'static [Template] {
+        match self {
+            Lang::Rust => RUST,
+            Lang::Python => PYTHON,
+            Lang::Js => JS,
+        }
+    }
+}
+
+impl fmt::Display for Lang {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Lang {
+    type Err = ScaffoldError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "rust" => Ok(Lang::Rust),
+            "python" => Ok(Lang::Python),
+            "js" | "javascript" => Ok(Lang::Js),
+            _ => Err(ScaffoldError::Lang(text.into())),
+        }
+    }
+}
+
+/// One file of a project: where it goes (a template itself) and its text.
+struct Template {
+    path: &'static str,
+    text: &'static str,
+}
+
+macro_rules! template {
+    ($path:literal, $file:literal) => {
+        Template { path: $path, text: include_str!(concat!("../templates/", $file)) }
+    };
+}
+
+const CASE: Template = template!("cases/summarizes-data.yaml", "cases/summarizes-data.yaml");
+
+const RUST: &[Template] = &[
+    template!("Cargo.toml", "rust/Cargo.toml.tmpl"),
+    template!("src/lib.rs", "rust/src/lib.rs"),
+    template!("README.md", "rust/README.md"),
+    template!(".gitignore", "rust/gitignore"),
+    CASE,
+];
+
+const PYTHON: &[Template] = &[
+    template!("app.py", "python/app.py"),
+    template!("requirements.txt", "python/requirements.txt"),
+    template!("README.md", "python/README.md"),
+    template!(".gitignore", "python/gitignore"),
+    CASE,
+];
+
+const JS: &[Template] = &[
+    template!("app.js", "js/app.js"),
+    template!("package.json", "js/package.json.tmpl"),
+    template!("README.md", "js/README.md"),
+    template!(".gitignore", "js/gitignore"),
+    CASE,
+];
+
+/// The environment variable naming the SDKs directory when `--sdk` is not given and this binary
+/// was not built from a checkout that still exists.
+pub const SDK_ENV: &str = "KUBEWASM_SDK_DIR";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    #[error("unknown language {0:?}: use rust, python or js")]
+    Lang(String),
+    #[error("{0:?} is not a valid plugin name: use a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit)")]
+    Name(String),
+    #[error("{} already exists and is not empty: choose another --dir, or remove it", .0.display())]
+    NotEmpty(PathBuf),
+    #[error("no kubewasm SDKs found: pass --sdk DIR (the plugins/ directory of a kubewasm checkout) or set ${SDK_ENV}")]
+    NoSdk,
+    #[error("{}: no {lang} SDK there (expected {}); --sdk takes the plugins/ directory of a kubewasm checkout", .dir.display(), .expected.display())]
+    SdkMissing { dir: PathBuf, lang: Lang, expected: PathBuf },
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What to scaffold.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub lang: Lang,
+    /// The plugin's name: a DNS-1123 label.
+    pub name: String,
+    /// Where the project goes (created; must not exist or be empty).
+    pub dir: PathBuf,
+    /// The SDKs directory (`plugins/` of a checkout); see [`sdk_dir`].
+    pub sdks: PathBuf,
+}
+
+/// A scaffolded project.
+#[derive(Debug)]
+pub struct Created {
+    pub dir: PathBuf,
+    /// The files written, relative to `dir`.
+    pub files: Vec<PathBuf>,
+    /// The language's SDK the project points at.
+    pub sdk: PathBuf,
+}
+
+/// The SDKs directory: `explicit` (`--sdk`) if given; else the `plugins/` directory of the
+/// checkout this binary was built from, if it still exists; else `$KUBEWASM_SDK_DIR`.
+pub fn sdk_dir(explicit: Option<PathBuf>) -> Result<PathBuf, ScaffoldError> {
+    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins");
+    let from_env = std::env::var_os(SDK_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
+    explicit.or_else(|| built_from.is_dir().then_some(built_from)).or(from_env).ok_or(ScaffoldError::NoSdk)
+}
+
+/// The Rust package name: the plugin name, unless cargo refuses it (a leading digit).
+fn package_name(name: &str) -> String {
+    if name.starts_with(|c: char| c.is_ascii_digit()) { format!("plugin-{name}") } else { name.to_string() }
+}
+
+/// The Rust library name (and so the `.wasm` file's stem): the package name with `_`, prefixed
+/// when it would be a keyword or shadow a built-in crate.
+fn crate_name(name: &str) -> String {
+    const TAKEN: &[&str] = &[
+        "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern", "false", "fn", "for", "gen", "if",
+        "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super", "trait",
+        "true", "try", "type", "unsafe", "use", "where", "while", "abstract", "become", "box", "do", "final", "macro", "override", "priv",
+        "typeof", "unsized", "virtual", "yield", "std", "core", "alloc", "proc_macro", "test",
+    ];
+    let name = package_name(name).replace('-', "_");
+    if TAKEN.contains(&name.as_str()) { format!("plugin_{name}") } else { name }
+}
+
+/// The component a built project makes, relative to the project directory (for Rust, relative
+/// to the cargo target directory).
+pub fn artifact(lang: Lang, name: &str) -> PathBuf {
+    match lang {
+        Lang::Rust => Path::new("wasm32-wasip2/release").join(format!("{}.wasm", crate_name(name))),
+        Lang::Python | Lang::Js => PathBuf::from(format!("{name}.wasm")),
+    }
+}
+
+/// Fills in a template. Paths go into TOML and JSON strings, so `\` and `"` are escaped.
+fn render(text: &str, name: &str, sdk: &Path) -> String {
+    let sdk = sdk.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
+    text.replace("{{name}}", name).replace("{{crate}}", &crate_name(name)).replace("{{sdk}}", &sdk)
+}
+
+/// Whether `dir` can take a new project: it does not exist, or is an empty directory.
+fn check_target(dir: &Path) -> Result<(), ScaffoldError> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => match entries.next() {
+            None => Ok(()),
+            Some(_) => Err(ScaffoldError::NotEmpty(dir.into())),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Err(ScaffoldError::NotEmpty(dir.into())),
+        Err(source) => Err(ScaffoldError::Write { path: dir.into(), source }),
+    }
+}
+
+/// Writes a new project.
+pub fn create(options: &Options) -> Result<Created, ScaffoldError> {
+    if !is_dns_label(&options.name) {
+        return Err(ScaffoldError::Name(options.name.clone()));
+    }
+    let (sdk_sub, marker) = options.lang.sdk();
+    let sdk = options.sdks.join(sdk_sub);
+    if !sdk.join(marker).is_file() {
+        return Err(ScaffoldError::SdkMissing { dir: options.sdks.clone(), lang: options.lang, expected: sdk.join(marker) });
+    }
+    // Generated files name the SDK by an absolute path: the project may move, the checkout not.
+    let sdk = sdk.canonicalize().unwrap_or(sdk);
+    check_target(&options.dir)?;
+
+    let write = |path: &Path, text: &str| -> Result<(), ScaffoldError> {
+        let fail = |source| ScaffoldError::Write { path: path.into(), source };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(fail)?;
+        }
+        std::fs::write(path, text).map_err(fail)
+    };
+    std::fs::create_dir_all(&options.dir).map_err(|source| ScaffoldError::Write { path: options.dir.clone(), source })?;
+    let mut files = Vec::new();
+    for template in options.lang.templates() {
+        write(&options.dir.join(template.path), &render(template.text, &options.name, &sdk))?;
+        files.push(PathBuf::from(template.path));
+    }
+    // Rust: start from the lockfile of the SDK's workspace, so the project builds with the
+    // dependency versions the SDK is tested with (cargo drops what the project does not use).
+    if options.lang == Lang::Rust
+        && let Some(lock) = sdk.parent().and_then(Path::parent).map(|root| root.join("Cargo.lock"))
+        && let Ok(text) = std::fs::read_to_string(&lock)
+    {
+        write(&options.dir.join("Cargo.lock"), &text)?;
+        files.push(PathBuf::from("Cargo.lock"));
+    }
+    Ok(Created { dir: options.dir.clone(), files, sdk })
+}
+
+/// What `kubewasm new` prints: the files written and the commands that come next.
+pub fn summary(options: &Options, created: &Created) -> String {
+    use std::fmt::Write;
+    let name = &options.name;
+    let mut out = format!("Created {} plugin {name:?} in {}:\n", options.lang, created.dir.display());
+    for file in &created.files {
+        let _ = writeln!(out, "  {}", file.display());
+    }
+    let dir = created.dir.display();
+    let sdk = created.sdk.display();
+    let steps = match options.lang {
+        Lang::Rust => format!(
+            "cd {dir}\n  cargo build --release --target wasm32-wasip2\n  cp target/{} {name}.wasm",
+            artifact(Lang::Rust, name).display()
+        ),
+        Lang::Python => format!("cd {dir}\n  pip install -r requirements.txt\n  kubewasm-py build app.py -o {name}.wasm"),
+        Lang::Js => format!("cd {dir}\n  npm install --prefix {sdk}\n  npm install\n  npm run build"),
+    };
+    let _ = write!(out, "\nNext (README.md says more):\n  {steps}\n  kubewasm check {name}.wasm\n  kubewasm test {name}.wasm cases\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sdks() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins")
+    }
+
+    fn options(lang: Lang, name: &str, dir: &Path) -> Options {
+        Options { lang, name: name.into(), dir: dir.into(), sdks: sdks() }
+    }
+
+    #[test]
+    fn every_language_renders_every_placeholder() {
+        for lang in Lang::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let project = dir.path().join("cm-summary");
+            let created = create(&options(lang, "cm-summary", &project)).unwrap();
+            assert!(created.files.iter().any(|f| f == Path::new("README.md")), "{lang}: {:?}", created.files);
+            assert!(created.files.iter().any(|f| f.starts_with("cases")), "{lang}: {:?}", created.files);
+            for file in &created.files {
+                let text = std::fs::read_to_string(project.join(file)).unwrap();
+                assert!(!text.contains("{{"), "{lang}: {} keeps a placeholder", file.display());
+            }
+            let case = std::fs::read_to_string(project.join("cases/summarizes-data.yaml")).unwrap();
+            assert!(case.contains("cm-summary.example.com/enabled: \"true\""), "{case}");
+            assert!(summary(&options(lang, "cm-summary", &project), &created).contains("kubewasm test cm-summary.wasm cases"));
+        }
+    }
+
+    #[test]
+    fn projects_point_at_the_sdk_by_absolute_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let rust = create(&options(Lang::Rust, "a", &dir.path().join("r"))).unwrap();
+        assert!(rust.sdk.is_absolute() && rust.sdk.join("Cargo.toml").is_file(), "{}", rust.sdk.display());
+        let cargo = std::fs::read_to_string(dir.path().join("r/Cargo.toml")).unwrap();
+        assert!(cargo.contains(&format!("kubewasm-sdk = {{ path = \"{}\" }}", rust.sdk.display())), "{cargo}");
+        assert!(cargo.contains("\n[workspace]\n"), "a scaffold is its own workspace: {cargo}");
+        create(&options(Lang::Js, "a", &dir.path().join("j"))).unwrap();
+        let package: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("j/package.json")).unwrap()).unwrap();
+        let dependency = package["dependencies"]["@kubewasm/sdk"].as_str().unwrap();
+        assert!(dependency.starts_with("file:/") && dependency.ends_with("plugins/js"), "{dependency}");
+    }
+
+    #[test]
+    fn names_must_be_dns_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        for bad in ["", "Upper", "under_score", "-lead", "trail-", "a.b", &"x".repeat(64)] {
+            let error = create(&options(Lang::Rust, bad, &dir.path().join("p"))).unwrap_err();
+            assert!(matches!(error, ScaffoldError::Name(_)), "{bad:?}: {error}");
+            assert!(!error.to_string().contains('\n'), "one line: {error}");
+        }
+        assert!(!dir.path().join("p").exists(), "nothing is written for a bad name");
+    }
+
+    #[test]
+    fn rust_names_that_cargo_refuses_are_adjusted() {
+        assert_eq!((package_name("1st"), crate_name("1st")), ("plugin-1st".to_string(), "plugin_1st".to_string()));
+        assert_eq!((package_name("cm-summary"), crate_name("cm-summary")), ("cm-summary".to_string(), "cm_summary".to_string()));
+        assert_eq!(crate_name("test"), "plugin_test");
+        assert_eq!(artifact(Lang::Rust, "my-plugin"), Path::new("wasm32-wasip2/release/my_plugin.wasm"));
+    }
+
+    #[test]
+    fn refuses_a_non_empty_directory_and_takes_an_empty_one() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("keep.txt"), "mine").unwrap();
+        let error = create(&options(Lang::Python, "p", dir.path())).unwrap_err();
+        assert!(matches!(error, ScaffoldError::NotEmpty(_)), "{error}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing was written");
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        create(&options(Lang::Python, "p", &empty)).unwrap();
+        assert!(empty.join("app.py").is_file());
+    }
+
+    #[test]
+    fn a_directory_without_the_sdk_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options { lang: Lang::Js, name: "p".into(), dir: dir.path().join("p"), sdks: dir.path().into() };
+        let error = create(&options).unwrap_err();
+        assert!(matches!(error, ScaffoldError::SdkMissing { .. }), "{error}");
+        assert!(error.to_string().contains("--sdk"), "{error}");
+    }
+
+    #[test]
+    fn the_sdk_directory_defaults_to_this_checkout() {
+        assert_eq!(sdk_dir(Some("/x".into())).unwrap(), Path::new("/x"));
+        assert!(sdk_dir(None).unwrap().join("rust/Cargo.toml").is_file());
+    }
+}

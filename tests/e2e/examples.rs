@@ -1,0 +1,634 @@
+//! The examples in every language (issue 6), and the scaffolder:
+//!
+//! - table tests: every example in Rust, Python and JavaScript runs its shared `cases/` through
+//!   the kubewasm library (`kubewasm::tabletest`, what `kubewasm test` runs);
+//! - cross-language end-to-end: every example in every language runs in the real `kubewasm run`
+//!   against the local control plane, and the objects it leaves are identical across languages —
+//!   for the sample-controller the Deployments, Foo statuses and Events made from the same Foos;
+//!   for the reboot coordinator the Nodes after a reboot round under a simulated node agent,
+//!   which also checks that `maxUnavailable` (from `reboot-coordinator.toml`) is never exceeded;
+//! - `kubewasm new` in every language makes a project that builds, passes `kubewasm check` and
+//!   its own table-test case.
+//!
+//! `cargo test -p kubewasm-tests --test examples`. Needs `kubewasm-py` on `PATH` and the JS
+//! SDK's tools (`npm install` in `plugins/js`); `scripts/env.sh` installs both. Python and JS
+//! builds are kept in the target directory (see `guests::example`).
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use kubewasm::manifest::LimitPolicy;
+use kubewasm::plugin::Loader;
+use kubewasm::plugin::artifact::ArtifactCache;
+use kubewasm::runtime::{Runtime, RuntimeConfig};
+use kubewasm_tests::guests::{self, LANGS, workspace_root};
+use kubewasm_tests::{ControlPlane, Host, PluginDir, apply_crd, eventually, kubewasm_binary, unique_name};
+use serde_json::{Value, json};
+use support::{CONVERGE, host_config};
+
+/// How long a host may take to be ready: a Python or JS plugin not yet in the artifact cache is
+/// compiled first (tens of seconds in a debug build).
+const READY: Duration = Duration::from_secs(180);
+
+/// The artifact cache of the table tests and of `kubewasm check` and `kubewasm test` here:
+/// compiled plugins keyed by digest and engine configuration, kept across runs in the target
+/// directory (a Python or JS plugin takes tens of seconds to compile in a debug build). Hosts
+/// keep their own (see `kubewasm_tests::host`).
+fn artifact_cache_dir() -> PathBuf {
+    guests::target_dir().join("kubewasm-tests/artifacts")
+}
+
+/// The built example, building it on a blocking thread.
+async fn built(example: &'static str, lang: &'static str) -> Result<PathBuf> {
+    Ok(tokio::task::spawn_blocking(move || guests::example(example, lang)).await?)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Table tests
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `examples/<example>/cases` against the example built in `lang`, as `kubewasm test` does.
+async fn table_test(example: &'static str, lang: &'static str) -> Result<()> {
+    let wasm = built(example, lang).await?;
+    let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
+    let loader = Loader::new(runtime, Some(ArtifactCache::new(artifact_cache_dir())), LimitPolicy::default());
+    let plugin = loader.load(&wasm).await.with_context(|| format!("loading {}", wasm.display()))?;
+    let cases = workspace_root().join("examples").join(example).join("cases");
+    let mut report = String::new();
+    let (passed, failed) = kubewasm::tabletest::run_dir(loader.runtime(), &plugin, &LimitPolicy::default(), &cases, &mut report).await?;
+    let report = quoted(&report);
+    ensure!(failed == 0, "{example} in {lang}: {failed} of {} cases failed:{report}", passed + failed);
+    ensure!(passed > 0, "{example} has no cases in {}", cases.display());
+    Ok(())
+}
+
+/// A `kubewasm test` report to quote in a failure message: without its "test result:" line,
+/// which `scripts/test.sh` would count as cargo's own.
+fn quoted(report: &str) -> String {
+    report.replace("test result:", "cases:")
+}
+
+macro_rules! table_tests {
+    ($($test:ident: $example:literal, $lang:literal;)*) => {$(
+        #[tokio::test]
+        async fn $test() -> Result<()> {
+            table_test($example, $lang).await
+        }
+    )*};
+}
+
+table_tests! {
+    table_tests_sample_controller_rust: "sample-controller", "rust";
+    table_tests_sample_controller_python: "sample-controller", "python";
+    table_tests_sample_controller_js: "sample-controller", "js";
+    table_tests_reboot_coordinator_rust: "reboot-coordinator", "rust";
+    table_tests_reboot_coordinator_python: "reboot-coordinator", "python";
+    table_tests_reboot_coordinator_js: "reboot-coordinator", "js";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Comparing objects across languages
+// ---------------------------------------------------------------------------------------------
+
+/// Fields that differ between two runs of the same logic: identities, versions, times, and who
+/// wrote what when.
+const VOLATILE_METADATA: &[&str] = &["uid", "resourceVersion", "creationTimestamp", "managedFields", "namespace", "selfLink"];
+const TIMESTAMPS: &[&str] = &["lastTransitionTime", "lastUpdateTime", "lastHeartbeatTime", "lastProbeTime", "timeAdded"];
+
+/// `object` without what [`VOLATILE_METADATA`] and [`TIMESTAMPS`] name; owner references keep
+/// their kind and name, not their uid; conditions are sorted by type (their order is the order
+/// they were first set in).
+fn normalize(mut object: Value) -> Value {
+    fn strip_times(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                map.retain(|k, _| !TIMESTAMPS.contains(&k.as_str()));
+                if let Some(Value::Array(conditions)) = map.get_mut("conditions") {
+                    conditions.sort_by(|a, b| a["type"].to_string().cmp(&b["type"].to_string()));
+                }
+                map.values_mut().for_each(strip_times);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip_times),
+            _ => {}
+        }
+    }
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.retain(|k, _| !VOLATILE_METADATA.contains(&k.as_str()));
+        if let Some(owners) = meta.get_mut("ownerReferences").and_then(Value::as_array_mut) {
+            for owner in owners {
+                owner["uid"] = json!("<uid>");
+            }
+        }
+    }
+    strip_times(&mut object);
+    object
+}
+
+/// Fails with both sides, pretty-printed, when the runs' snapshots differ.
+fn assert_identical(what: &str, runs: &[(&str, Value)]) -> Result<()> {
+    let (first_lang, first) = &runs[0];
+    for (lang, snapshot) in &runs[1..] {
+        if snapshot != first {
+            bail!(
+                "{what}: {lang} differs from {first_lang}\n--- {first_lang} ---\n{}\n--- {lang} ---\n{}",
+                serde_json::to_string_pretty(first)?,
+                serde_json::to_string_pretty(snapshot)?
+            );
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sample-controller in every language
+// ---------------------------------------------------------------------------------------------
+
+fn foo_crd() -> CustomResourceDefinition {
+    let yaml = include_str!("../../examples/sample-controller/manifests/crd.yaml");
+    serde_saphyr::from_str(yaml).expect("the sample-controller's CRD parses")
+}
+
+/// The Foos every language gets: two with a Deployment of their own (one with the default
+/// replicas), one naming a Deployment it does not own, one without a Deployment name.
+fn sample_foos(ar: &ApiResource) -> Vec<DynamicObject> {
+    let with_spec = |name: &str, spec: Value| DynamicObject::new(name, ar).data(json!({ "spec": spec }));
+    vec![
+        with_spec("alpha", json!({"deploymentName": "alpha-web", "replicas": 1})),
+        with_spec("beta", json!({"deploymentName": "beta-web"})),
+        with_spec("gamma", json!({"deploymentName": "taken", "replicas": 3})),
+        with_spec("delta", json!({"replicas": 1})),
+    ]
+}
+
+/// A Deployment nobody's Foo owns, named as Foo gamma asks.
+fn taken() -> Result<Deployment> {
+    Ok(serde_json::from_value(json!({
+        "metadata": {"name": "taken"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "taken"}},
+            "template": {"metadata": {"labels": {"app": "taken"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+        },
+    }))?)
+}
+
+/// Marks every Pod of the namespace Ready (there is no kubelet), so that the ReplicaSet and
+/// Deployment controllers count them available.
+async fn mark_pods_ready(pods: &Api<Pod>) -> Result<()> {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let status = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}});
+    for pod in pods.list(&ListParams::default()).await?.items {
+        let ready = pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        if !ready && pod.metadata.deletion_timestamp.is_none() {
+            pods.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&status)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a Deployment has rolled out completely: every replica updated and available, and its
+/// status written for its current generation.
+fn rolled_out(d: &Deployment) -> Result<()> {
+    let want = d.spec.replicas.unwrap_or(1);
+    let status = d.status.clone().unwrap_or_default();
+    let progressing = status.conditions.iter().flatten().find(|c| c.type_.as_deref() == Some("Progressing")).and_then(|c| c.reason.clone());
+    let done = status.observed_generation == d.metadata.generation
+        && status.replicas == Some(want)
+        && status.updated_replicas == Some(want)
+        && status.ready_replicas == Some(want)
+        && status.available_replicas == Some(want)
+        && progressing.as_deref() == Some("NewReplicaSetAvailable");
+    if done { Ok(()) } else { Err(anyhow!("{} not rolled out: want {want}, status {status:?}", d.name_any())) }
+}
+
+/// The Foo's (availableReplicas, observedGeneration) once they match `replicas` and its
+/// generation.
+async fn foo_converged(foos: &Api<DynamicObject>, name: &str, replicas: i64) -> Result<()> {
+    let object = foos.get(name).await?;
+    let status = object.data.get("status").cloned().unwrap_or_default();
+    let generation = object.metadata.generation;
+    if status["availableReplicas"].as_i64() == Some(replicas) && status["observedGeneration"].as_i64() == generation {
+        Ok(())
+    } else {
+        Err(anyhow!("Foo {name} at generation {generation:?} has status {status}, want {replicas} available"))
+    }
+}
+
+/// Runs the sample-controller built in `lang` in a host of its own, in a namespace of its own,
+/// takes the Foos through creation and a spec change, and returns the objects it left.
+async fn sample_run(cp: &ControlPlane, ar: &ApiResource, lang: &str, wasm: &Path) -> Result<Value> {
+    let ns = cp.namespace(&format!("sample-{lang}")).await?;
+    let dir = PluginDir::new();
+    guests::install(wasm, dir.path(), "sample-controller", None);
+    let mut host = Host::start(host_config(&format!("sample-{lang}"), dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+
+    let foos: Api<DynamicObject> = Api::namespaced_with(ns.client().clone(), ns.name(), ar);
+    let deployments: Api<Deployment> = ns.api();
+    let pods: Api<Pod> = ns.api();
+    deployments.create(&PostParams::default(), &taken()?).await?;
+    for object in sample_foos(ar) {
+        foos.create(&PostParams::default(), &object).await?;
+    }
+    let converge = |wants: Vec<(&'static str, i64)>| {
+        let (foos, deployments, pods) = (&foos, &deployments, &pods);
+        async move {
+            eventually(&format!("{lang}: the Foos {wants:?} and their Deployments to converge"), CONVERGE, || async {
+                mark_pods_ready(pods).await?;
+                for (name, replicas) in &wants {
+                    foo_converged(foos, name, *replicas).await?;
+                }
+                deployments.list(&ListParams::default()).await?.items.iter().try_for_each(rolled_out)
+            })
+            .await
+        }
+    };
+    converge(vec![("alpha", 1), ("beta", 1)]).await?;
+    foos.patch("alpha", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 2}}))).await?;
+    converge(vec![("alpha", 2), ("beta", 1)]).await?;
+    let events = eventually(&format!("{lang}: the Warning Events on gamma and delta"), CONVERGE, || async {
+        let events = foo_events(ns.client(), ns.name()).await?;
+        let seen = |regarding: &str, reason: &str| events.iter().any(|e| e["regarding"] == regarding && e["reason"] == reason);
+        if seen("Foo/gamma", "ErrResourceExists") && seen("Foo/delta", "InvalidSpec") { Ok(events) } else { Err(anyhow!("Events on Foos so far: {events:?}")) }
+    })
+    .await?;
+
+    let mut foo_snapshot = Vec::new();
+    for object in foos.list(&ListParams::default()).await?.items {
+        let value = normalize(serde_json::to_value(&object)?);
+        foo_snapshot.push(json!({"name": value["metadata"]["name"], "generation": value["metadata"]["generation"], "spec": value["spec"], "status": value.get("status")}));
+    }
+    let deployment_snapshot: Vec<Value> = deployments.list(&ListParams::default()).await?.items.iter().map(|d| Ok(normalize(serde_json::to_value(d)?))).collect::<Result<_>>()?;
+    host.stop().await?;
+    Ok(json!({"foos": foo_snapshot, "deployments": deployment_snapshot, "events": events}))
+}
+
+/// The distinct Events about Foos in the namespace (type, reason, action, note, reporter), sorted.
+async fn foo_events(client: &Client, ns: &str) -> Result<Vec<Value>> {
+    let events = Api::<Event>::namespaced(client.clone(), ns).list(&ListParams::default()).await?.items;
+    let distinct: BTreeSet<String> = events
+        .iter()
+        .filter_map(|e| {
+            let regarding = e.regarding.as_ref().filter(|r| r.kind.as_deref() == Some("Foo"))?;
+            let value = json!({
+                "regarding": format!("Foo/{}", regarding.name.as_deref().unwrap_or_default()),
+                "type": e.type_, "reason": e.reason, "action": e.action, "note": e.note,
+                "reportingController": e.reporting_controller,
+            });
+            Some(value.to_string())
+        })
+        .collect();
+    Ok(distinct.iter().map(|text| serde_json::from_str(text).expect("our own JSON")).collect())
+}
+
+/// The sample-controller in Rust, Python and JavaScript, each in its own host and namespace,
+/// turns the same Foos into the same Deployments, Foo statuses and Events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sample_controller_makes_the_same_objects_in_every_language() -> Result<()> {
+    let mut wasms = Vec::new();
+    for lang in LANGS {
+        wasms.push((lang, built("sample-controller", lang).await?));
+    }
+    let cp = ControlPlane::shared().await;
+    let ar = apply_crd(&cp.client().await?, &foo_crd(), CONVERGE).await?;
+    let runs = futures::future::join_all(wasms.iter().map(|(lang, wasm)| sample_run(cp, &ar, lang, wasm))).await;
+    let mut snapshots = Vec::new();
+    for ((lang, _), run) in wasms.iter().zip(runs) {
+        snapshots.push((*lang, run.with_context(|| format!("the sample-controller in {lang}"))?));
+    }
+    let (_, rust) = &snapshots[0];
+    ensure!(rust["deployments"].as_array().map(Vec::len) == Some(3), "expected alpha-web, beta-web and taken: {rust:#}");
+    assert_identical("the sample-controller's objects", &snapshots)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reboot coordinator in every language, under a simulated node agent
+// ---------------------------------------------------------------------------------------------
+
+const REBOOT_NEEDED: &str = "reboot.kubewasm.io/reboot-needed";
+const REBOOT_NOW: &str = "reboot.kubewasm.io/reboot-now";
+/// Labels the Nodes of one run, for the agent's watch and the cleanup.
+const RUN_LABEL: &str = "examples.kubewasm.io/run";
+const NODES: usize = 5;
+const MAX_UNAVAILABLE: usize = 2;
+/// How long the simulated agent keeps a Node down.
+const REBOOT_TIME: Duration = Duration::from_millis(500);
+
+/// A Node as the coordinator judges it.
+#[derive(Debug, Clone, Copy, Default)]
+struct NodeState {
+    needed: bool,
+    now: bool,
+    ready: bool,
+}
+
+impl NodeState {
+    fn of(node: &Node) -> NodeState {
+        let annotations = node.metadata.annotations.clone().unwrap_or_default();
+        let ready = node.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready")).is_some_and(|c| c.status == "True");
+        NodeState { needed: annotations.contains_key(REBOOT_NEEDED), now: annotations.contains_key(REBOOT_NOW), ready }
+    }
+    fn unavailable(self) -> bool {
+        self.now || !self.ready
+    }
+}
+
+/// What the agent saw, in the API server's order.
+#[derive(Debug, Default)]
+struct AgentLog {
+    nodes: BTreeMap<String, NodeState>,
+    /// Nodes in the order they were given `reboot-now`.
+    granted: Vec<String>,
+    /// The most Nodes unavailable at once, and the states when that was first reached.
+    peak: usize,
+    peak_at: String,
+    rebooted: BTreeMap<String, usize>,
+}
+
+impl AgentLog {
+    fn observe(&mut self, node: &Node) {
+        let name = node.name_any();
+        let state = NodeState::of(node);
+        let before = self.nodes.insert(name.clone(), state).unwrap_or_default();
+        if state.now && !before.now {
+            self.granted.push(name);
+        }
+        let unavailable = self.nodes.values().filter(|s| s.unavailable()).count();
+        if unavailable > self.peak {
+            self.peak = unavailable;
+            self.peak_at = format!("{:?}", self.nodes);
+        }
+    }
+}
+
+fn ready_status(ready: bool) -> Value {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let (status, reason) = if ready { ("True", "KubeletReady") } else { ("False", "KubeletNotReady") };
+    json!({"status": {"conditions": [{"type": "Ready", "status": status, "reason": reason, "lastHeartbeatTime": now, "lastTransitionTime": now}]}})
+}
+
+/// The node agent's side of one reboot: NotReady, then both annotations removed and Ready again.
+async fn reboot(nodes: Api<Node>, name: String, log: Arc<Mutex<AgentLog>>) -> Result<()> {
+    nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(ready_status(false))).await?;
+    tokio::time::sleep(REBOOT_TIME).await;
+    let clear = json!({"metadata": {"annotations": {REBOOT_NEEDED: null, REBOOT_NOW: null}}});
+    nodes.patch(&name, &PatchParams::default(), &Patch::Merge(clear)).await?;
+    nodes.patch_status(&name, &PatchParams::default(), &Patch::Merge(ready_status(true))).await?;
+    *log.lock().unwrap().rebooted.entry(name).or_default() += 1;
+    Ok(())
+}
+
+/// Plays the node agent for the Nodes labeled `run`: watches them, keeps the [`AgentLog`], and
+/// reboots every Node given `reboot-now` once.
+fn spawn_agent(client: Client, run: &str, log: Arc<Mutex<AgentLog>>) -> tokio::task::JoinHandle<Result<()>> {
+    let nodes: Api<Node> = Api::all(client);
+    let config = watcher::Config::default().labels(&format!("{RUN_LABEL}={run}"));
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(watcher(nodes.clone(), config));
+        let mut rebooting = BTreeSet::new();
+        let mut reboots = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                event = stream.next() => {
+                    let node = match event {
+                        Some(Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node))) => node,
+                        Some(_) => continue,
+                        None => bail!("the Node watch ended"),
+                    };
+                    log.lock().unwrap().observe(&node);
+                    let state = NodeState::of(&node);
+                    if state.now && state.ready && rebooting.insert(node.name_any()) {
+                        reboots.spawn(reboot(nodes.clone(), node.name_any(), log.clone()));
+                    }
+                    // A Node that has finished its reboot may be granted again (it would be a bug).
+                    if !state.now && state.ready {
+                        rebooting.remove(&node.name_any());
+                    }
+                }
+                Some(done) = reboots.join_next() => done??,
+            }
+        }
+    })
+}
+
+/// One round of the coordinator built in `lang`: `NODES` Ready Nodes all ask for a reboot; the
+/// agent reboots whatever is granted. Returns the final Nodes (by index, normalized) and the log.
+async fn reboot_round(cp: &ControlPlane, lang: &str, wasm: &Path) -> Result<(Value, AgentLog)> {
+    let client = cp.client().await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let run = unique_name(&format!("reboot-{lang}"));
+    let names: Vec<String> = (0..NODES).map(|i| format!("{run}-{i}")).collect();
+    let cleanup = NodeCleanup { client: client.clone(), run: run.clone() };
+    // Every Node exists and is Ready before the coordinator starts, so none counts as unavailable
+    // on its way in.
+    for name in &names {
+        let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": {RUN_LABEL: run}}}))?;
+        nodes.create(&PostParams::default(), &node).await?;
+        nodes.patch_status(name, &PatchParams::default(), &Patch::Merge(ready_status(true))).await?;
+    }
+
+    let ns = cp.namespace(&format!("reboot-{lang}")).await?;
+    let dir = PluginDir::new();
+    guests::install(wasm, dir.path(), "reboot-coordinator", Some(&format!("maxUnavailable = {MAX_UNAVAILABLE}\n")));
+    let mut host = Host::start(host_config(&format!("reboot-{lang}"), dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+
+    let log = Arc::new(Mutex::new(AgentLog::default()));
+    let agent = spawn_agent(client.clone(), &run, log.clone());
+    eventually(&format!("{lang}: the agent to see the {NODES} Nodes"), CONVERGE, || async {
+        let seen = log.lock().unwrap().nodes.len();
+        if seen == NODES { Ok(()) } else { Err(anyhow!("{seen} seen")) }
+    })
+    .await?;
+    for name in &names {
+        nodes.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {REBOOT_NEEDED: "true"}}}))).await?;
+    }
+    let finished = eventually(&format!("{lang}: every Node to reboot once and be back"), CONVERGE, || async {
+        if agent.is_finished() {
+            return Ok(Err(anyhow!("the agent stopped")));
+        }
+        let log = log.lock().unwrap();
+        let back = log.nodes.values().all(|s| !s.needed && !s.now && s.ready);
+        if back && log.rebooted.len() == NODES { Ok(Ok(())) } else { Err(anyhow!("granted {:?}, rebooted {:?}, nodes {:?}", log.granted, log.rebooted, log.nodes)) }
+    })
+    .await;
+    agent.abort();
+    if let Ok(Err(e)) = agent.await {
+        return Err(e.context(format!("{lang}: the node agent failed")));
+    }
+    finished??;
+    host.stop().await?;
+
+    let mut snapshot = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let mut node = normalize(serde_json::to_value(nodes.get(name).await?)?);
+        node["metadata"]["name"] = json!(format!("node-{i}"));
+        node["metadata"]["labels"][RUN_LABEL] = json!("<run>");
+        snapshot.push(json!({"metadata": node["metadata"], "spec": node["spec"], "conditions": node["status"]["conditions"]}));
+    }
+    drop(cleanup);
+    let log = std::mem::take(&mut *log.lock().unwrap());
+    Ok((Value::Array(snapshot), log))
+}
+
+/// Deletes a run's Nodes (cluster-scoped: no namespace takes them along) when dropped.
+struct NodeCleanup {
+    client: Client,
+    run: String,
+}
+
+impl Drop for NodeCleanup {
+    fn drop(&mut self) {
+        let (client, selector) = (self.client.clone(), format!("{RUN_LABEL}={}", self.run));
+        // The test's runtime may be the one dropping us: delete from a thread with its own.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            rt.block_on(async {
+                let nodes: Api<Node> = Api::all(client);
+                let _ = tokio::time::timeout(Duration::from_secs(10), nodes.delete_collection(&DeleteParams::default(), &ListParams::default().labels(&selector))).await;
+            });
+        })
+        .join();
+    }
+}
+
+/// The reboot coordinator in Rust, Python and JavaScript: under the same simulated node agent,
+/// every Node reboots exactly once, never more than `maxUnavailable` (from the plugin's settings
+/// file) are unavailable at once — and that many are, so the setting was read — and the Nodes
+/// end identical. The languages run one after another: Nodes are cluster-scoped, and each
+/// coordinator counts every Node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reboot_coordinator_keeps_max_unavailable_in_every_language() -> Result<()> {
+    let mut wasms = Vec::new();
+    for lang in LANGS {
+        wasms.push((lang, built("reboot-coordinator", lang).await?));
+    }
+    let cp = ControlPlane::shared().await;
+    // Every language runs, and every problem is reported, before the test fails.
+    let mut snapshots = Vec::new();
+    let mut problems = Vec::new();
+    for (lang, wasm) in &wasms {
+        let (nodes, log) = reboot_round(cp, lang, wasm).await?;
+        println!("{lang}: reboots granted in order {:?}; at most {} unavailable at once", log.granted, log.peak);
+        if log.peak > MAX_UNAVAILABLE {
+            problems.push(format!("{lang}: {} Nodes were unavailable at once (maxUnavailable {MAX_UNAVAILABLE}): {}", log.peak, log.peak_at));
+        }
+        if log.peak < MAX_UNAVAILABLE {
+            problems.push(format!("{lang}: never more than {} Node unavailable at once: maxUnavailable = {MAX_UNAVAILABLE} from the settings file was not used", log.peak));
+        }
+        if log.granted.len() != NODES || log.rebooted.values().any(|n| *n != 1) {
+            problems.push(format!("{lang}: every Node must reboot exactly once: granted {:?}, rebooted {:?}", log.granted, log.rebooted));
+        }
+        snapshots.push((*lang, nodes));
+    }
+    if let Err(e) = assert_identical("the Nodes after a reboot round", &snapshots) {
+        problems.push(e.to_string());
+    }
+    ensure!(problems.is_empty(), "{}", problems.join("\n"));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// kubewasm new
+// ---------------------------------------------------------------------------------------------
+
+/// Runs the `kubewasm` binary with `args` in `dir`; its stdout, or an error with both outputs.
+fn kubewasm(dir: &Path, args: &[&str]) -> Result<String> {
+    let bin = kubewasm_binary()?;
+    let output = Command::new(&bin).current_dir(dir).args(args).env("RUST_LOG", "warn").output()?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    ensure!(output.status.success(), "kubewasm {} failed ({}):\n{}{}", args.join(" "), output.status, quoted(&stdout), String::from_utf8_lossy(&output.stderr));
+    Ok(stdout)
+}
+
+/// Builds a scaffolded project as its README says: the component `NAME.wasm` in the project.
+fn build_scaffold(lang: &str, project: &Path, name: &str) -> Result<PathBuf> {
+    let wasm = project.join(format!("{name}.wasm"));
+    match lang {
+        "rust" => {
+            // The workspace's target directory: the SDK's dependencies are already built there.
+            let target = guests::target_dir();
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let output = Command::new(cargo)
+                .current_dir(project)
+                .env("CARGO_TARGET_DIR", &target)
+                .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
+                .output()?;
+            ensure!(output.status.success(), "cargo build of the Rust scaffold failed:\n{}", String::from_utf8_lossy(&output.stderr));
+            std::fs::copy(target.join(kubewasm::scaffold::artifact(kubewasm::scaffold::Lang::Rust, name)), &wasm)?;
+        }
+        // Built as the README says (`kubewasm-py build app.py`, `kubewasm-js build app.js`);
+        // kept by digest, so an unchanged scaffold and SDK are not rebuilt on every run.
+        "python" => _ = std::fs::copy(guests::cached_plugin(lang, &project.join("app.py"), "scaffold-python"), &wasm)?,
+        "js" => _ = std::fs::copy(guests::cached_plugin(lang, &project.join("app.js"), "scaffold-js"), &wasm)?,
+        other => bail!("unknown language {other}"),
+    }
+    Ok(wasm)
+}
+
+/// `kubewasm new --lang LANG` makes a project that builds without edits, that `kubewasm check`
+/// loads, and whose own table-test case passes.
+async fn scaffold(lang: &'static str) -> Result<()> {
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::Builder::new().prefix(&format!("kubewasm-new-{lang}-")).tempdir()?;
+        let name = "cm-summary";
+        let created = kubewasm(dir.path(), &["new", "--lang", lang, name])?;
+        ensure!(created.contains(&format!("kubewasm test {name}.wasm cases")), "kubewasm new printed:\n{created}");
+        let project = dir.path().join(name);
+        ensure!(project.join("README.md").is_file() && project.join("cases").is_dir(), "{created}");
+        let wasm = build_scaffold(lang, &project, name)?;
+        let cache = format!("--cache-dir={}", artifact_cache_dir().display());
+        let check = kubewasm(&project, &["check", &cache, &wasm.to_string_lossy()])?;
+        ensure!(check.contains(&format!("Name:            {name}\n")), "kubewasm check printed:\n{check}");
+        ensure!(check.contains(&format!("selector {name}.example.com/enabled=true")), "kubewasm check printed:\n{check}");
+        let test = kubewasm(&project, &["test", &cache, &wasm.to_string_lossy(), "cases"])?;
+        ensure!(test.contains("test result: ok. 1 passed; 0 failed"), "kubewasm test printed:\n{}", quoted(&test));
+        // Nothing is overwritten.
+        let again = Command::new(kubewasm_binary()?).current_dir(dir.path()).args(["new", "--lang", lang, name]).output()?;
+        ensure!(!again.status.success(), "kubewasm new overwrote a project");
+        let error = String::from_utf8_lossy(&again.stderr);
+        ensure!(error.trim().lines().count() == 1 && error.contains("not empty"), "{error}");
+        Ok(())
+    })
+    .await?
+}
+
+#[tokio::test]
+async fn new_rust_project_builds_checks_and_passes_its_case() -> Result<()> {
+    scaffold("rust").await
+}
+
+#[tokio::test]
+async fn new_python_project_builds_checks_and_passes_its_case() -> Result<()> {
+    scaffold("python").await
+}
+
+#[tokio::test]
+async fn new_js_project_builds_checks_and_passes_its_case() -> Result<()> {
+    scaffold("js").await
+}
+
+#[test]
+fn new_refuses_a_name_that_is_not_a_dns_label() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let output = Command::new(kubewasm_binary()?).current_dir(dir.path()).args(["new", "--lang", "js", "My_Plugin"]).output()?;
+    ensure!(!output.status.success(), "accepted My_Plugin");
+    let error = String::from_utf8_lossy(&output.stderr);
+    ensure!(error.trim().lines().count() == 1 && error.contains("DNS-1123"), "{error}");
+    ensure!(std::fs::read_dir(dir.path())?.next().is_none(), "wrote something anyway");
+    Ok(())
+}
