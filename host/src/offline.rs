@@ -53,6 +53,11 @@ impl Recorder {
         self.writes.lock().clone()
     }
 
+    /// How many writes are recorded (without copying them, unlike [`Recorder::writes`]).
+    pub fn write_count(&self) -> usize {
+        self.writes.lock().len()
+    }
+
     pub fn events(&self) -> Vec<PluginEvent> {
         self.events.lock().clone()
     }

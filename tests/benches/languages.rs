@@ -25,25 +25,10 @@ use kubewasm::plugin::{LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
 use kubewasm::runtime::{PluginRunner, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::guests;
+use kubewasm_tests::timing::measure;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::{Value, json};
-
-/// Runs `op` repeatedly for about `budget` and returns the mean time per call.
-async fn measure<F: AsyncFnMut()>(budget: Duration, mut op: F) -> Duration {
-    for _ in 0..200 {
-        op().await;
-    }
-    let started = Instant::now();
-    let mut n = 0u32;
-    while started.elapsed() < budget {
-        for _ in 0..50 {
-            op().await;
-        }
-        n += 50;
-    }
-    started.elapsed() / n
-}
 
 fn foo_kind() -> Gvk {
     Gvk::new("samplecontroller.k8s.io", "v1alpha1", "Foo")
@@ -223,7 +208,7 @@ async fn reconcile(runner: &PluginRunner, recorder: &Recorder, object: &Arc<str>
         .reconcile(Request { key: ObjectKey::new(Some("bench"), "example"), object: object.clone(), retries: 0 })
         .await
         .expect("the sample-controller reconciles");
-    if recorder.writes().len() > 10_000 {
+    if recorder.write_count() > 10_000 {
         recorder.clear();
     }
 }

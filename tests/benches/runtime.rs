@@ -17,23 +17,8 @@ use kubewasm::plugin::{LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
 use kubewasm::runtime::{PluginRunner, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::guests;
+use kubewasm_tests::timing::measure;
 use parking_lot::Mutex;
-
-/// Runs `op` repeatedly for about `budget` and returns the mean time per call.
-async fn measure<F: AsyncFnMut()>(budget: Duration, mut op: F) -> Duration {
-    for _ in 0..200 {
-        op().await;
-    }
-    let started = Instant::now();
-    let mut n = 0u32;
-    while started.elapsed() < budget {
-        for _ in 0..100 {
-            op().await;
-        }
-        n += 100;
-    }
-    started.elapsed() / n
-}
 
 fn primary(bytes: usize) -> String {
     let value = "x".repeat(100);
@@ -88,7 +73,7 @@ async fn wasm_reconcile(runner: &PluginRunner, recorder: &Recorder, object: &Arc
         .reconcile(Request { key: ObjectKey::new(Some("bench"), "primary"), object: object.clone(), retries: 0 })
         .await
         .expect("the bench plugin reconciles");
-    if recorder.writes().len() > 10_000 {
+    if recorder.write_count() > 10_000 {
         recorder.clear();
     }
 }

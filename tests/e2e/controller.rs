@@ -298,6 +298,48 @@ async fn a_conflict_storm_converges_without_warning_events() -> Result<()> {
     Ok(())
 }
 
+/// Plugin faults in a running host — a trap, and a reconcile that computes forever — each become
+/// a Warning Event on the object and a count in `kubewasm_plugin_faults_total`; the faulting
+/// plugin goes on serving its other objects, and another plugin on the same objects is not
+/// disturbed at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_faults_give_events_and_metrics_and_everything_keeps_serving() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("faults").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    let victim = E2eSettings::new("victim");
+    // A short deadline, from the operator's side of the settings file.
+    let settings = format!("{}\n[kubewasm]\ndeadline-ms = 1000\n", victim.to_toml());
+    dir.install("victim", &kubewasm_tests::plugindir::e2e_variant("v01"), Some(&settings));
+    dir.install_e2e(&E2eSettings::new("bystander"), "v01");
+    let mut host = Host::start(host_config("faults", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+
+    let all = inputs(&["healthy", "traps", "spins"], "1");
+    create_primaries(&cms, &inputs(&["healthy"], "1")).await?;
+    for (name, knob) in [("traps", TRAP), ("spins", SPIN)] {
+        let mut object = primary(name, "1");
+        object.metadata.annotations.get_or_insert_with(Default::default).insert(knob.into(), "victim".into());
+        cms.create(&PostParams::default(), &object).await?;
+    }
+
+    wait_event(ns.client(), ns.name(), "traps", "PluginFault", "trapped").await?;
+    wait_event(ns.client(), ns.name(), "spins", "PluginFault", "ran past its deadline of 1000 ms").await?;
+    for kind in ["trap", "deadline"] {
+        let n = host.wait_metric("kubewasm_plugin_faults_total", &[("plugin", "victim"), ("kind", kind)], CONVERGE, |n| n >= 1.0).await?;
+        eprintln!("victim: {n} fault(s) of kind {kind}");
+    }
+    // The bystander reconciled every object, the victim the healthy one; and both keep serving.
+    wait_outputs(&cms, "bystander", &all, Want::default()).await?;
+    set_input(&cms, "healthy", "2").await?;
+    wait_outputs(&cms, "victim", &inputs(&["healthy"], "2"), Want::default()).await?;
+    wait_outputs(&cms, "bystander", &inputs(&["healthy"], "2"), Want::default()).await?;
+    ensure!(host.metric("kubewasm_plugin_faults_total", &[("plugin", "bystander")]).await? == 0.0, "the bystander faulted");
+    host.stop().await?;
+    Ok(())
+}
+
 /// The plugin's finalizer is added before its first reconcile; a deletion waits while
 /// `finalize` asks for more time and completes once it is done.
 #[tokio::test]

@@ -57,6 +57,15 @@ async fn built(example: &'static str, lang: &'static str) -> Result<PathBuf> {
     Ok(tokio::task::spawn_blocking(move || guests::example(example, lang)).await?)
 }
 
+/// The example built in each of [`LANGS`], one after another (the builds are heavy).
+async fn built_in_every_language(example: &'static str) -> Result<Vec<(&'static str, PathBuf)>> {
+    let mut wasms = Vec::new();
+    for lang in LANGS {
+        wasms.push((lang, built(example, lang).await?));
+    }
+    Ok(wasms)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Table tests
 // ---------------------------------------------------------------------------------------------
@@ -299,10 +308,7 @@ async fn foo_events(client: &Client, ns: &str) -> Result<Vec<Value>> {
 /// turns the same Foos into the same Deployments, Foo statuses and Events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sample_controller_makes_the_same_objects_in_every_language() -> Result<()> {
-    let mut wasms = Vec::new();
-    for lang in LANGS {
-        wasms.push((lang, built("sample-controller", lang).await?));
-    }
+    let wasms = built_in_every_language("sample-controller").await?;
     let cp = ControlPlane::shared().await;
     let ar = apply_crd(&cp.client().await?, &foo_crd(), CONVERGE).await?;
     let runs = futures::future::join_all(wasms.iter().map(|(lang, wasm)| sample_run(cp, &ar, lang, wasm))).await;
@@ -513,10 +519,7 @@ impl Drop for NodeCleanup {
 /// coordinator counts every Node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reboot_coordinator_keeps_max_unavailable_in_every_language() -> Result<()> {
-    let mut wasms = Vec::new();
-    for lang in LANGS {
-        wasms.push((lang, built("reboot-coordinator", lang).await?));
-    }
+    let wasms = built_in_every_language("reboot-coordinator").await?;
     let cp = ControlPlane::shared().await;
     // Every language runs, and every problem is reported, before the test fails.
     let mut snapshots = Vec::new();

@@ -20,7 +20,7 @@
 //! `controlplane` (one running instance), `shared` (the per-process instance), `namespace`,
 //! `kubectl`, `wait` (polling and Kubernetes waits), `host` (the real `kubewasm` binary as a
 //! child process), `plugindir` (a plugin directory and the suite's `e2e-guest` plugin), `prom`
-//! (Prometheus text: the host's metrics and the API server's).
+//! (Prometheus text: the host's metrics and the API server's), `timing` (for the benchmarks).
 
 pub mod build;
 pub mod controlplane;
@@ -32,6 +32,7 @@ pub mod plugindir;
 pub mod process;
 pub mod prom;
 mod shared;
+pub mod timing;
 pub mod wait;
 
 pub use build::{BuildError, controlplane_binary};

@@ -26,6 +26,10 @@ pub const OUTPUT: &str = "e2e.kubewasm.io/output";
 pub const SLEEP_MS: &str = "e2e.kubewasm.io/sleep-ms";
 /// `"true"` makes a reconcile fail (a Warning Event).
 pub const FAIL: &str = "e2e.kubewasm.io/fail";
+/// Names a plugin that traps when it reconciles the object.
+pub const TRAP: &str = "e2e.kubewasm.io/trap";
+/// Names a plugin that computes forever when it reconciles the object (stopped at its deadline).
+pub const SPIN: &str = "e2e.kubewasm.io/spin";
 /// `"true"` lets `finalize` finish.
 pub const RELEASE: &str = "e2e.kubewasm.io/release";
 

@@ -24,6 +24,10 @@ const OUTPUT: &str = "e2e.kubewasm.io/output";
 const SLEEP_MS: &str = "e2e.kubewasm.io/sleep-ms";
 const FAIL: &str = "e2e.kubewasm.io/fail";
 const RELEASE: &str = "e2e.kubewasm.io/release";
+/// Names a plugin that traps (panics) when it reconciles the object.
+const TRAP: &str = "e2e.kubewasm.io/trap";
+/// Names a plugin that computes forever when it reconciles the object (until its deadline).
+const SPIN: &str = "e2e.kubewasm.io/spin";
 const DEFAULT_SELECTOR: &str = "e2e.kubewasm.io/primary";
 
 fn variant() -> String {
@@ -133,6 +137,15 @@ impl Controller for E2e {
             ctx.info(&format!("reconcile of {} sleeps {ms} ms", primary.name()));
             std::thread::sleep(Duration::from_millis(ms));
             ctx.info(&format!("reconcile of {} woke up", primary.name()));
+        }
+        if annotation(&primary, TRAP) == Some(self.name.as_str()) {
+            panic!("{} asks {} to trap", primary.name(), self.name);
+        }
+        if annotation(&primary, SPIN) == Some(self.name.as_str()) {
+            let mut n = 0u64;
+            loop {
+                n = std::hint::black_box(n.wrapping_add(1));
+            }
         }
         if annotation(&primary, FAIL) == Some("true") {
             return Err(Error::other(format!("{} asks to fail", primary.name())));
