@@ -86,7 +86,7 @@ metadata:
   name: demo-node-$n
   annotations: {reboot.kubewasm.io/reboot-needed: "true"}
 YAML
-    kubectl patch node "demo-node-$n" --subresource=status --type=merge -p '{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Demo","message":"simulated","lastHeartbeatTime":null}]}}' >/dev/null
+    kubectl patch node "demo-node-$n" --subresource=status --type=merge -p '{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Demo","message":"simulated"}]}}' >/dev/null
 done
 # The node agent's side, simulated: reboot a Node told to, then clear its annotations.
 for round in 1 2 3; do
@@ -99,7 +99,15 @@ done
 sleep 2
 kubectl get nodes -o custom-columns='NAME:.metadata.name,REBOOT-NEEDED:.metadata.annotations.reboot\.kubewasm\.io/reboot-needed,REBOOT-NOW:.metadata.annotations.reboot\.kubewasm\.io/reboot-now'
 
-say "5. The host's plugins, metrics and health"
+if [ -f "$DEMO/plugins/hello-js.wasm" ]; then
+    say "5. The scaffolded JavaScript starter (kubewasm new --lang js hello-js): a labelled ConfigMap gets a summary it owns"
+    kubectl create configmap settings --from-literal=color=blue --from-literal=size=large
+    kubectl label configmap settings hello-js.example.com/enabled=true
+    sleep 3
+    kubectl get configmap settings-summary -o jsonpath='{"settings-summary: "}{.data}{"\n"}'
+fi
+
+say "6. The host's plugins, metrics and health"
 kubectl get configmap kubewasm-plugins -o jsonpath='{.data}{"\n"}'
 curl -s 127.0.0.1:18080/metrics | grep -E '^(controller_runtime_reconcile_total|kubewasm_plugin_instances)' | head -12
 curl -s 127.0.0.1:18081/readyz; echo
