@@ -59,6 +59,13 @@ pub struct Permission {
     pub namespaces: BTreeSet<String>,
 }
 
+impl Permission {
+    /// Grants `list` or `watch` on the resource itself (not a subresource).
+    pub fn lists(&self) -> bool {
+        self.subresource.is_none() && (self.verbs.contains(&Verb::List) || self.verbs.contains(&Verb::Watch))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mapping {
     OwnerReferences,
@@ -213,13 +220,14 @@ impl Manifest {
         let mut all: BTreeSet<&Gvk> = BTreeSet::from([&self.primary]);
         all.extend(&self.owns);
         all.extend(self.watches.iter().map(|w| &w.resource));
-        all.extend(
-            self.permissions
-                .iter()
-                .filter(|p| p.subresource.is_none() && (p.verbs.contains(&Verb::List) || p.verbs.contains(&Verb::Watch)))
-                .map(|p| &p.resource),
-        );
+        all.extend(self.permissions.iter().filter(|p| p.lists()).map(|p| &p.resource));
         all
+    }
+
+    /// Whether a grant lets the plugin list or watch `resource` (beyond what its own watches of
+    /// it select).
+    pub fn lists(&self, resource: &Gvk) -> bool {
+        self.permissions.iter().any(|p| &p.resource == resource && p.lists())
     }
 
     /// The capability check: may this plugin do `verb` on `resource` (or its `subresource`) in
@@ -384,6 +392,8 @@ mod tests {
         });
         let cached: Vec<String> = m.cached_resources().into_iter().map(ToString::to_string).collect();
         assert_eq!(cached, ["Node.v1", "Deployment.v1.apps", "Foo.v1alpha1.samplecontroller.k8s.io"]);
+        assert!(m.lists(&Gvk::new("", "v1", "Node")));
+        assert!(!m.lists(&Gvk::new("apps", "v1", "Deployment")), "create and patch are not listing");
     }
 
     #[test]

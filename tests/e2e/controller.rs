@@ -200,7 +200,7 @@ async fn two_plugins_reading_configmaps_share_one_watch() -> Result<()> {
 
     // Cluster-wide (no --namespace), so the watch is the host's only configmap watch.
     let dir = PluginDir::new();
-    // No primary selector: a plugin with one also keeps an unfiltered watch of its kind for reads.
+    // No primary selector: one unfiltered watch of the kind, whichever plugins need it.
     dir.install_e2e(&E2eSettings::new("reader-a").selector(""), "v01");
     dir.install_e2e(&E2eSettings::new("reader-b").selector(""), "v01");
     let config = HostConfig::new("shared", dir.path(), cp.kubeconfig_path()).status_configmap(ns.name(), STATUS);

@@ -187,7 +187,7 @@ async fn watches_follow_the_plugins_that_need_them() -> Result<()> {
     ensure!(pt0 == 0.0, "nobody may watch podtemplates before the plugin does: {pt0} watches");
 
     let dir = PluginDir::new();
-    // No primary selectors: a plugin with one also keeps an unfiltered watch of its kind.
+    // No primary selectors: one unfiltered watch of the kind, whichever plugins need it.
     dir.install_e2e(&E2eSettings::new("cm-a").selector(""), "v01");
     dir.install_e2e(&E2eSettings::new("cm-b").selector(""), "v01");
     // Cluster-wide: the host's watches are one per resource.

@@ -312,8 +312,13 @@ async fn build_version(
         };
         wanted.push((watch.resource.clone(), watch.selector.clone(), mapping));
     }
+    // A primary selector also bounds what the plugin reads of its primary's kind: the primary
+    // watch serves those reads, unless a grant to list the kind asks for all of it. (A second,
+    // unfiltered watch would cache every selected object twice.)
     for resource in manifest.cached_resources() {
-        if !wanted.iter().any(|(gvk, selector, _)| gvk == resource && selector.is_none()) {
+        let served = wanted.iter().any(|(gvk, selector, _)| gvk == resource && selector.is_none());
+        let selected_primary = *resource == manifest.primary && manifest.primary_selector.is_some() && !manifest.lists(resource);
+        if !served && !selected_primary {
             wanted.push((resource.clone(), None, TriggerMapping::None));
         }
     }
