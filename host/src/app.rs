@@ -3,25 +3,28 @@
 //! events are sent); a second signal, or the grace period running out, stops at once.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::Client;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use crate::client::{ApiClient, ClientLimits, Fence, HostObject};
 use crate::controller::Environment;
 use crate::discovery::Discovery;
-use crate::events::EventRecorder;
+use crate::events::{EventRecorder, Reporting};
+use crate::identity::{IdentityMode, Identities};
 use crate::informer::Informers;
 use crate::leader::{LeaderConfig, LeaderElector, Leadership};
 use crate::manifest::LimitPolicy;
 use crate::metrics::Metrics;
-use crate::plugin::artifact::ArtifactCache;
 use crate::plugin::Loader;
-use crate::runtime::{Runtime, RuntimeConfig};
-use crate::supervisor::{StatusObject, Supervisor};
+use crate::plugin::artifact::ArtifactCache;
+use crate::resource::Gvk;
+use crate::runtime::{MemoryBudget, Runtime, RuntimeConfig};
+use crate::supervisor::{ControllerFilter, StatusObject, Supervisor};
+use crate::supervisor::status::StatusPublisher;
 
 /// Everything `kubewasm run` takes from its flags.
 #[derive(Debug, Clone)]
@@ -40,76 +43,28 @@ pub struct RunConfig {
     /// Follow the plugin directory and hot-reload changes.
     pub watch: bool,
     /// The ConfigMap listing the running plugins, which plugin load Events are about.
-    pub status_namespace: String,
-    pub status_name: String,
+    pub status: StatusObject,
+    pub plugin_identity: IdentityMode,
+    /// Where the plugins' ServiceAccounts live.
+    pub identity_namespace: String,
+    pub request_timeout: Duration,
+    pub sync_timeout: Duration,
+    /// Host-wide budget of plugin linear memory, in bytes.
+    pub plugin_memory_budget: u64,
+    /// Instances idle this long are released.
+    pub idle_instances: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
-    #[error("cannot read the plugin directory {path}: {source}")]
-    PluginDir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    PluginDir(#[from] crate::supervisor::DirError),
     #[error("cannot connect to Kubernetes: {0}")]
-    Connect(String),
+    Connect(#[from] crate::client::ConnectError),
     #[error(transparent)]
     Runtime(#[from] crate::runtime::RuntimeError),
     #[error(transparent)]
     Server(#[from] crate::server::ServerError),
-}
-
-/// kube-controller-manager's `--controllers` rule: `*` enables every plugin, `name` enables one,
-/// `-name` disables one. The default is `*`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControllerFilter {
-    all: bool,
-    enabled: Vec<String>,
-    disabled: Vec<String>,
-}
-
-impl Default for ControllerFilter {
-    fn default() -> Self {
-        ControllerFilter { all: true, enabled: Vec::new(), disabled: Vec::new() }
-    }
-}
-
-impl std::str::FromStr for ControllerFilter {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let mut filter = ControllerFilter { all: false, enabled: Vec::new(), disabled: Vec::new() };
-        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            match item.strip_prefix('-') {
-                Some(name) if crate::manifest::is_dns_label(name) => filter.disabled.push(name.into()),
-                None if item == "*" => filter.all = true,
-                None if crate::manifest::is_dns_label(item) => filter.enabled.push(item.into()),
-                _ => return Err(format!("{item:?} is not a plugin name, `-name` or `*`")),
-            }
-        }
-        if !filter.all && filter.enabled.is_empty() {
-            return Err("names no plugin to run; use `*` for all".into());
-        }
-        Ok(filter)
-    }
-}
-
-impl ControllerFilter {
-    pub fn enables(&self, name: &str) -> bool {
-        !self.disabled.iter().any(|d| d == name) && (self.all || self.enabled.iter().any(|e| e == name))
-    }
-}
-
-async fn connect(kubeconfig: Option<&Path>) -> Result<Client, AppError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| AppError::Connect(format!("{}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(file, &Default::default()).await.map_err(|e| AppError::Connect(e.to_string()))?
-        }
-        None => kube::Config::infer().await.map_err(|e| AppError::Connect(e.to_string()))?,
-    };
-    Client::try_from(config).map_err(|e| AppError::Connect(e.to_string()))
 }
 
 /// This host's name in leases and events: the pod's name when set (Downward API), else the
@@ -119,17 +74,6 @@ fn identity() -> String {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "kubewasm".into());
         format!("{}-{}", host.trim(), std::process::id())
     })
-}
-
-/// The `*.wasm` files of the plugin directory, sorted.
-pub fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, AppError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| AppError::PluginDir { path: dir.into(), source })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
-        .collect();
-    files.sort();
-    Ok(files)
 }
 
 pub async fn run(config: RunConfig) -> Result<(), AppError> {
@@ -147,7 +91,9 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     }
 
     // 1. Kubernetes and the host's own endpoints.
-    let client = connect(config.kubeconfig.as_deref()).await?;
+    crate::supervisor::plugin_files(&config.plugins)?;
+    let instance = identity();
+    let client = crate::client::connect(config.kubeconfig.as_deref(), &instance).await?;
     let metrics = Arc::new(Metrics::new());
     // Ready once the supervisor exists and every plugin's caches have synced.
     let ready_source: Arc<Mutex<Option<Arc<Supervisor>>>> = Arc::default();
@@ -159,42 +105,80 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     tracing::info!(metrics = %metrics_at, health = %health_at, "serving /metrics, /healthz and /readyz");
 
     // 2. Leadership: standbys keep warm caches, only the leader's workers run and write.
-    let identity = identity();
     // The lease is released only after the workers have stopped, so that the next leader never
     // overlaps with reconciles still finishing here.
     let leading = CancellationToken::new();
     let (leadership, elector) = if config.leader_elect {
-        let lease = LeaderConfig::new(&config.lease_name, &config.lease_namespace, &identity);
+        let lease = LeaderConfig::new(&config.lease_name, &config.lease_namespace, &instance);
         let (elector, leadership) = LeaderElector::new(client.clone(), lease, metrics.leader(&config.lease_name));
         (leadership, Some(tokio::spawn(elector.run(leading.clone()))))
     } else {
         (Leadership::always(), None)
     };
 
-    // 3. The shared machinery: runtime, informers, events.
+    // 3. The shared machinery: runtime, informers, identities, the fences on every write.
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
     let loader = Loader::new(runtime.clone(), config.artifacts.clone().map(ArtifactCache::new), LimitPolicy::default());
-    let discovery = Arc::new(Discovery::new(client.clone()));
-    let events_shutdown = CancellationToken::new();
-    let (events, events_task) = EventRecorder::start(client.clone(), identity, metrics.events_dropped(), events_shutdown.clone());
+    let discovery = Arc::new(Discovery::new(client.clone(), config.request_timeout));
+    let namespaces: Arc<[String]> = config.namespaces.clone().into();
+    let mut host_objects = vec![HostObject {
+        resource: Gvk::new("", "v1", "ConfigMap"),
+        namespace: Some(config.status.namespace.clone()),
+        name: config.status.name.clone(),
+    }];
+    if config.leader_elect {
+        host_objects.push(HostObject {
+            resource: Gvk::new("coordination.k8s.io", "v1", "Lease"),
+            namespace: Some(config.lease_namespace.clone()),
+            name: config.lease_name.clone(),
+        });
+    }
+    let fence = Fence { leadership: leadership.clone(), namespaces: namespaces.clone(), host_objects: host_objects.into() };
+    let informers = Informers::new(client.clone(), discovery.clone(), shutdown.clone());
+    let identities = Identities::new(
+        config.plugin_identity,
+        config.identity_namespace.clone(),
+        client.clone(),
+        discovery.clone(),
+        namespaces.clone(),
+        config.request_timeout,
+    );
     let env = Arc::new(Environment {
-        client: client.clone(),
         discovery: discovery.clone(),
-        informers: Informers::new(client, discovery, shutdown.clone()),
+        informers: informers.clone(),
         runtime,
-        events,
-        leadership,
-        namespaces: config.namespaces.clone(),
+        identities,
+        fence: fence.clone(),
         metrics: metrics.clone(),
+        instance: instance.clone(),
+        request_timeout: config.request_timeout,
+        sync_timeout: config.sync_timeout,
+        idle_instances: config.idle_instances,
     });
 
-    // 4. Plugins: one controller per file of the plugin directory, followed for changes.
-    let status = StatusObject { namespace: config.status_namespace.clone(), name: config.status_name.clone() };
-    let supervisor = Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, shutdown.clone());
+    // 4. The host's own writes and Events (its status ConfigMap), as the host.
+    let host_bucket = ClientLimits::default().bucket();
+    let host_fence = Fence { host_objects: Arc::new([]), ..fence };
+    let host_api = Arc::new(ApiClient::new(client.clone(), discovery, informers, "kubewasm".into(), host_bucket.clone(), host_fence, config.request_timeout));
+    let events_shutdown = CancellationToken::new();
+    let (events, events_task) = EventRecorder::start(
+        client,
+        Reporting { controller: "kubewasm".into(), instance },
+        host_bucket,
+        metrics.events_dropped(""),
+        config.request_timeout,
+        events_shutdown.clone(),
+    );
+    let status = Arc::new(StatusPublisher::new(config.status.clone(), host_api, events, metrics.clone(), leadership));
+
+    // 5. Plugins: one controller per file of the plugin directory, followed for changes.
+    let budget = MemoryBudget::new(config.plugin_memory_budget);
+    metrics.memory_budget("total").set(i64::try_from(budget.total()).unwrap_or(i64::MAX));
+    let supervisor = Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, budget, shutdown.clone());
     *ready_source.lock() = Some(supervisor.clone());
     supervisor.clone().run(config.watch).await?;
 
-    // 5. Serve until told to stop.
+    // 6. Serve until told to stop.
     shutdown.cancelled().await;
     tracing::info!("shutting down: finishing running reconciles (signal again to stop at once)");
     let graceful = async {
@@ -234,21 +218,5 @@ impl Signals {
             _ = self.term.recv() => {}
             _ = self.int.recv() => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn controllers_flag_works_like_kube_controller_managers() {
-        let all: ControllerFilter = "*,-noisy".parse().unwrap();
-        assert!(all.enables("sample") && !all.enables("noisy"));
-        let only: ControllerFilter = "sample, reboot".parse().unwrap();
-        assert!(only.enables("sample") && only.enables("reboot") && !only.enables("other"));
-        assert!("-noisy".parse::<ControllerFilter>().unwrap_err().contains("use `*`"));
-        assert!("Bad_Name".parse::<ControllerFilter>().unwrap_err().contains("not a plugin name"));
-        assert!(ControllerFilter::default().enables("anything"));
     }
 }

@@ -1,5 +1,6 @@
-//! The command line: `kubewasm run | check | rbac | new | test | version`, with help that reads
-//! like kubectl's. Parses flags into plain values and calls the library; no logic of its own.
+//! The command line: `kubewasm run | check | rbac | new | test | finalizers | version`, with
+//! help that reads like kubectl's. Parses flags into plain values and calls the library; no logic
+//! of its own.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 
 use crate::manifest::{LimitPolicy, Manifest};
+use crate::supervisor::ControllerFilter;
 use crate::plugin::artifact::ArtifactCache;
 use crate::plugin::{LoadedPlugin, Loader};
 use crate::runtime::{Runtime, RuntimeConfig};
@@ -76,6 +78,15 @@ enum Command {
                       kubewasm rbac --plugins ./plugins --lease-namespace kube-system --user alice"
     )]
     Rbac(RbacArgs),
+    /// Take a removed plugin's finalizer off the objects it still holds
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # A plugin was removed while objects still carry its finalizer (they stay Terminating)\n  \
+                      kubewasm finalizers release sample-controller\n\n  \
+                      # Without the host's status ConfigMap: name the finalizer and the kind\n  \
+                      kubewasm finalizers release sample-controller --finalizer example.com/cleanup --resource Foo.v1alpha1.samplecontroller.k8s.io"
+    )]
+    Finalizers(FinalizersArgs),
     /// Create a plugin project: a small working controller, a README and a table-test case
     #[command(
         help_template = COMMAND_TEMPLATE,
@@ -115,7 +126,31 @@ struct RunArgs {
 
     /// Plugins to run: '*' for all, 'name' to enable one, '-name' to disable one
     #[arg(long, value_name = "LIST", default_value = "*")]
-    controllers: crate::app::ControllerFilter,
+    controllers: ControllerFilter,
+
+    #[command(flatten)]
+    identity: IdentityArgs,
+
+    /// Timeout of every request the host makes (Lease, finalizers, Events, status, discovery)
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    request_timeout: Duration,
+
+    /// How long a plugin's watches may take to list everything before the version is rejected
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    sync_timeout: Duration,
+
+    /// Host-wide budget of plugin memory: the sum of memory limit × (max-concurrency + 1) over
+    /// all plugins (e.g. 4Gi, 512Mi)
+    #[arg(long, value_name = "QUANTITY", default_value = "4Gi", value_parser = parse_bytes)]
+    plugin_memory_budget: u64,
+
+    /// Release a plugin's instances after they have been idle this long
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    idle_instances: Duration,
+
+    /// Log format: text (one line per record) or json
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
 
     /// Address of the /metrics endpoint
     #[arg(long, value_name = "ADDR", default_value = ":8080", value_parser = parse_addr)]
@@ -159,6 +194,25 @@ fn parse_addr(text: &str) -> Result<SocketAddr, String> {
     full.parse().map_err(|_| format!("{text:?} is not an address such as :8080 or 127.0.0.1:8080"))
 }
 
+/// Byte quantities as Kubernetes writes them: `4Gi`, `512Mi`, `1G`, or plain bytes.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a quantity such as 4Gi or 512Mi"))?;
+    let scale: u64 = match unit {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        _ => return Err(format!("{text:?}: the unit must be one of Ki, Mi, Gi, Ti, k, M, G")),
+    };
+    n.checked_mul(scale).ok_or_else(|| format!("{text:?} is too large"))
+}
+
 /// Durations as kubectl writes them: `500ms`, `30s`, `5m`, `1h`.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
@@ -173,6 +227,19 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// How plugins act toward the API server.
+#[derive(Args)]
+struct IdentityArgs {
+    /// Who plugins act as: serviceaccount (each its own ServiceAccount kubewasm-plugin-NAME,
+    /// impersonated by the host; RBAC decides what it may do) or host (the host's identity)
+    #[arg(long, value_name = "MODE", default_value = "serviceaccount")]
+    plugin_identity: crate::identity::IdentityMode,
+
+    /// Namespace of the plugins' ServiceAccounts
+    #[arg(long, value_name = "NAMESPACE", default_value = "default")]
+    identity_namespace: String,
+}
+
 #[derive(Args)]
 struct RbacArgs {
     /// Directory of plugins (NAME.wasm with optional NAME.toml)
@@ -181,30 +248,76 @@ struct RbacArgs {
 
     /// Plugins to include: '*' for all, 'name' to include one, '-name' to leave one out
     #[arg(long, value_name = "LIST", default_value = "*")]
-    controllers: crate::app::ControllerFilter,
+    controllers: ControllerFilter,
 
-    /// Also grant the leader election Lease in this namespace
-    #[arg(long, value_name = "NAMESPACE")]
-    lease_namespace: Option<String>,
+    /// Print only this plugin's part (its ServiceAccount, Roles and bindings), to hand to an admin
+    #[arg(long, value_name = "NAME")]
+    plugin: Option<String>,
+
+    #[command(flatten)]
+    identity: IdentityArgs,
+
+    /// Namespaces the host serves (repeatable; default: all namespaces)
+    #[arg(long = "namespace", short = 'n', value_name = "NAMESPACE")]
+    namespaces: Vec<String>,
+
+    /// Also grant the leader election Lease (NAMESPACE/NAME)
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    lease: Option<String>,
 
     /// Also grant writing the status ConfigMap (NAMESPACE/NAME) that `kubewasm run` keeps
     #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/kubewasm-plugins")]
     status_configmap: String,
 
-    /// Bind the roles to this service account (NAMESPACE:NAME)
+    /// Bind the host's roles to this service account (NAMESPACE:NAME)
     #[arg(long, value_name = "NAMESPACE:NAME", default_value = "kubewasm:kubewasm", conflicts_with = "user")]
     service_account: String,
 
-    /// Bind the roles to this user instead of a service account
+    /// Bind the host's roles to this user instead of a service account
     #[arg(long, value_name = "NAME")]
     user: Option<String>,
 
-    /// Name of the roles and bindings
+    /// Name of the host's roles and bindings
     #[arg(long, value_name = "NAME", default_value = "kubewasm")]
     name: String,
 
     #[command(flatten)]
     cache: CacheArgs,
+}
+
+#[derive(Args)]
+struct FinalizersArgs {
+    #[command(subcommand)]
+    command: FinalizersCommand,
+}
+
+#[derive(Subcommand)]
+enum FinalizersCommand {
+    /// Remove a plugin's finalizer from every object that carries it
+    Release(ReleaseArgs),
+}
+
+#[derive(Args)]
+struct ReleaseArgs {
+    /// The removed plugin's name (its finalizer and kind are read from the status ConfigMap)
+    #[arg(value_name = "NAME")]
+    plugin: String,
+
+    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+
+    /// The host's status ConfigMap (NAMESPACE/NAME)
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/kubewasm-plugins")]
+    status_configmap: String,
+
+    /// The finalizer to remove (instead of the status ConfigMap's record)
+    #[arg(long, value_name = "FINALIZER", requires = "resource")]
+    finalizer: Option<String>,
+
+    /// The kind carrying it, as Kind.version.group (instead of the status ConfigMap's record)
+    #[arg(long, value_name = "KIND", requires = "finalizer")]
+    resource: Option<String>,
 }
 
 #[derive(Args)]
@@ -271,7 +384,11 @@ struct CheckArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // A host logs what it does; one-shot commands only what went wrong (RUST_LOG overrides).
-    init_logging(if matches!(cli.command, Command::Run(_)) { "info" } else { "warn" });
+    let (level, json) = match &cli.command {
+        Command::Run(args) => ("info", args.log_format == "json"),
+        _ => ("warn", false),
+    };
+    init_logging(level, json);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => return fail(format!("cannot start the async runtime: {e}")),
@@ -281,6 +398,7 @@ pub fn main() -> ExitCode {
             Command::Check(args) => check(args).await,
             Command::Run(args) => run(args).await,
             Command::Rbac(args) => rbac(args).await,
+            Command::Finalizers(FinalizersArgs { command: FinalizersCommand::Release(args) }) => release_finalizers(args).await,
             Command::Test(args) => test(args).await,
             Command::New(args) => new(args),
         }
@@ -296,11 +414,47 @@ fn fail(message: String) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Logs go to stderr; `RUST_LOG` (e.g. `kubewasm=debug`) sets the level.
-fn init_logging(default: &str) {
+/// Logs go to stderr; `RUST_LOG` (e.g. `kubewasm=debug`) sets the level. One record is one
+/// line: newlines inside a message (an API server's multi-line error, a plugin's text) are
+/// escaped, so line-oriented log processing never splits a record.
+fn init_logging(default: &str, json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
     use std::io::IsTerminal;
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal()).init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(|| OneLine(std::io::stderr()));
+    if json {
+        builder.json().init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+}
+
+/// Writes each formatted record with its inner line breaks escaped (`\n`), keeping the final
+/// one. The formatter hands over one whole record per `write`.
+struct OneLine<W>(W);
+
+impl<W: std::io::Write> std::io::Write for OneLine<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let body = buf.strip_suffix(b"\n").unwrap_or(buf);
+        if !body.contains(&b'\n') && !body.contains(&b'\r') {
+            return self.0.write_all(buf).map(|_| buf.len());
+        }
+        let mut line = Vec::with_capacity(buf.len() + 16);
+        for &b in body {
+            match b {
+                b'\n' => line.extend_from_slice(b"\\n"),
+                b'\r' => line.extend_from_slice(b"\\r"),
+                b => line.push(b),
+            }
+        }
+        if body.len() < buf.len() {
+            line.push(b'\n');
+        }
+        self.0.write_all(&line).map(|_| buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 fn new_loader(cache: &CacheArgs) -> Result<Loader, String> {
@@ -308,14 +462,19 @@ fn new_loader(cache: &CacheArgs) -> Result<Loader, String> {
     Ok(Loader::new(Arc::new(runtime), cache.dir().map(ArtifactCache::new), LimitPolicy::default()))
 }
 
+/// `NAMESPACE/NAME` as a flag gives it.
+fn namespaced_name(flag: &str, text: &str) -> Result<(String, String), String> {
+    match text.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok((ns.into(), name.into())),
+        _ => Err(format!("--{flag} {text:?}: write it as NAMESPACE/NAME")),
+    }
+}
+
 async fn run(args: RunArgs) -> Result<ExitCode, String> {
-    let Some((status_namespace, status_name)) = args.status_configmap.split_once('/') else {
-        return Err(format!("--status-configmap {:?}: write it as NAMESPACE/NAME", args.status_configmap));
-    };
+    let (namespace, name) = namespaced_name("status-configmap", &args.status_configmap)?;
     let config = crate::app::RunConfig {
         watch: args.watch,
-        status_namespace: status_namespace.into(),
-        status_name: status_name.into(),
+        status: crate::supervisor::StatusObject { namespace, name },
         artifacts: args.cache.dir(),
         plugins: args.plugins,
         kubeconfig: args.kubeconfig,
@@ -327,6 +486,12 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         lease_name: args.lease_name,
         lease_namespace: args.lease_namespace,
         grace_period: args.grace_period,
+        plugin_identity: args.identity.plugin_identity,
+        identity_namespace: args.identity.identity_namespace,
+        request_timeout: args.request_timeout,
+        sync_timeout: args.sync_timeout,
+        plugin_memory_budget: args.plugin_memory_budget,
+        idle_instances: args.idle_instances,
     };
     crate::app::run(config).await.map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
@@ -344,15 +509,47 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
     };
     let loader = new_loader(&args.cache)?;
     let mut manifests = Vec::new();
-    for path in crate::app::plugin_files(&args.plugins).map_err(|e| e.to_string())? {
+    for path in crate::supervisor::plugin_files(&args.plugins).map_err(|e| e.to_string())? {
         let plugin = loader.load(&path).await.map_err(|e| format!("{}: {e}", path.display()))?;
         if args.controllers.enables(&plugin.described.manifest.name) {
             manifests.push(plugin.described.manifest);
         }
     }
-    let status_namespace = args.status_configmap.split_once('/').map(|(ns, _)| ns.to_string());
-    let host = crate::rbac::HostNeeds { lease_namespace: args.lease_namespace, status_namespace };
-    print!("{}", crate::rbac::render(&manifests, &host, &grantee, &args.name));
+    let per_plugin = args.identity.plugin_identity == crate::identity::IdentityMode::ServiceAccount;
+    let host = crate::rbac::HostNeeds {
+        lease: args.lease.as_deref().map(|l| namespaced_name("lease", l)).transpose()?,
+        status: Some(namespaced_name("status-configmap", &args.status_configmap)?),
+        identity_namespace: per_plugin.then(|| args.identity.identity_namespace.clone()),
+        namespaces: args.namespaces,
+    };
+    let output = match &args.plugin {
+        Some(name) => {
+            let Some(manifest) = manifests.iter().find(|m| m.name == *name) else {
+                return Err(format!("--plugin {name:?}: no such plugin in {}", args.plugins.display()));
+            };
+            if !per_plugin {
+                return Err("--plugin prints a plugin's own identity: it needs --plugin-identity=serviceaccount".into());
+            }
+            crate::rbac::render_plugin(manifest, &host)
+        }
+        None => crate::rbac::render(&manifests, &host, &grantee, &args.name),
+    };
+    print!("{output}");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn release_finalizers(args: ReleaseArgs) -> Result<ExitCode, String> {
+    let (namespace, name) = namespaced_name("status-configmap", &args.status_configmap)?;
+    let client = crate::client::connect(args.kubeconfig.as_deref(), "finalizers-release").await.map_err(|e| e.to_string())?;
+    let target = match (args.finalizer, args.resource) {
+        (Some(finalizer), Some(resource)) => crate::finalizers::Leftover { finalizer, primary: resource.parse().map_err(|e: String| format!("--resource: {e}"))? },
+        _ => crate::finalizers::recorded(&client, &namespace, &name, &args.plugin).await.map_err(|e| e.to_string())?,
+    };
+    let released = crate::finalizers::release(&client, &target).await.map_err(|e| e.to_string())?;
+    for key in &released {
+        println!("released {} {key}", target.primary.kind);
+    }
+    println!("{} object(s) no longer carry {}", released.len(), target.finalizer);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -421,16 +618,16 @@ fn describe_plugin(plugin: &LoadedPlugin) -> String {
     let _ = writeln!(out, "Max concurrency: {}", m.max_concurrency);
     let _ = writeln!(out, "Limits:          deadline {} ms, memory {} MiB", limits.deadline.as_millis(), limits.memory_bytes >> 20);
     let _ = writeln!(out, "Permissions:");
-    let _ = writeln!(out, "  {:<44} {:<12} {:<40} NAMESPACES", "RESOURCE", "SUBRESOURCE", "VERBS");
+    let _ = writeln!(out, "  {:<44} {:<12} {:<40} {:<20} NAMES", "RESOURCE", "SUBRESOURCE", "VERBS", "NAMESPACES");
     let implied = m.cached_resources().into_iter().filter(|g| **g == m.primary || m.owns.contains(g) || m.watches.iter().any(|w| &w.resource == *g));
     for gvk in implied {
-        let _ = writeln!(out, "  {:<44} {:<12} {:<40} *", gvk.to_string(), "", "get,list,watch (implied)");
+        let _ = writeln!(out, "  {:<44} {:<12} {:<40} {:<20} *", gvk.to_string(), "", "get,list,watch (implied)", "*");
     }
+    let join = |set: &std::collections::BTreeSet<String>| if set.is_empty() { "*".to_string() } else { set.iter().cloned().collect::<Vec<_>>().join(",") };
     for p in &m.permissions {
         let verbs: Vec<&str> = p.verbs.iter().map(|v| v.as_str()).collect();
-        let namespaces = if p.namespaces.is_empty() { "*".to_string() } else { p.namespaces.iter().cloned().collect::<Vec<_>>().join(",") };
-        let sub = p.subresource.map(|s| s.as_str()).unwrap_or("");
-        let _ = writeln!(out, "  {:<44} {:<12} {:<40} {namespaces}", p.resource.to_string(), sub, verbs.join(","));
+        let sub = p.subresource.as_deref().unwrap_or("");
+        let _ = writeln!(out, "  {:<44} {:<12} {:<40} {:<20} {}", p.resource.to_string(), sub, verbs.join(","), join(&p.namespaces), join(&p.names));
     }
     out
 }

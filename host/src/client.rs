@@ -1,26 +1,234 @@
-//! The host's Kubernetes client for plugin writes: the kube-backed [`ApiWriter`]. Each plugin
-//! gets its own writer: field manager `kubewasm/<plugin>`, a client-side rate limit (QPS and
-//! burst, controller-runtime's defaults 20 and 30), and no writes at all while this host is a
-//! standby. Capability checks happen before a request gets here (in the runtime). What the API
-//! server answers to a write goes into the informers' caches at once (read your own writes).
+//! Requests to the Kubernetes API: the host's connection ([`connect`]), a client acting as a
+//! plugin's own identity ([`acting_as`]), and [`ApiClient`] — one identity's reads and writes
+//! with everything the host promises around them: the field manager, a client-side rate limit,
+//! a timeout on every request, the leadership fence, the namespaces the host serves, the
+//! host's own objects kept out of reach, and read-your-own-writes into the informers' caches.
+//!
+//! Kubernetes-shaped: requests and errors speak kinds, names and API statuses. Plugins' calls
+//! reach it through `runtime::host`, which checks them against the manifest first and turns
+//! [`RequestError`] into the WIT error codes.
 
+use std::path::Path;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use kube::Client;
+use futures::future::BoxFuture;
+use http::{HeaderName, HeaderValue};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use tokio::sync::Mutex;
+use kube::client::Body;
+use parking_lot::Mutex;
 
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::informer::Informers;
 use crate::informer::raw::RawObject;
 use crate::leader::Leadership;
 use crate::queue::rate_limit::TokenBucket;
-use crate::runtime::GuestErrorCode as Code;
-use crate::runtime::bindings::types::Error as GuestError;
-use crate::runtime::host::{ApiWriter, PatchKind, Scope, WriteOp, WriteRequest};
+use crate::resource::{Gvk, ObjectKey, Scope};
 
-/// Client-side rate limit of one plugin's writes.
+/// How long any single request of the host may take unless told otherwise (`--request-timeout`).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot read the kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: String,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("cannot find a cluster to connect to (no --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster config): {0}")]
+    Infer(#[source] kube::config::InferConfigError),
+    #[error("cannot set up the connection: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// The host's own connection, from a kubeconfig file or the environment. Every request carries
+/// `User-Agent: kubewasm/<version> (<instance>)`, so the API server's audit log tells two hosts
+/// apart.
+pub async fn connect(kubeconfig: Option<&Path>, instance: &str) -> Result<kube::Client, ConnectError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let fail = |source| ConnectError::Kubeconfig { path: path.display().to_string(), source };
+            let file = kube::config::Kubeconfig::read_from(path).map_err(fail)?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default()).await.map_err(fail)?
+        }
+        None => kube::Config::infer().await.map_err(ConnectError::Infer)?,
+    };
+    let namespace = config.default_namespace.clone();
+    let client = kube::Client::try_from(config).map_err(ConnectError::Client)?;
+    let agent = format!("kubewasm/{} ({instance})", env!("CARGO_PKG_VERSION"));
+    let agent = HeaderValue::from_str(&agent).unwrap_or(HeaderValue::from_static("kubewasm"));
+    Ok(kube::Client::new(Via { client, headers: Arc::new(vec![(http::header::USER_AGENT, agent)]) }, namespace))
+}
+
+/// A client that acts as `user` (Kubernetes impersonation: `Impersonate-User`) over the same
+/// connections as `host`. For a ServiceAccount user name (`system:serviceaccount:NS:NAME`) the
+/// API server adds the ServiceAccount's groups itself. The host's identity needs `impersonate`
+/// on that ServiceAccount, and nothing more: everything the client does is authorized as `user`.
+pub fn acting_as(host: &kube::Client, user: &str) -> Result<kube::Client, http::header::InvalidHeaderValue> {
+    let header = (HeaderName::from_static("impersonate-user"), HeaderValue::from_str(user)?);
+    Ok(kube::Client::new(Via { client: host.clone(), headers: Arc::new(vec![header]) }, host.default_namespace()))
+}
+
+/// Sends through another client, adding headers: a client with another identity or agent that
+/// shares the host's connection pool (one TLS connection set for all plugins).
+#[derive(Clone)]
+struct Via {
+    client: kube::Client,
+    headers: Arc<Vec<(HeaderName, HeaderValue)>>,
+}
+
+impl tower::Service<http::Request<Body>> for Via {
+    type Response = http::Response<Body>;
+    type Error = kube::Error;
+    type Future = BoxFuture<'static, Result<http::Response<Body>, kube::Error>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), kube::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
+        for (name, value) in self.headers.iter() {
+            request.headers_mut().insert(name.clone(), value.clone());
+        }
+        let client = self.client.clone();
+        Box::pin(async move { client.send(request).await })
+    }
+}
+
+/// One write, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteRequest {
+    pub resource: Gvk,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub op: WriteOp,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum WriteOp {
+    /// Server-side apply of the object (or of its status).
+    Apply { object: serde_json::Value, force: bool, status: bool },
+    Create { object: serde_json::Value },
+    /// Replace with optimistic concurrency on `metadata.resourceVersion`.
+    Update { object: serde_json::Value, status: bool },
+    Patch { patch_type: PatchKind, body: serde_json::Value },
+    Delete,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    Merge,
+    Json,
+    Strategic,
+}
+
+impl WriteOp {
+    /// The subresource written, if any.
+    pub fn subresource(&self) -> Option<&'static str> {
+        match self {
+            WriteOp::Apply { status: true, .. } | WriteOp::Update { status: true, .. } => Some(crate::manifest::STATUS),
+            _ => None,
+        }
+    }
+}
+
+/// Why a request was not made, or what the API server answered instead.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("this host is a standby (not the leader) and does not write")]
+    Standby,
+    #[error("this host lost leadership while the request was in flight; it was cancelled")]
+    LostLeadership,
+    #[error("namespace {0:?} is not served by this host (its --namespace list)")]
+    NamespaceNotServed(String),
+    #[error("{0} is the host's own object; no plugin may write it")]
+    HostObject(String),
+    #[error(transparent)]
+    Resolve(#[from] DiscoveryError),
+    #[error("{0} is namespaced: metadata.namespace is missing")]
+    NamespaceMissing(Gvk),
+    #[error("{resource} is cluster-scoped, but namespace {namespace:?} was given")]
+    NamespaceGiven { resource: Gvk, namespace: String },
+    #[error("the API server did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("{}", api_message(.0))]
+    Api(#[source] kube::Error),
+    #[error("the request body: {0}")]
+    Body(#[source] serde_json::Error),
+}
+
+/// The API server's own message for a refusal; kube's rendering for everything else.
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => status.message.clone(),
+        e => e.to_string(),
+    }
+}
+
+impl RequestError {
+    /// The HTTP status the API server answered with, if it answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            RequestError::Api(kube::Error::Api(status)) => Some(status.code),
+            _ => None,
+        }
+    }
+
+    /// The API server's reason (`AlreadyExists`, `Conflict`, ...), if it answered.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            RequestError::Api(kube::Error::Api(status)) => Some(&status.reason),
+            _ => None,
+        }
+    }
+}
+
+/// An object the host keeps for itself (its Lease, its status object): no plugin writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostObject {
+    pub resource: Gvk,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl std::fmt::Display for HostObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.resource, self.name),
+            None => write!(f, "{} {}", self.resource, self.name),
+        }
+    }
+}
+
+/// What every write of a host must respect, whoever makes it.
+#[derive(Clone)]
+pub struct Fence {
+    pub leadership: Leadership,
+    /// Namespaces served; empty for all.
+    pub namespaces: Arc<[String]>,
+    /// Objects only the host itself writes (empty for the host's own client).
+    pub host_objects: Arc<[HostObject]>,
+}
+
+impl Fence {
+    fn check_target(&self, request: &WriteRequest) -> Result<(), RequestError> {
+        if let Some(ns) = &request.namespace
+            && !self.namespaces.is_empty()
+            && !self.namespaces.contains(ns)
+        {
+            return Err(RequestError::NamespaceNotServed(ns.clone()));
+        }
+        let target = |o: &&HostObject| o.resource.group == request.resource.group && o.resource.kind == request.resource.kind;
+        if let Some(own) = self.host_objects.iter().filter(target).find(|o| o.namespace == request.namespace && o.name == request.name) {
+            return Err(RequestError::HostObject(own.to_string()));
+        }
+        Ok(())
+    }
+}
+
+/// Client-side rate limit of one identity's writes (and its Events).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClientLimits {
     pub qps: f64,
@@ -28,127 +236,193 @@ pub struct ClientLimits {
 }
 
 impl Default for ClientLimits {
+    /// controller-runtime's defaults.
     fn default() -> Self {
         ClientLimits { qps: 20.0, burst: 30 }
     }
 }
 
-pub struct KubeWriter {
-    client: Client,
+/// A token bucket shared by an identity's writes and its Events.
+pub type SharedBucket = Arc<Mutex<TokenBucket>>;
+
+impl ClientLimits {
+    pub fn bucket(&self) -> SharedBucket {
+        Arc::new(Mutex::new(TokenBucket::new(self.qps, self.burst)))
+    }
+}
+
+/// One identity's requests. Cheap to share.
+pub struct ApiClient {
+    kube: kube::Client,
     discovery: Arc<Discovery>,
-    /// Told of every object written, so the plugin reads its own writes.
+    /// Told of every object written or deleted, so the writer reads its own writes.
     informers: Arc<Informers>,
     field_manager: String,
-    bucket: Mutex<TokenBucket>,
-    leadership: Leadership,
+    bucket: SharedBucket,
+    fence: Fence,
+    timeout: Duration,
 }
 
-fn error(code: Code, message: impl Into<String>) -> GuestError {
-    GuestError { code, message: message.into() }
-}
-
-impl KubeWriter {
-    pub fn new(client: Client, discovery: Arc<Discovery>, informers: Arc<Informers>, plugin: &str, limits: ClientLimits, leadership: Leadership) -> Self {
-        KubeWriter {
-            client,
-            discovery,
-            informers,
-            field_manager: format!("kubewasm/{plugin}"),
-            bucket: Mutex::new(TokenBucket::new(limits.qps, limits.burst)),
-            leadership,
-        }
+impl ApiClient {
+    pub fn new(
+        kube: kube::Client,
+        discovery: Arc<Discovery>,
+        informers: Arc<Informers>,
+        field_manager: String,
+        bucket: SharedBucket,
+        fence: Fence,
+        timeout: Duration,
+    ) -> Self {
+        ApiClient { kube, discovery, informers, field_manager, bucket, fence, timeout }
     }
 
-    /// Waits for a token of the plugin's rate limit.
+    /// The kube client this one sends through (as the same identity).
+    pub fn kube(&self) -> &kube::Client {
+        &self.kube
+    }
+
+    /// The identity's rate limit, shared with its Events.
+    pub fn bucket(&self) -> &SharedBucket {
+        &self.bucket
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Waits for a token of the rate limit.
     async fn throttle(&self) {
-        let wait = self.bucket.lock().await.reserve(tokio::time::Instant::now());
+        let wait = self.bucket.lock().reserve(tokio::time::Instant::now());
         if wait > Duration::ZERO {
             tokio::time::sleep(wait).await;
         }
     }
 
-    async fn api(&self, request: &WriteRequest) -> Result<Api<RawObject>, GuestError> {
-        let resolved = self.discovery.resolve(&request.resource).await.map_err(|e| match e {
-            DiscoveryError::NotServed(_) => error(Code::Invalid, e.to_string()),
-            DiscoveryError::Query { .. } => error(Code::Unavailable, e.to_string()),
-        })?;
-        let resource = &request.resource;
-        match (resolved.scope, request.namespace.as_deref()) {
-            (Scope::Namespaced, Some(ns)) => Ok(Api::namespaced_with(self.client.clone(), ns, &resolved.api)),
-            (Scope::Cluster, None) => Ok(Api::all_with(self.client.clone(), &resolved.api)),
-            (Scope::Namespaced, None) => Err(error(Code::Invalid, format!("{resource} is namespaced: metadata.namespace is missing"))),
-            (Scope::Cluster, Some(ns)) => Err(error(Code::Invalid, format!("{resource} is cluster-scoped, but namespace {ns:?} was given"))),
+    async fn api(&self, resource: &Gvk, namespace: Option<&str>) -> Result<Api<RawObject>, RequestError> {
+        let resolved = self.discovery.resolve(resource).await?;
+        match (resolved.scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => Ok(Api::namespaced_with(self.kube.clone(), ns, &resolved.api)),
+            (Scope::Cluster, None) => Ok(Api::all_with(self.kube.clone(), &resolved.api)),
+            (Scope::Namespaced, None) => Err(RequestError::NamespaceMissing(resource.clone())),
+            (Scope::Cluster, Some(ns)) => Err(RequestError::NamespaceGiven { resource: resource.clone(), namespace: ns.into() }),
         }
     }
 
-    /// Performs the request; `None` for a delete.
-    async fn perform(&self, api: Api<RawObject>, request: WriteRequest) -> Result<Option<RawObject>, kube::Error> {
+    /// Reads one object from the API server (not a cache). `None` if it does not exist.
+    pub async fn get(&self, resource: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, RequestError> {
+        let api = self.api(resource, namespace).await?;
+        let answer = tokio::time::timeout(self.timeout, api.get_opt(name)).await.map_err(|_| RequestError::Timeout(self.timeout))?;
+        let object = answer.map_err(RequestError::Api)?;
+        Ok(object.map(|o| {
+            let text = o.json().to_string();
+            o.into_cached(resource).map(|c| c.entry.json().to_string()).unwrap_or(text)
+        }))
+    }
+
+    /// Performs a write and returns the object as stored (`None` when a delete removed it).
+    /// Checked, in this order: the target (served namespace, not the host's own object), the
+    /// rate limit, and leadership — immediately before sending; a write in flight when this host
+    /// stops leading is cancelled.
+    pub async fn write(&self, request: WriteRequest) -> Result<Option<Arc<str>>, RequestError> {
+        self.fence.check_target(&request)?;
+        if !self.fence.leadership.is_leader() {
+            return Err(RequestError::Standby);
+        }
+        self.throttle().await;
+        let api = self.api(&request.resource, request.namespace.as_deref()).await?;
+        if !self.fence.leadership.is_leader() {
+            return Err(RequestError::Standby);
+        }
+        let resource = request.resource.clone();
+        let key = ObjectKey::new(request.namespace.as_deref(), &request.name);
+        let performed = tokio::select! {
+            biased;
+            _ = self.fence.leadership.lost() => return Err(RequestError::LostLeadership),
+            performed = tokio::time::timeout(self.timeout, self.perform(api, request)) => performed,
+        };
+        match performed.map_err(|_| RequestError::Timeout(self.timeout))?? {
+            Some(stored) => {
+                let json: Arc<str> = stored.json().into();
+                self.informers.observe_write(&resource, stored);
+                Ok(Some(json))
+            }
+            None => {
+                self.informers.observe_delete(&resource, &key);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Sends the request; `None` when a delete removed the object.
+    async fn perform(&self, api: Api<RawObject>, request: WriteRequest) -> Result<Option<RawObject>, RequestError> {
         let fm = Some(self.field_manager.clone());
         let post = PostParams { field_manager: fm.clone(), ..Default::default() };
         let name = request.name.as_str();
-        let raw = |v: serde_json::Value| RawObject::from_json(v.to_string()).map_err(kube::Error::SerdeError);
+        let raw = |v: serde_json::Value| RawObject::from_json(v.to_string()).map_err(RequestError::Body);
+        let api_error = RequestError::Api;
         Ok(Some(match request.op {
             WriteOp::Apply { object, force, status } => {
                 let mut params = PatchParams::apply(&self.field_manager);
                 params.force = force;
                 let patch = Patch::Apply(raw(object)?);
-                if status { api.patch_status(name, &params, &patch).await? } else { api.patch(name, &params, &patch).await? }
+                let stored = if status { api.patch_status(name, &params, &patch).await } else { api.patch(name, &params, &patch).await };
+                stored.map_err(api_error)?
             }
-            WriteOp::Create { object } => api.create(&post, &raw(object)?).await?,
-            WriteOp::Update { object, status: false } => api.replace(name, &post, &raw(object)?).await?,
-            WriteOp::Update { object, status: true } => api.replace_status(name, &post, &raw(object)?).await?,
+            WriteOp::Create { object } => api.create(&post, &raw(object)?).await.map_err(api_error)?,
+            WriteOp::Update { object, status: false } => api.replace(name, &post, &raw(object)?).await.map_err(api_error)?,
+            WriteOp::Update { object, status: true } => api.replace_status(name, &post, &raw(object)?).await.map_err(api_error)?,
             WriteOp::Patch { patch_type, body } => {
                 let params = PatchParams { field_manager: fm, ..Default::default() };
-                match patch_type {
-                    PatchKind::Merge => api.patch(name, &params, &Patch::Merge(body)).await?,
-                    PatchKind::Strategic => api.patch(name, &params, &Patch::Strategic(body)).await?,
+                let stored = match patch_type {
+                    PatchKind::Merge => api.patch(name, &params, &Patch::Merge(body)).await,
+                    PatchKind::Strategic => api.patch(name, &params, &Patch::Strategic(body)).await,
                     PatchKind::Json => {
-                        let patch: json_patch::Patch = serde_json::from_value(body).map_err(kube::Error::SerdeError)?;
-                        api.patch(name, &params, &Patch::<()>::Json(patch)).await?
+                        let patch: json_patch::Patch = serde_json::from_value(body).map_err(RequestError::Body)?;
+                        api.patch(name, &params, &Patch::<()>::Json(patch)).await
                     }
-                }
+                };
+                stored.map_err(api_error)?
             }
-            WriteOp::Delete => {
-                api.delete(name, &DeleteParams::background()).await?;
-                return Ok(None);
-            }
+            WriteOp::Delete => match api.delete(name, &DeleteParams::background()).await.map_err(api_error)? {
+                // Still there: finalizers hold it, with its deletion timestamp set.
+                either::Either::Left(object) => object,
+                either::Either::Right(_) => return Ok(None),
+            },
         }))
     }
 }
 
-#[async_trait::async_trait]
-impl ApiWriter for KubeWriter {
-    async fn write(&self, request: WriteRequest) -> Result<Option<String>, GuestError> {
-        if !self.leadership.is_leader() {
-            return Err(error(Code::Unavailable, "this host is a standby (not the leader) and does not write"));
-        }
-        self.throttle().await;
-        let api = self.api(&request).await?;
-        let resource = request.resource.clone();
-        let Some(stored) = self.perform(api, request).await.map_err(guest_error)? else { return Ok(None) };
-        let json = stored.json().to_string();
-        self.informers.observe_write(&resource, stored);
-        Ok(Some(json))
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Maps an API failure to the WIT error codes.
-pub fn guest_error(e: kube::Error) -> GuestError {
-    match e {
-        kube::Error::Api(status) => {
-            let code = match status.code {
-                404 => Code::NotFound,
-                409 if status.reason == "AlreadyExists" => Code::AlreadyExists,
-                409 => Code::Conflict,
-                401 | 403 => Code::Forbidden,
-                400 | 422 | 405 | 413 | 415 => Code::Invalid,
-                429 | 500..=599 => Code::Unavailable,
-                _ => Code::Other,
-            };
-            error(code, status.message)
+    fn fence(namespaces: &[&str]) -> Fence {
+        Fence {
+            leadership: Leadership::always(),
+            namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
+            host_objects: vec![HostObject { resource: Gvk::new("coordination.k8s.io", "v1", "Lease"), namespace: Some("kubewasm".into()), name: "kubewasm".into() }]
+                .into(),
         }
-        kube::Error::SerdeError(e) => error(Code::Invalid, e.to_string()),
-        e @ (kube::Error::HyperError(_) | kube::Error::Service(_)) => error(Code::Unavailable, e.to_string()),
-        e => error(Code::Other, e.to_string()),
+    }
+
+    fn request(resource: Gvk, namespace: Option<&str>, name: &str) -> WriteRequest {
+        WriteRequest { resource, namespace: namespace.map(Into::into), name: name.into(), op: WriteOp::Delete }
+    }
+
+    #[test]
+    fn writes_outside_the_served_namespaces_and_to_the_hosts_objects_are_refused() {
+        let lease = Gvk::new("coordination.k8s.io", "v1", "Lease");
+        let cm = Gvk::new("", "v1", "ConfigMap");
+        let all = fence(&[]);
+        assert!(matches!(all.check_target(&request(lease.clone(), Some("kubewasm"), "kubewasm")), Err(RequestError::HostObject(_))));
+        // The same object under another version of its group is the same object.
+        let v2 = Gvk::new("coordination.k8s.io", "v2", "Lease");
+        assert!(matches!(all.check_target(&request(v2, Some("kubewasm"), "kubewasm")), Err(RequestError::HostObject(_))));
+        assert!(all.check_target(&request(lease.clone(), Some("kubewasm"), "other")).is_ok());
+        assert!(all.check_target(&request(lease, Some("team-a"), "kubewasm")).is_ok());
+        let some = fence(&["team-a"]);
+        assert!(some.check_target(&request(cm.clone(), Some("team-a"), "x")).is_ok());
+        assert!(matches!(some.check_target(&request(cm.clone(), Some("team-b"), "x")), Err(RequestError::NamespaceNotServed(ns)) if ns == "team-b"));
+        assert!(some.check_target(&request(Gvk::new("", "v1", "Node"), None, "n1")).is_ok(), "cluster-scoped objects are in no namespace");
     }
 }

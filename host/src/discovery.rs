@@ -1,16 +1,16 @@
 //! Resolves kinds to the API's resources (plural name, namespaced or not) through API
 //! discovery. Answers are cached; a miss asks the API server again, because custom resources
-//! appear while the host runs.
+//! appear while the host runs. Every query is bounded by the host's request timeout.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use kube::Client;
 use kube::core::ApiResource;
 use kube::discovery::Scope as KubeScope;
 use parking_lot::RwLock;
 
-use crate::resource::Gvk;
-use crate::runtime::host::Scope;
+use crate::resource::{Gvk, Scope};
 
 /// A kind as the API serves it.
 #[derive(Debug, Clone)]
@@ -29,30 +29,36 @@ pub enum DiscoveryError {
         #[source]
         source: kube::Error,
     },
+    #[error("API discovery of {0} got no answer within {1:?}")]
+    Timeout(Gvk, Duration),
 }
 
 impl DiscoveryError {
     /// Whether asking again later can help (the API server was unreachable).
     pub fn is_transient(&self) -> bool {
-        matches!(self, DiscoveryError::Query { .. })
+        matches!(self, DiscoveryError::Query { .. } | DiscoveryError::Timeout(..))
     }
 }
 
 pub struct Discovery {
     client: Client,
     known: RwLock<HashMap<Gvk, Resolved>>,
+    timeout: Duration,
 }
 
 impl Discovery {
-    pub fn new(client: Client) -> Self {
-        Discovery { client, known: RwLock::default() }
+    pub fn new(client: Client, timeout: Duration) -> Self {
+        Discovery { client, known: RwLock::default(), timeout }
     }
 
     pub async fn resolve(&self, gvk: &Gvk) -> Result<Resolved, DiscoveryError> {
         if let Some(resolved) = self.known.read().get(gvk) {
             return Ok(resolved.clone());
         }
-        let (api, caps) = kube::discovery::pinned_kind(&self.client, &gvk.to_kube()).await.map_err(|source| match &source {
+        let kind = gvk.to_kube();
+        let query = kube::discovery::pinned_kind(&self.client, &kind);
+        let answer = tokio::time::timeout(self.timeout, query).await.map_err(|_| DiscoveryError::Timeout(gvk.clone(), self.timeout))?;
+        let (api, caps) = answer.map_err(|source| match &source {
             kube::Error::Api(status) if status.code == 404 => DiscoveryError::NotServed(gvk.clone()),
             kube::Error::Discovery(_) => DiscoveryError::NotServed(gvk.clone()),
             _ => DiscoveryError::Query { gvk: gvk.clone(), source },

@@ -1,69 +1,106 @@
-//! Kubernetes Events (events.k8s.io/v1) from plugins and from the host about plugins: queued
-//! without blocking the caller, rate-limited per object and reason (client-go's spam filter:
-//! a burst of 25, then one per 5 minutes), and sent by kube's `Recorder`, which aggregates
-//! exact repeats (same object, reason and note) into an event series. The reporting controller
-//! is `kubewasm/<plugin>`.
+//! Kubernetes Events (events.k8s.io/v1) about objects. Every plugin has its own
+//! [`EventRecorder`] (and the host one for itself): its own bounded queue, its own sender task
+//! and client (so Events are recorded as the plugin's identity), its own spam filter per object
+//! (client-go's: a burst of 25, then one per 5 minutes), and a token of its identity's write
+//! rate limit per Event sent. So one plugin's flood fills only its own queue and spends only its
+//! own budget, and a hung API server holds only the sender it hangs (every request is bounded
+//! by the request timeout). kube's `Recorder` aggregates exact repeats (same object, reason and
+//! note) into an event series.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::client::SharedBucket;
 use crate::queue::rate_limit::TokenBucket;
-use crate::runtime::host::{EventSink, PluginEvent};
+use crate::resource::{Gvk, ObjectKey};
 
-/// Events waiting to be sent; beyond this, new ones are dropped (and counted).
-const BACKLOG: usize = 4096;
+/// Events one recorder holds waiting to be sent; beyond this, new ones are dropped (and counted).
+pub const QUEUE: usize = 256;
 const SPAM_BURST: u32 = 25;
 const SPAM_REFILL: Duration = Duration::from_secs(300);
-/// Series caches kept (one per plugin and note) before they are all forgotten.
-const MAX_RECORDERS: usize = 1024;
+/// Spam-filter buckets kept per recorder before refilled ones are forgotten (and all of them,
+/// past four times that: a flood of distinct objects only resets its own filter).
+const SPAM_BUCKETS: usize = 4096;
+/// Series caches kept (one per note) before they are all forgotten.
+const MAX_SERIES: usize = 256;
 
-/// Hands events to the sender task. Cheap to clone.
+/// One Event about an object, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectEvent {
+    pub regarding: Gvk,
+    pub key: ObjectKey,
+    /// The object's uid when known, so `kubectl describe` finds the event.
+    pub uid: Option<String>,
+    pub warning: bool,
+    pub reason: String,
+    pub action: String,
+    pub note: String,
+}
+
+/// Hands Events to one reporter's sender task. Cheap to clone.
 #[derive(Clone)]
 pub struct EventRecorder {
-    queue: mpsc::Sender<PluginEvent>,
+    queue: mpsc::Sender<ObjectEvent>,
     dropped: Counter,
 }
 
-impl EventSink for EventRecorder {
-    fn publish(&self, event: PluginEvent) {
+/// Who reports: `kubewasm/<plugin>` (or `kubewasm` for the host), on this host instance.
+#[derive(Debug, Clone)]
+pub struct Reporting {
+    pub controller: String,
+    pub instance: String,
+}
+
+impl EventRecorder {
+    /// Queues an Event without waiting; a full queue drops it (and counts it).
+    pub fn publish(&self, event: ObjectEvent) {
         if self.queue.try_send(event).is_err() {
             self.dropped.inc();
         }
     }
-}
 
-impl EventRecorder {
-    /// Starts the sender task. `instance` names this host in the events (its pod name).
-    /// `dropped` counts events lost to a full backlog or the rate limit.
-    pub fn start(client: Client, instance: String, dropped: Counter, shutdown: CancellationToken) -> (Self, tokio::task::JoinHandle<()>) {
-        let (queue, rx) = mpsc::channel(BACKLOG);
-        let sender = Sender { client, instance, recorders: HashMap::new(), spam: HashMap::new(), dropped: dropped.clone() };
+    /// Starts the sender task of one reporter: sends as `client`'s identity, one Event per
+    /// token of `budget`, each request bounded by `timeout`; `dropped` counts what is lost to a
+    /// full queue or the spam filter. On `shutdown` it sends what is queued, then ends.
+    pub fn start(
+        client: kube::Client,
+        reporting: Reporting,
+        budget: SharedBucket,
+        dropped: Counter,
+        timeout: Duration,
+        shutdown: CancellationToken,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let (queue, rx) = mpsc::channel(QUEUE);
+        let sender = Sender { client, reporting, budget, timeout, series: HashMap::new(), spam: HashMap::new(), dropped: dropped.clone() };
         let task = tokio::spawn(sender.run(rx, shutdown));
         (EventRecorder { queue, dropped }, task)
     }
 }
 
 struct Sender {
-    client: Client,
-    instance: String,
-    /// One recorder (and its series cache) per reporting plugin and note. kube's `Recorder`
-    /// aggregates by object, reason and action but not by note: a repeat with another note
-    /// would only raise the count of the first Event and keep its (now wrong) note. Keyed by
-    /// note too, only exact repeats aggregate; a new note is a new Event.
-    recorders: HashMap<(String, String), Recorder>,
-    spam: HashMap<(String, String, String), TokenBucket>,
+    client: kube::Client,
+    reporting: Reporting,
+    budget: SharedBucket,
+    timeout: Duration,
+    /// One recorder (and its series cache) per note. kube's `Recorder` aggregates by object,
+    /// reason and action but not by note: a repeat with another note would only raise the count
+    /// of the first Event and keep its (now wrong) note. Keyed by note too, only exact repeats
+    /// aggregate; a new note is a new Event.
+    series: HashMap<String, Recorder>,
+    /// Per object: kind and key.
+    spam: HashMap<(Gvk, ObjectKey), TokenBucket>,
     dropped: Counter,
 }
 
 impl Sender {
-    async fn run(mut self, mut rx: mpsc::Receiver<PluginEvent>, shutdown: CancellationToken) {
+    async fn run(mut self, mut rx: mpsc::Receiver<ObjectEvent>, shutdown: CancellationToken) {
         loop {
             let event = tokio::select! {
                 event = rx.recv() => event,
@@ -83,29 +120,34 @@ impl Sender {
         }
     }
 
-    fn allowed(&mut self, event: &PluginEvent) -> bool {
-        let key = (event.plugin.clone(), event.key.to_string(), event.reason.clone());
-        let now = tokio::time::Instant::now();
-        if self.spam.len() > 10_000 {
+    fn allowed(&mut self, event: &ObjectEvent) -> bool {
+        let now = Instant::now();
+        if self.spam.len() >= SPAM_BUCKETS {
             // Forget buckets that have refilled: they would allow a burst anyway.
             self.spam.retain(|_, bucket| !bucket.is_full(now));
+            if self.spam.len() >= 4 * SPAM_BUCKETS {
+                self.spam.clear();
+            }
         }
+        let key = (event.regarding.clone(), event.key.clone());
         let bucket = self.spam.entry(key).or_insert_with(|| TokenBucket::new(1.0 / SPAM_REFILL.as_secs_f64(), SPAM_BURST));
         bucket.try_take(now)
     }
 
-    async fn send(&mut self, event: PluginEvent) {
+    async fn send(&mut self, event: ObjectEvent) {
         if !self.allowed(&event) {
             self.dropped.inc();
             return;
         }
-        if self.recorders.len() > MAX_RECORDERS {
+        // One token of the identity's write budget per Event: waits behind its writes.
+        let wait = self.budget.lock().reserve(Instant::now());
+        tokio::time::sleep(wait).await;
+        if self.series.len() >= MAX_SERIES {
             // Forgetting series only means the next repeat starts a new Event.
-            self.recorders.clear();
+            self.series.clear();
         }
-        let recorder = self.recorders.entry((event.plugin.clone(), event.note.clone())).or_insert_with(|| {
-            Recorder::new(self.client.clone(), Reporter { controller: format!("kubewasm/{}", event.plugin), instance: Some(self.instance.clone()) })
-        });
+        let reporter = Reporter { controller: self.reporting.controller.clone(), instance: Some(self.reporting.instance.clone()) };
+        let recorder = self.series.entry(event.note.clone()).or_insert_with(|| Recorder::new(self.client.clone(), reporter));
         let reference = ObjectReference {
             api_version: Some(event.regarding.api_version()),
             kind: Some(event.regarding.kind.clone()),
@@ -121,8 +163,12 @@ impl Sender {
             action: event.action.clone(),
             secondary: None,
         };
-        if let Err(e) = recorder.publish(&published, &reference).await {
-            tracing::warn!(plugin = %event.plugin, object = %event.key, reason = %event.reason, "could not record an event: {e}");
-        }
+        let result = tokio::time::timeout(self.timeout, recorder.publish(&published, &reference)).await;
+        let failure = match result {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {:?}", self.timeout),
+        };
+        tracing::warn!(reporter = %self.reporting.controller, object = %event.key, reason = %event.reason, "could not record an event: {failure}");
     }
 }

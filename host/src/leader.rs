@@ -1,13 +1,22 @@
 //! Leader election over a `coordination.k8s.io/v1` Lease, as client-go does it: the leader
 //! renews the lease every retry period; a standby takes it over once it has seen no renewal for
-//! a whole lease duration (measured on its own clock, so clocks need not agree). A leader that
-//! cannot renew within the renew deadline steps down before anyone can take over. On shutdown
-//! the leader releases the lease so a standby takes over at once.
+//! a whole lease duration (measured on its own clock, so clocks need not agree). On shutdown the
+//! leader releases the lease so a standby takes over at once.
 //!
-//! Standbys keep their caches warm; only the leader's workers run and only the leader writes
-//! (see [`Leadership`]).
+//! Leadership is fenced by time, not only by what the last renewal said. Every Lease request is
+//! bounded by the renew deadline, and a term lasts until `renew deadline` after the start of the
+//! last successful renewal: after that instant [`Leadership::is_leader`] is false whatever the
+//! elector is doing (blocked on a black-holed connection, or the whole process stopped). A
+//! standby can only take over a lease duration after it last saw the record change, which is
+//! later than the moment the old leader stopped (renew deadline < lease duration), so two hosts
+//! never write at once — up to the time a request takes from the last check to the wire, which
+//! is why writers check just before sending and cancel what is in flight when the term ends.
+//!
+//! A host that loses its term goes back to standby with its caches warm and campaigns again
+//! (rather than exiting, as controller-runtime does): it writes nothing until it holds the Lease
+//! again, and takes over at once if the other host goes away.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -16,6 +25,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone)]
@@ -43,24 +53,74 @@ impl LeaderConfig {
     }
 }
 
+/// Where this host stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Term {
+    Standby,
+    /// Leading until the instant, or for good (`None`: no election).
+    Leading(Option<Instant>),
+}
+
 /// Whether this host leads now. Cheap to clone and to ask.
 #[derive(Clone)]
-pub struct Leadership(watch::Receiver<bool>);
+pub struct Leadership(watch::Receiver<Term>);
 
 impl Leadership {
     /// For a host without leader election: always the leader.
     pub fn always() -> Self {
-        Leadership(watch::channel(true).1)
+        Leadership(watch::channel(Term::Leading(None)).1)
     }
 
+    /// Whether this host may write now: it leads and its term has not run out.
     pub fn is_leader(&self) -> bool {
-        *self.0.borrow()
+        match *self.0.borrow() {
+            Term::Standby => false,
+            Term::Leading(until) => until.is_none_or(|until| Instant::now() < until),
+        }
     }
 
-    /// Waits until leadership is `leading` (returns at once if it already is). `false` if the
-    /// elector is gone.
-    pub async fn wait_for(&mut self, leading: bool) -> bool {
-        self.0.wait_for(|l| *l == leading).await.is_ok()
+    /// Waits until this host leads (at once if it does). `false` if the elector is gone.
+    pub async fn wait_until_leading(&mut self) -> bool {
+        loop {
+            if self.is_leader() {
+                return true;
+            }
+            if self.0.changed().await.is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// Resolves once this host does not lead: at once for a standby, else when the term runs
+    /// out or the elector steps down, whichever comes first.
+    pub async fn lost(&self) {
+        let mut term = self.0.clone();
+        loop {
+            let current = *term.borrow_and_update();
+            match current {
+                Term::Standby => return,
+                Term::Leading(Some(until)) if Instant::now() >= until => return,
+                Term::Leading(until) => {
+                    let expiry = async {
+                        match until {
+                            Some(until) => tokio::time::sleep_until(until).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let mut expiry = std::pin::pin!(expiry);
+                    tokio::select! {
+                        changed = term.changed() => {
+                            // No elector (any more): the term can only run out.
+                            if changed.is_err() {
+                                expiry.await;
+                                return;
+                            }
+                        }
+                        _ = &mut expiry => return,
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -70,12 +130,14 @@ enum LeaseError {
     HeldBy(String, String),
     #[error("lease request failed: {0}")]
     Api(#[from] kube::Error),
+    #[error("lease request got no answer within {0:?}")]
+    Timeout(Duration),
 }
 
 pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaderConfig,
-    leading: watch::Sender<bool>,
+    term: watch::Sender<Term>,
     status: Gauge,
     /// The last lease record seen and when it was first seen (local clock).
     observed: Option<(String, Instant)>,
@@ -84,53 +146,76 @@ pub struct LeaderElector {
 impl LeaderElector {
     /// `status` is `leader_election_master_status`: 1 while leading.
     pub fn new(client: Client, config: LeaderConfig, status: Gauge) -> (Self, Leadership) {
-        let (leading, rx) = watch::channel(false);
+        let (term, rx) = watch::channel(Term::Standby);
         let api = Api::namespaced(client, &config.lease_namespace);
-        (LeaderElector { api, config, leading, status, observed: None }, Leadership(rx))
+        (LeaderElector { api, config, term, status, observed: None }, Leadership(rx))
     }
 
     /// Campaigns, leads and renews until `shutdown`, then releases the lease if held.
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut last_renewal: Option<Instant> = None;
         loop {
-            match self.try_acquire_or_renew().await {
-                Ok(()) => {
-                    last_renewal = Some(Instant::now());
-                    self.set_leading(true);
-                }
-                Err(e) => {
-                    let lost = last_renewal.is_some_and(|t| t.elapsed() >= self.config.renew_deadline);
-                    if self.is_leading() && lost {
-                        tracing::warn!(lease = %self.config.lease_name, "lost leadership: could not renew for {:?}: {e}", self.config.renew_deadline);
-                        self.set_leading(false);
-                        last_renewal = None;
-                    } else if self.is_leading() {
+            let started = Instant::now();
+            // A leader's request may take until its term ends; a standby's, one retry period.
+            let bound = match *self.term.borrow() {
+                Term::Leading(Some(until)) => until.saturating_duration_since(started).max(Duration::from_millis(100)),
+                _ => self.config.retry_period.max(Duration::from_secs(1)),
+            };
+            let attempt = tokio::time::timeout(bound, self.try_acquire_or_renew()).await.unwrap_or(Err(LeaseError::Timeout(bound)));
+            match attempt {
+                Ok(()) => self.lead_until(started + self.config.renew_deadline),
+                Err(e) if self.is_leading() => {
+                    if self.leadership().is_leader() {
                         tracing::warn!(lease = %self.config.lease_name, "renewing the lease failed, retrying: {e}");
                     } else {
-                        tracing::debug!(lease = %self.config.lease_name, "standing by: {e}");
+                        tracing::warn!(lease = %self.config.lease_name, "lost leadership: no renewal within {:?}: {e}", self.config.renew_deadline);
+                        self.stand_by();
                     }
                 }
+                Err(e) => tracing::debug!(lease = %self.config.lease_name, "standing by: {e}"),
             }
+            // Wake at the end of the term too, to report the loss when it happens.
+            let term_end = match *self.term.borrow() {
+                Term::Leading(Some(until)) => until,
+                _ => Instant::now() + self.config.retry_period,
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tokio::time::sleep(self.config.retry_period) => {}
+                _ = tokio::time::sleep_until(term_end) => {}
+            }
+            if self.is_leading() && !self.leadership().is_leader() {
+                tracing::warn!(lease = %self.config.lease_name, "lost leadership: no renewal within {:?}", self.config.renew_deadline);
+                self.stand_by();
             }
         }
-        if self.is_leading() {
+        if self.leadership().is_leader() {
             self.release().await;
         }
+        self.stand_by();
+    }
+
+    fn leadership(&self) -> Leadership {
+        Leadership(self.term.subscribe())
     }
 
     fn is_leading(&self) -> bool {
-        *self.leading.borrow()
+        matches!(*self.term.borrow(), Term::Leading(_))
     }
 
-    fn set_leading(&mut self, leading: bool) {
-        if self.is_leading() != leading {
-            tracing::info!(lease = %self.config.lease_name, identity = %self.config.identity, "{}", if leading { "became the leader" } else { "standing by" });
+    fn lead_until(&mut self, until: Instant) {
+        if !self.is_leading() {
+            tracing::info!(lease = %self.config.lease_name, identity = %self.config.identity, "became the leader");
         }
-        self.status.set(i64::from(leading));
-        self.leading.send_replace(leading);
+        self.status.set(1);
+        self.term.send_replace(Term::Leading(Some(until)));
+    }
+
+    fn stand_by(&mut self) {
+        if self.is_leading() {
+            tracing::info!(lease = %self.config.lease_name, identity = %self.config.identity, "standing by");
+        }
+        self.status.set(0);
+        self.term.send_replace(Term::Standby);
     }
 
     async fn try_acquire_or_renew(&mut self) -> Result<(), LeaseError> {
@@ -156,10 +241,15 @@ impl LeaderElector {
             }
         };
         let ours = holder == self.config.identity;
-        if !ours && !holder.is_empty() && first_seen.elapsed() < self.config.lease_duration {
+        // A record that still names this host but that this host no longer leads under (it lost
+        // its term) is treated like anyone else's: wait for it to expire, so that a standby that
+        // took over meanwhile is never cut short.
+        let expired = first_seen.elapsed() >= self.config.lease_duration;
+        let renewing = ours && self.leadership().is_leader();
+        if !holder.is_empty() && !renewing && !expired {
             return Err(LeaseError::HeldBy(name.clone(), holder));
         }
-        let (acquired, transitions) = if ours {
+        let (acquired, transitions) = if renewing {
             (spec.acquire_time.clone().unwrap_or(now.clone()), spec.lease_transitions.unwrap_or(0))
         } else {
             (now.clone(), spec.lease_transitions.unwrap_or(0) + 1)
@@ -183,10 +273,11 @@ impl LeaderElector {
 
     /// Gives the lease up so that a standby need not wait for it to expire.
     async fn release(&mut self) {
-        self.set_leading(false);
-        let name = &self.config.lease_name;
-        let result = async {
-            let mut lease = self.api.get(name).await?;
+        self.stand_by();
+        let name = self.config.lease_name.clone();
+        let bound = self.config.renew_deadline;
+        let result = tokio::time::timeout(bound, async {
+            let mut lease = self.api.get(&name).await?;
             let Some(spec) = lease.spec.as_mut() else { return Ok(()) };
             if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
                 return Ok(());
@@ -194,12 +285,66 @@ impl LeaderElector {
             spec.holder_identity = None;
             spec.lease_duration_seconds = Some(1);
             spec.renew_time = Some(MicroTime(Timestamp::now()));
-            self.api.replace(name, &PostParams::default(), &lease).await.map(drop)
-        }
-        .await;
+            self.api.replace(&name, &PostParams::default(), &lease).await.map(drop)
+        })
+        .await
+        .unwrap_or(Err(kube::Error::Service(format!("no answer within {bound:?}").into())));
         match result {
             Ok(()) => tracing::info!(lease = %name, "released the lease"),
             Err(e) => tracing::warn!(lease = %name, "could not release the lease (a standby takes over when it expires): {e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_term_ends_on_time_even_if_nobody_says_so() {
+        let (tx, rx) = watch::channel(Term::Leading(Some(Instant::now() + Duration::from_secs(10))));
+        let leadership = Leadership(rx);
+        assert!(leadership.is_leader());
+        let lost = tokio::spawn({
+            let leadership = leadership.clone();
+            async move {
+                leadership.lost().await;
+                Instant::now()
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(9)).await;
+        assert!(leadership.is_leader());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!leadership.is_leader(), "the term ran out; the sender never changed it");
+        let at = lost.await.unwrap();
+        assert!(at.elapsed() < Duration::from_millis(10));
+        drop(tx);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_an_elector_leadership_is_never_lost() {
+        let leadership = Leadership::always();
+        assert!(leadership.is_leader());
+        let lost = tokio::time::timeout(Duration::from_secs(3600), leadership.lost()).await;
+        assert!(lost.is_err(), "a host without leader election leads for good");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn standing_by_ends_the_term_and_leading_again_is_awaited() {
+        let (tx, rx) = watch::channel(Term::Leading(None));
+        let mut leadership = Leadership(rx);
+        assert!(leadership.is_leader());
+        let lost = tokio::spawn({
+            let leadership = leadership.clone();
+            async move { leadership.lost().await }
+        });
+        tx.send_replace(Term::Standby);
+        lost.await.unwrap();
+        assert!(!leadership.is_leader());
+        let waiting = tokio::spawn(async move { leadership.wait_until_leading().await });
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(!waiting.is_finished());
+        tx.send_replace(Term::Leading(Some(Instant::now() + Duration::from_secs(1))));
+        assert!(waiting.await.unwrap());
     }
 }

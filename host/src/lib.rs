@@ -9,17 +9,23 @@
 //!
 //! An event enters in [`informer`] (one shared watch per resource, a JSON cache), becomes keys
 //! in a [`queue`] through the triggers of a [`controller`], reaches the plugin through the
-//! [`runtime`] (wasmtime, limits, the sandbox; `runtime::host` implements the WIT imports), and
-//! leaves as a write through [`client`] or an Event through [`events`].
+//! [`runtime`] (wasmtime, limits, the sandbox; `runtime::host` implements the WIT imports and
+//! adapts the Kubernetes layer to them), and leaves as a write through [`client`] or an Event
+//! through [`events`] — made as the plugin's own identity ([`identity`]).
 //!
 //! - [`app`]: `kubewasm run`, wired in phases; owns shutdown. [`cli`]: the command line.
 //!   [`supervisor`]: the plugin directory — starts, hot-swaps and stops controllers.
 //! - [`plugin`]: plugin files — digest, artifact cache, loading. [`manifest`]: what a plugin
-//!   declares, validation, the capability check.
+//!   declares, validation, the capability check, the RBAC rules it needs.
+//! - [`identity`]: who each plugin acts as, and RBAC admission. [`leader`]: Lease-based leader
+//!   election, fenced by time.
 //! - [`discovery`], [`resource`], [`selector`]: kinds, keys and label selectors.
-//! - [`leader`]: Lease-based leader election. [`metrics`], [`server`]: Prometheus metrics and
-//!   the HTTP endpoints. [`offline`]: running plugins without a cluster; [`tabletest`]:
-//!   `kubewasm test`. [`rbac`]: `kubewasm rbac`. [`scaffold`]: `kubewasm new`.
+//! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`offline`]: running
+//!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
+//!   [`finalizers`]: `kubewasm finalizers release`. [`scaffold`]: `kubewasm new`.
+//!
+//! Imports run downward: cli/app → supervisor → controller → runtime → informer, queue, client,
+//! events, identity → discovery → manifest, resource, selector, metrics.
 
 pub mod app;
 pub mod cli;
@@ -27,6 +33,8 @@ pub mod client;
 pub mod controller;
 pub mod discovery;
 pub mod events;
+pub mod finalizers;
+pub mod identity;
 pub mod informer;
 pub mod leader;
 pub mod manifest;

@@ -7,10 +7,15 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::resource::Gvk;
+use crate::resource::{Gvk, is_dns_label, is_dns_subdomain};
 use crate::selector::LabelSelector;
 
-/// Kubernetes API verbs, with RBAC's meaning.
+/// Kubernetes API verbs, with RBAC's meaning. The first seven are what the host's calls do
+/// (reads served from the cache or the API, writes through the client); the rest are verbs a
+/// plugin's identity may need for the API server to accept a write (`bind` to create a
+/// RoleBinding to a role it does not hold, `approve` for CertificateSigningRequests, ...): the
+/// host never checks them on a call, it asks RBAC for them at admission and prints them in
+/// `kubewasm rbac`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Verb {
     Get,
@@ -20,10 +25,33 @@ pub enum Verb {
     Update,
     Patch,
     Delete,
+    DeleteCollection,
+    Bind,
+    Escalate,
+    Impersonate,
+    Approve,
+    Sign,
+    Use,
 }
 
 impl Verb {
     pub const READ: [Verb; 3] = [Verb::Get, Verb::List, Verb::Watch];
+    pub const ALL: [Verb; 14] = [
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Create,
+        Verb::Update,
+        Verb::Patch,
+        Verb::Delete,
+        Verb::DeleteCollection,
+        Verb::Bind,
+        Verb::Escalate,
+        Verb::Impersonate,
+        Verb::Approve,
+        Verb::Sign,
+        Verb::Use,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -34,36 +62,84 @@ impl Verb {
             Verb::Update => "update",
             Verb::Patch => "patch",
             Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+            Verb::Bind => "bind",
+            Verb::Escalate => "escalate",
+            Verb::Impersonate => "impersonate",
+            Verb::Approve => "approve",
+            Verb::Sign => "sign",
+            Verb::Use => "use",
         }
     }
 }
 
-/// A subresource a grant may name. Only `status` exists in contract 0.1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Subresource {
-    Status,
-}
+impl std::str::FromStr for Verb {
+    type Err = String;
 
-impl Subresource {
-    pub fn as_str(self) -> &'static str {
-        "status"
+    /// RBAC's spelling. `*` is refused: a plugin names what it needs.
+    fn from_str(text: &str) -> Result<Self, String> {
+        Verb::ALL.into_iter().find(|v| v.as_str() == text).ok_or_else(|| {
+            let known: Vec<&str> = Verb::ALL.iter().map(|v| v.as_str()).collect();
+            format!("{text:?} is not an RBAC verb kubewasm knows (one of {})", known.join(", "))
+        })
     }
 }
+
+impl std::fmt::Display for Verb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The subresource the status calls (`apply-status`, `update-status`) write.
+pub const STATUS: &str = "status";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Permission {
     pub resource: Gvk,
-    pub subresource: Option<Subresource>,
+    /// Any subresource (`status`, `scale`, `finalizers`, `eviction`, ...); `None` for the
+    /// resource itself.
+    pub subresource: Option<String>,
     pub verbs: BTreeSet<Verb>,
     /// Empty: every namespace the host serves.
     pub namespaces: BTreeSet<String>,
+    /// Object names the grant is limited to (RBAC's `resourceNames`); empty for every object.
+    pub names: BTreeSet<String>,
 }
 
 impl Permission {
-    /// Grants `list` or `watch` on the resource itself (not a subresource).
+    /// Grants `list` or `watch` on every object of the resource itself: the host caches it for
+    /// the plugin and serves `get` and `list-objects` from the cache.
     pub fn lists(&self) -> bool {
-        self.subresource.is_none() && (self.verbs.contains(&Verb::List) || self.verbs.contains(&Verb::Watch))
+        self.subresource.is_none() && self.names.is_empty() && (self.verbs.contains(&Verb::List) || self.verbs.contains(&Verb::Watch))
     }
+
+    fn covers(&self, verb: Verb, resource: &Gvk, subresource: Option<&str>, namespace: Option<&str>, name: Option<&str>) -> bool {
+        self.resource == *resource
+            && self.subresource.as_deref() == subresource
+            && self.verbs.contains(&verb)
+            && (self.namespaces.is_empty() || namespace.is_some_and(|ns| self.namespaces.contains(ns)))
+            && (self.names.is_empty() || name.is_some_and(|n| self.names.contains(n)))
+    }
+}
+
+/// One RBAC rule a plugin's identity needs: what `kubewasm rbac` prints for it and what the
+/// host asks the API server about before the plugin starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub resource: Gvk,
+    pub subresource: Option<String>,
+    pub verbs: BTreeSet<Verb>,
+    /// `None`: every namespace the host serves (all of them, or those of `--namespace`).
+    pub namespaces: Option<BTreeSet<String>>,
+    pub names: BTreeSet<String>,
+    /// Why the plugin needs it, for humans ("reads its primary", "declared", ...).
+    pub why: &'static str,
+}
+
+/// Kind of the Events plugins record (events.k8s.io/v1).
+pub fn event_kind() -> Gvk {
+    Gvk::new("events.k8s.io", "v1", "Event")
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,9 +265,26 @@ impl Manifest {
             if p.verbs.is_empty() {
                 return Err(invalid(format!("{field}.verbs"), "must name at least one verb"));
             }
+            if let Some(sub) = p.subresource.as_deref().filter(|s| !is_dns_label(s)) {
+                return Err(invalid(format!("{field}.subresource"), format!("{sub:?} is not a subresource name such as \"status\"")));
+            }
             if let Some(ns) = p.namespaces.iter().find(|ns| !is_dns_label(ns)) {
                 return Err(invalid(format!("{field}.namespaces"), format!("{ns:?} is not a namespace name")));
             }
+            if let Some(name) = p.names.iter().find(|n| n.is_empty() || n.len() > 253 || n.contains('/')) {
+                return Err(invalid(format!("{field}.resource-names"), format!("{name:?} is not an object name")));
+            }
+        }
+        if let Some(finalizer) = &self.finalizer
+            && !self.permissions.iter().any(|p| p.resource == self.primary && p.subresource.is_none() && p.names.is_empty() && p.verbs.contains(&Verb::Patch))
+        {
+            return Err(invalid(
+                "finalizer",
+                format!(
+                    "{finalizer:?} needs a `patch` permission on the primary {} (the host adds and removes the finalizer with a patch, as the plugin): add one to the manifest's permissions",
+                    self.primary
+                ),
+            ));
         }
         self.granted_limits(policy)
     }
@@ -224,6 +317,15 @@ impl Manifest {
         all
     }
 
+    /// The namespaces the host caches `resource` in for this plugin: `None` for every served
+    /// namespace; `Some(set)` when only namespace-limited `list`/`watch` grants ask for it.
+    pub fn cached_namespaces(&self, resource: &Gvk) -> Option<BTreeSet<&str>> {
+        self.readable_namespaces(resource, Verb::List).and_then(|list| {
+            let watch = self.readable_namespaces(resource, Verb::Watch)?;
+            Some(list.union(&watch).copied().collect())
+        })
+    }
+
     /// Whether a grant lets the plugin list or watch `resource` (beyond what its own watches of
     /// it select).
     pub fn lists(&self, resource: &Gvk) -> bool {
@@ -231,18 +333,19 @@ impl Manifest {
     }
 
     /// The capability check: may this plugin do `verb` on `resource` (or its `subresource`) in
-    /// `namespace`? `None` as the namespace asks for every namespace (a list across namespaces,
-    /// or a cluster-scoped object). Reading the primary, owned and watched resources is implied.
-    pub fn allows(&self, verb: Verb, resource: &Gvk, subresource: Option<Subresource>, namespace: Option<&str>) -> bool {
+    /// `namespace`, on the object `name`? `None` as the namespace asks for every namespace (a
+    /// list across namespaces, or a cluster-scoped object); `None` as the name, for every object
+    /// (a list). Reading the primary, owned and watched resources is implied.
+    pub fn allows(&self, verb: Verb, resource: &Gvk, subresource: Option<&str>, namespace: Option<&str>, name: Option<&str>) -> bool {
         if subresource.is_none() && Verb::READ.contains(&verb) && self.implies_read(resource) {
             return true;
         }
-        self.permissions.iter().any(|p| {
-            p.resource == *resource
-                && p.subresource == subresource
-                && p.verbs.contains(&verb)
-                && (p.namespaces.is_empty() || namespace.is_some_and(|ns| p.namespaces.contains(ns)))
-        })
+        // A `list` or `watch` grant caches the resource: `get` is served from the cache too.
+        let in_grant = |p: &Permission| p.namespaces.is_empty() || namespace.is_some_and(|ns| p.namespaces.contains(ns));
+        if verb == Verb::Get && subresource.is_none() && self.permissions.iter().any(|p| p.resource == *resource && p.lists() && in_grant(p)) {
+            return true;
+        }
+        self.permissions.iter().any(|p| p.covers(verb, resource, subresource, namespace, name))
     }
 
     /// Namespaces a read of `resource` across namespaces may see: `None` for all of them,
@@ -252,13 +355,71 @@ impl Manifest {
             return None;
         }
         let mut namespaces = BTreeSet::new();
-        for p in self.permissions.iter().filter(|p| p.resource == *resource && p.subresource.is_none() && p.verbs.contains(&verb)) {
+        for p in self.permissions.iter().filter(|p| p.resource == *resource && p.subresource.is_none() && p.names.is_empty() && p.verbs.contains(&verb)) {
             if p.namespaces.is_empty() {
                 return None;
             }
             namespaces.extend(p.namespaces.iter().map(String::as_str));
         }
         Some(namespaces)
+    }
+
+    /// Whether the plugin may only `get` objects of `resource` (a `get` grant, no `list` or
+    /// `watch`): those reads go to the API server as the plugin, not to a cache.
+    pub fn reads_live(&self, resource: &Gvk) -> bool {
+        !self.cached_resources().contains(resource)
+            && self.permissions.iter().any(|p| p.resource == *resource && p.subresource.is_none() && p.verbs.contains(&Verb::Get))
+    }
+
+    /// Every RBAC rule the plugin's identity needs: reading what the host caches or fetches for
+    /// it, every declared grant, `update` on the primary's `finalizers` subresource when it owns
+    /// objects (clusters enforcing `OwnerReferencesPermissionEnforcement` require it to set
+    /// `blockOwnerDeletion`, which controller owner references do), and recording Events.
+    pub fn rules(&self) -> Vec<Rule> {
+        let read = || Verb::READ.into_iter().collect::<BTreeSet<_>>();
+        let mut rules = Vec::new();
+        let mut implied: Vec<&Gvk> = vec![&self.primary];
+        implied.extend(&self.owns);
+        implied.extend(self.watches.iter().map(|w| &w.resource));
+        let mut seen = BTreeSet::new();
+        for gvk in implied.into_iter().filter(|g| seen.insert(*g)) {
+            let why = if *gvk == self.primary { "reads its primary" } else { "reads what it owns or watches" };
+            rules.push(Rule { resource: gvk.clone(), subresource: None, verbs: read(), namespaces: None, names: BTreeSet::new(), why });
+        }
+        for p in &self.permissions {
+            let mut verbs = p.verbs.clone();
+            if p.lists() {
+                // Served from the host's cache: the identity must be allowed the whole read.
+                verbs.extend(Verb::READ);
+            }
+            rules.push(Rule {
+                resource: p.resource.clone(),
+                subresource: p.subresource.clone(),
+                verbs,
+                namespaces: (!p.namespaces.is_empty()).then(|| p.namespaces.clone()),
+                names: p.names.clone(),
+                why: "declared in its manifest",
+            });
+        }
+        if !self.owns.is_empty() {
+            rules.push(Rule {
+                resource: self.primary.clone(),
+                subresource: Some("finalizers".into()),
+                verbs: [Verb::Update].into(),
+                namespaces: None,
+                names: BTreeSet::new(),
+                why: "sets blockOwnerDeletion on what it owns",
+            });
+        }
+        rules.push(Rule {
+            resource: event_kind(),
+            subresource: None,
+            verbs: [Verb::Create, Verb::Patch].into(),
+            namespaces: None,
+            names: BTreeSet::new(),
+            why: "records Events",
+        });
+        rules
     }
 
     fn implies_read(&self, resource: &Gvk) -> bool {
@@ -301,17 +462,6 @@ fn validate_finalizer(finalizer: &str) -> Result<(), ManifestError> {
     }
 }
 
-/// RFC 1123 label: what Kubernetes requires of namespace names and plugin names.
-pub fn is_dns_label(s: &str) -> bool {
-    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !s.is_empty() && s.len() <= 63 && s.starts_with(ok) && s.ends_with(ok) && s.chars().all(|c| ok(c) || c == '-')
-}
-
-/// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
-pub fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,18 +484,21 @@ mod tests {
                     subresource: None,
                     verbs: [Verb::Create, Verb::Patch].into(),
                     namespaces: BTreeSet::new(),
+                    names: BTreeSet::new(),
                 },
                 Permission {
                     resource: Gvk::new("", "v1", "Secret"),
                     subresource: None,
                     verbs: [Verb::Get].into(),
                     namespaces: ["team-a".to_string()].into(),
+                    names: BTreeSet::new(),
                 },
                 Permission {
                     resource: Gvk::new("samplecontroller.k8s.io", "v1alpha1", "Foo"),
-                    subresource: Some(Subresource::Status),
+                    subresource: Some(STATUS.to_string()),
                     verbs: [Verb::Update].into(),
                     namespaces: BTreeSet::new(),
+                    names: BTreeSet::new(),
                 },
             ],
         }
@@ -362,21 +515,22 @@ mod tests {
         let m = sample();
         let foo = m.primary.clone();
         let deploy = Gvk::new("apps", "v1", "Deployment");
-        assert!(m.allows(Verb::List, &foo, None, None));
-        assert!(m.allows(Verb::Get, &deploy, None, Some("x")));
-        assert!(!m.allows(Verb::Delete, &deploy, None, Some("x")));
-        assert!(!m.allows(Verb::Update, &foo, None, Some("x")), "status grant must not cover the main resource");
-        assert!(m.allows(Verb::Update, &foo, Some(Subresource::Status), Some("x")));
-        assert!(!m.allows(Verb::Get, &Gvk::new("", "v1", "ConfigMap"), None, Some("x")));
+        assert!(m.allows(Verb::List, &foo, None, None, None));
+        assert!(m.allows(Verb::Get, &deploy, None, Some("x"), Some("d")));
+        assert!(!m.allows(Verb::Delete, &deploy, None, Some("x"), Some("d")));
+        assert!(!m.allows(Verb::Update, &foo, None, Some("x"), Some("f")), "status grant must not cover the main resource");
+        assert!(m.allows(Verb::Update, &foo, Some(STATUS), Some("x"), Some("f")));
+        assert!(!m.allows(Verb::Get, &Gvk::new("", "v1", "ConfigMap"), None, Some("x"), Some("c")));
     }
 
     #[test]
     fn namespace_scoped_grants() {
         let m = sample();
         let secret = Gvk::new("", "v1", "Secret");
-        assert!(m.allows(Verb::Get, &secret, None, Some("team-a")));
-        assert!(!m.allows(Verb::Get, &secret, None, Some("team-b")));
-        assert!(!m.allows(Verb::Get, &secret, None, None), "all namespaces exceeds a namespaced grant");
+        assert!(m.allows(Verb::Get, &secret, None, Some("team-a"), Some("s")));
+        assert!(!m.allows(Verb::Get, &secret, None, Some("team-b"), Some("s")));
+        assert!(!m.allows(Verb::Get, &secret, None, None, Some("s")), "all namespaces exceeds a namespaced grant");
+        assert!(m.reads_live(&secret), "a get grant alone is served by the API server");
         assert_eq!(m.readable_namespaces(&secret, Verb::Get), Some(BTreeSet::from(["team-a"])));
         assert_eq!(m.readable_namespaces(&m.primary.clone(), Verb::List), None);
     }
@@ -389,6 +543,7 @@ mod tests {
             subresource: None,
             verbs: [Verb::List].into(),
             namespaces: BTreeSet::new(),
+            names: BTreeSet::new(),
         });
         let cached: Vec<String> = m.cached_resources().into_iter().map(ToString::to_string).collect();
         assert_eq!(cached, ["Node.v1", "Deployment.v1.apps", "Foo.v1alpha1.samplecontroller.k8s.io"]);
@@ -433,6 +588,60 @@ mod tests {
         }
         let mut m = sample();
         m.finalizer = Some("example.com/cleanup".into());
+        let err = m.validate(&policy).unwrap_err().to_string();
+        assert!(err.contains("`finalizer`") && err.contains("needs a `patch` permission on the primary"), "{err}");
+        m.permissions.push(Permission {
+            resource: m.primary.clone(),
+            subresource: None,
+            verbs: [Verb::Patch].into(),
+            namespaces: BTreeSet::new(),
+            names: BTreeSet::new(),
+        });
         assert!(m.validate(&policy).is_ok());
+        for (mutate, field) in [
+            (Box::new(|p: &mut Permission| p.subresource = Some("Not A Subresource".into())) as Box<dyn Fn(&mut Permission)>, ".subresource"),
+            (Box::new(|p: &mut Permission| { p.names.insert("a/b".into()); }), ".resource-names"),
+        ] {
+            let mut m = sample();
+            mutate(&mut m.permissions[0]);
+            assert!(m.validate(&policy).unwrap_err().to_string().contains(field));
+        }
+    }
+
+    #[test]
+    fn names_rbac_verbs_and_get_only_grants() {
+        let mut m = sample();
+        let cr = Gvk::new("rbac.authorization.k8s.io", "v1", "ClusterRole");
+        m.permissions.push(Permission {
+            resource: cr.clone(),
+            subresource: None,
+            verbs: [Verb::Bind, Verb::Get].into(),
+            namespaces: BTreeSet::new(),
+            names: ["edit".to_string()].into(),
+        });
+        assert!(m.allows(Verb::Get, &cr, None, None, Some("edit")));
+        assert!(!m.allows(Verb::Get, &cr, None, None, Some("admin")), "names limit a grant");
+        assert!(!m.allows(Verb::Get, &cr, None, None, None), "and a list is not a get of a name");
+        assert!(!m.cached_resources().contains(&cr), "named grants are never cached");
+        assert!(m.reads_live(&cr));
+        assert_eq!("deletecollection".parse::<Verb>(), Ok(Verb::DeleteCollection));
+        assert!("*".parse::<Verb>().unwrap_err().contains("not an RBAC verb"));
+        // A watch grant caches the resource and serves get and list from it.
+        let node = Gvk::new("", "v1", "Node");
+        m.permissions.push(Permission { resource: node.clone(), subresource: None, verbs: [Verb::Watch].into(), namespaces: BTreeSet::new(), names: BTreeSet::new() });
+        assert!(m.cached_resources().contains(&node));
+        assert!(m.allows(Verb::Get, &node, None, None, Some("n1")));
+        assert!(!m.reads_live(&node));
+    }
+
+    #[test]
+    fn rules_cover_reads_grants_owner_finalizers_and_events() {
+        let rules = sample().rules();
+        let find = |kind: &str, sub: Option<&str>| rules.iter().find(|r| r.resource.kind == kind && r.subresource.as_deref() == sub).unwrap();
+        assert_eq!(find("Foo", None).verbs, Verb::READ.into());
+        assert_eq!(find("Foo", Some("finalizers")).verbs, [Verb::Update].into(), "it owns Deployments");
+        assert_eq!(find("Secret", None).namespaces, Some(["team-a".to_string()].into()));
+        assert_eq!(find("Event", None).verbs, [Verb::Create, Verb::Patch].into());
+        assert!(rules.iter().any(|r| r.resource.kind == "Deployment" && r.verbs.contains(&Verb::Create)));
     }
 }

@@ -1,7 +1,8 @@
 //! The host's Prometheus metrics: one [`Registry`], the metric families registered in it by name,
 //! and the per-controller handles resolved from them ([`WorkqueueMetrics`]). Components record
-//! through handles they were given; this module does not know queues, plugins or HTTP, and it
-//! only reads live state through the [`Refresh`] hooks components register.
+//! through handles they were given, with plain labels; this module does not know queues,
+//! controllers, plugins or HTTP, and it only reads live state through the [`Refresh`] hooks
+//! components register.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Weak};
@@ -71,6 +72,8 @@ impl Metrics {
             reconcile_time: f.reconcile_time.get_or_create_owned(&labels),
             max_concurrent: f.max_concurrent.get_or_create_owned(&labels),
             active_workers: f.active_workers.get_or_create_owned(&labels),
+            controller: name.to_owned(),
+            reasons: self.plugin.reasons.clone(),
         }
     }
 
@@ -91,7 +94,27 @@ impl Metrics {
             memory_refusals: f.memory_refusals.get_or_create_owned(&labels),
             forbidden_calls: f.forbidden_calls.get_or_create_owned(&labels),
             instances: f.instances.get_or_create_owned(&labels),
+            log_dropped: f.log_dropped.get_or_create_owned(&labels),
+            oversized_lists: f.oversized_lists.get_or_create_owned(&labels),
         }
+    }
+
+    /// `kubewasm_plugin_events_dropped_total` for one reporter (a plugin, or `""` for the
+    /// host's own Events): lost to a full queue or the spam filter.
+    pub fn events_dropped(&self, plugin: &str) -> Counter {
+        self.plugin.events_dropped.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
+    }
+
+    /// `kubewasm_plugin_mapped_dropped_total`: watched objects whose `map-related` call was
+    /// dropped because the plugin's backlog of them was full.
+    pub fn mapped_dropped(&self, plugin: &str) -> Counter {
+        self.plugin.mapped_dropped.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
+    }
+
+    /// `kubewasm_plugin_memory_budget_bytes`: the host's plugin memory budget and what is
+    /// reserved of it (`state="total|reserved"`).
+    pub fn memory_budget(&self, state: &str) -> Gauge {
+        self.host.memory_budget.get_or_create_owned(&StateLabels { state: state.to_owned() })
     }
 
     /// `kubewasm_plugin_reloads_total` for one plugin and result (`loaded`, `reloaded`,
@@ -103,11 +126,6 @@ impl Metrics {
     /// `leader_election_master_status` for a lease: 1 while this host leads.
     pub fn leader(&self, lease: &str) -> Gauge {
         self.host.leader.get_or_create_owned(&LeaseLabels { name: lease.to_owned() })
-    }
-
-    /// `kubewasm_events_dropped_total`: Events not sent (backlog full or rate-limited).
-    pub fn events_dropped(&self) -> Counter {
-        self.host.events_dropped.clone()
     }
 
     /// The Prometheus text exposition (OpenMetrics flavour, ending in `# EOF`) of every metric,
@@ -320,20 +338,30 @@ pub struct ControllerMetrics {
     pub reconcile_time: Histogram,
     pub max_concurrent: Gauge,
     pub active_workers: Gauge,
+    controller: String,
+    reasons: Family<ReasonLabels, Counter>,
 }
 
 impl ControllerMetrics {
-    /// Counts one reconcile by its outcome.
-    pub fn count(&self, outcome: crate::controller::Outcome) {
-        use crate::controller::Outcome;
-        match outcome {
-            Outcome::Success => self.success.inc(),
-            Outcome::RequeueAfter(_) => self.requeue_after.inc(),
-            Outcome::Error => {
-                self.errors.inc();
-                self.error.inc()
-            }
-        };
+    /// Counts a successful reconcile.
+    pub fn count_success(&self) {
+        self.success.inc();
+    }
+
+    /// Counts a successful reconcile that asked to be called again.
+    pub fn count_requeue_after(&self) {
+        self.requeue_after.inc();
+    }
+
+    /// Counts a failed reconcile.
+    pub fn count_error(&self) {
+        self.errors.inc();
+        self.error.inc();
+    }
+
+    /// Counts a reconcile under why its key was queued (`kubewasm_reconcile_reasons_total`).
+    pub fn count_reason(&self, reason: &str) {
+        self.reasons.get_or_create(&ReasonLabels { controller: self.controller.clone(), reason: reason.to_owned() }).inc();
     }
 }
 
@@ -354,6 +382,17 @@ struct ReloadLabels {
     result: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    controller: String,
+    reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: String,
+}
+
 /// The `kubewasm_plugin_*` families.
 #[derive(Debug)]
 struct PluginFamilies {
@@ -363,6 +402,11 @@ struct PluginFamilies {
     forbidden_calls: Family<PluginLabels, Counter>,
     instances: Family<PluginLabels, Gauge>,
     reloads: Family<ReloadLabels, Counter>,
+    log_dropped: Family<PluginLabels, Counter>,
+    events_dropped: Family<PluginLabels, Counter>,
+    mapped_dropped: Family<PluginLabels, Counter>,
+    oversized_lists: Family<PluginLabels, Counter>,
+    reasons: Family<ReasonLabels, Counter>,
 }
 
 impl PluginFamilies {
@@ -374,6 +418,11 @@ impl PluginFamilies {
             forbidden_calls: Family::default(),
             instances: Family::default(),
             reloads: Family::default(),
+            log_dropped: Family::default(),
+            events_dropped: Family::default(),
+            mapped_dropped: Family::default(),
+            oversized_lists: Family::default(),
+            reasons: Family::default(),
         };
         registry.register(
             "kubewasm_plugin_faults",
@@ -402,6 +451,31 @@ impl PluginFamilies {
             "Plugin loads, reloads, rejected versions and unloads, by result",
             families.reloads.clone(),
         );
+        registry.register(
+            "kubewasm_plugin_log_records_dropped",
+            "Log records (and stdout/stderr lines) dropped because the plugin was over its log budget",
+            families.log_dropped.clone(),
+        );
+        registry.register(
+            "kubewasm_plugin_events_dropped",
+            "Events dropped: the plugin's queue was full or the per-object spam filter refused them (plugin=\"\" for the host's own)",
+            families.events_dropped.clone(),
+        );
+        registry.register(
+            "kubewasm_plugin_mapped_dropped",
+            "Watched objects not mapped with map-related because the plugin's backlog of them was full",
+            families.mapped_dropped.clone(),
+        );
+        registry.register(
+            "kubewasm_plugin_oversized_lists",
+            "list-objects calls refused because the answer would pass the plugin's bound",
+            families.oversized_lists.clone(),
+        );
+        registry.register(
+            "kubewasm_reconcile_reasons",
+            "Reconciles by why their key was queued: changed, owned, mapped, released, resync, retry, requeue",
+            families.reasons.clone(),
+        );
         families
     }
 }
@@ -415,6 +489,8 @@ pub struct PluginMetrics {
     pub memory_refusals: Counter,
     pub forbidden_calls: Counter,
     pub instances: Gauge,
+    pub log_dropped: Counter,
+    pub oversized_lists: Counter,
 }
 
 /// `kubewasm_plugin_faults_total` by kind.
@@ -436,14 +512,19 @@ struct LeaseLabels {
 #[derive(Debug)]
 struct HostFamilies {
     leader: Family<LeaseLabels, Gauge>,
-    events_dropped: Counter,
+    memory_budget: Family<StateLabels, Gauge>,
 }
 
 impl HostFamilies {
     fn register(registry: &mut Registry) -> Self {
-        let families = HostFamilies { leader: Family::default(), events_dropped: Counter::default() };
+        let families = HostFamilies { leader: Family::default(), memory_budget: Family::default() };
         registry.register("leader_election_master_status", "Whether this host is the leader of the lease (1) or not (0)", families.leader.clone());
-        registry.register("kubewasm_events_dropped", "Events not sent: backlog full or rate-limited", families.events_dropped.clone());
+        registry.register_with_unit(
+            "kubewasm_plugin_memory_budget",
+            "The host's budget of plugin linear memory (state=total) and what plugins reserved of it (state=reserved)",
+            Unit::Bytes,
+            families.memory_budget.clone(),
+        );
         families
     }
 }

@@ -1,93 +1,151 @@
-//! `kubewasm rbac`: the RBAC objects that cover exactly what the plugins declare, plus what the
-//! host itself needs — watches of every cached resource, finalizer patches, Events, the leader
-//! election Lease and the status ConfigMap. Cluster-wide grants become one ClusterRole; grants limited to
-//! namespaces become a Role in each. Plural names follow kube's pluralization of the kind (the
-//! API's own for every built-in kind); no cluster is needed.
+//! `kubewasm rbac`: the RBAC objects that grant exactly what the plugins declare and the host
+//! does for them. With per-plugin identities, each plugin gets its own ServiceAccount
+//! (`kubewasm-plugin-<name>`), a ClusterRole for its cluster-wide rules and a Role in each
+//! namespace its namespace-limited rules name (never a ClusterRole for those), with bindings;
+//! the host keeps only what it needs itself — list and watch of what plugins read, its Lease,
+//! its status ConfigMap, its own Events, and `impersonate` on exactly the plugins'
+//! ServiceAccounts. With `--plugin-identity=host`, the host gets everything.
+//!
+//! Plural names follow kube's pluralization of the kind (the API's own for every built-in
+//! kind), and built-in cluster-scoped kinds are known; no cluster is needed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::ApiResource;
 
-use crate::manifest::{Manifest, Verb};
-use crate::resource::Gvk;
+use crate::identity::service_account;
+use crate::manifest::{Manifest, Rule, Verb};
+use crate::resource::{Gvk, Scope, builtin_scope, plural};
 
-/// Who the rules are for.
+/// Who the host's rules are for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Grantee {
     ServiceAccount { namespace: String, name: String },
     User(String),
 }
 
-/// What the host needs besides its plugins.
-#[derive(Debug, Clone)]
+/// What the host needs besides its plugins, and how it runs them.
+#[derive(Debug, Clone, Default)]
 pub struct HostNeeds {
-    /// The namespace of the leader election Lease, if leader election is on.
-    pub lease_namespace: Option<String>,
-    /// The namespace of the status ConfigMap listing the running plugins.
-    pub status_namespace: Option<String>,
+    /// The leader election Lease (namespace, name), if leader election is on.
+    pub lease: Option<(String, String)>,
+    /// The status ConfigMap (namespace, name) listing the running plugins.
+    pub status: Option<(String, String)>,
+    /// The namespace of the plugins' ServiceAccounts; `None` when plugins act as the host.
+    pub identity_namespace: Option<String>,
+    /// Namespaces served (`--namespace`); empty for all.
+    pub namespaces: Vec<String>,
 }
 
-/// Rules collected per scope: `None` is cluster-wide, `Some(ns)` one namespace.
-type Grants = BTreeMap<Option<String>, BTreeMap<(String, String), BTreeSet<&'static str>>>;
+/// Rules by scope (`None`: cluster-wide), then by (API group, resource names), each with its
+/// resources and verbs.
+#[derive(Default)]
+struct Grants(BTreeMap<Option<String>, BTreeMap<(String, String), BTreeMap<Vec<String>, BTreeSet<&'static str>>>>);
 
-fn plural(gvk: &Gvk) -> String {
-    ApiResource::from_gvk(&gvk.to_kube()).plural
-}
+impl Grants {
+    /// Grants `verbs` on `resource` (plural, maybe with a subresource) of `group` in `namespace`,
+    /// limited to `names` (empty for all).
+    fn add(&mut self, namespace: Option<&str>, group: &str, resource: String, names: Vec<String>, verbs: impl IntoIterator<Item = &'static str>) {
+        self.0
+            .entry(namespace.map(Into::into))
+            .or_default()
+            .entry((group.to_string(), resource))
+            .or_default()
+            .entry(names)
+            .or_default()
+            .extend(verbs);
+    }
 
-fn grant(grants: &mut Grants, namespace: Option<&str>, group: &str, resource: String, verbs: impl IntoIterator<Item = &'static str>) {
-    grants.entry(namespace.map(Into::into)).or_default().entry((group.to_string(), resource)).or_default().extend(verbs);
-}
-
-/// Every rule the plugins and the host need.
-fn collect(manifests: &[Manifest], host: &HostNeeds) -> Grants {
-    let mut grants = Grants::new();
-    for m in manifests {
-        for gvk in m.cached_resources() {
-            grant(&mut grants, None, &gvk.group, plural(gvk), Verb::READ.map(Verb::as_str));
-        }
-        if m.finalizer.is_some() {
-            grant(&mut grants, None, &m.primary.group, plural(&m.primary), [Verb::Patch.as_str()]);
-        }
-        for p in &m.permissions {
-            let resource = match p.subresource {
-                Some(sub) => format!("{}/{}", plural(&p.resource), sub.as_str()),
-                None => plural(&p.resource),
-            };
-            let verbs = p.verbs.iter().map(|v| v.as_str());
-            if p.namespaces.is_empty() {
-                grant(&mut grants, None, &p.resource.group, resource, verbs);
-            } else {
-                for ns in &p.namespaces {
-                    grant(&mut grants, Some(ns), &p.resource.group, resource.clone(), verbs.clone());
-                }
-            }
+    /// Adds a manifest rule in every namespace it covers.
+    fn add_rule(&mut self, rule: &Rule, served: &[String], verbs: impl Iterator<Item = Verb> + Clone) {
+        let resource = match &rule.subresource {
+            Some(sub) => format!("{}/{sub}", plural(&rule.resource)),
+            None => plural(&rule.resource),
+        };
+        let names: Vec<String> = rule.names.iter().cloned().collect();
+        for namespace in scopes(&rule.resource, rule.namespaces.as_ref(), served) {
+            self.add(namespace.as_deref(), &rule.resource.group, resource.clone(), names.clone(), verbs.clone().map(Verb::as_str));
         }
     }
-    // Events about any object, in any namespace; kube's recorder patches event series.
-    grant(&mut grants, None, "events.k8s.io", "events".into(), ["create", "patch"]);
-    if let Some(ns) = &host.lease_namespace {
-        grant(&mut grants, Some(ns), "coordination.k8s.io", "leases".into(), ["get", "create", "update"]);
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
-    if let Some(ns) = &host.status_namespace {
-        // Server-side apply: patch, and create the first time.
-        grant(&mut grants, Some(ns), "", "configmaps".into(), ["create", "patch"]);
+}
+
+/// Where a rule on `resource` applies: cluster-wide for cluster-scoped kinds and for "every
+/// namespace" when the host serves them all; else each namespace.
+fn scopes(resource: &Gvk, namespaces: Option<&BTreeSet<String>>, served: &[String]) -> Vec<Option<String>> {
+    match (builtin_scope(resource), namespaces) {
+        (Scope::Cluster, _) => vec![None],
+        (Scope::Namespaced, Some(set)) => set.iter().cloned().map(Some).collect(),
+        (Scope::Namespaced, None) if served.is_empty() => vec![None],
+        (Scope::Namespaced, None) => served.iter().cloned().map(Some).collect(),
+    }
+}
+
+/// Everything a plugin's own identity needs.
+fn plugin_grants(manifest: &Manifest, served: &[String]) -> Grants {
+    let mut grants = Grants::default();
+    for rule in manifest.rules() {
+        grants.add_rule(&rule, served, rule.verbs.iter().copied());
     }
     grants
 }
 
-fn rules(by_resource: &BTreeMap<(String, String), BTreeSet<&'static str>>) -> Vec<PolicyRule> {
-    // Resources with the same verbs in the same group share one rule, as people write them.
-    let mut merged: BTreeMap<(String, Vec<&str>), Vec<String>> = BTreeMap::new();
-    for ((group, resource), verbs) in by_resource {
-        merged.entry((group.clone(), verbs.iter().copied().collect())).or_default().push(resource.clone());
+/// Everything the host's identity needs.
+fn host_grants(manifests: &[Manifest], host: &HostNeeds) -> Grants {
+    let mut grants = Grants::default();
+    for m in manifests {
+        if host.identity_namespace.is_none() {
+            // Plugins act as the host: it needs all they need.
+            for rule in m.rules() {
+                grants.add_rule(&rule, &host.namespaces, rule.verbs.iter().copied());
+            }
+            continue;
+        }
+        // The shared watches: what plugins read from the cache.
+        for resource in m.cached_resources() {
+            let namespaces = m.cached_namespaces(resource).map(|set| set.into_iter().map(String::from).collect());
+            let rule = Rule { resource: resource.clone(), subresource: None, verbs: Verb::READ.into(), namespaces, names: BTreeSet::new(), why: "" };
+            grants.add_rule(&rule, &host.namespaces, Verb::READ.into_iter());
+        }
+    }
+    if let Some((ns, name)) = &host.lease {
+        grants.add(Some(ns), "coordination.k8s.io", "leases".into(), Vec::new(), ["create"]);
+        grants.add(Some(ns), "coordination.k8s.io", "leases".into(), vec![name.clone()], ["get", "update"]);
+    }
+    if let Some((ns, name)) = &host.status {
+        // Server-side apply: create the first time, patch after; Events about it.
+        grants.add(Some(ns), "", "configmaps".into(), Vec::new(), ["create"]);
+        grants.add(Some(ns), "", "configmaps".into(), vec![name.clone()], ["get", "patch"]);
+        grants.add(Some(ns), "events.k8s.io", "events".into(), Vec::new(), ["create", "patch"]);
+    }
+    if let Some(ns) = &host.identity_namespace
+        && !manifests.is_empty()
+    {
+        let accounts = manifests.iter().map(|m| service_account(&m.name)).collect();
+        grants.add(Some(ns), "", "serviceaccounts".into(), accounts, ["impersonate"]);
+    }
+    grants
+}
+
+fn rules(by_resource: &BTreeMap<(String, String), BTreeMap<Vec<String>, BTreeSet<&'static str>>>) -> Vec<PolicyRule> {
+    // Resources with the same verbs, group and names share one rule, as people write them.
+    let mut merged: BTreeMap<(String, Vec<String>, Vec<&str>), Vec<String>> = BTreeMap::new();
+    for ((group, resource), by_names) in by_resource {
+        for (names, verbs) in by_names {
+            merged.entry((group.clone(), names.clone(), verbs.iter().copied().collect())).or_default().push(resource.clone());
+        }
     }
     merged
         .into_iter()
-        .map(|((group, verbs), resources)| PolicyRule {
+        .map(|((group, names, verbs), resources)| PolicyRule {
             api_groups: Some(vec![group]),
             resources: Some(resources),
+            resource_names: (!names.is_empty()).then_some(names),
             verbs: verbs.into_iter().map(Into::into).collect(),
             ..Default::default()
         })
@@ -103,12 +161,17 @@ fn subject(grantee: &Grantee) -> Subject {
     }
 }
 
-/// The RBAC objects as one YAML stream: roles and their bindings to `grantee`, all named `name`.
-pub fn render(manifests: &[Manifest], host: &HostNeeds, grantee: &Grantee, name: &str) -> String {
-    let meta = |namespace: Option<&String>| ObjectMeta { name: Some(name.into()), namespace: namespace.cloned(), ..Default::default() };
+/// Roles and bindings named `name` that grant `grants` to `grantee`, as YAML documents.
+fn documents(grants: &Grants, grantee: &Grantee, name: &str, labels: &BTreeMap<String, String>) -> Vec<String> {
+    let meta = |namespace: Option<&String>| ObjectMeta {
+        name: Some(name.into()),
+        namespace: namespace.cloned(),
+        labels: Some(labels.clone()),
+        ..Default::default()
+    };
     let role_ref = |kind: &str| RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: kind.into(), name: name.into() };
     let mut documents = Vec::new();
-    for (namespace, by_resource) in &collect(manifests, host) {
+    for (namespace, by_resource) in &grants.0 {
         match namespace {
             None => {
                 documents.push(yaml(&ClusterRole { metadata: meta(None), rules: Some(rules(by_resource)), ..Default::default() }));
@@ -120,7 +183,45 @@ pub fn render(manifests: &[Manifest], host: &HostNeeds, grantee: &Grantee, name:
             }
         }
     }
-    documents.join("---\n")
+    documents
+}
+
+/// The name of a plugin's Roles, ClusterRole and bindings.
+pub fn role_name(identity_namespace: &str, plugin: &str) -> String {
+    format!("kubewasm:{identity_namespace}:plugin-{plugin}")
+}
+
+/// One plugin's part: its ServiceAccount, Roles and bindings. What a team hands to its cluster
+/// admin.
+pub fn render_plugin(manifest: &Manifest, host: &HostNeeds) -> String {
+    let Some(namespace) = &host.identity_namespace else { return String::new() };
+    let account = service_account(&manifest.name);
+    // Qualified by the identity namespace: two hosts in one cluster may run plugins of one name.
+    let role = role_name(namespace, &manifest.name);
+    let labels = BTreeMap::from([
+        ("app.kubernetes.io/managed-by".to_string(), "kubewasm".to_string()),
+        ("kubewasm.io/plugin".to_string(), manifest.name.clone()),
+    ]);
+    let sa = ServiceAccount {
+        metadata: ObjectMeta { name: Some(account.clone()), namespace: Some(namespace.clone()), labels: Some(labels.clone()), ..Default::default() },
+        ..Default::default()
+    };
+    let grantee = Grantee::ServiceAccount { namespace: namespace.clone(), name: account.clone() };
+    let mut docs = vec![yaml(&sa)];
+    docs.extend(documents(&plugin_grants(manifest, &host.namespaces), &grantee, &role, &labels));
+    docs.join("---\n")
+}
+
+/// Everything: every plugin's part (per-plugin identities) and the host's own roles, bound to
+/// `grantee` and named `name`.
+pub fn render(manifests: &[Manifest], host: &HostNeeds, grantee: &Grantee, name: &str) -> String {
+    let mut parts: Vec<String> = manifests.iter().map(|m| render_plugin(m, host)).filter(|p| !p.is_empty()).collect();
+    let grants = host_grants(manifests, host);
+    if !grants.is_empty() {
+        let labels = BTreeMap::from([("app.kubernetes.io/managed-by".to_string(), "kubewasm".to_string())]);
+        parts.push(documents(&grants, grantee, name, &labels).join("---\n"));
+    }
+    parts.join("---\n")
 }
 
 fn yaml(object: &impl serde::Serialize) -> String {
@@ -130,7 +231,7 @@ fn yaml(object: &impl serde::Serialize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{Mapping, Permission, RequestedLimits, Subresource, Watch};
+    use crate::manifest::{Mapping, Permission, RequestedLimits, Watch};
 
     fn manifest() -> Manifest {
         Manifest {
@@ -145,52 +246,100 @@ mod tests {
             max_concurrency: 1,
             limits: RequestedLimits::default(),
             permissions: vec![
-                Permission {
-                    resource: Gvk::new("apps", "v1", "Deployment"),
-                    subresource: None,
-                    verbs: [Verb::Create, Verb::Patch].into(),
-                    namespaces: Default::default(),
-                },
-                Permission {
-                    resource: Gvk::new("samplecontroller.k8s.io", "v1alpha1", "Foo"),
-                    subresource: Some(Subresource::Status),
-                    verbs: [Verb::Patch].into(),
-                    namespaces: Default::default(),
-                },
-                Permission {
-                    resource: Gvk::new("", "v1", "Secret"),
-                    subresource: None,
-                    verbs: [Verb::Get].into(),
-                    namespaces: ["team-a".to_string()].into(),
-                },
+                permission(Gvk::new("apps", "v1", "Deployment"), None, &[Verb::Create, Verb::Patch], &[], &[]),
+                permission(Gvk::new("samplecontroller.k8s.io", "v1alpha1", "Foo"), None, &[Verb::Patch], &[], &[]),
+                permission(Gvk::new("samplecontroller.k8s.io", "v1alpha1", "Foo"), Some("status"), &[Verb::Patch], &[], &[]),
+                permission(Gvk::new("", "v1", "Secret"), None, &[Verb::Get], &["team-a"], &[]),
+                permission(Gvk::new("rbac.authorization.k8s.io", "v1", "ClusterRole"), None, &[Verb::Bind], &[], &["edit"]),
             ],
         }
     }
 
-    #[test]
-    fn covers_exactly_the_declared_permissions_and_the_hosts_needs() {
-        let host = HostNeeds { lease_namespace: Some("kube-system".into()), status_namespace: Some("kubewasm".into()) };
-        let grants = collect(&[manifest()], &host);
-        let cluster = &grants[&None];
-        let verbs = |group: &str, resource: &str| cluster[&(group.to_string(), resource.to_string())].iter().copied().collect::<Vec<_>>();
-        assert_eq!(verbs("apps", "deployments"), ["create", "get", "list", "patch", "watch"]);
-        assert_eq!(verbs("samplecontroller.k8s.io", "foos"), ["get", "list", "patch", "watch"], "patch: the finalizer");
-        assert_eq!(verbs("samplecontroller.k8s.io", "foos/status"), ["patch"]);
-        assert_eq!(verbs("", "configmaps"), ["get", "list", "watch"]);
-        assert_eq!(verbs("events.k8s.io", "events"), ["create", "patch"]);
-        assert!(!cluster.contains_key(&(String::new(), "secrets".to_string())), "secrets only in team-a");
-        assert_eq!(grants[&Some("team-a".into())].len(), 1);
-        assert_eq!(grants[&Some("kube-system".into())][&("coordination.k8s.io".to_string(), "leases".to_string())].len(), 3);
-        assert_eq!(grants[&Some("kubewasm".into())][&(String::new(), "configmaps".to_string())].len(), 2);
+    fn permission(resource: Gvk, sub: Option<&str>, verbs: &[Verb], namespaces: &[&str], names: &[&str]) -> Permission {
+        Permission {
+            resource,
+            subresource: sub.map(Into::into),
+            verbs: verbs.iter().copied().collect(),
+            namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
+            names: names.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn verbs(grants: &Grants, namespace: Option<&str>, group: &str, resource: &str, names: &[&str]) -> Vec<&'static str> {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        grants.0[&namespace.map(String::from)][&(group.to_string(), resource.to_string())][&names].iter().copied().collect()
+    }
+
+    fn needs() -> HostNeeds {
+        HostNeeds {
+            lease: Some(("kube-system".into(), "kubewasm".into())),
+            status: Some(("kubewasm".into(), "kubewasm-plugins".into())),
+            identity_namespace: Some("kubewasm".into()),
+            namespaces: Vec::new(),
+        }
     }
 
     #[test]
-    fn renders_roles_and_bindings_as_yaml() {
+    fn a_plugins_identity_gets_exactly_its_manifest_and_what_the_host_does_for_it() {
+        let grants = plugin_grants(&manifest(), &[]);
+        assert_eq!(verbs(&grants, None, "apps", "deployments", &[]), ["create", "get", "list", "patch", "watch"]);
+        assert_eq!(verbs(&grants, None, "samplecontroller.k8s.io", "foos", &[]), ["get", "list", "patch", "watch"], "patch: the finalizer");
+        assert_eq!(verbs(&grants, None, "samplecontroller.k8s.io", "foos/status", &[]), ["patch"]);
+        assert_eq!(verbs(&grants, None, "samplecontroller.k8s.io", "foos/finalizers", &[]), ["update"], "blockOwnerDeletion of owned objects");
+        assert_eq!(verbs(&grants, None, "", "configmaps", &[]), ["get", "list", "watch"]);
+        assert_eq!(verbs(&grants, None, "events.k8s.io", "events", &[]), ["create", "patch"]);
+        assert_eq!(verbs(&grants, None, "rbac.authorization.k8s.io", "clusterroles", &["edit"]), ["bind"]);
+        assert!(!grants.0[&None].contains_key(&(String::new(), "secrets".to_string())), "secrets only in team-a");
+        assert_eq!(verbs(&grants, Some("team-a"), "", "secrets", &[]), ["get"]);
+        assert_eq!(grants.0.len(), 2, "cluster-wide and team-a, nothing else");
+    }
+
+    #[test]
+    fn the_host_keeps_only_reads_its_objects_and_the_right_to_act_as_exactly_its_plugins() {
+        let grants = host_grants(&[manifest()], &needs());
+        assert_eq!(verbs(&grants, None, "apps", "deployments", &[]), ["get", "list", "watch"]);
+        assert_eq!(verbs(&grants, None, "samplecontroller.k8s.io", "foos", &[]), ["get", "list", "watch"]);
+        assert!(!grants.0[&None].contains_key(&("events.k8s.io".to_string(), "events".to_string())), "plugins record their own Events");
+        assert_eq!(verbs(&grants, Some("kube-system"), "coordination.k8s.io", "leases", &["kubewasm"]), ["get", "update"]);
+        assert_eq!(verbs(&grants, Some("kubewasm"), "", "serviceaccounts", &["kubewasm-plugin-sample"]), ["impersonate"]);
+        assert_eq!(verbs(&grants, Some("kubewasm"), "", "configmaps", &["kubewasm-plugins"]), ["get", "patch"]);
+        // Plugins acting as the host: the host needs everything.
+        let as_host = host_grants(&[manifest()], &HostNeeds { identity_namespace: None, ..needs() });
+        assert_eq!(verbs(&as_host, None, "apps", "deployments", &[]), ["create", "get", "list", "patch", "watch"]);
+        assert_eq!(verbs(&as_host, Some("team-a"), "", "secrets", &[]), ["get"]);
+    }
+
+    #[test]
+    fn served_namespaces_turn_cluster_wide_rules_into_roles_except_for_cluster_scoped_kinds() {
+        let mut m = manifest();
+        m.permissions.push(permission(Gvk::new("", "v1", "Node"), None, &[Verb::Patch], &[], &[]));
+        let grants = plugin_grants(&m, &["a".into(), "b".into()]);
+        assert_eq!(verbs(&grants, Some("a"), "apps", "deployments", &[]), ["create", "get", "list", "patch", "watch"]);
+        assert_eq!(verbs(&grants, Some("b"), "apps", "deployments", &[]), ["create", "get", "list", "patch", "watch"]);
+        assert_eq!(verbs(&grants, None, "", "nodes", &[]), ["patch"]);
+        assert!(!grants.0[&None].contains_key(&("apps".to_string(), "deployments".to_string())));
+    }
+
+    #[test]
+    fn renders_a_service_account_roles_and_bindings_as_yaml() {
         let grantee = Grantee::ServiceAccount { namespace: "kubewasm".into(), name: "kubewasm".into() };
-        let yaml = render(&[manifest()], &HostNeeds { lease_namespace: None, status_namespace: None }, &grantee, "kubewasm");
-        for needle in ["kind: ClusterRole\n", "kind: ClusterRoleBinding", "kind: Role\n", "kind: RoleBinding", "namespace: team-a", "- foos/status", "kind: ServiceAccount"] {
+        let yaml = render(&[manifest()], &needs(), &grantee, "kubewasm");
+        for needle in [
+            "kind: ServiceAccount\n",
+            "name: kubewasm-plugin-sample\n",
+            "kind: ClusterRole\n",
+            "kind: ClusterRoleBinding",
+            "kind: Role\n",
+            "kind: RoleBinding",
+            "namespace: team-a",
+            "- foos/status",
+            "- foos/finalizers",
+            "resourceNames:\n  - edit",
+            "- impersonate",
+        ] {
             assert!(yaml.contains(needle), "{needle:?} missing in:\n{yaml}");
         }
-        assert_eq!(yaml.matches("\n---\n").count() + usize::from(yaml.starts_with("---")), 3, "four documents:\n{yaml}");
+        let plugin = render_plugin(&manifest(), &needs());
+        assert!(!plugin.contains("impersonate") && !plugin.contains("leases"), "one plugin's part holds nothing of the host's:\n{plugin}");
     }
 }

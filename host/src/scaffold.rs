@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::manifest::is_dns_label;
+use crate::resource::is_dns_label;
 
 /// The languages a project can be scaffolded in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -132,7 +132,7 @@ pub fn label_key(key: &str) -> Result<String, String> {
         None => (None, key),
     };
     if let Some(prefix) = prefix
-        && !crate::manifest::is_dns_subdomain(prefix)
+        && !crate::resource::is_dns_subdomain(prefix)
     {
         return Err(format!("label key prefix {prefix:?} is not a DNS subdomain"));
     }

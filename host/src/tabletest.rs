@@ -33,7 +33,8 @@ use crate::metrics::PluginMetrics;
 use crate::offline::{FixtureCache, Recorder};
 use crate::plugin::LoadedPlugin;
 use crate::resource::{Gvk, ObjectKey};
-use crate::runtime::host::{PatchKind, PluginEvent, WriteOp, WriteRequest};
+use crate::client::{PatchKind, WriteOp, WriteRequest};
+use crate::events::ObjectEvent;
 use crate::runtime::{Action, CallError, Described, Request, Runtime, code_name};
 
 #[derive(Debug, Deserialize)]
@@ -131,7 +132,7 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
     let mut cache = FixtureCache::default();
     // Every resource the plugin reads is cached, even when the case has no object of it.
     for resource in described.manifest.cached_resources() {
-        cache.add_resource(resource.clone(), offline_scope(resource));
+        cache.add_resource(resource.clone(), crate::resource::builtin_scope(resource));
     }
     for object in &case.cache {
         let gvk = gvk_of(object).ok_or("every cache object needs apiVersion and kind")?;
@@ -171,22 +172,6 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
     compare(&mut failures, "calls", &Value::Array(case.expect.calls.clone()), &Value::Array(calls));
     check_events(&mut failures, &case.expect.events, &recorder.events());
     Ok((!failures.is_empty()).then_some(failures))
-}
-
-/// Whether a kind is namespaced, without an API server to ask: the built-in cluster-scoped
-/// kinds are known; everything else (custom resources included) is taken as namespaced.
-fn offline_scope(resource: &Gvk) -> crate::runtime::host::Scope {
-    const CLUSTER_SCOPED: &[&str] = &[
-        "Node", "Namespace", "PersistentVolume", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-        "StorageClass", "PriorityClass", "IngressClass", "RuntimeClass", "CSIDriver", "CSINode", "VolumeAttachment",
-        "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "APIService", "CertificateSigningRequest",
-    ];
-    let built_in = !resource.group.contains('.') || resource.group.ends_with(".k8s.io");
-    if built_in && CLUSTER_SCOPED.contains(&resource.kind.as_str()) {
-        crate::runtime::host::Scope::Cluster
-    } else {
-        crate::runtime::host::Scope::Namespaced
-    }
 }
 
 fn gvk_of(object: &Value) -> Option<Gvk> {
@@ -246,7 +231,7 @@ fn check_result(failures: &mut String, expected: &Value, actual: &Result<Action,
     }
 }
 
-fn check_events(failures: &mut String, expected: &[Value], actual: &[PluginEvent]) {
+fn check_events(failures: &mut String, expected: &[Value], actual: &[ObjectEvent]) {
     let actual: Vec<Value> = actual
         .iter()
         .map(|e| {

@@ -3,11 +3,12 @@
 // fails type checking.
 /// <reference path="./types/wit/controller.d.ts" />
 
-import type * as wit from 'kubewasm:controller/types@0.1.0';
-import type * as witPlugin from 'kubewasm:controller/plugin@0.1.0';
-import type * as witClient from 'kubewasm:controller/client@0.1.0';
-import type * as witEvents from 'kubewasm:controller/events@0.1.0';
-import type * as witLog from 'kubewasm:controller/log@0.1.0';
+import type * as wit from 'kubewasm:controller/types@0.1.1';
+import type * as witPlugin from 'kubewasm:controller/plugin@0.1.1';
+import type * as witAccess from 'kubewasm:controller/access@0.1.1';
+import type * as witClient from 'kubewasm:controller/client@0.1.1';
+import type * as witEvents from 'kubewasm:controller/events@0.1.1';
+import type * as witLog from 'kubewasm:controller/log@0.1.1';
 
 // --- values -----------------------------------------------------------------------------------
 
@@ -16,6 +17,8 @@ export type Gvk = Readonly<wit.Gvk>;
 /** An object's namespace (undefined when cluster-scoped) and name. */
 export type ObjectKey = Readonly<wit.ObjectKey>;
 export type VerbName = witPlugin.Verb;
+/** The verbs a rule may name: RBAC's, without "*". */
+export type RbacVerbName = VerbName | 'deletecollection' | 'bind' | 'escalate' | 'impersonate' | 'approve' | 'sign' | 'use';
 export type EventTypeName = witEvents.EventType;
 export type PatchTypeName = witClient.PatchType;
 export type LogLevelName = witLog.Level;
@@ -73,7 +76,7 @@ export function sameGvk(a: Gvk, b: Gvk): boolean;
 export function objectKey(namespace: string | undefined | null, name: string): ObjectKey;
 export function keyString(key: ObjectKey): string;
 
-/** What the host does with the key after a successful reconcile or finalize. */
+/** What the host does with the key after a successful reconcile, finalize or released. */
 export class Action {
   private constructor(requeueAfterMs: number | undefined);
   readonly requeueAfterMs: number | undefined;
@@ -136,10 +139,19 @@ export const Mapping: {
   mapRelated(): MappingValue;
 };
 
-/** The plain data of a manifest: the WIT `manifest` record, with `memoryBytes` as a number. */
+/** A grant the WIT `permission` record cannot hold (any RBAC verb, object names): the WIT `access` rule. */
+export interface Rule extends Omit<witAccess.Rule, 'verbs'> {
+  verbs: RbacVerbName[];
+}
+
+/**
+ * The plain data of a manifest: the WIT `manifest` record, with `memoryBytes` as a number, plus
+ * `rules` (the `access` export's answer).
+ */
 export interface ManifestSpec extends Omit<witPlugin.Manifest, 'limits' | 'primary'> {
   primary: Gvk | undefined;
   limits: { deadlineMs?: number; memoryBytes?: number };
+  rules: Rule[];
 }
 
 /** What a controller reconciles and needs. Start with `new Manifest(name, version)`, then chain. */
@@ -154,7 +166,11 @@ export class Manifest {
   owns(resource: Gvk): this;
   /** React to events on another resource (by default through `mapRelated`). */
   watches(resource: Gvk, mapping?: MappingValue, labelSelector?: string): this;
-  /** The finalizer the host adds to primaries so that `finalize` runs before they go. */
+  /**
+   * The finalizer the host adds to primaries so that `finalize` runs before they go. It does so
+   * with patches made as the plugin: `forHost` adds a `patch` grant on the primary when no
+   * permission has one.
+   */
   finalizer(name: string): this;
   /** Reconcile every primary at least this often; 0 disables resync. */
   resyncSeconds(seconds: number): this;
@@ -167,6 +183,22 @@ export class Manifest {
   statusPermission(resource: Gvk, verbs: VerbName | readonly VerbName[], namespaces?: readonly string[]): this;
   /** The general form: a resource, an optional subresource, verbs and namespaces. */
   grant(resource: Gvk, subresource: string | undefined, verbs: VerbName | readonly VerbName[], namespaces?: readonly string[]): this;
+  /** Grants verbs on the named objects of a resource only (RBAC's `resourceNames`); reads of them go to the API server. */
+  grantNamed(resource: Gvk, verbs: RbacVerbName | readonly RbacVerbName[], namespaces?: readonly string[], names?: readonly string[]): this;
+  /** Lets the plugin bind the ClusterRole `name` (RBAC's `bind`) without holding its permissions. */
+  bindClusterRole(name: string): this;
+  /** The most general grant: any subresource, any RBAC verb, namespaces and object names (empty for all). */
+  rule(
+    resource: Gvk,
+    subresource: string | undefined,
+    verbs: RbacVerbName | readonly RbacVerbName[],
+    namespaces?: readonly string[],
+    names?: readonly string[],
+  ): this;
+  /** The owned kinds, each with whether the manifest grants `delete` on it (what the default `released` deletes). */
+  owned(): [Gvk, boolean][];
+  /** The spec as the plugin describes itself to the host: with a finalizer, plus a `patch` grant on the primary if none has it. */
+  forHost(): ManifestSpec;
 }
 
 // --- the context ------------------------------------------------------------------------------
@@ -208,6 +240,11 @@ export class Context {
   /** Patches an object: merge patch by default, or 'json' / 'strategic'. */
   patch<T extends KubeObject = KubeObject>(resource: Gvk, namespace: string | undefined, name: string, body: object | string, patchType?: PatchTypeName): T;
   delete(resource: Gvk, namespace: string | undefined, name: string): void;
+  /**
+   * Deletes the objects of `kinds` that `owner` controls (in its namespace), skipping kinds the
+   * plugin may not delete (`[gvk, false]`) with a warning. What the default `released` does.
+   */
+  deleteControlled(owner: KubeObject, kinds: Iterable<readonly [Gvk, boolean]>): void;
   /** Records a Kubernetes Event about `regarding`. */
   event(regarding: KubeObject, eventType: EventTypeName, reason: string, action: string, note?: string): void;
   log(level: LogLevelName, message: string, fields?: Record<string, unknown>): void;
@@ -232,6 +269,11 @@ export class Controller<Settings extends Record<string, any> = Record<string, an
   finalize(obj: Primary, ctx: Context): Action | void;
   /** Maps an event on a watched object (mapping map-related) to primary keys. */
   mapRelated(resource: Gvk, obj: KubeObject, ctx: Context): ObjectKey[];
+  /**
+   * Lets go of a primary that stopped matching the primary selector. By default, deletes the
+   * objects of the `owns` kinds it controls (those the manifest may delete).
+   */
+  released(obj: Primary, ctx: Context): Action | void;
 }
 
 // --- object helpers ---------------------------------------------------------------------------
@@ -289,5 +331,5 @@ export namespace kinds {
   const CONFIG_MAP: Gvk, ENDPOINTS: Gvk, EVENT: Gvk, NAMESPACE: Gvk, NODE: Gvk, PERSISTENT_VOLUME: Gvk,
     PERSISTENT_VOLUME_CLAIM: Gvk, POD: Gvk, SECRET: Gvk, SERVICE: Gvk, SERVICE_ACCOUNT: Gvk, DAEMON_SET: Gvk,
     DEPLOYMENT: Gvk, REPLICA_SET: Gvk, STATEFUL_SET: Gvk, CRON_JOB: Gvk, JOB: Gvk, INGRESS: Gvk, LEASE: Gvk,
-    POD_DISRUPTION_BUDGET: Gvk, ROLE: Gvk, ROLE_BINDING: Gvk;
+    POD_DISRUPTION_BUDGET: Gvk, CLUSTER_ROLE: Gvk, CLUSTER_ROLE_BINDING: Gvk, ROLE: Gvk, ROLE_BINDING: Gvk;
 }

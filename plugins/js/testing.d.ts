@@ -50,9 +50,12 @@ export class Refused extends Error {}
 export class Harness<C extends Controller = Controller> {
   constructor(controller: new (settings: any) => C, options?: { settings?: Record<string, unknown>; objects?: readonly KubeObject[] });
   readonly host: FakeHost;
+  /** The manifest the controller described to the host; `rules` is what its `access` export answers. */
   readonly manifest: ManifestSpec;
   readonly controller: C;
   reconcile(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
   finalize(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
+  /** Runs `released`, as the host does once a primary stops matching the primary selector. */
+  released(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
   mapRelated(resource: Gvk, obj: KubeObject): ObjectKey[];
 }

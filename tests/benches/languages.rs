@@ -95,7 +95,7 @@ fn owned_deployment() -> String {
 fn fixture(with_deployment: bool) -> FixtureCache {
     let mut cache = FixtureCache::default();
     cache.insert(&foo_kind(), &foo()).unwrap();
-    cache.add_resource(deployment_kind(), kubewasm::runtime::host::Scope::Namespaced);
+    cache.add_resource(deployment_kind(), kubewasm::resource::Scope::Namespaced);
     if with_deployment {
         cache.insert(&deployment_kind(), &owned_deployment()).unwrap();
     }

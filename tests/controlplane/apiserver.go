@@ -65,6 +65,10 @@ func listen(o cliFlags) (net.Listener, error) {
 }
 
 func startAPIServer(ctx context.Context, o cliFlags, pki *pki, etcdURL string) (*apiServer, error) {
+	policy, err := writeAuditPolicy(o.dataDir)
+	if err != nil {
+		return nil, err
+	}
 	s := options.NewServerRunOptions()
 	fs := pflag.NewFlagSet("kube-apiserver", pflag.ContinueOnError)
 	for _, f := range s.Flags().FlagSets {
@@ -87,6 +91,16 @@ func startAPIServer(ctx context.Context, o cliFlags, pki *pki, etcdURL string) (
 		"--profiling=false",
 		"--etcd-compaction-interval=" + o.compactionInterval.String(),
 		"--watch-cache=" + strconv.FormatBool(o.watchCache),
+		// What clusters hardened for multi-tenancy enable: setting blockOwnerDeletion needs
+		// `update` on the owner's finalizers subresource.
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+		// Every write, with who made it and as whom, in DIR/audit.log (JSON lines).
+		"--audit-policy-file=" + policy,
+		"--audit-log-path=" + filepath.Join(o.dataDir, "audit.log"),
+		"--audit-log-format=json",
+		"--audit-log-mode=blocking",
+		"--audit-log-maxsize=200",
+		"--audit-log-maxbackup=1",
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -130,4 +144,24 @@ func startAPIServer(ctx context.Context, o cliFlags, pki *pki, etcdURL string) (
 		component: runComponent(func() error { return prepared.Run(ctx) }),
 		url:       fmt.Sprintf("https://127.0.0.1:%d", s.SecureServing.BindPort),
 	}, nil
+}
+
+// auditPolicy records every request that changes something, at the Metadata level (user,
+// impersonated user, user agent, verb, object, response code, timestamps), and nothing else:
+// tests read it to see who wrote what, and when.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+`
+
+func writeAuditPolicy(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "audit-policy.yaml")
+	if err := os.WriteFile(path, []byte(auditPolicy), 0o600); err != nil {
+		return "", fmt.Errorf("audit policy: %w", err)
+	}
+	return path, nil
 }

@@ -10,9 +10,13 @@ import (
 	"k8s.io/kubernetes/cmd/kube-controller-manager/names"
 )
 
-// defaultControllers give real owner-reference garbage collection, namespace deletion and the
-// Deployment → ReplicaSet → Pod chain (Pods stay Pending: there is no scheduler or kubelet).
+// defaultControllers give real owner-reference garbage collection, namespace deletion, the
+// Deployment → ReplicaSet → Pod chain (Pods stay Pending: there is no scheduler or kubelet), and
+// ClusterRole aggregation, so that built-in roles such as `edit` carry their real rules (an empty
+// `edit` would hide the "attempting to grant RBAC permissions not currently held" refusals real
+// clusters give).
 var defaultControllers = []string{
+	names.ClusterRoleAggregationController,
 	names.GarbageCollectorController,
 	names.NamespaceController,
 	names.ServiceAccountController,

@@ -8,7 +8,8 @@
 //	controlplane --data-dir DIR --kubeconfig FILE [--unprivileged-kubeconfig FILE] [--port N]
 //	             [--etcd-compaction-interval DURATION] [--watch-cache=false] [--controllers LIST]
 //
-// It listens on 127.0.0.1 only (--port, else the previous run's port recorded in DIR/port if it is
+// The API server writes an audit log of every write to DIR/audit.log (JSON lines), and enforces
+// OwnerReferencesPermissionEnforcement. It listens on 127.0.0.1 only (--port, else the previous run's port recorded in DIR/port if it is
 // free, else any free port), writes the kubeconfig(s) atomically (user kubewasm-admin in
 // system:masters; user kubewasm-unprivileged in no group), prints exactly "ready" on stdout once the
 // API serves and the built-in resources are discoverable, and on SIGTERM/SIGINT stops everything and

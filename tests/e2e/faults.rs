@@ -15,7 +15,7 @@ use kubewasm::offline::{FixtureCache, Recorder};
 use kubewasm::plugin::artifact::ArtifactCache;
 use kubewasm::plugin::{LoadError, LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
-use kubewasm::runtime::host::WriteOp;
+use kubewasm::client::WriteOp;
 use kubewasm::runtime::{Action, CallError, DescribeError, Fault, GuestErrorCode, PluginMetrics, PluginRunner, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::guests;
 
@@ -178,7 +178,7 @@ async fn a_call_outside_the_manifest_is_forbidden_not_a_trap() {
     let error = plugin.call("forbidden-read").await.unwrap_err();
     let CallError::Plugin { code, message } = &error else { panic!("expected an error value, got {error:?}") };
     assert_eq!(*code, GuestErrorCode::Forbidden);
-    assert!(message.contains("get Secret.v1 in namespace default is not granted"), "{message}");
+    assert!(message.contains(r#"get Secret.v1 "anything" in namespace default is not granted"#), "{message}");
     assert_eq!(plugin.metrics.forbidden_calls.get(), 1);
     assert_eq!(plugin.instance_calls().await, 2, "an error value does not cost the instance");
     plugin.assert_serves().await;
@@ -268,4 +268,24 @@ async fn a_restart_with_cached_plugins_compiles_nothing() {
     let second = load("cached", "").await.unwrap();
     assert_eq!(first.digest, second.digest);
     assert_eq!(second.origin, kubewasm::plugin::artifact::Origin::Cache);
+}
+
+/// Contract 0.1.1 added exports; a plugin built for 0.1.0 (without them) still loads, describes
+/// itself and reconciles, and simply gets no `released` call.
+#[tokio::test]
+async fn a_plugin_built_for_contract_0_1_0_still_loads_and_reconciles() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = guests::install(&guests::guest("legacy-guest", "legacy_guest"), dir.path(), "legacy", None);
+    let loaded = loader().load(&path).await.expect("a 0.1.0 plugin loads in a 0.1.1 host");
+    assert_eq!(loaded.described.manifest.name, "legacy");
+    assert!(!loaded.prepared.releases(), "no release export in 0.1.0");
+    let mut cache = FixtureCache::default();
+    cache.insert(&configmap_gvk(), &configmap("default", "p", "ok")).unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let services = kubewasm::offline::services(&cache, &recorder);
+    let runner = loader().runtime().runner(loaded.prepared, &loaded.described, services, PluginMetrics::default(), &loaded.settings);
+    let request = || Request { key: ObjectKey::new(Some("default"), "p"), object: configmap("default", "p", "ok").into(), retries: 0 };
+    assert_eq!(runner.reconcile(request()).await, Ok(Action::Done));
+    assert_eq!(recorder.writes()[0].name, "p.legacy");
+    assert_eq!(runner.released(request()).await, Ok(None), "released is a no-op for a 0.1.0 plugin");
 }

@@ -98,6 +98,9 @@ pub struct HostConfig {
     args: Vec<String>,
     log_filter: String,
     artifacts: Option<PathBuf>,
+    /// `None`: plugins act as the host (`--plugin-identity=host`); `Some(ns)`: each as its own
+    /// ServiceAccount in `ns`.
+    identity_namespace: Option<String>,
 }
 
 impl HostConfig {
@@ -116,6 +119,7 @@ impl HostConfig {
             args: Vec::new(),
             log_filter: "info,kubewasm=debug,kube=warn,hyper=warn,tower=warn".into(),
             artifacts: None,
+            identity_namespace: None,
         }
     }
     /// `--namespace` (repeatable).
@@ -126,6 +130,14 @@ impl HostConfig {
     /// `--leader-elect --lease-name NAME --lease-namespace NAMESPACE`.
     pub fn leader_elect(mut self, lease_namespace: &str, lease_name: &str) -> Self {
         self.leader = Some((lease_namespace.into(), lease_name.into()));
+        self
+    }
+    /// Each plugin acts as its own ServiceAccount in `namespace` (`--plugin-identity=
+    /// serviceaccount --identity-namespace`), the host's default. Without this, the harness runs
+    /// plugins as the host (`--plugin-identity=host`): suites about other things need no RBAC
+    /// per plugin; the identity, rbac and examples suites use this.
+    pub fn service_accounts(mut self, namespace: &str) -> Self {
+        self.identity_namespace = Some(namespace.into());
         self
     }
     /// `--status-configmap NAMESPACE/NAME`.
@@ -172,6 +184,10 @@ impl HostConfig {
             format!("--cache-dir={}", self.artifacts.as_deref().unwrap_or(artifacts).display()),
         ];
         args.extend(self.namespaces.iter().map(|ns| format!("--namespace={ns}")));
+        match &self.identity_namespace {
+            Some(ns) => args.extend(["--plugin-identity=serviceaccount".into(), format!("--identity-namespace={ns}")]),
+            None => args.push("--plugin-identity=host".into()),
+        }
         if let Some((namespace, name)) = &self.leader {
             args.extend(["--leader-elect".into(), format!("--lease-name={name}"), format!("--lease-namespace={namespace}")]);
         }

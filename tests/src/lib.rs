@@ -20,8 +20,12 @@
 //! `controlplane` (one running instance), `shared` (the per-process instance), `namespace`,
 //! `kubectl`, `wait` (polling and Kubernetes waits), `host` (the real `kubewasm` binary as a
 //! child process), `plugindir` (a plugin directory and the suite's `e2e-guest` plugin), `prom`
-//! (Prometheus text: the host's metrics and the API server's), `timing` (for the benchmarks).
+//! (Prometheus text: the host's metrics and the API server's), `timing` (for the benchmarks),
+//! `proxy` (a fault-injection TCP proxy), `audit` (the API server's audit log), `accounts`
+//! (ServiceAccount kubeconfigs from TokenRequest).
 
+pub mod accounts;
+pub mod audit;
 pub mod build;
 pub mod controlplane;
 pub mod guests;
@@ -30,6 +34,7 @@ pub mod kubectl;
 pub mod namespace;
 pub mod plugindir;
 pub mod process;
+pub mod proxy;
 pub mod prom;
 mod shared;
 pub mod timing;

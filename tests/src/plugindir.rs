@@ -49,6 +49,8 @@ pub struct E2eSettings {
     pub mode: Option<String>,
     pub finalizer: Option<String>,
     pub max_concurrency: Option<u32>,
+    pub events: bool,
+    pub extra: Vec<String>,
 }
 
 impl E2eSettings {
@@ -79,6 +81,16 @@ impl E2eSettings {
         self.max_concurrency = Some(workers);
         self
     }
+    /// One more grant: `VERBS KIND [name=NAME]`, e.g. `get,list Secret.v1`.
+    pub fn extra(mut self, grant: &str) -> Self {
+        self.extra.push(grant.into());
+        self
+    }
+    /// A Normal Event `Reconciled` (note: the input) on each primary reconciled.
+    pub fn events(mut self) -> Self {
+        self.events = true;
+        self
+    }
 
     pub fn to_toml(&self) -> String {
         let mut out = format!("name = {:?}\n", self.name);
@@ -90,6 +102,12 @@ impl E2eSettings {
         }
         if let Some(n) = self.max_concurrency {
             out.push_str(&format!("max-concurrency = {n}\n"));
+        }
+        if self.events {
+            out.push_str("events = true\n");
+        }
+        if !self.extra.is_empty() {
+            out.push_str(&format!("extra = {:?}\n", self.extra));
         }
         out
     }

@@ -1,49 +1,76 @@
 //! A plugin's controller: triggers → queue → workers → plugin → actions.
 //!
 //! Informer events become keys in the plugin's queue ([`trigger`]); a dispatcher hands keys to
-//! up to `max-concurrency` reconciles at once, only while this host leads and only after the
-//! plugin's caches have synced; each reconcile runs the plugin's current version
+//! up to `max-concurrency` reconciles at once ([`workers`]), only while this host leads and only
+//! after the plugin's caches have synced; each reconcile runs the plugin's current version
 //! ([`reconcile`]); its result forgets, requeues or retries the key. A periodic resync enqueues
 //! every primary again. The controller outlives plugin versions: [`Controller::swap`] replaces
-//! the version while the queue and its backoff state stay.
+//! the version while the queue and its backoff state, the plugin's API client (its identity and
+//! rate limit) and its Event recorder stay.
 
 mod reconcile;
 mod trigger;
+mod workers;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use reconcile::Outcome;
-use trigger::{MapRequest, Mapping as TriggerMapping, Trigger};
+use trigger::{MapBacklog, MapKey, Mapping as TriggerMapping, Released, Trigger};
+use workers::Workers;
 
-use crate::client::{ClientLimits, KubeWriter};
+use crate::client::{ApiClient, ClientLimits, Fence};
 use crate::discovery::Discovery;
-use crate::events::EventRecorder;
+use crate::events::{EventRecorder, Reporting};
+use crate::identity::Identities;
 use crate::informer::{CacheView, InformerError, Informers, Subscription, WatchKey};
 use crate::leader::Leadership;
 use crate::manifest::{Manifest, Mapping};
 use crate::metrics::{ControllerMetrics, Metrics};
 use crate::plugin::LoadedPlugin;
-use crate::queue::{QueueError, RateLimitConfig, WorkQueue};
-use crate::resource::{Gvk, ObjectKey};
-use crate::runtime::host::{Scope, Services};
+use crate::queue::{QueueError, RateLimitConfig, Reason, WorkQueue};
+use crate::resource::{Gvk, ObjectKey, Scope};
+use crate::runtime::host::Services;
 use crate::runtime::{PluginMetrics, PluginRunner, Runtime};
+
+/// Watched objects a plugin may have waiting for `map-related` at once.
+const MAP_BACKLOG: usize = 10_000;
+/// How often idle instances are looked for.
+const IDLE_SWEEP: Duration = Duration::from_secs(10);
 
 /// What every controller of a host shares.
 pub struct Environment {
-    pub client: kube::Client,
     pub discovery: Arc<Discovery>,
     pub informers: Arc<Informers>,
     pub runtime: Arc<Runtime>,
-    pub events: EventRecorder,
-    pub leadership: Leadership,
-    /// Namespaces served; empty for all.
-    pub namespaces: Vec<String>,
+    /// Who each plugin acts as.
+    pub identities: Identities,
+    /// Leadership, the namespaces served and the host's own objects: what every write respects.
+    pub fence: Fence,
     pub metrics: Arc<Metrics>,
+    /// This host instance's name, in Events.
+    pub instance: String,
+    pub request_timeout: Duration,
+    /// How long a version's new watches may take to list everything before it is rejected.
+    pub sync_timeout: Duration,
+    /// Instances idle this long are released.
+    pub idle_instances: Duration,
+}
+
+impl Environment {
+    pub fn leadership(&self) -> &Leadership {
+        &self.fence.leadership
+    }
+
+    /// Namespaces served; empty for all.
+    pub fn namespaces(&self) -> &[String] {
+        &self.fence.namespaces
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +79,8 @@ pub enum ControllerError {
     Watch(#[from] InformerError),
     #[error("workqueue: {0}")]
     Queue(#[from] QueueError),
+    #[error("its caches did not sync within {0:?} (is the host allowed to list and watch {1}?)")]
+    SyncTimeout(Duration, String),
 }
 
 /// One loaded version of the plugin with what it watches.
@@ -65,6 +94,8 @@ pub struct Version {
     primary: CacheView,
     workers: usize,
     subscriptions: Vec<Subscription>,
+    /// Finalizers earlier versions used and this one took over.
+    pub previous_finalizers: Vec<String>,
 }
 
 impl Version {
@@ -77,10 +108,19 @@ impl Version {
         self.primary.stores(&self.manifest.primary).iter().flat_map(|s| s.keys()).collect()
     }
 
-    async fn synced(&self) {
+    /// The objects of the primary kind the host has cached for this version.
+    pub fn primary_objects(&self) -> Vec<(ObjectKey, Arc<str>)> {
+        self.primary.stores(&self.manifest.primary).iter().flat_map(|s| s.list(None, None)).collect()
+    }
+
+    /// Waits until every watch has listed once, up to `timeout`.
+    async fn synced(&self, timeout: Duration) -> Result<(), ControllerError> {
         for subscription in &self.subscriptions {
-            subscription.synced().await;
+            if tokio::time::timeout(timeout, subscription.synced()).await.is_err() {
+                return Err(ControllerError::SyncTimeout(timeout, subscription.key().to_string()));
+            }
         }
+        Ok(())
     }
 }
 
@@ -88,21 +128,24 @@ pub struct Controller {
     name: String,
     env: Arc<Environment>,
     queue: WorkQueue<ObjectKey>,
-    writer: Arc<KubeWriter>,
+    /// Requests as the plugin's identity, under its rate limit.
+    api: Arc<ApiClient>,
+    events: EventRecorder,
     plugin_metrics: PluginMetrics,
     metrics: ControllerMetrics,
     current: RwLock<Arc<Version>>,
-    mapper: mpsc::UnboundedSender<MapRequest>,
+    mapper: Arc<MapBacklog>,
+    released: Released,
+    workers: Workers,
     synced: watch::Sender<bool>,
     /// Set once the controller's tasks have all ended.
     finished: watch::Sender<bool>,
-    /// Tells the dispatcher that the number of workers may have changed.
-    resized: tokio::sync::Notify,
 }
 
 impl Controller {
     /// Starts the controller of a loaded plugin: subscribes its informers and spawns its tasks,
-    /// which stop when `shutdown` is cancelled (in-flight reconciles finish first).
+    /// which stop when `shutdown` is cancelled (in-flight reconciles finish first, then queued
+    /// Events are sent).
     pub async fn start(env: Arc<Environment>, plugin: LoadedPlugin, shutdown: CancellationToken) -> Result<Arc<Self>, ControllerError> {
         let name = plugin.described.manifest.name.clone();
         let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?;
@@ -110,24 +153,51 @@ impl Controller {
             qps: plugin.options.qps.unwrap_or(ClientLimits::default().qps),
             burst: plugin.options.burst.unwrap_or(ClientLimits::default().burst),
         };
-        let writer = Arc::new(KubeWriter::new(env.client.clone(), env.discovery.clone(), env.informers.clone(), &name, limits, env.leadership.clone()));
-        let (mapper, mapper_rx) = mpsc::unbounded_channel();
+        let kube = env.identities.client_for(&name);
+        let api = Arc::new(ApiClient::new(
+            kube.clone(),
+            env.discovery.clone(),
+            env.informers.clone(),
+            plugin.described.manifest.field_manager(),
+            limits.bucket(),
+            env.fence.clone(),
+            env.request_timeout,
+        ));
+        // The recorder stops after the workers (below), so that their last Events are sent.
+        let events_stop = CancellationToken::new();
+        let reporting = Reporting { controller: format!("kubewasm/{name}"), instance: env.instance.clone() };
+        let (events, events_task) =
+            EventRecorder::start(kube, reporting, api.bucket().clone(), env.metrics.events_dropped(&name), env.request_timeout, events_stop.clone());
+        let map_queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&format!("{name}-map-related")))?;
+        let mapper = Arc::new(MapBacklog::new(map_queue, MAP_BACKLOG, env.metrics.mapped_dropped(&name)));
         let plugin_metrics = env.metrics.plugin(&name);
-        let version = build_version(&env, &queue, &mapper, &writer, &plugin_metrics, plugin).await?;
+        let released = Released::default();
+        let parts = Parts { queue: &queue, mapper: &mapper, released: &released, api: &api, events: &events, metrics: &plugin_metrics };
+        let version = build_version(&env, &parts, plugin, Vec::new()).await?;
         let controller = Arc::new(Controller {
             metrics: env.metrics.controller(&name),
+            workers: Workers::new(version.workers),
             name,
             env,
             queue,
-            writer,
+            api,
+            events,
             plugin_metrics,
             current: RwLock::new(Arc::new(version)),
             mapper,
+            released,
             synced: watch::channel(false).0,
             finished: watch::channel(false).0,
-            resized: Default::default(),
         });
-        tokio::spawn(controller.clone().run(mapper_rx, shutdown));
+        tokio::spawn({
+            let controller = controller.clone();
+            async move {
+                controller.clone().run(shutdown).await;
+                events_stop.cancel();
+                let _ = events_task.await;
+                controller.finished.send_replace(true);
+            }
+        });
         Ok(controller)
     }
 
@@ -145,78 +215,126 @@ impl Controller {
         *self.synced.borrow()
     }
 
+    /// The plugin's API client: its identity, rate limit and fences.
+    pub fn api(&self) -> &Arc<ApiClient> {
+        &self.api
+    }
+
+    /// The plugin's Event recorder.
+    pub fn events(&self) -> &EventRecorder {
+        &self.events
+    }
+
     /// Replaces the plugin version. Reconciles already running finish on the old version; every
-    /// later one runs the new. Informers the new version needs are started before those only
-    /// the old one needed are released; then every primary is enqueued once (level-triggered
-    /// catch-up). The queue and its backoff state stay.
+    /// later one runs the new. Informers the new version needs are started and synced (within
+    /// the sync timeout, else the new version is refused and the old one keeps serving) before
+    /// those only the old one needed are released; then every primary is enqueued once
+    /// (level-triggered catch-up). The queue and its backoff state stay. A new version that
+    /// renames its finalizer takes over objects carrying the old name.
     pub async fn swap(&self, plugin: LoadedPlugin) -> Result<Arc<Version>, ControllerError> {
-        let version = build_version(&self.env, &self.queue, &self.mapper, &self.writer, &self.plugin_metrics, plugin).await?;
-        version.synced().await;
+        let old = self.version();
+        let mut previous = old.previous_finalizers.clone();
+        previous.extend(old.manifest.finalizer.clone());
+        previous.retain(|f| Some(f) != plugin.described.manifest.finalizer.as_ref());
+        previous.dedup();
+        let parts = Parts {
+            queue: &self.queue,
+            mapper: &self.mapper,
+            released: &self.released,
+            api: &self.api,
+            events: &self.events,
+            metrics: &self.plugin_metrics,
+        };
+        let version = build_version(&self.env, &parts, plugin, previous).await?;
+        version.synced(self.env.sync_timeout).await?;
         let version = Arc::new(version);
-        let old = std::mem::replace(&mut *self.current.write(), version.clone());
-        self.metrics.max_concurrent.set(version.workers as i64);
-        self.resized.notify_one();
+        *self.current.write() = version.clone();
+        // Growing wakes a dispatcher waiting for a slot; shrinking takes effect as slots return.
+        let limit = self.workers.resize(version.workers);
+        self.metrics.max_concurrent.set(limit as i64);
         drop(old);
         for key in version.primary_keys() {
-            self.queue.add(key);
+            self.queue.add_for(key, Reason::Resync);
         }
         Ok(version)
     }
 
-    /// Waits until the controller has stopped after shutdown: no reconcile is running.
+    /// Waits until the controller has stopped after shutdown: no reconcile is running and its
+    /// queued Events have been sent.
     pub async fn stopped(&self) {
         let _ = self.finished.subscribe().wait_for(|done| *done).await;
     }
 
-    async fn run(self: Arc<Self>, mapper_rx: mpsc::UnboundedReceiver<MapRequest>, shutdown: CancellationToken) {
+    /// Waits until the caches of the first version have synced, up to the sync timeout.
+    pub async fn first_sync(&self) -> Result<(), ControllerError> {
+        let timeout = self.env.sync_timeout;
+        let mut synced = self.synced.subscribe();
+        let done = tokio::time::timeout(timeout, synced.wait_for(|s| *s)).await;
+        match done {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                let version = self.version();
+                let pending = version.subscriptions.iter().find(|s| !s.is_synced()).map(|s| s.key().to_string()).unwrap_or_default();
+                Err(ControllerError::SyncTimeout(timeout, pending))
+            }
+        }
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let version = self.version();
         let synced = tokio::select! {
             _ = shutdown.cancelled() => false,
-            _ = version.synced() => true,
+            // The supervisor bounds this wait ([`Controller::first_sync`]).
+            _ = version.synced(Duration::MAX) => true,
         };
         drop(version);
-        if synced {
-            self.synced.send_replace(true);
-            tracing::info!(plugin = %self.name, "caches synced");
-            let mapper = tokio::spawn(self.clone().map_related(mapper_rx, shutdown.clone()));
-            let resync = tokio::spawn(self.clone().resync(shutdown.clone()));
-            self.dispatch(shutdown).await;
-            let _ = tokio::join!(mapper, resync);
+        if !synced {
+            return;
         }
-        self.finished.send_replace(true);
+        self.synced.send_replace(true);
+        tracing::info!(plugin = %self.name, "caches synced");
+        let mapper = tokio::spawn(self.clone().map_related(shutdown.clone()));
+        let resync = tokio::spawn(self.clone().resync(shutdown.clone()));
+        let sweeper = tokio::spawn(self.clone().release_idle(shutdown.clone()));
+        self.dispatch(shutdown).await;
+        let _ = tokio::join!(mapper, resync, sweeper);
     }
 
-    /// Hands keys to at most `workers` concurrent reconciles, only while this host leads.
+    /// Hands keys to at most the allowed number of concurrent reconciles, only while this host
+    /// leads.
     async fn dispatch(self: &Arc<Self>, shutdown: CancellationToken) {
-        let mut leadership = self.env.leadership.clone();
-        let mut capacity = self.version().workers;
-        let permits = Arc::new(Semaphore::new(capacity));
-        self.metrics.max_concurrent.set(capacity as i64);
+        let mut leadership = self.env.leadership().clone();
+        self.metrics.max_concurrent.set(self.workers.limit() as i64);
         loop {
             let lease = tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = self.resized.notified() => {
-                    capacity = resize(&permits, capacity, self.version().workers);
-                    continue;
-                }
                 lease = async {
-                    leadership.wait_for(true).await;
-                    let permit = permits.clone().acquire_owned().await.expect("never closed");
-                    (self.queue.get().await, permit)
+                    leadership.wait_until_leading().await;
+                    let slot = self.workers.acquire().await;
+                    (self.queue.get().await, slot)
                 } => lease,
             };
-            let (Some(lease), permit) = lease else { break };
+            let (Some(lease), slot) = lease else { break };
             if !leadership.is_leader() {
                 // Lost leadership while waiting: hand the key back for the next leader term.
-                self.queue.add(lease.key().clone());
+                self.queue.add_for(lease.key().clone(), Reason::Resync);
                 continue;
             }
             let controller = self.clone();
             tokio::spawn(async move {
                 let version = controller.version();
                 let key = lease.key().clone();
-                match controller.process(&version, &key).await {
+                let reasons = lease.reasons();
+                let span = tracing::info_span!("reconcile", plugin = %controller.name, key = %key, reason = %reasons);
+                for reason in reasons.iter() {
+                    controller.metrics.count_reason(reason.as_str());
+                }
+                match controller.process(&version, &key).instrument(span).await {
                     Outcome::Success => controller.queue.forget(&key),
+                    Outcome::RequeueAfter(after) if after < reconcile::MIN_REQUEUE_AFTER => {
+                        // "Again soon": through the limiter, so that no plugin can busy-loop.
+                        controller.queue.add_rate_limited_for(key, Reason::Requeue);
+                    }
                     Outcome::RequeueAfter(after) => {
                         controller.queue.forget(&key);
                         controller.queue.add_after(key, after);
@@ -224,28 +342,41 @@ impl Controller {
                     Outcome::Error => controller.queue.add_rate_limited(key),
                 }
                 drop(lease);
-                drop(permit);
+                drop(slot);
+                controller.metrics.max_concurrent.set(controller.workers.limit() as i64);
             });
         }
         // Graceful: running reconciles finish, nothing new starts.
         self.queue.shut_down_with_drain().await;
+        self.mapper.queue.shut_down();
         tracing::info!(plugin = %self.name, "workers stopped");
     }
 
     /// Runs the plugin's `map-related` for watched objects, one at a time, off the informers'
-    /// tasks, and enqueues the keys it returns.
-    async fn map_related(self: Arc<Self>, mut requests: mpsc::UnboundedReceiver<MapRequest>, shutdown: CancellationToken) {
+    /// tasks, and enqueues the keys it returns. A fault leaves the object for a retry with
+    /// backoff.
+    async fn map_related(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
-            let (resource, object) = tokio::select! {
+            let lease = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                request = requests.recv() => match request {
-                    Some(request) => request,
+                lease = self.mapper.queue.get() => match lease {
+                    Some(lease) => lease,
                     None => return,
                 },
             };
-            match self.version().runner.map_related(&resource, object).await {
-                Ok(keys) => keys.into_iter().for_each(|key| self.queue.add(key)),
-                Err(e) => tracing::warn!(plugin = %self.name, %resource, "map-related failed: {e}"),
+            let slot: &MapKey = lease.key();
+            let Some(object) = self.mapper.get(slot) else { continue };
+            let resource = &slot.0;
+            match self.version().runner.map_related(resource, object.clone()).await {
+                Ok(keys) => {
+                    self.mapper.mapped(slot, &object);
+                    self.mapper.queue.forget(slot);
+                    keys.into_iter().for_each(|key| self.queue.add_for(key, Reason::Mapped));
+                }
+                Err(e) => {
+                    tracing::warn!(plugin = %self.name, %resource, object = %slot.1, "map-related failed, retrying with backoff: {e}");
+                    self.mapper.queue.add_rate_limited(slot.clone());
+                }
             }
         }
     }
@@ -265,44 +396,58 @@ impl Controller {
                 _ = tokio::time::sleep(period) => {}
             }
             for key in self.version().primary_keys() {
-                self.queue.add(key);
+                self.queue.add_for(key, Reason::Resync);
+            }
+        }
+    }
+
+    /// Drops instances that have been idle for a while: an idle plugin holds no linear memory.
+    async fn release_idle(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(IDLE_SWEEP.min(self.env.idle_instances)) => {}
+            }
+            let released = self.version().runner.release_idle(self.env.idle_instances);
+            if released > 0 {
+                tracing::debug!(plugin = %self.name, released, "released idle instances");
             }
         }
     }
 }
 
-/// Adds or withdraws permits so that `to` reconciles may run at once.
-fn resize(permits: &Semaphore, from: usize, to: usize) -> usize {
-    if to > from {
-        permits.add_permits(to - from);
-    } else {
-        permits.forget_permits(from - to);
-    }
-    to
+/// The finalizers an object (JSON text) carries.
+pub fn finalizers_of(json: &str) -> Vec<String> {
+    reconcile::meta(json).finalizers
+}
+
+/// What every version of a controller shares.
+struct Parts<'a> {
+    queue: &'a WorkQueue<ObjectKey>,
+    mapper: &'a Arc<MapBacklog>,
+    released: &'a Released,
+    api: &'a Arc<ApiClient>,
+    events: &'a EventRecorder,
+    metrics: &'a PluginMetrics,
 }
 
 /// Subscribes the informers a plugin version needs and makes its runner.
-async fn build_version(
-    env: &Arc<Environment>,
-    queue: &WorkQueue<ObjectKey>,
-    mapper: &mpsc::UnboundedSender<MapRequest>,
-    writer: &Arc<KubeWriter>,
-    plugin_metrics: &PluginMetrics,
-    plugin: LoadedPlugin,
-) -> Result<Version, ControllerError> {
+async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: LoadedPlugin, previous_finalizers: Vec<String>) -> Result<Version, ControllerError> {
     let manifest = Arc::new(plugin.described.manifest.clone());
     let primary_scope = env.discovery.resolve(&manifest.primary).await.map_err(|source| InformerError::Resolve {
         key: Box::new(WatchKey { resource: manifest.primary.clone(), namespace: None, selector: None }),
         source,
     })?;
     let primary_namespaced = primary_scope.scope == Scope::Namespaced;
+    let releases = plugin.prepared.releases();
 
-    // What to watch, and what each event means. Reads of a resource not listed otherwise are
-    // served by a watch that triggers nothing.
-    let mut wanted: Vec<(Gvk, Option<crate::selector::LabelSelector>, TriggerMapping)> =
-        vec![(manifest.primary.clone(), manifest.primary_selector.clone(), TriggerMapping::Primary)];
+    // What to watch, in which namespaces, and what each event means. Reads of a resource not
+    // listed otherwise are served by a watch that triggers nothing.
+    type Wanted = (Gvk, Option<crate::selector::LabelSelector>, Option<Vec<String>>, TriggerMapping);
+    let primary_mapping = TriggerMapping::Primary { selector: manifest.primary_selector.clone(), releases };
+    let mut wanted: Vec<Wanted> = vec![(manifest.primary.clone(), manifest.primary_selector.clone(), None, primary_mapping)];
     for owned in &manifest.owns {
-        wanted.push((owned.clone(), None, TriggerMapping::Owners { controller_only: true }));
+        wanted.push((owned.clone(), None, None, TriggerMapping::Owners { controller_only: true }));
     }
     for watch in &manifest.watches {
         let mapping = match &watch.mapping {
@@ -310,38 +455,46 @@ async fn build_version(
             Mapping::Label(label) => TriggerMapping::Label(label.clone()),
             Mapping::MapRelated => TriggerMapping::MapRelated,
         };
-        wanted.push((watch.resource.clone(), watch.selector.clone(), mapping));
+        wanted.push((watch.resource.clone(), watch.selector.clone(), None, mapping));
     }
     // A primary selector also bounds what the plugin reads of its primary's kind: the primary
     // watch serves those reads, unless a grant to list the kind asks for all of it. (A second,
-    // unfiltered watch would cache every selected object twice.)
+    // unfiltered watch would cache every selected object twice.) A grant limited to some
+    // namespaces is watched in those only.
     for resource in manifest.cached_resources() {
-        let served = wanted.iter().any(|(gvk, selector, _)| gvk == resource && selector.is_none());
+        let served = wanted.iter().any(|(gvk, selector, _, _)| gvk == resource && selector.is_none());
         let selected_primary = *resource == manifest.primary && manifest.primary_selector.is_some() && !manifest.lists(resource);
         if !served && !selected_primary {
-            wanted.push((resource.clone(), None, TriggerMapping::None));
+            let only = manifest.cached_namespaces(resource).map(|set| set.into_iter().map(String::from).collect());
+            wanted.push((resource.clone(), None, only, TriggerMapping::None));
         }
     }
 
-    let namespaces: Vec<Option<String>> =
-        if env.namespaces.is_empty() { vec![None] } else { env.namespaces.iter().cloned().map(Some).collect() };
+    let served: Vec<Option<String>> =
+        if env.namespaces().is_empty() { vec![None] } else { env.namespaces().iter().cloned().map(Some).collect() };
     let mut subscriptions = Vec::new();
     let mut primary = CacheView::default();
-    for (resource, selector, mapping) in wanted {
+    for (resource, selector, only, mapping) in wanted {
         let cluster = env.discovery.resolve(&resource).await.map(|r| r.scope == Scope::Cluster).unwrap_or(false);
-        let scopes: &[Option<String>] = if cluster { &[None] } else { &namespaces };
+        let scopes: Vec<Option<String>> = match only {
+            _ if cluster => vec![None],
+            None => served.clone(),
+            // Those namespaces, where the host serves them.
+            Some(only) => only.into_iter().filter(|ns| served.iter().any(|s| s.as_ref().is_none_or(|s| s == ns))).map(Some).collect(),
+        };
         for namespace in scopes {
             let trigger = Arc::new(Trigger {
-                queue: queue.clone(),
+                queue: parts.queue.clone(),
                 primary: manifest.primary.clone(),
                 primary_namespaced,
                 resource: resource.clone(),
                 mapping: mapping.clone(),
-                mapper: mapper.clone(),
+                mapper: parts.mapper.clone(),
+                released: parts.released.clone(),
             });
-            let key = WatchKey { resource: resource.clone(), namespace: namespace.clone(), selector: selector.clone() };
+            let key = WatchKey { resource: resource.clone(), namespace, selector: selector.clone() };
             let subscription = env.informers.subscribe(key, trigger).await?;
-            if matches!(mapping, TriggerMapping::Primary) {
+            if matches!(mapping, TriggerMapping::Primary { .. }) {
                 primary.insert(subscription.store().clone());
             }
             subscriptions.push(subscription);
@@ -357,9 +510,8 @@ async fn build_version(
             cache.insert(subscription.store().clone());
         }
     }
-    let cache = Arc::new(cache);
-    let services = Services { cache, writer: writer.clone(), events: Arc::new(env.events.clone()) };
-    let runner = env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, plugin_metrics.clone(), &plugin.settings);
+    let services = Services { cache: Arc::new(cache), api: parts.api.clone(), events: Arc::new(parts.events.clone()) };
+    let runner = env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings);
     let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency) as usize;
-    Ok(Version { plugin, manifest, runner: Arc::new(runner), primary, workers, subscriptions })
+    Ok(Version { plugin, manifest, runner: Arc::new(runner), primary, workers, subscriptions, previous_finalizers })
 }

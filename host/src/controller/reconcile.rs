@@ -1,15 +1,19 @@
-//! One key through the plugin: finalizer bookkeeping, the call, and what its result means for
-//! the queue, the metrics and the object's Events.
+//! One key through the plugin: finalizer bookkeeping (including names earlier versions used),
+//! the release of primaries that stopped matching the selector, the call, and what its result
+//! means for the queue, the metrics and the object's Events.
 
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
 use super::{Controller, Version};
-use crate::resource::ObjectKey;
-use crate::runtime::bindings::types::Error as GuestError;
-use crate::runtime::host::{ApiWriter, CacheReader, EventSink, PatchKind, PluginEvent, WriteOp, WriteRequest};
+use crate::client::{PatchKind, RequestError, WriteOp, WriteRequest};
+use crate::events::ObjectEvent;
+use crate::resource::{ObjectKey, uid_of};
 use crate::runtime::{Action, CallError, GuestErrorCode, Request, code_name};
+
+/// A `requeue-after` shorter than this means "again soon" and goes through the rate limiter.
+pub const MIN_REQUEUE_AFTER: Duration = Duration::from_secs(1);
 
 /// What became of one reconcile, for the queue and `controller_runtime_reconcile_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,14 +27,13 @@ pub enum Outcome {
 /// The few fields of the primary object the host itself acts on.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
-struct Meta {
-    uid: Option<String>,
+pub(crate) struct Meta {
     resource_version: Option<String>,
     deletion_timestamp: Option<String>,
-    finalizers: Vec<String>,
+    pub(crate) finalizers: Vec<String>,
 }
 
-fn meta(json: &str) -> Meta {
+pub(crate) fn meta(json: &str) -> Meta {
     #[derive(Deserialize)]
     struct Object {
         #[serde(default)]
@@ -43,7 +46,7 @@ fn meta(json: &str) -> Meta {
 enum Failure {
     Call(CallError),
     /// Adding or removing the finalizer failed.
-    Finalizer(GuestError),
+    Finalizer(RequestError),
 }
 
 impl Controller {
@@ -62,7 +65,11 @@ impl Controller {
                 Outcome::Error
             }
         };
-        self.metrics.count(outcome);
+        match outcome {
+            Outcome::Success => self.metrics.count_success(),
+            Outcome::RequeueAfter(_) => self.metrics.count_requeue_after(),
+            Outcome::Error => self.metrics.count_error(),
+        }
         outcome
     }
 
@@ -71,31 +78,37 @@ impl Controller {
         // From the primary watch itself: the store whose event enqueued this key is never
         // behind that event (another watch of the same kind may be).
         let Some(mut object) = version.primary.get(&manifest.primary, key) else {
-            // Gone from the cache: deleted, nothing left to reconcile.
-            return Ok(Action::Done);
+            return self.release(version, key).await;
         };
+        // Matching again: no longer released.
+        self.released.lock().remove(key);
         let meta = meta(&object);
         let retries = self.queue.num_requeues(key);
         let deleting = meta.deletion_timestamp.is_some();
-        if let Some(finalizer) = &manifest.finalizer {
-            let ours = meta.finalizers.iter().any(|f| f == finalizer);
+        let ours = |f: &String| Some(f) == manifest.finalizer.as_ref() || version.previous_finalizers.contains(f);
+        if meta.finalizers.iter().any(ours) || manifest.finalizer.is_some() {
             if deleting {
-                if !ours {
+                if !meta.finalizers.iter().any(ours) {
                     return Ok(Action::Done);
                 }
                 let request = Request { key: key.clone(), object, retries };
                 return match version.runner.finalize(request).await.map_err(Failure::Call)? {
                     Action::Done => {
-                        let rest = meta.finalizers.iter().filter(|f| *f != finalizer).cloned().collect();
+                        let rest = meta.finalizers.iter().filter(|f| !ours(f)).cloned().collect();
                         self.set_finalizers(version, key, &meta, rest).await.map(|_| Action::Done)
                     }
                     requeue => Ok(requeue),
                 };
             }
-            if !ours {
-                let mut with = meta.finalizers.clone();
-                with.push(finalizer.clone());
-                object = self.set_finalizers(version, key, &meta, with).await?.into();
+            // Exactly the current finalizer: add it, and take over names earlier versions used.
+            let mut wanted: Vec<String> = meta.finalizers.iter().filter(|f| !version.previous_finalizers.contains(f)).cloned().collect();
+            if let Some(finalizer) = &manifest.finalizer
+                && !wanted.contains(finalizer)
+            {
+                wanted.push(finalizer.clone());
+            }
+            if wanted != meta.finalizers {
+                object = self.set_finalizers(version, key, &meta, wanted).await?;
             }
         } else if deleting {
             return Ok(Action::Done);
@@ -103,9 +116,28 @@ impl Controller {
         version.runner.reconcile(Request { key: key.clone(), object, retries }).await.map_err(Failure::Call)
     }
 
-    /// Replaces the primary's finalizers, on the condition that it has not changed since it was
-    /// read (a stale resourceVersion is a conflict, retried without an Event).
-    async fn set_finalizers(&self, version: &Version, key: &ObjectKey, meta: &Meta, finalizers: Vec<String>) -> Result<String, Failure> {
+    /// A key whose primary is not in the cache: deleted (nothing to do), or released — it
+    /// stopped matching the selector — and the plugin is told once.
+    async fn release(&self, version: &Version, key: &ObjectKey) -> Result<Action, Failure> {
+        let Some(last) = self.released.lock().get(key).cloned() else {
+            return Ok(Action::Done);
+        };
+        let request = Request { key: key.clone(), object: last.clone(), retries: self.queue.num_requeues(key) };
+        let action = version.runner.released(request).await.map_err(Failure::Call)?;
+        if !matches!(action, Some(Action::RequeueAfter(_))) {
+            let mut released = self.released.lock();
+            // Unless it was released again (a newer state) meanwhile.
+            if released.get(key).is_some_and(|s| std::sync::Arc::ptr_eq(s, &last)) {
+                released.remove(key);
+            }
+        }
+        Ok(action.unwrap_or(Action::Done))
+    }
+
+    /// Replaces the primary's finalizers, as the plugin, on the condition that it has not
+    /// changed since it was read (a stale resourceVersion is a conflict, retried without an
+    /// Event).
+    async fn set_finalizers(&self, version: &Version, key: &ObjectKey, meta: &Meta, finalizers: Vec<String>) -> Result<std::sync::Arc<str>, Failure> {
         let body = serde_json::json!({
             "metadata": { "finalizers": finalizers, "resourceVersion": meta.resource_version },
         });
@@ -115,7 +147,7 @@ impl Controller {
             name: key.name().into(),
             op: WriteOp::Patch { patch_type: PatchKind::Merge, body },
         };
-        self.writer.write(request).await.map(Option::unwrap_or_default).map_err(Failure::Finalizer)
+        self.api.write(request).await.map(Option::unwrap_or_default).map_err(Failure::Finalizer)
     }
 
     /// Logs a failure and records a Warning Event on the object, except for conflicts: another
@@ -126,16 +158,15 @@ impl Controller {
                 ("ReconcileFailed", format!("{}: {message}", code_name(*code)), *code == GuestErrorCode::Conflict)
             }
             Failure::Call(CallError::Fault(fault)) => ("PluginFault", format!("the plugin {fault}"), false),
-            Failure::Finalizer(e) => ("FinalizerUpdateFailed", format!("{}: {}", code_name(e.code), e.message), e.code == GuestErrorCode::Conflict),
+            Failure::Finalizer(e) => ("FinalizerUpdateFailed", e.to_string(), e.status() == Some(409)),
         };
         if conflict {
             tracing::debug!(plugin = %self.name, key = %key, "conflict, retrying: {note}");
             return;
         }
-        tracing::warn!(plugin = %self.name, key = %key, reason, "{note}");
-        let uid = version.primary.get(&version.manifest.primary, key).and_then(|json| meta(&json).uid);
-        self.env.events.publish(PluginEvent {
-            plugin: self.name.clone(),
+        tracing::warn!(plugin = %self.name, key = %key, reason, "{}", note.replace('\n', " "));
+        let uid = version.primary.get(&version.manifest.primary, key).and_then(|json| uid_of(&json));
+        self.events.publish(ObjectEvent {
             regarding: version.manifest.primary.clone(),
             key: key.clone(),
             uid,

@@ -1,6 +1,7 @@
 //! Shared informers: one list+watch per (resource, namespace scope, label selector) for every
 //! plugin that needs it, each feeding a [`Store`] and telling its subscribers what changed.
-//! Informers don't know who listens: a subscriber is anything that takes events.
+//! Informers don't know who listens: a subscriber is anything that takes events. Each informer
+//! keeps the only [`Writer`] of its store; everyone else holds read-only [`Store`] handles.
 //!
 //! The watch itself is kube-rs's `watcher` (re-list on 410 Gone, bookmarks, backoff); the
 //! reflector store is ours, because kube's keeps a typed object per entry, and the cache here
@@ -22,12 +23,11 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use store::{Entry, ParsedObject, Store};
+pub use store::{Entry, Inserted, ParsedObject, Store, Writer};
 
 use self::raw::RawObject;
 use crate::discovery::{Discovery, DiscoveryError};
-use crate::resource::{Gvk, ObjectKey};
-use crate::runtime::host::{CacheReader, Scope};
+use crate::resource::{Gvk, ObjectKey, Scope};
 use crate::selector::LabelSelector;
 
 /// What one informer watches.
@@ -75,10 +75,12 @@ impl std::fmt::Display for WatchKey {
 /// A change to a watched object, as a subscriber sees it.
 #[derive(Debug, Clone, Copy)]
 pub enum Event<'a> {
-    /// Added, changed, or seen again in a re-list.
-    Applied(&'a ObjectKey, &'a Entry),
-    /// Gone; the entry is the last state the cache held.
-    Deleted(&'a ObjectKey, &'a Entry),
+    /// Added, changed, or seen again in a re-list; `old` is the state the cache held before,
+    /// if any (an update that moves an object from one target to another must reach both).
+    Applied { key: &'a ObjectKey, object: &'a Entry, old: Option<&'a Entry> },
+    /// Gone from this watch: deleted, or (for a watch with a label selector) no longer
+    /// matching it. `object` is its final state as the watch reported it.
+    Deleted { key: &'a ObjectKey, object: &'a Entry },
 }
 
 /// Takes events from an informer. Called on the informer's task: must not block.
@@ -99,7 +101,7 @@ pub enum InformerError {
 /// One running list+watch, its store and its subscribers.
 pub struct Informer {
     key: WatchKey,
-    store: Arc<Store>,
+    store: Writer,
     synced: watch::Receiver<bool>,
     subscribers: RwLock<Vec<(u64, Arc<dyn Subscriber>)>>,
     stop: CancellationToken,
@@ -126,25 +128,34 @@ impl Informer {
             watcher::Event::InitApply(raw) => relist.extend(parse(raw)),
             watcher::Event::InitDone => {
                 let listed = std::mem::take(relist);
+                let before: std::collections::HashMap<ObjectKey, Entry> = self.store.store().entries().into_iter().collect();
                 let keys: Vec<(ObjectKey, Entry)> = listed.iter().map(|o| (o.key.clone(), o.entry.clone())).collect();
                 for (key, entry) in self.store.replace_all(listed) {
-                    self.notify(Event::Deleted(&key, &entry));
+                    self.notify(Event::Deleted { key: &key, object: &entry });
                 }
                 for (key, entry) in &keys {
-                    self.notify(Event::Applied(key, entry));
+                    if self.store.store().entry(key).is_some() {
+                        self.notify(Event::Applied { key, object: entry, old: before.get(key) });
+                    }
                 }
             }
             watcher::Event::Apply(raw) => {
                 if let Some(object) = parse(raw) {
                     let key = object.key.clone();
-                    let current = self.store.insert_newer(object);
-                    self.notify(Event::Applied(&key, &current));
+                    match self.store.insert_newer(object) {
+                        Inserted::Cached { now, old } => self.notify(Event::Applied { key: &key, object: &now, old: old.as_ref() }),
+                        // Still worth a look: level-triggered subscribers read the cache anyway.
+                        Inserted::Stale(kept) => self.notify(Event::Applied { key: &key, object: &kept, old: None }),
+                        Inserted::Buried => {}
+                    }
                 }
             }
             watcher::Event::Delete(raw) => {
                 if let Some(object) = parse(raw) {
-                    let last = self.store.remove(&object.key).unwrap_or(object.entry);
-                    self.notify(Event::Deleted(&object.key, &last));
+                    // The watch's final state: for a filtered watch that an object left, the
+                    // state that no longer matches.
+                    self.store.remove(&object.key, &object.entry);
+                    self.notify(Event::Deleted { key: &object.key, object: &object.entry });
                 }
             }
         }
@@ -160,7 +171,7 @@ pub struct Subscription {
 
 impl Subscription {
     pub fn store(&self) -> &Arc<Store> {
-        &self.informer.store
+        self.informer.store.store()
     }
 
     pub fn key(&self) -> &WatchKey {
@@ -226,8 +237,8 @@ impl Informers {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut subscribers = informer.subscribers.write();
-            for (key, entry) in informer.store.entries() {
-                subscriber.on_event(Event::Applied(&key, &entry));
+            for (key, entry) in informer.store.store().entries() {
+                subscriber.on_event(Event::Applied { key: &key, object: &entry, old: None });
             }
             subscribers.push((id, subscriber));
         }
@@ -252,9 +263,18 @@ impl Informers {
         };
         for informer in informers {
             let selected = informer.key.selector.as_ref().is_none_or(|s| s.matches(|k| object.entry.label(k)));
-            if selected && informer.store.covers(object.key.namespace()) {
+            if selected && informer.store.store().covers(object.key.namespace()) {
                 informer.store.insert_newer(object.clone());
             }
+        }
+    }
+
+    /// Takes an object its writer just deleted out of every cache holding it, so that the
+    /// writer's next read no longer sees it. Subscribers hear of it from the watch, as usual.
+    pub fn observe_delete(&self, resource: &Gvk, key: &ObjectKey) {
+        let informers: Vec<Arc<Informer>> = self.live.lock().values().filter(|i| &i.key.resource == resource).cloned().collect();
+        for informer in informers {
+            informer.store.forget(key);
         }
     }
 
@@ -276,7 +296,7 @@ impl Informers {
     fn start(&self, key: WatchKey, resolved: crate::discovery::Resolved) -> Arc<Informer> {
         let (synced_tx, synced) = watch::channel(false);
         let informer = Arc::new(Informer {
-            store: Arc::new(Store::new(key.resource.clone(), resolved.scope, key.namespace.clone())),
+            store: Writer::new(key.resource.clone(), resolved.scope, key.namespace.clone()),
             key,
             synced,
             subscribers: RwLock::default(),
@@ -335,24 +355,39 @@ impl CacheView {
     pub fn stores(&self, resource: &Gvk) -> &[Arc<Store>] {
         self.stores.get(resource).map(Vec::as_slice).unwrap_or_default()
     }
-}
 
-impl CacheReader for CacheView {
-    fn scope(&self, resource: &Gvk) -> Option<Scope> {
+    /// Whether the objects of `resource` live in namespaces; `None` when it is not cached.
+    pub fn scope(&self, resource: &Gvk) -> Option<Scope> {
         self.stores(resource).first().map(|s| s.scope())
     }
 
-    fn get(&self, resource: &Gvk, key: &ObjectKey) -> Option<Arc<str>> {
+    pub fn get(&self, resource: &Gvk, key: &ObjectKey) -> Option<Arc<str>> {
         self.stores(resource).iter().filter(|s| s.covers(key.namespace())).find_map(|s| s.get(key))
     }
 
-    fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)> {
-        let stores = self.stores(resource);
-        if let [store] = stores {
-            return store.list(namespace, selector);
+    /// Objects in `namespace` (all when `None`) matching `selector`, sorted by key; `Err` with
+    /// the bytes the answer would have had when they pass `max_bytes`.
+    pub fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
+        let stores: Vec<&Arc<Store>> = self.stores(resource).iter().filter(|s| namespace.is_none() || s.covers(namespace)).collect();
+        if let [store] = stores.as_slice() {
+            return store.list_bounded(namespace, selector, max_bytes);
         }
-        let mut all: Vec<_> = stores.iter().filter(|s| namespace.is_none() || s.covers(namespace)).flat_map(|s| s.list(namespace, selector)).collect();
+        let mut all = Vec::new();
+        let mut budget = max_bytes;
+        for store in stores {
+            match store.list_bounded(namespace, selector, budget) {
+                Ok(found) => {
+                    budget -= found.iter().map(|(_, json)| json.len()).sum::<usize>();
+                    all.extend(found);
+                }
+                Err(_) => {
+                    // Counted, not copied: a bound of 0 makes each store count its answer.
+                    let total = self.stores(resource).iter().filter_map(|s| s.list_bounded(namespace, selector, 0).err()).sum();
+                    return Err(total);
+                }
+            }
+        }
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        all
+        Ok(all)
     }
 }

@@ -2,17 +2,24 @@
 //! labels for selectors. Readers get `Arc<str>` handles, so a read never copies or
 //! re-serializes and never sees a half-applied update; a guest receives its own copy when the
 //! runtime lowers the text into its memory.
+//!
+//! A [`Store`] is read-only; its one [`Writer`] stays with the informer that fills it (as
+//! kube-runtime's reflector splits `Writer` from `Store`), so nothing a subscriber or a plugin
+//! does can change the shared cache. The writer also keeps tombstones of deleted objects, so
+//! that an answer to a write that arrives after the object's deletion was seen (or after its
+//! writer deleted it) cannot bring it back.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use crate::resource::{Gvk, ObjectKey};
-use crate::runtime::host::Scope;
+use crate::resource::{Gvk, ObjectKey, Scope};
 use crate::selector::LabelSelector;
 
 /// An object as the cache holds it.
@@ -22,6 +29,8 @@ pub struct Entry {
     labels: Labels,
     /// `metadata.resourceVersion` as a number; 0 when missing or not numeric.
     version: u64,
+    /// A hash of `metadata.uid`; 0 when missing. Tells a re-created object from the one deleted.
+    uid: u64,
 }
 
 impl Entry {
@@ -82,7 +91,8 @@ pub enum ParseError {
 }
 
 impl ParsedObject {
-    /// Reads name, namespace and labels from the object's JSON text, keeping the text as is.
+    /// Reads name, namespace, labels, resourceVersion and uid from the object's JSON text,
+    /// keeping the text as is.
     pub fn from_json(json: Arc<str>) -> Result<Self, ParseError> {
         #[derive(Deserialize)]
         struct Head<'a> {
@@ -99,17 +109,24 @@ impl ParsedObject {
             labels: Option<BTreeMap<Cow<'a, str>, Cow<'a, str>>>,
             #[serde(borrow, default, rename = "resourceVersion")]
             resource_version: Option<Cow<'a, str>>,
+            #[serde(borrow, default)]
+            uid: Option<Cow<'a, str>>,
         }
         let meta = serde_json::from_str::<Head>(&json).map_err(ParseError::Metadata)?.metadata;
         let key = ObjectKey::new(meta.namespace.as_deref().filter(|ns| !ns.is_empty()), &meta.name);
         let labels = Labels::new(meta.labels.iter().flatten().map(|(k, v)| (k.as_ref(), v.as_ref())));
         let version = meta.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let uid = meta.uid.as_deref().map_or(0, |uid| {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            uid.hash(&mut hasher);
+            hasher.finish().max(1)
+        });
         drop(meta);
-        Ok(ParsedObject { key, entry: Entry { json, labels, version } })
+        Ok(ParsedObject { key, entry: Entry { json, labels, version, uid } })
     }
 }
 
-/// The objects of one resource (within one namespace scope and label selector).
+/// The objects of one resource (within one namespace scope and label selector), read-only.
 pub struct Store {
     resource: Gvk,
     scope: Scope,
@@ -123,6 +140,30 @@ struct Inner {
     objects: HashMap<ObjectKey, Entry>,
     /// One shared copy of each namespace name.
     namespaces: HashSet<Arc<str>>,
+    /// Objects known to be deleted, by key: their uid and last resourceVersion, and when.
+    tombstones: HashMap<ObjectKey, Tombstone>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Tombstone {
+    uid: u64,
+    version: u64,
+    at: Instant,
+}
+
+/// Tombstones are kept this long (answers in flight arrive within a request timeout)...
+const TOMBSTONE_TTL: Duration = Duration::from_secs(300);
+/// ...and pruned once there are more than this many.
+const TOMBSTONE_PRUNE_AT: usize = 4096;
+
+impl Tombstone {
+    /// Whether `entry` is the deleted object (or an older state of it).
+    fn buries(&self, entry: &Entry) -> bool {
+        if self.uid != 0 && entry.uid != 0 {
+            return self.uid == entry.uid;
+        }
+        entry.version != 0 && entry.version <= self.version
+    }
 }
 
 impl Inner {
@@ -137,13 +178,29 @@ impl Inner {
         };
         ObjectKey::from_parts(Some(shared), Arc::from(key.name()))
     }
+
+    fn bury(&mut self, key: &ObjectKey, uid: u64, version: u64) {
+        if self.tombstones.len() >= TOMBSTONE_PRUNE_AT {
+            let now = Instant::now();
+            self.tombstones.retain(|_, t| now.duration_since(t.at) < TOMBSTONE_TTL);
+        }
+        self.tombstones.insert(key.clone(), Tombstone { uid, version, at: Instant::now() });
+    }
+
+    /// Whether `object` was deleted already; a newer object under the key clears the tombstone.
+    fn buried(&mut self, object: &ParsedObject) -> bool {
+        match self.tombstones.get(&object.key) {
+            Some(tombstone) if tombstone.buries(&object.entry) => true,
+            Some(_) => {
+                self.tombstones.remove(&object.key);
+                false
+            }
+            None => false,
+        }
+    }
 }
 
 impl Store {
-    pub fn new(resource: Gvk, scope: Scope, namespace: Option<String>) -> Self {
-        Store { resource, scope, namespace, inner: RwLock::default() }
-    }
-
     /// Whether this store holds objects of `namespace` (`None`: of every namespace).
     pub fn covers(&self, namespace: Option<&str>) -> bool {
         self.namespace.is_none() || self.namespace.as_deref() == namespace
@@ -157,50 +214,6 @@ impl Store {
         self.scope
     }
 
-    /// Adds or replaces an object; returns the entry it replaced.
-    pub fn insert(&self, object: ParsedObject) -> Option<Entry> {
-        let mut inner = self.inner.write();
-        let key = inner.intern(object.key);
-        inner.objects.insert(key, object.entry)
-    }
-
-    /// Adds or replaces an object unless the cache already holds a newer version of it, and
-    /// returns the entry the cache holds afterwards.
-    ///
-    /// The cache can be ahead of its watch because a plugin's own writes are put in as soon as
-    /// the API server answers (so its next reconcile reads what it wrote); the watch then still
-    /// delivers the older events in flight, which must not roll the object back. Kubernetes calls
-    /// resourceVersions opaque, but etcd's are increasing integers; when one is not numeric
-    /// (version 0) the newest arrival wins, as in a plain reflector.
-    pub fn insert_newer(&self, object: ParsedObject) -> Entry {
-        let mut inner = self.inner.write();
-        if let Some(cached) = inner.objects.get(&object.key)
-            && object.entry.version != 0
-            && cached.version > object.entry.version
-        {
-            return cached.clone();
-        }
-        let key = inner.intern(object.key);
-        inner.objects.insert(key, object.entry.clone());
-        object.entry
-    }
-
-    pub fn remove(&self, key: &ObjectKey) -> Option<Entry> {
-        self.inner.write().objects.remove(key)
-    }
-
-    /// Replaces the whole content (after a full list) and returns the entries that are gone.
-    pub fn replace_all(&self, objects: Vec<ParsedObject>) -> Vec<(ObjectKey, Entry)> {
-        let mut fresh = Inner::default();
-        for object in objects {
-            let key = fresh.intern(object.key);
-            fresh.objects.insert(key, object.entry);
-        }
-        let mut inner = self.inner.write();
-        let old = std::mem::replace(&mut *inner, fresh);
-        old.objects.into_iter().filter(|(key, _)| !inner.objects.contains_key(key)).collect()
-    }
-
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<str>> {
         self.inner.read().objects.get(key).map(|e| e.json.clone())
     }
@@ -211,17 +224,33 @@ impl Store {
 
     /// Objects in `namespace` (all when `None`) matching `selector`, sorted by key.
     pub fn list(&self, namespace: Option<&str>, selector: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)> {
+        self.list_bounded(namespace, selector, usize::MAX).unwrap_or_default()
+    }
+
+    /// Like [`Store::list`], but gives up once the objects' text passes `max_bytes`, returning
+    /// `Err` with the bytes the whole answer would have had (counted, not copied).
+    pub fn list_bounded(&self, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
         let inner = self.inner.read();
-        let mut found: Vec<(ObjectKey, Arc<str>)> = inner
-            .objects
-            .iter()
-            .filter(|(key, _)| namespace.is_none() || key.namespace() == namespace)
-            .filter(|(_, entry)| selector.is_none_or(|s| s.matches(|k| entry.labels.get(k))))
-            .map(|(key, entry)| (key.clone(), entry.json.clone()))
-            .collect();
+        let matching = || {
+            inner
+                .objects
+                .iter()
+                .filter(move |(key, _)| namespace.is_none() || key.namespace() == namespace)
+                .filter(move |(_, entry)| selector.is_none_or(|s| s.matches(|k| entry.labels.get(k))))
+        };
+        let mut found = Vec::new();
+        let mut bytes = 0usize;
+        for (key, entry) in matching() {
+            bytes = bytes.saturating_add(entry.json.len());
+            if bytes > max_bytes {
+                let total = matching().map(|(_, e)| e.json.len()).sum();
+                return Err(total);
+            }
+            found.push((key.clone(), entry.json.clone()));
+        }
         drop(inner);
         found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        found
+        Ok(found)
     }
 
     /// A snapshot of every object.
@@ -251,6 +280,100 @@ impl Store {
     }
 }
 
+/// The one handle that changes a [`Store`]: kept by its informer (or a test fixture).
+pub struct Writer {
+    store: Arc<Store>,
+}
+
+/// What [`Writer::insert_newer`] did.
+pub enum Inserted {
+    /// The object is cached now; `old` is the state it replaced.
+    Cached { now: Entry, old: Option<Entry> },
+    /// The cache already holds a newer state, which stays.
+    Stale(Entry),
+    /// The object was deleted already.
+    Buried,
+}
+
+impl Writer {
+    /// An empty store of `resource`, holding objects of `namespace` (`None`: all namespaces).
+    pub fn new(resource: Gvk, scope: Scope, namespace: Option<String>) -> Self {
+        Writer { store: Arc::new(Store { resource, scope, namespace, inner: RwLock::default() }) }
+    }
+
+    /// A read handle.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Adds or replaces an object unconditionally (fixtures).
+    pub fn insert(&self, object: ParsedObject) {
+        let mut inner = self.store.inner.write();
+        let key = inner.intern(object.key);
+        inner.objects.insert(key, object.entry);
+    }
+
+    /// Adds or replaces an object unless the cache already holds a newer version of it or the
+    /// object was deleted.
+    ///
+    /// The cache can be ahead of its watch because a plugin's own writes are put in as soon as
+    /// the API server answers (so its next reconcile reads what it wrote); the watch then still
+    /// delivers the older events in flight, which must not roll the object back. Kubernetes calls
+    /// resourceVersions opaque, but etcd's are increasing integers; when one is not numeric
+    /// (version 0) the newest arrival wins, as in a plain reflector.
+    pub fn insert_newer(&self, object: ParsedObject) -> Inserted {
+        let mut inner = self.store.inner.write();
+        if inner.buried(&object) {
+            return Inserted::Buried;
+        }
+        if let Some(cached) = inner.objects.get(&object.key)
+            && object.entry.version != 0
+            && cached.version > object.entry.version
+        {
+            return Inserted::Stale(cached.clone());
+        }
+        let key = inner.intern(object.key);
+        let old = inner.objects.insert(key, object.entry.clone());
+        Inserted::Cached { now: object.entry, old }
+    }
+
+    /// Removes an object the watch saw deleted (`last` is its final state) and returns the
+    /// entry the cache held.
+    pub fn remove(&self, key: &ObjectKey, last: &Entry) -> Option<Entry> {
+        let mut inner = self.store.inner.write();
+        let cached = inner.objects.remove(key);
+        let uid = if last.uid != 0 { last.uid } else { cached.as_ref().map_or(0, |c| c.uid) };
+        let version = last.version.max(cached.as_ref().map_or(0, |c| c.version));
+        inner.bury(key, uid, version);
+        cached
+    }
+
+    /// Removes an object its writer just deleted (the watch has not said so yet).
+    pub fn forget(&self, key: &ObjectKey) -> Option<Entry> {
+        let mut inner = self.store.inner.write();
+        let cached = inner.objects.remove(key)?;
+        inner.bury(key, cached.uid, cached.version);
+        Some(cached)
+    }
+
+    /// Replaces the whole content (after a full list) and returns the entries that are gone.
+    /// Objects known to be deleted are left out: a list served from a lagging cache may still
+    /// hold them.
+    pub fn replace_all(&self, objects: Vec<ParsedObject>) -> Vec<(ObjectKey, Entry)> {
+        let mut inner = self.store.inner.write();
+        let mut fresh = Inner { tombstones: std::mem::take(&mut inner.tombstones), ..Inner::default() };
+        for object in objects {
+            if fresh.buried(&object) {
+                continue;
+            }
+            let key = fresh.intern(object.key);
+            fresh.objects.insert(key, object.entry);
+        }
+        let old = std::mem::replace(&mut *inner, fresh);
+        old.objects.into_iter().filter(|(key, _)| !inner.objects.contains_key(key)).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,10 +398,11 @@ mod tests {
 
     #[test]
     fn lists_by_namespace_and_selector_sorted() {
-        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
-        store.insert(object("b", "x", r#""app":"web""#));
-        store.insert(object("a", "y", r#""app":"db""#));
-        store.insert(object("a", "x", r#""app":"web""#));
+        let writer = Writer::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
+        writer.insert(object("b", "x", r#""app":"web""#));
+        writer.insert(object("a", "y", r#""app":"db""#));
+        writer.insert(object("a", "x", r#""app":"web""#));
+        let store = writer.store();
         let web: LabelSelector = "app=web".parse().unwrap();
         let keys = |v: Vec<(ObjectKey, Arc<str>)>| v.into_iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>();
         assert_eq!(keys(store.list(None, None)), ["a/x", "a/y", "b/x"]);
@@ -288,40 +412,85 @@ mod tests {
 
     #[test]
     fn replace_all_reports_what_disappeared() {
-        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
-        store.insert(object("a", "gone", ""));
-        store.insert(object("a", "kept", ""));
-        let removed = store.replace_all(vec![object("a", "kept", ""), object("a", "new", "")]);
+        let writer = Writer::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
+        writer.insert(object("a", "gone", ""));
+        writer.insert(object("a", "kept", ""));
+        let removed = writer.replace_all(vec![object("a", "kept", ""), object("a", "new", "")]);
         assert_eq!(removed.into_iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>(), ["a/gone"]);
-        assert_eq!(store.len(), 2);
-        assert!(store.get(&ObjectKey::new(Some("a"), "new")).is_some());
+        assert_eq!(writer.store().len(), 2);
+        assert!(writer.store().get(&ObjectKey::new(Some("a"), "new")).is_some());
+    }
+
+    fn at(version: &str, uid: &str, data: &str) -> ParsedObject {
+        let json = format!(r#"{{"metadata":{{"name":"a","namespace":"n","resourceVersion":"{version}","uid":"{uid}"}},"data":{{"v":"{data}"}}}}"#);
+        ParsedObject::from_json(json.into()).unwrap()
+    }
+
+    fn cached(inserted: Inserted) -> String {
+        match inserted {
+            Inserted::Cached { now, .. } => format!("cached {}", now.json()),
+            Inserted::Stale(kept) => format!("stale, kept {}", kept.json()),
+            Inserted::Buried => "buried".into(),
+        }
     }
 
     #[test]
     fn insert_newer_keeps_a_newer_version_and_takes_non_numeric_ones() {
-        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
-        let at = |version: &str, data: &str| {
-            let json = format!(r#"{{"metadata":{{"name":"a","namespace":"n","resourceVersion":"{version}"}},"data":{{"v":"{data}"}}}}"#);
-            ParsedObject::from_json(json.into()).unwrap()
-        };
-        let data = |store: &Store| store.get(&ObjectKey::new(Some("n"), "a")).unwrap().contains("written");
-        assert!(store.insert_newer(at("10", "written")).json().contains("written"));
+        let writer = Writer::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
+        let data = |writer: &Writer| writer.store().get(&ObjectKey::new(Some("n"), "a")).unwrap().contains("written");
+        assert!(cached(writer.insert_newer(at("10", "u1", "written"))).starts_with("cached"));
         // An older event still in flight on the watch does not roll the write back...
-        assert!(store.insert_newer(at("9", "older")).json().contains("written"));
-        assert!(data(&store));
+        assert!(cached(writer.insert_newer(at("9", "u1", "older"))).contains("stale, kept") );
+        assert!(data(&writer));
         // ...the same or a newer version replaces it, and so does a version that is not a number.
-        assert!(store.insert_newer(at("10", "echo")).json().contains("echo"));
-        store.insert_newer(at("11", "written"));
-        assert!(data(&store));
-        assert!(store.insert_newer(at("opaque", "other")).json().contains("other"));
+        let Inserted::Cached { old: Some(old), .. } = writer.insert_newer(at("10", "u1", "echo")) else { panic!("replaced") };
+        assert!(old.json().contains("written"), "the replaced state is handed back");
+        writer.insert_newer(at("11", "u1", "written"));
+        assert!(data(&writer));
+        assert!(cached(writer.insert_newer(at("opaque", "u1", "other"))).contains("other"));
+    }
+
+    #[test]
+    fn a_deleted_object_is_not_brought_back_by_late_answers_or_lagging_lists() {
+        let key = ObjectKey::new(Some("n"), "a");
+        let writer = Writer::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
+        writer.insert_newer(at("10", "u1", "v"));
+        // The watch saw the delete; then the answer to a write made before it arrives.
+        let last = at("12", "u1", "v").entry;
+        assert!(writer.remove(&key, &last).is_some());
+        assert!(matches!(writer.insert_newer(at("11", "u1", "late")), Inserted::Buried));
+        assert!(writer.store().get(&key).is_none());
+        // A list served from a lagging cache still has it: left out.
+        writer.replace_all(vec![at("10", "u1", "v")]);
+        assert!(writer.store().get(&key).is_none());
+        // An object re-created under the same name is a new object.
+        assert!(cached(writer.insert_newer(at("20", "u2", "new"))).starts_with("cached"));
+        assert!(writer.store().get(&key).unwrap().contains("new"));
+
+        // The plugin deleted it itself: gone at once, and the watch's last modification of
+        // the old object (in flight) does not bring it back.
+        assert!(writer.forget(&key).is_some());
+        assert!(writer.store().get(&key).is_none());
+        assert!(matches!(writer.insert_newer(at("21", "u2", "in flight")), Inserted::Buried));
+    }
+
+    #[test]
+    fn bounded_lists_stop_without_building_the_answer() {
+        let writer = Writer::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
+        for i in 0..10 {
+            writer.insert(object("a", &format!("o{i}"), ""));
+        }
+        let one = writer.store().get(&ObjectKey::new(Some("a"), "o0")).unwrap().len();
+        assert_eq!(writer.store().list_bounded(None, None, one * 10).unwrap().len(), 10);
+        assert_eq!(writer.store().list_bounded(None, None, one * 10 - 1).unwrap_err(), one * 10);
     }
 
     #[test]
     fn namespaces_are_shared_between_keys() {
-        let store = Store::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
-        store.insert(object("team", "a", ""));
-        store.insert(object("team", "b", ""));
-        let keys = store.keys();
+        let writer = Writer::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
+        writer.insert(object("team", "a", ""));
+        writer.insert(object("team", "b", ""));
+        let keys = writer.store().keys();
         assert!(Arc::ptr_eq(keys[0].namespace_arc().unwrap(), keys[1].namespace_arc().unwrap()));
     }
 }

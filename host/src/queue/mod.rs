@@ -60,6 +60,83 @@ pub enum QueueError {
     RateLimitBurst,
 }
 
+/// Why a key was queued, carried to the worker that gets it (kube-runtime's `ReconcileReason`):
+/// into the reconcile's log span and a metric label. A key queued several times before a worker
+/// takes it carries every reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The object itself changed (or appeared).
+    Changed,
+    /// An object it owns changed.
+    Owned,
+    /// A watched object mapped to it changed.
+    Mapped,
+    /// It stopped matching the primary selector.
+    Released,
+    /// The periodic resync, a catch-up after a reload, or leadership regained.
+    Resync,
+    /// A failed attempt, retried with backoff.
+    Retry,
+    /// Asked for by the last reconcile (`requeue-after`).
+    Requeue,
+}
+
+impl Reason {
+    const ALL: [Reason; 7] = [Reason::Changed, Reason::Owned, Reason::Mapped, Reason::Released, Reason::Resync, Reason::Retry, Reason::Requeue];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Changed => "changed",
+            Reason::Owned => "owned",
+            Reason::Mapped => "mapped",
+            Reason::Released => "released",
+            Reason::Resync => "resync",
+            Reason::Retry => "retry",
+            Reason::Requeue => "requeue",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// A set of [`Reason`]s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reasons(u8);
+
+impl Reasons {
+    pub fn contains(self, reason: Reason) -> bool {
+        self.0 & reason.bit() != 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = Reason> {
+        Reason::ALL.into_iter().filter(move |r| self.contains(*r))
+    }
+}
+
+impl From<Reason> for Reasons {
+    fn from(reason: Reason) -> Self {
+        Reasons(reason.bit())
+    }
+}
+
+impl std::ops::BitOr for Reasons {
+    type Output = Reasons;
+    fn bitor(self, other: Reasons) -> Reasons {
+        Reasons(self.0 | other.0)
+    }
+}
+
+impl std::fmt::Display for Reasons {
+    /// `changed,owned`; `-` when there is no reason recorded.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.iter().map(Reason::as_str).collect();
+        f.write_str(if names.is_empty() { "-" } else { "" })?;
+        f.write_str(&names.join(","))
+    }
+}
+
 /// A handle on one queue; clones share it.
 #[derive(Debug)]
 pub struct WorkQueue<K: Key> {
@@ -96,21 +173,33 @@ impl<K: Key> WorkQueue<K> {
 
     /// Queues `key` unless it is already queued; ignored once shut down.
     pub fn add(&self, key: K) {
-        let ready = self.shared.state.lock().add(key, Instant::now);
+        let ready = self.shared.state.lock().add(key, Reasons::default(), Instant::now);
         self.shared.wake(usize::from(ready));
     }
 
-    /// Queues `key` once `delay` has passed. A key already waiting keeps the earlier of its two
-    /// times. Counts as a retry (`workqueue_retries_total`), as in client-go.
+    /// [`add`](Self::add), recording why.
+    pub fn add_for(&self, key: K, reason: Reason) {
+        let ready = self.shared.state.lock().add(key, reason.into(), Instant::now);
+        self.shared.wake(usize::from(ready));
+    }
+
+    /// Queues `key` once `delay` has passed (reason: requeue). A key already waiting keeps the
+    /// earlier of its two times. Counts as a retry (`workqueue_retries_total`), as in client-go.
     pub fn add_after(&self, key: K, delay: Duration) {
-        let wake = self.shared.state.lock().add_after(key, delay, Instant::now());
+        let wake = self.shared.state.lock().add_after(key, delay, Reason::Requeue.into(), Instant::now());
         self.shared.wake(usize::from(wake));
     }
 
     /// Records a failure of `key` and queues it after the rate limiter's delay: the larger of
-    /// its exponential backoff and the token bucket's wait.
+    /// its exponential backoff and the token bucket's wait (reason: retry).
     pub fn add_rate_limited(&self, key: K) {
-        let wake = self.shared.state.lock().add_rate_limited(key, Instant::now());
+        self.add_rate_limited_for(key, Reason::Retry);
+    }
+
+    /// [`add_rate_limited`](Self::add_rate_limited), recording another reason: a key that asked
+    /// to come back at once goes through the limiter too, so that it cannot busy-loop.
+    pub fn add_rate_limited_for(&self, key: K, reason: Reason) {
+        let wake = self.shared.state.lock().add_rate_limited(key, reason, Instant::now());
         self.shared.wake(usize::from(wake));
     }
 
@@ -143,9 +232,9 @@ impl<K: Key> WorkQueue<K> {
             let notified = pin!(self.shared.ready.notified());
             let taken = self.shared.state.lock().take(Instant::now());
             match taken {
-                Take::Key(key, more) => {
+                Take::Key(key, reasons, more) => {
                     self.shared.wake(more);
-                    return Some(Lease { key, shared: self.shared.clone() });
+                    return Some(Lease { key, reasons, shared: self.shared.clone() });
                 }
                 Take::ShutDown => return None,
                 Take::Wait(None) => notified.await,
@@ -202,12 +291,18 @@ impl<K: Key> Refresh for Shared<K> {
 #[derive(Debug)]
 pub struct Lease<K: Key> {
     key: K,
+    reasons: Reasons,
     shared: Arc<Shared<K>>,
 }
 
 impl<K: Key> Lease<K> {
     pub fn key(&self) -> &K {
         &self.key
+    }
+
+    /// Why the key was queued.
+    pub fn reasons(&self) -> Reasons {
+        self.reasons
     }
 }
 

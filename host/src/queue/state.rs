@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::Key;
 use super::delay::Delayed;
+use super::{Key, Reason, Reasons};
 use super::rate_limit::{RateLimitConfig, RateLimiter};
 use crate::metrics::WorkqueueMetrics;
 
@@ -22,12 +22,15 @@ struct Item {
     queued_since: Option<Instant>,
     /// Set while a worker holds the key; a key added meanwhile is queued only when it is done.
     processing_since: Option<Instant>,
+    /// Why it is queued (every reason since a worker last took it).
+    reasons: Reasons,
 }
 
 /// What [`State::take`] found.
 pub(crate) enum Take<K> {
-    /// A key for a worker, and how many more keys became ready for other getters to be told of.
-    Key(K, usize),
+    /// A key for a worker, why it was queued, and how many more keys became ready for other
+    /// getters to be told of.
+    Key(K, Reasons, usize),
     /// Nothing ready yet: wait for an add or until the given time when a delayed key falls due.
     Wait(Option<Instant>),
     ShutDown,
@@ -47,6 +50,8 @@ pub(crate) struct State<K: Key> {
     /// Keys queued and not being processed, first-in first-out: each exactly once.
     ready: VecDeque<K>,
     delayed: Delayed<K>,
+    /// Why each delayed key was delayed, handed on when it falls due.
+    delayed_reasons: HashMap<K, Reasons>,
     limiter: RateLimiter<K>,
     processing: usize,
     shutting_down: bool,
@@ -59,6 +64,7 @@ impl<K: Key> State<K> {
             items: HashMap::new(),
             ready: VecDeque::new(),
             delayed: Delayed::new(),
+            delayed_reasons: HashMap::new(),
             limiter: RateLimiter::new(rate_limit),
             processing: 0,
             shutting_down: false,
@@ -69,13 +75,14 @@ impl<K: Key> State<K> {
     /// Queues `key` unless it is already queued. Returns whether it became ready for a getter.
     /// Takes the clock rather than the time because duplicate adds, the common case in an event
     /// storm, do not need it and reading it costs as much as the rest of the add.
-    pub(crate) fn add(&mut self, key: K, now: impl FnOnce() -> Instant) -> bool {
+    pub(crate) fn add(&mut self, key: K, reasons: Reasons, now: impl FnOnce() -> Instant) -> bool {
         if self.shutting_down {
             return false;
         }
         let ready = match self.items.entry(key) {
             Entry::Occupied(mut slot) => {
                 let item = slot.get_mut();
+                item.reasons = item.reasons | reasons;
                 if item.queued_since.is_some() {
                     return false;
                 }
@@ -85,7 +92,7 @@ impl<K: Key> State<K> {
             }
             Entry::Vacant(slot) => {
                 self.ready.push_back(slot.key().clone());
-                slot.insert(Item { queued_since: Some(now()), processing_since: None });
+                slot.insert(Item { queued_since: Some(now()), processing_since: None, reasons });
                 true
             }
         };
@@ -96,27 +103,29 @@ impl<K: Key> State<K> {
 
     /// Adds `key` once `delay` has passed. Returns whether getters must be woken: the key is
     /// ready now, or it is due before anything else waiting and sleepers must re-arm.
-    pub(crate) fn add_after(&mut self, key: K, delay: Duration, now: Instant) -> bool {
+    pub(crate) fn add_after(&mut self, key: K, delay: Duration, reasons: Reasons, now: Instant) -> bool {
         if self.shutting_down {
             return false;
         }
         // client-go counts every delayed add as a retry, requeue-after included.
         self.metrics.retries.inc();
         if delay.is_zero() {
-            return self.add(key, || now);
+            return self.add(key, reasons, || now);
         }
         // Beyond what `Instant` can hold is "never" in practice; a year stands in for it.
         let at = now.checked_add(delay).unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600));
+        let slot = self.delayed_reasons.entry(key.clone()).or_default();
+        *slot = *slot | reasons;
         self.delayed.insert(key, at)
     }
 
     /// Adds `key` after the rate limiter's delay for one more failure of it.
-    pub(crate) fn add_rate_limited(&mut self, key: K, now: Instant) -> bool {
+    pub(crate) fn add_rate_limited(&mut self, key: K, reason: Reason, now: Instant) -> bool {
         if self.shutting_down {
             return false;
         }
         let delay = self.limiter.when(&key, now);
-        self.add_after(key, delay, now)
+        self.add_after(key, delay, reason.into(), now)
     }
 
     /// Hands the next ready key to a worker, first moving delayed keys that are due into line.
@@ -126,7 +135,8 @@ impl<K: Key> State<K> {
         }
         let mut promoted = 0;
         while let Some(key) = self.delayed.pop_due(now) {
-            promoted += usize::from(self.add(key, || now));
+            let reasons = self.delayed_reasons.remove(&key).unwrap_or_default();
+            promoted += usize::from(self.add(key, reasons, || now));
         }
         let Some(key) = self.ready.pop_front() else {
             return Take::Wait(self.delayed.next_due());
@@ -134,10 +144,11 @@ impl<K: Key> State<K> {
         let item = self.items.get_mut(&key).expect("a ready key has an item");
         let queued_since = item.queued_since.take().expect("a ready key is queued");
         item.processing_since = Some(now);
+        let reasons = std::mem::take(&mut item.reasons);
         self.processing += 1;
         self.metrics.depth.dec();
         self.metrics.queue_duration.observe((now - queued_since).as_secs_f64());
-        Take::Key(key, promoted.saturating_sub(1))
+        Take::Key(key, reasons, promoted.saturating_sub(1))
     }
 
     /// Releases a key a worker took; queues it again if it was added meanwhile.
@@ -174,6 +185,7 @@ impl<K: Key> State<K> {
     pub(crate) fn shut_down(&mut self) {
         self.shutting_down = true;
         self.delayed.clear();
+        self.delayed_reasons.clear();
     }
 
     /// Sets the in-flight gauges from the keys being processed at `now`.

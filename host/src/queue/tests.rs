@@ -349,3 +349,33 @@ async fn metrics_follow_the_queue() {
     drop(q);
     assert_eq!(sample(&metrics.encode(), "workqueue_depth"), 0.0, "a dropped queue takes its keys out of the depth");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_key_carries_every_reason_it_was_queued_for_until_a_worker_takes_it() {
+    let metrics = Metrics::new();
+    let q = queue(&metrics);
+    q.add_for("a", Reason::Owned);
+    q.add_for("a", Reason::Changed);
+    let lease = q.get().await.unwrap();
+    assert_eq!(lease.reasons().to_string(), "changed,owned");
+    // Queued again while held: its new reasons wait for the next worker.
+    q.add_for("a", Reason::Mapped);
+    drop(lease);
+    assert_eq!(q.get().await.unwrap().reasons().to_string(), "mapped");
+
+    // Delayed adds say why they were delayed, and merge with what arrives meanwhile.
+    q.add_rate_limited("b");
+    q.add_after("c", ms(10));
+    q.add_for("c", Reason::Resync);
+    assert_eq!(q.get().await.unwrap().reasons().to_string(), "resync", "c is queued at once by the resync");
+    tokio::time::sleep(ms(20)).await;
+    let mut seen: Vec<String> = Vec::new();
+    for _ in 0..2 {
+        let lease = q.get().await.unwrap();
+        seen.push(format!("{}:{}", lease.key(), lease.reasons()));
+    }
+    seen.sort();
+    assert_eq!(seen, ["b:retry", "c:requeue"]);
+    q.add("d");
+    assert_eq!(q.get().await.unwrap().reasons().to_string(), "-");
+}

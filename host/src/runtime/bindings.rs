@@ -1,7 +1,12 @@
 //! The one `bindgen!` of the host: Rust types and traits generated from `wit/`, the single
-//! source of truth for the contract. Client calls reach Kubernetes, so they are async; the other
-//! imports answer from memory and stay synchronous. Every import may trap, which the host uses
-//! only for its own bugs and exceeded limits — a guest's bad request is an `error` value.
+//! source of truth for the contract. Client calls and cache reads may reach the API server, so
+//! they are async; the other imports answer from memory and stay synchronous. Every import may
+//! trap, which the host uses only for its own bugs and exceeded limits — a guest's bad request
+//! is an `error` value.
+//!
+//! The world's exports are looked up interface by interface ([`super::Prepared`]) rather than
+//! through the generated `ControllerPre`: `access` and `release` were added in 0.1.1, and a
+//! plugin built for 0.1.0 does not export them.
 #![allow(unused_variables)] // the generated `types` interface has no functions
 
 wasmtime::component::bindgen!({
@@ -9,15 +14,18 @@ wasmtime::component::bindgen!({
     path: "../wit",
     imports: {
         "kubewasm:controller/client": async | trappable,
+        "kubewasm:controller/cache": async | trappable,
         default: trappable,
     },
     exports: { default: async },
 });
 
+pub use self::exports::kubewasm::controller::access as access_exports;
 pub use self::exports::kubewasm::controller::plugin as plugin_exports;
 pub use self::exports::kubewasm::controller::reconciler as reconciler_exports;
+pub use self::exports::kubewasm::controller::release as release_exports;
 pub use self::kubewasm::controller::{cache, client, events, log, types};
 
 /// The WIT package and version this host implements.
 pub const PACKAGE: &str = "kubewasm:controller";
-pub const PACKAGE_VERSION: &str = "0.1.0";
+pub const PACKAGE_VERSION: &str = "0.1.1";

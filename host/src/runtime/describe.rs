@@ -1,10 +1,12 @@
-//! Turns the manifest a guest returns from `describe` into the host's [`Manifest`], rejecting
-//! what cannot be represented (an unknown subresource, an oversized manifest).
+//! Turns the manifest a guest returns from `describe` (and, since 0.1.1, the rules of its
+//! `access` export) into the host's [`Manifest`], rejecting what cannot be represented (an
+//! unknown verb, an oversized manifest).
 
 use std::time::Duration;
 
+use super::bindings::access_exports::Rule as WitRule;
 use super::bindings::plugin_exports::{self as wit, Mapping as WitMapping, Verb as WitVerb};
-use crate::manifest::{DEFAULT_RESYNC, Manifest, ManifestError, Mapping, Permission, RequestedLimits, Subresource, Verb, Watch};
+use crate::manifest::{DEFAULT_RESYNC, Manifest, ManifestError, Mapping, Permission, RequestedLimits, Verb, Watch};
 use crate::selector::LabelSelector;
 
 /// More entries than this in any list of a manifest is a broken plugin, not a real need.
@@ -18,8 +20,8 @@ fn selector(field: &str, text: Option<String>) -> Result<Option<LabelSelector>, 
     text.map(|t| t.parse().map_err(|e: crate::selector::SelectorError| invalid(field, e.to_string()))).transpose()
 }
 
-pub(super) fn manifest(m: wit::Manifest) -> Result<Manifest, ManifestError> {
-    for (field, len) in [("owns", m.owns.len()), ("watches", m.watches.len()), ("permissions", m.permissions.len())] {
+pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>) -> Result<Manifest, ManifestError> {
+    for (field, len) in [("owns", m.owns.len()), ("watches", m.watches.len()), ("permissions", m.permissions.len()), ("access.rules", rules.len())] {
         if len > MAX_ENTRIES {
             return Err(invalid(field, format!("{len} entries; at most {MAX_ENTRIES}")));
         }
@@ -40,26 +42,31 @@ pub(super) fn manifest(m: wit::Manifest) -> Result<Manifest, ManifestError> {
             })
         })
         .collect::<Result<_, ManifestError>>()?;
-    let permissions = m
+    let mut permissions: Vec<Permission> = m
         .permissions
         .into_iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let subresource = match p.subresource.as_deref() {
-                None => None,
-                Some("status") => Some(Subresource::Status),
-                Some(other) => {
-                    return Err(invalid(format!("permissions[{i}].subresource"), format!("{other:?}: only \"status\" is supported")));
-                }
-            };
-            Ok(Permission {
-                resource: p.resource.into(),
-                subresource,
-                verbs: p.verbs.into_iter().map(verb).collect(),
-                namespaces: p.namespaces.into_iter().collect(),
-            })
+        .map(|p| Permission {
+            resource: p.resource.into(),
+            subresource: p.subresource,
+            verbs: p.verbs.into_iter().map(verb).collect(),
+            namespaces: p.namespaces.into_iter().collect(),
+            names: Default::default(),
         })
-        .collect::<Result<_, ManifestError>>()?;
+        .collect();
+    for (i, rule) in rules.into_iter().enumerate() {
+        let verbs = rule
+            .verbs
+            .iter()
+            .map(|v| v.parse::<Verb>().map_err(|e| invalid(format!("access.rules[{i}].verbs"), e)))
+            .collect::<Result<_, _>>()?;
+        permissions.push(Permission {
+            resource: rule.resource.into(),
+            subresource: rule.subresource,
+            verbs,
+            namespaces: rule.namespaces.into_iter().collect(),
+            names: rule.resource_names.into_iter().collect(),
+        });
+    }
     Ok(Manifest {
         name: m.name,
         version: m.version,

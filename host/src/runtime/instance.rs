@@ -1,5 +1,6 @@
-//! One live instance of a plugin: its store (WASI context, memory cap, deadline) and its
-//! bindings. Created by [`super::PluginRunner`], reused across calls, dropped after a fault.
+//! One live instance of a plugin: its store (WASI context, memory cap, deadline) and the
+//! interfaces it exports. Created by [`super::PluginRunner`], reused across calls, dropped after
+//! a fault or when idle.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,7 +9,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::Controller;
+use super::bindings::{access_exports, plugin_exports, reconciler_exports, release_exports};
 use super::host::HostContext;
 use crate::metrics::PluginMetrics;
 use crate::resource::ObjectKey;
@@ -38,6 +39,13 @@ pub(super) struct MemoryCap {
     used: usize,
     pub(super) refused: Option<usize>,
     metrics: PluginMetrics,
+}
+
+impl MemoryCap {
+    /// The most linear memory the instance may hold.
+    pub(super) fn limit(&self) -> usize {
+        self.limit
+    }
 }
 
 impl ResourceLimiter for MemoryCap {
@@ -70,18 +78,28 @@ impl Drop for MemoryCap {
 #[error("deadline exceeded")]
 pub(super) struct DeadlineExceeded;
 
-/// A live instance and its bindings.
+/// The interfaces an instance exports: `access` and `release` only when built for 0.1.1 or later.
+pub(super) struct Exports {
+    pub(super) plugin: plugin_exports::Guest,
+    pub(super) reconciler: reconciler_exports::Guest,
+    pub(super) access: Option<access_exports::Guest>,
+    pub(super) release: Option<release_exports::Guest>,
+}
+
+/// A live instance and its exports.
 pub(super) struct Instance {
     pub(super) store: Store<InstanceState>,
-    pub(super) bindings: Controller,
+    pub(super) exports: Exports,
     pub(super) calls: u64,
+    /// When it last finished a call (or was created), for releasing idle instances.
+    pub(super) idle_since: Instant,
 }
 
 impl Instance {
     pub(super) fn new_store(engine: &wasmtime::Engine, host: Arc<HostContext>, memory_limit: u64, deadline: Instant) -> Store<InstanceState> {
         let metrics = host.metrics.clone();
         let state = InstanceState {
-            wasi: super::sandbox::wasi_ctx(&host.plugin),
+            wasi: super::sandbox::wasi_ctx(&host.plugin, &host.logs),
             table: ResourceTable::new(),
             memory: MemoryCap {
                 limit: usize::try_from(memory_limit).unwrap_or(usize::MAX),

@@ -1,6 +1,7 @@
 //! Runs plugin calls safely: the wasmtime engine (component model, async), the one `bindgen!`,
-//! per-instance limits (a wall-clock deadline per call, a memory cap), the WASI sandbox, and a
-//! small pool of reused instances per plugin version.
+//! per-instance limits (a wall-clock deadline per call, a memory cap), the host-wide budget of
+//! plugin memory, the WASI sandbox, and a small pool of reused instances per plugin version
+//! (released when idle).
 //!
 //! The runtime runs one call at a time per instance and does not schedule: the controller
 //! decides what to call and when. It knows manifests (to check capabilities) but not queues,
@@ -18,14 +19,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Engine, Trap};
 
 use self::bindings::reconciler_exports::Request as WitRequest;
 use self::bindings::types::{Action as WitAction, ErrorCode, ObjectKey as WitKey};
-use self::bindings::{ControllerPre, PACKAGE, PACKAGE_VERSION};
-use self::host::{HostContext, Services};
-use self::instance::{DeadlineExceeded, Instance, InstanceState};
+use self::bindings::{PACKAGE, PACKAGE_VERSION, access_exports, plugin_exports, reconciler_exports, release_exports};
+use self::host::{HostContext, LogBudget, Services};
+use self::instance::{DeadlineExceeded, Exports, Instance, InstanceState};
 use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
 pub use crate::metrics::{FaultCounters, PluginMetrics};
 use crate::resource::{Gvk, ObjectKey};
@@ -168,7 +169,23 @@ pub struct Runtime {
 /// A component whose world and imports have been checked, ready to instantiate.
 #[derive(Clone)]
 pub struct Prepared {
-    pre: ControllerPre<InstanceState>,
+    pre: InstancePre<InstanceState>,
+    indices: Arc<ExportIndices>,
+}
+
+/// Where each exported interface's functions are, looked up once per component.
+struct ExportIndices {
+    plugin: plugin_exports::GuestIndices,
+    reconciler: reconciler_exports::GuestIndices,
+    access: Option<access_exports::GuestIndices>,
+    release: Option<release_exports::GuestIndices>,
+}
+
+impl Prepared {
+    /// Whether the plugin exports `release` (built for contract 0.1.1 or later).
+    pub fn releases(&self) -> bool {
+        self.indices.release.is_some()
+    }
 }
 
 /// What `describe` returned, validated.
@@ -228,8 +245,16 @@ impl Runtime {
     pub fn prepare(&self, component: &Component) -> Result<Prepared, RuntimeError> {
         check_world(&self.engine, component)?;
         let pre = self.linker.instantiate_pre(component).map_err(|e| RuntimeError::Link(chain(&e)))?;
-        let pre = ControllerPre::new(pre).map_err(|e| RuntimeError::World(chain(&e)))?;
-        Ok(Prepared { pre })
+        let world = |e: wasmtime::Error| RuntimeError::World(chain(&e));
+        // Interfaces added after 0.1.0 are optional: present, they must be complete.
+        let exported = |interface: &str| component.get_export_index(None, &format!("{PACKAGE}/{interface}@{PACKAGE_VERSION}")).is_some();
+        let indices = ExportIndices {
+            plugin: plugin_exports::GuestIndices::new(&pre).map_err(world)?,
+            reconciler: reconciler_exports::GuestIndices::new(&pre).map_err(world)?,
+            access: exported("access").then(|| access_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
+            release: exported("release").then(|| release_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
+        };
+        Ok(Prepared { pre, indices: Arc::new(indices) })
     }
 
     /// Instantiates the plugin with no grants and under `limits` (the manifest, which may ask for
@@ -242,16 +267,26 @@ impl Runtime {
         policy: &LimitPolicy,
         limits: Limits,
     ) -> Result<Described, DescribeError> {
+        let metrics = PluginMetrics::default();
         let host = Arc::new(HostContext {
             plugin: file_name.into(),
             manifest: None,
             services: Services::unreachable(),
-            metrics: PluginMetrics::default(),
+            logs: Arc::new(LogBudget::new(metrics.log_dropped.clone())),
+            metrics,
         });
         let runner = PluginRunner::new(self, prepared.clone(), host, limits, settings.into());
-        let manifest = runner.instantiate().await.map(|(_, manifest)| manifest)?;
+        let deadline = Instant::now() + limits.deadline;
+        let (mut instance, manifest) = runner.instantiate_until(deadline).await?;
         let manifest = manifest.map_err(DescribeError::Refused)?;
-        let manifest = describe::manifest(manifest)?;
+        let rules = match &instance.exports.access {
+            Some(access) => {
+                let rules = runner.bounded(access.call_rules(&mut instance.store), deadline).await;
+                rules.map_err(|e| DescribeError::Call(runner.classify(e, &instance.store)))?
+            }
+            None => Vec::new(),
+        };
+        let manifest = describe::manifest(manifest, rules)?;
         let limits = manifest.validate(policy)?;
         Ok(Described { manifest, limits })
     }
@@ -262,6 +297,7 @@ impl Runtime {
             plugin: described.manifest.name.as_str().into(),
             manifest: Some(Arc::new(described.manifest.clone())),
             services,
+            logs: Arc::new(LogBudget::new(metrics.log_dropped.clone())),
             metrics,
         });
         PluginRunner::new(self, prepared, host, described.limits, settings.into())
@@ -273,6 +309,64 @@ impl Drop for Runtime {
         if let Some(ticker) = self.ticker.take() {
             ticker.stop();
         }
+    }
+}
+
+/// The host-wide budget of plugin linear memory (`--plugin-memory-budget`). Each plugin reserves
+/// what its instances may grow to — its memory limit × (max-concurrency + 1: its workers and its
+/// map-related task) — before it starts; a new version's reservation replaces the old one's. So
+/// the plugins' memory limits together never exceed what the host was given for them.
+#[derive(Clone)]
+pub struct MemoryBudget {
+    total: u64,
+    reserved: Arc<Mutex<std::collections::BTreeMap<String, u64>>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "needs {needed} bytes of plugin memory ({per_instance} per instance × {instances} instances: max-concurrency + 1), \
+     but only {available} of the host's {total} (--plugin-memory-budget) are free: lower its memory limit or \
+     max-concurrency (`[kubewasm] memory-mib`, `max-concurrency` in NAME.toml), or raise the budget"
+)]
+pub struct BudgetError {
+    pub needed: u64,
+    pub per_instance: u64,
+    pub instances: u64,
+    pub available: u64,
+    pub total: u64,
+}
+
+impl MemoryBudget {
+    pub fn new(total: u64) -> Self {
+        MemoryBudget { total, reserved: Arc::default() }
+    }
+
+    /// Reserves room for `plugin`'s instances, replacing what it held before.
+    pub fn reserve(&self, plugin: &str, per_instance: u64, workers: u32) -> Result<(), BudgetError> {
+        let instances = u64::from(workers) + 1;
+        let needed = per_instance.saturating_mul(instances);
+        let mut reserved = self.reserved.lock();
+        let others: u64 = reserved.iter().filter(|(name, _)| *name != plugin).map(|(_, bytes)| bytes).sum();
+        let available = self.total.saturating_sub(others);
+        if needed > available {
+            return Err(BudgetError { needed, per_instance, instances, available, total: self.total });
+        }
+        reserved.insert(plugin.to_string(), needed);
+        Ok(())
+    }
+
+    /// Gives back what `plugin` reserved.
+    pub fn release(&self, plugin: &str) {
+        self.reserved.lock().remove(plugin);
+    }
+
+    /// Bytes reserved by all plugins together.
+    pub fn reserved(&self) -> u64 {
+        self.reserved.lock().values().sum()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
     }
 }
 
@@ -290,6 +384,7 @@ pub struct PluginRunner {
 enum Call {
     Reconcile(Request),
     Finalize(Request),
+    Released(Request),
     MapRelated(Gvk, Arc<str>),
 }
 
@@ -327,6 +422,25 @@ impl PluginRunner {
         self.action(self.invoke(Call::Finalize(request)).await?)
     }
 
+    /// Lets the plugin go of a primary that stopped matching its selector; `None` when the
+    /// plugin has no `release` export (built for 0.1.0).
+    pub async fn released(&self, request: Request) -> Result<Option<Action>, CallError> {
+        if !self.prepared.releases() {
+            return Ok(None);
+        }
+        self.action(self.invoke(Call::Released(request)).await?).map(Some)
+    }
+
+    /// Drops the instances that have had nothing to do for `idle`; returns how many.
+    pub fn release_idle(&self, idle: Duration) -> usize {
+        let mut pool = self.idle.lock();
+        let before = pool.len();
+        pool.retain(|instance| instance.idle_since.elapsed() < idle);
+        let released = before - pool.len();
+        self.host.metrics.instances.dec_by(released as i64);
+        released
+    }
+
     /// Keys of primary objects related to a watched object, for a `map-related` watch.
     pub async fn map_related(&self, resource: &Gvk, object: Arc<str>) -> Result<Vec<ObjectKey>, CallError> {
         match self.invoke(Call::MapRelated(resource.clone(), object)).await? {
@@ -357,13 +471,14 @@ impl PluginRunner {
         let state = instance.store.data_mut();
         state.deadline = deadline;
         state.key = match &call {
-            Call::Reconcile(r) | Call::Finalize(r) => Some(r.key.clone()),
+            Call::Reconcile(r) | Call::Finalize(r) | Call::Released(r) => Some(r.key.clone()),
             Call::MapRelated(..) => None,
         };
         let result = self.run(&mut instance, call, deadline).await;
         match result {
             Ok(output) => {
                 instance.calls += 1;
+                instance.idle_since = Instant::now();
                 if instance.calls < self.max_calls_per_instance {
                     self.idle.lock().push(instance);
                 } else {
@@ -381,12 +496,16 @@ impl PluginRunner {
     }
 
     async fn run(&self, instance: &mut Instance, call: Call, deadline: Instant) -> Result<Output, Fault> {
-        let Instance { store, bindings, .. } = instance;
-        let reconciler = bindings.kubewasm_controller_reconciler();
+        let Instance { store, exports, .. } = instance;
+        let reconciler = &exports.reconciler;
         let call = async {
             Ok(match call {
                 Call::Reconcile(r) => Output::Action(reconciler.call_reconcile(&mut *store, &wit_request(r)).await?),
                 Call::Finalize(r) => Output::Action(reconciler.call_finalize(&mut *store, &wit_request(r)).await?),
+                Call::Released(r) => {
+                    let release = exports.release.as_ref().expect("released() checks the export");
+                    Output::Action(release.call_released(&mut *store, &wit_request(r)).await?)
+                }
                 Call::MapRelated(gvk, object) => Output::Keys(reconciler.call_map_related(&mut *store, &(&gvk).into(), &object.to_string()).await?),
             })
         };
@@ -434,21 +553,24 @@ impl PluginRunner {
         }
     }
 
-    async fn instantiate(&self) -> Result<(Instance, Result<bindings::plugin_exports::Manifest, String>), Fault> {
-        self.instantiate_until(Instant::now() + self.limits.deadline).await
-    }
-
-    async fn instantiate_until(&self, deadline: Instant) -> Result<(Instance, Result<bindings::plugin_exports::Manifest, String>), Fault> {
+    async fn instantiate_until(&self, deadline: Instant) -> Result<(Instance, Result<plugin_exports::Manifest, String>), Fault> {
         let mut store = Instance::new_store(&self.engine, self.host.clone(), self.limits.memory_bytes, deadline);
+        let indices = &self.prepared.indices;
         let started = async {
-            let bindings = self.prepared.pre.instantiate_async(&mut store).await?;
-            let described = bindings.kubewasm_controller_plugin().call_describe(&mut store, &self.settings).await?;
-            Ok((bindings, described))
+            let instance = self.prepared.pre.instantiate_async(&mut store).await?;
+            let exports = Exports {
+                plugin: indices.plugin.load(&mut store, &instance)?,
+                reconciler: indices.reconciler.load(&mut store, &instance)?,
+                access: indices.access.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
+                release: indices.release.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
+            };
+            let described = exports.plugin.call_describe(&mut store, &self.settings).await?;
+            Ok((exports, described))
         };
         match self.bounded(started, deadline).await {
-            Ok((bindings, described)) => {
+            Ok((exports, described)) => {
                 self.host.metrics.instances.inc();
-                Ok((Instance { store, bindings, calls: 0 }, described))
+                Ok((Instance { store, exports, calls: 0, idle_since: Instant::now() }, described))
             }
             Err(error) => {
                 let fault = self.classify(error, &store);
@@ -549,5 +671,27 @@ impl EpochTicker {
     fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.thread.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_budget_counts_every_worker_and_lets_a_new_version_replace_the_old() {
+        let budget = MemoryBudget::new(1000);
+        budget.reserve("a", 100, 3).unwrap();
+        assert_eq!(budget.reserved(), 400, "limit × (max-concurrency + 1)");
+        let refused = budget.reserve("b", 100, 6).unwrap_err();
+        assert_eq!((refused.needed, refused.available), (700, 600));
+        assert!(refused.to_string().contains("--plugin-memory-budget"), "{refused}");
+        budget.reserve("b", 100, 5).unwrap();
+        // A new version of `a` asking for more than is free besides its own reservation.
+        assert!(budget.reserve("a", 100, 4).is_err());
+        budget.reserve("a", 50, 7).unwrap();
+        assert_eq!(budget.reserved(), 1000);
+        budget.release("b");
+        assert_eq!(budget.reserved(), 400);
     }
 }

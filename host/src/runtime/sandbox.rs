@@ -1,5 +1,6 @@
 //! The sandbox a plugin instance lives in: WASI with everything denied but clocks and random,
-//! and stdout/stderr turned into the host's log lines tagged with the plugin's name.
+//! and stdout/stderr turned into the host's log lines tagged with the plugin's name, within the
+//! plugin's log budget.
 
 use std::sync::Arc;
 
@@ -9,12 +10,14 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
+use super::host::LogBudget;
+
 /// WASI context for one instance: no preopened directories, no environment, no arguments, no
 /// sockets, no name lookup, stdin closed.
-pub fn wasi_ctx(plugin: &str) -> WasiCtx {
+pub fn wasi_ctx(plugin: &Arc<str>, budget: &Arc<LogBudget>) -> WasiCtx {
     WasiCtxBuilder::new()
-        .stdout(GuestOutput::new(plugin, Stream::Stdout))
-        .stderr(GuestOutput::new(plugin, Stream::Stderr))
+        .stdout(GuestOutput::new(plugin, budget, Stream::Stdout))
+        .stderr(GuestOutput::new(plugin, budget, Stream::Stderr))
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false)
@@ -32,6 +35,7 @@ enum Stream {
 #[derive(Clone)]
 struct GuestOutput {
     plugin: Arc<str>,
+    budget: Arc<LogBudget>,
     stream: Stream,
     pending: Arc<Mutex<Vec<u8>>>,
 }
@@ -40,11 +44,14 @@ struct GuestOutput {
 const MAX_LINE: usize = 16 * 1024;
 
 impl GuestOutput {
-    fn new(plugin: &str, stream: Stream) -> Self {
-        GuestOutput { plugin: plugin.into(), stream, pending: Default::default() }
+    fn new(plugin: &Arc<str>, budget: &Arc<LogBudget>, stream: Stream) -> Self {
+        GuestOutput { plugin: plugin.clone(), budget: budget.clone(), stream, pending: Default::default() }
     }
 
     fn emit(&self, line: &[u8]) {
+        if !self.budget.admit(&self.plugin) {
+            return;
+        }
         let line = String::from_utf8_lossy(line);
         let line = line.trim_end_matches('\r');
         match self.stream {

@@ -7,7 +7,7 @@
 //
 //   import * as app from '/abs/path/app.js';
 //   import { exportsFor } from '@kubewasm/sdk/guest';
-//   export const { plugin, reconciler } = exportsFor(app);
+//   export const { plugin, reconciler, access, release } = exportsFor(app);
 //
 // and esbuild bundles it (TypeScript included) with `kubewasm:*` and `wasi:*` left as imports.
 // `@kubewasm/sdk` always resolves to this SDK, so an app needs no node_modules of its own.
@@ -83,6 +83,8 @@ export async function bundle(app, { minify = false } = {}) {
     'const exported = exportsFor(app);',
     'export const plugin = exported.plugin;',
     'export const reconciler = exported.reconciler;',
+    'export const access = exported.access;',
+    'export const release = exported.release;',
     '',
   ].join('\n');
   let result;

@@ -14,8 +14,8 @@
 //   log(level, message, fields: [{ key, value }])
 
 import { EventType, LogLevel, PatchType } from './core.js';
-import { Invalid } from './errors.js';
-import { objectRef } from './objects.js';
+import { Invalid, NotFound } from './errors.js';
+import { isControlledBy, name, namespace, objectRef } from './objects.js';
 
 function parse(text) {
   try {
@@ -121,6 +121,28 @@ export class Context {
   /** Deletes an object (dependents are garbage-collected); `NotFound` if already gone. */
   delete(resource, namespace, name) {
     this.#host.delete(resource, opt(namespace), name);
+  }
+
+  /**
+   * Deletes the objects of `kinds` (`[gvk, mayDelete]` pairs) that `owner` controls (in its
+   * namespace), skipping kinds the plugin may not delete, with a warning. What the default
+   * `Controller.released` does, with `Manifest.owned()` as `kinds`.
+   */
+  deleteControlled(owner, kinds) {
+    for (const [resource, mayDelete] of kinds) {
+      if (!mayDelete) {
+        this.warn(`leaving the ${resource.kind} objects of ${name(owner)} in place: the manifest grants no delete on them`);
+        continue;
+      }
+      for (const child of this.list(resource, namespace(owner))) {
+        if (!isControlledBy(child, owner)) continue;
+        try {
+          this.delete(resource, namespace(child), name(child));
+        } catch (e) {
+          if (!(e instanceof NotFound)) throw e;
+        }
+      }
+    }
   }
 
   // --- events and logs ---

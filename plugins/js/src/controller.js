@@ -44,4 +44,15 @@ export class Controller {
   mapRelated(resource, obj, ctx) {
     return [];
   }
+
+  /**
+   * Lets go of a primary that stopped matching the manifest's primary selector (its labels
+   * changed): this controller no longer manages it, but what it made for it is still there. By
+   * default, deletes the objects of the `owns` kinds it controls (those the manifest may delete),
+   * as the garbage collector would had it been deleted; override to hand them over instead.
+   */
+  released(obj, ctx) {
+    ctx.deleteControlled(obj, this.manifest().owned());
+    return DONE;
+  }
 }

@@ -42,7 +42,7 @@ export function keyString(key) {
 }
 
 /**
- * What the host does with the key after a successful reconcile or finalize:
+ * What the host does with the key after a successful reconcile, finalize or released:
  * `Action.done()` (or returning undefined), or `Action.requeueAfter(ms)`.
  */
 export class Action {

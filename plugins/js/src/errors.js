@@ -3,9 +3,9 @@
 //
 //   try { ctx.create(configMap); } catch (e) { if (!(e instanceof AlreadyExists)) throw e; }
 //
-// An exception escaping `reconcile` or `finalize` fails the call: a `KubewasmError` keeps its
-// code (`Conflict` retries without a Warning Event), anything else becomes code `other` with
-// the exception's name and message; the host retries the key with backoff.
+// An exception escaping `reconcile`, `finalize` or `released` fails the call: a `KubewasmError`
+// keeps its code (`Conflict` retries without a Warning Event), anything else becomes code
+// `other` with the exception's name and message; the host retries the key with backoff.
 
 import { ErrorCode } from './core.js';
 

@@ -1,20 +1,21 @@
-// The component glue: the WIT imports as a host, and the `plugin` and `reconciler` exports
-// componentize-js wires to the world's exported interfaces. Bundled only into components (the
-// `kubewasm:controller/*` modules exist only there); `kubewasm-js build` generates the entry:
+// The component glue: the WIT imports as a host, and the `plugin`, `reconciler`, `access` and
+// `release` exports componentize-js wires to the world's exported interfaces. Bundled only into
+// components (the `kubewasm:controller/*` modules exist only there); `kubewasm-js build`
+// generates the entry:
 //
 //   import * as app from './app.js';
 //   import { exportsFor } from '@kubewasm/sdk/guest';
-//   export const { plugin, reconciler } = exportsFor(app);
+//   export const { plugin, reconciler, access, release } = exportsFor(app);
 //
 // WIT conventions of componentize-js used here: option = undefined, u64 = BigInt, enums are
 // their case names, variants are { tag, val }, a failed import throws an error whose `payload`
 // is the WIT error, and a thrown non-Error value becomes the `err` of an exported result
 // (a thrown Error instance traps, so everything is caught and converted).
 
-import { get, listObjects } from 'kubewasm:controller/cache@0.1.0';
-import * as client from 'kubewasm:controller/client@0.1.0';
-import { publish } from 'kubewasm:controller/events@0.1.0';
-import { emit } from 'kubewasm:controller/log@0.1.0';
+import { get, listObjects } from 'kubewasm:controller/cache@0.1.1';
+import * as client from 'kubewasm:controller/client@0.1.1';
+import { publish } from 'kubewasm:controller/events@0.1.1';
+import { emit } from 'kubewasm:controller/log@0.1.1';
 
 import { KubewasmError } from './errors.js';
 import { findController, Refused, Runner } from './runtime.js';
@@ -75,12 +76,12 @@ function witError(e) {
   return { code: e.code, message: e.message };
 }
 
-/** The `plugin` and `reconciler` exports for the controller an author's module exports. */
+/** The world's exports for the controller an author's module exports. */
 export function exportsFor(mod) {
   const runner = new Runner(findController(mod), wasmHost);
-  const run = (request, finalize) => {
+  const call = (method, request) => {
     try {
-      return witAction(runner.reconcile(request.key, request.object, request.retries, finalize));
+      return witAction(runner.call(method, request.key, request.object, request.retries));
     } catch (e) {
       throw witError(e instanceof KubewasmError ? e : { code: 'other', message: String(e) });
     }
@@ -96,9 +97,12 @@ export function exportsFor(mod) {
       },
     },
     reconciler: {
-      reconcile: (request) => run(request, false),
-      finalize: (request) => run(request, true),
+      reconcile: (request) => call('reconcile', request),
+      finalize: (request) => call('finalize', request),
       mapRelated: (resource, object) => runner.mapRelated(resource, object),
     },
+    // Rules are already in the WIT `rule` shape.
+    access: { rules: () => runner.rules() },
+    release: { released: (request) => call('released', request) },
   };
 }

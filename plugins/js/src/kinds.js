@@ -30,5 +30,7 @@ export const JOB = gvk('batch', 'v1', 'Job');
 export const INGRESS = gvk('networking.k8s.io', 'v1', 'Ingress');
 export const LEASE = gvk('coordination.k8s.io', 'v1', 'Lease');
 export const POD_DISRUPTION_BUDGET = gvk('policy', 'v1', 'PodDisruptionBudget');
+export const CLUSTER_ROLE = gvk('rbac.authorization.k8s.io', 'v1', 'ClusterRole');
+export const CLUSTER_ROLE_BINDING = gvk('rbac.authorization.k8s.io', 'v1', 'ClusterRoleBinding');
 export const ROLE = gvk('rbac.authorization.k8s.io', 'v1', 'Role');
 export const ROLE_BINDING = gvk('rbac.authorization.k8s.io', 'v1', 'RoleBinding');

@@ -7,10 +7,16 @@
 //     .statusPermission(FOO, ['patch'])
 //     .maxConcurrency(2)
 //
-// Each method returns the manifest, so calls chain. What was built is in `.spec`, shaped like the
-// WIT `manifest` record (memoryBytes as a number; the glue makes it the u64 BigInt the WIT wants).
+// Each builder method returns the manifest, so calls chain. What was built is in `.spec`, shaped
+// like the WIT `manifest` record (memoryBytes as a number; the glue makes it the u64 BigInt the
+// WIT wants) plus `rules`, the `access` export's answer; what the plugin describes to the host is
+// `.forHost()`.
+//
+// Everything declared is what the plugin's identity needs: the host refuses to start a plugin
+// whose ServiceAccount RBAC does not grant it, and `kubewasm rbac` prints Roles that do.
 
 import { Verb } from './core.js';
+import { CLUSTER_ROLE } from './kinds.js';
 
 /** How an event on a watched object becomes keys of primary objects (the WIT `mapping` variant). */
 export const Mapping = Object.freeze({
@@ -22,8 +28,23 @@ export const Mapping = Object.freeze({
   mapRelated: () => ({ tag: 'map-related' }),
 });
 
-function verbs(list) {
-  return (typeof list === 'string' ? [list] : [...list]).map(Verb.parse);
+/** The verbs a rule may name: RBAC's, without "*". */
+const RBAC_VERBS = [...Verb.values, 'deletecollection', 'bind', 'escalate', 'impersonate', 'approve', 'sign', 'use'];
+
+/** Parses a list of verbs, or one. */
+function each(list, parse) {
+  return (typeof list === 'string' ? [list] : [...list]).map(parse);
+}
+
+function rbacVerb(value) {
+  const verb = String(value).toLowerCase();
+  if (!RBAC_VERBS.includes(verb)) throw new TypeError(`${JSON.stringify(value)} is not an RBAC verb (one of: ${RBAC_VERBS.join(', ')})`);
+  return verb;
+}
+
+/** Whether a permission on the resource itself (any version) grants `verb`. */
+function grants(permissions, resource, verb) {
+  return permissions.some((p) => p.resource.group === resource.group && p.resource.kind === resource.kind && p.subresource === undefined && p.verbs.includes(verb));
 }
 
 /**
@@ -46,6 +67,7 @@ export class Manifest {
       maxConcurrency: 1,
       limits: { deadlineMs: undefined, memoryBytes: undefined },
       permissions: [],
+      rules: [],
     };
   }
 
@@ -73,7 +95,11 @@ export class Manifest {
     return this;
   }
 
-  /** The finalizer the host adds to primaries so that `finalize` runs before they go. */
+  /**
+   * The finalizer the host adds to primaries so that `finalize` runs before they go. The host
+   * adds and removes it with a patch made as the plugin: the manifest grants `patch` on the
+   * primary for it (`forHost` adds the grant when no permission has it).
+   */
   finalizer(name) {
     this.spec.finalizer = name;
     return this;
@@ -108,7 +134,53 @@ export class Manifest {
 
   /** The general form: a resource, an optional subresource, verbs and namespaces. */
   grant(resource, subresource, verbList, namespaces = []) {
-    this.spec.permissions.push({ resource, subresource, verbs: verbs(verbList), namespaces: [...namespaces] });
+    this.spec.permissions.push({ resource, subresource, verbs: each(verbList, Verb.parse), namespaces: [...namespaces] });
     return this;
+  }
+
+  /**
+   * Grants `verbs` on the named objects of a resource only (RBAC's `resourceNames`), in
+   * `namespaces` (empty for every namespace). Reads of such objects go to the API server.
+   */
+  grantNamed(resource, verbList, namespaces = [], names = []) {
+    return this.rule(resource, undefined, verbList, namespaces, names);
+  }
+
+  /**
+   * Lets the plugin create RoleBindings and ClusterRoleBindings to the ClusterRole `name` without
+   * holding its permissions itself (RBAC's `bind` verb), e.g. `edit` for a namespace-onboarding
+   * controller.
+   */
+  bindClusterRole(name) {
+    return this.rule(CLUSTER_ROLE, undefined, ['bind'], [], [name]);
+  }
+
+  /**
+   * The most general grant: any subresource, any RBAC verb (get ... delete, deletecollection,
+   * bind, escalate, impersonate, approve, sign, use), namespaces and object names (empty for all).
+   */
+  rule(resource, subresource, verbList, namespaces = [], names = []) {
+    this.spec.rules.push({ resource, subresource, verbs: each(verbList, rbacVerb), namespaces: [...namespaces], resourceNames: [...names] });
+    return this;
+  }
+
+  /**
+   * The owned kinds, each as `[gvk, mayDelete]`: whether the manifest grants `delete` on it. What
+   * the default `Controller.released` passes to `Context.deleteControlled`.
+   */
+  owned() {
+    return this.spec.owns.map((resource) => [resource, grants(this.spec.permissions, resource, 'delete')]);
+  }
+
+  /**
+   * The manifest as the plugin describes itself to the host: the spec, plus a `patch` grant on
+   * the primary when a finalizer is set and no permission has one (the host refuses a finalizer
+   * without it). Done here rather than in `finalizer()`, so the order of the builder calls does
+   * not matter.
+   */
+  forHost() {
+    const { spec } = this;
+    if (spec.finalizer === undefined || spec.primary === undefined || grants(spec.permissions, spec.primary, 'patch')) return spec;
+    return { ...spec, permissions: [...spec.permissions, { resource: spec.primary, subresource: undefined, verbs: ['patch'], namespaces: [] }] };
   }
 }

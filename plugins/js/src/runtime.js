@@ -54,9 +54,13 @@ export class Runner {
     this.ControllerClass = ControllerClass;
     this.host = host;
     this.controller = undefined;
+    this.manifest = undefined;
   }
 
-  /** Parses the settings, builds the controller and returns its manifest spec. Throws `Refused`. */
+  /**
+   * Parses the settings, builds the controller and returns its manifest spec as the host gets it
+   * (`Manifest.forHost`). Throws `Refused`.
+   */
   describe(settings) {
     let parsed;
     try {
@@ -75,13 +79,18 @@ export class Runner {
     } catch (e) {
       throw new Refused(describeMessage(e));
     }
-    const spec = manifest?.spec;
-    if (spec === undefined || typeof spec !== 'object') {
+    if (typeof manifest?.forHost !== 'function') {
       throw new Refused(`${this.ControllerClass.name}.manifest() must return a Manifest`);
     }
-    if (spec.primary === undefined) throw new Refused('manifest: primary is not set (call .primary(...))');
+    if (manifest.spec.primary === undefined) throw new Refused('manifest: primary is not set (call .primary(...))');
     this.controller = controller;
-    return spec;
+    this.manifest = manifest.forHost();
+    return this.manifest;
+  }
+
+  /** What the `access` export answers, right after `describe`: the manifest's rules. */
+  rules() {
+    return this.manifest?.rules ?? [];
   }
 
   #controller() {
@@ -89,8 +98,11 @@ export class Runner {
     return this.controller;
   }
 
-  /** Runs `reconcile` (or `finalize`). Throws `KubewasmError`. */
-  reconcile(key, object, retries, finalize = false) {
+  /**
+   * Runs `method` ('reconcile', 'finalize' or 'released') on the primary `object` (JSON text).
+   * Throws `KubewasmError`.
+   */
+  call(method, key, object, retries) {
     const controller = this.#controller();
     let parsed;
     try {
@@ -99,16 +111,15 @@ export class Runner {
       throw new Invalid(`the primary object does not parse: ${e.message}`);
     }
     const ctx = new Context(this.host, key, retries);
-    const what = finalize ? 'finalize' : 'reconcile';
     let action;
     try {
-      action = finalize ? controller.finalize(parsed, ctx) : controller.reconcile(parsed, ctx);
+      action = controller[method](parsed, ctx);
     } catch (e) {
-      throw failure(e, what);
+      throw failure(e, method);
     }
     if (action === undefined || action === null) return DONE;
     if (!(action instanceof Action)) {
-      throw new Other(`${what} returned ${JSON.stringify(action)}, not an Action (use Action.done() or Action.requeueAfter(ms))`);
+      throw new Other(`${method} returned ${JSON.stringify(action)}, not an Action (use Action.done() or Action.requeueAfter(ms))`);
     }
     return action;
   }

@@ -358,7 +358,7 @@ export class Harness {
   constructor(ControllerClass, { settings = {}, objects = [] } = {}) {
     this.host = new FakeHost(objects);
     this.runner = new Runner(ControllerClass, this.host);
-    /** The manifest spec the controller described. */
+    /** The manifest spec the controller described to the host; `rules` is what its `access` export answers. */
     this.manifest = this.runner.describe(JSON.stringify(settings));
   }
 
@@ -377,13 +377,16 @@ export class Harness {
 
   /** Runs `reconcile` on an object (or the stored primary of a `{ namespace, name }` key). */
   reconcile(objOrKey, retries = 0) {
-    const [key, text] = this.#primary(objOrKey);
-    return this.runner.reconcile(key, text, retries);
+    return this.runner.call('reconcile', ...this.#primary(objOrKey), retries);
   }
 
   finalize(objOrKey, retries = 0) {
-    const [key, text] = this.#primary(objOrKey);
-    return this.runner.reconcile(key, text, retries, true);
+    return this.runner.call('finalize', ...this.#primary(objOrKey), retries);
+  }
+
+  /** Runs `released`, as the host does once a primary stops matching the primary selector. */
+  released(objOrKey, retries = 0) {
+    return this.runner.call('released', ...this.#primary(objOrKey), retries);
   }
 
   mapRelated(resource, obj) {

@@ -75,7 +75,49 @@ test('manifest builder', () => {
       { resource: kinds.DEPLOYMENT, subresource: undefined, verbs: ['create', 'patch'], namespaces: ['a'] },
       { resource: kinds.CONFIG_MAP, subresource: 'status', verbs: ['patch'], namespaces: [] },
     ],
+    rules: [],
   });
+});
+
+test('manifest rules', () => {
+  const m = new Manifest('x', '0')
+    .primary(kinds.NAMESPACE)
+    .grantNamed(kinds.CONFIG_MAP, ['get', 'UPDATE'], ['kube-system'], ['cluster-info'])
+    .bindClusterRole('edit')
+    .rule(kinds.POD, 'eviction', 'create')
+    .rule(kinds.SECRET, undefined, ['deletecollection'], ['a']);
+  assert.deepEqual(m.spec.rules, [
+    { resource: kinds.CONFIG_MAP, subresource: undefined, verbs: ['get', 'update'], namespaces: ['kube-system'], resourceNames: ['cluster-info'] },
+    { resource: kinds.CLUSTER_ROLE, subresource: undefined, verbs: ['bind'], namespaces: [], resourceNames: ['edit'] },
+    { resource: kinds.POD, subresource: 'eviction', verbs: ['create'], namespaces: [], resourceNames: [] },
+    { resource: kinds.SECRET, subresource: undefined, verbs: ['deletecollection'], namespaces: ['a'], resourceNames: [] },
+  ]);
+  assert.deepEqual(m.spec.permissions, [], 'rules are not permissions');
+  assert.throws(() => new Manifest('x', '0').rule(kinds.POD, undefined, ['*']), /not an RBAC verb/);
+});
+
+test('a finalizer adds a patch grant on the primary for the host', () => {
+  // The finalizer first, the primary after: the order of the builder calls does not matter.
+  const m = new Manifest('x', '0').finalizer('example.com/cleanup').primary(kinds.CONFIG_MAP).statusPermission(kinds.CONFIG_MAP, ['patch']);
+  assert.deepEqual(m.forHost().permissions, [
+    { resource: kinds.CONFIG_MAP, subresource: 'status', verbs: ['patch'], namespaces: [] },
+    { resource: kinds.CONFIG_MAP, subresource: undefined, verbs: ['patch'], namespaces: [] },
+  ]);
+  assert.equal(m.spec.permissions.length, 1, "the builder's spec is left as written");
+  const granted = new Manifest('x', '0').primary(kinds.CONFIG_MAP).finalizer('example.com/cleanup').permission(kinds.CONFIG_MAP, ['create', 'patch']);
+  assert.deepEqual(granted.forHost().permissions, [{ resource: kinds.CONFIG_MAP, subresource: undefined, verbs: ['create', 'patch'], namespaces: [] }]);
+  assert.deepEqual(new Manifest('x', '0').primary(kinds.CONFIG_MAP).forHost().permissions, [], 'no finalizer, no grant');
+});
+
+test('owned kinds say which may be deleted', () => {
+  const m = new Manifest('x', '0')
+    .primary(kinds.CONFIG_MAP)
+    .owns(kinds.DEPLOYMENT)
+    .owns(kinds.SECRET)
+    .owns(kinds.SERVICE)
+    .permission(kinds.DEPLOYMENT, ['patch', 'delete'])
+    .statusPermission(kinds.SECRET, ['delete']);
+  assert.deepEqual(m.owned(), [[kinds.DEPLOYMENT, true], [kinds.SECRET, false], [kinds.SERVICE, false]]);
 });
 
 test('manifest defaults', () => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import {
-  Action, Conflict, Context, Controller, DONE, Invalid, Manifest, NotFound, Other, SettingsError, kinds, objectKey, objects as o,
+  Action, Conflict, Context, Controller, DONE, Invalid, Manifest, NotFound, Other, SettingsError, gvk, kinds, objectKey, objects as o,
 } from '@kubewasm/sdk';
 import { FakeHost, Harness, Refused, matchLabels } from '@kubewasm/sdk/testing';
 import { findController, Runner } from '../src/runtime.js';
@@ -109,9 +109,9 @@ test('reconcile results', () => {
 
 test('reconcile with bad JSON, and before describe', () => {
   const r = new Runner(Echo, new FakeHost());
-  assert.throws(() => r.reconcile(objectKey(undefined, 'a'), '{}', 0), /before describe/);
+  assert.throws(() => r.call('reconcile', objectKey(undefined, 'a'), '{}', 0), /before describe/);
   r.describe('{}');
-  assert.throws(() => r.reconcile(objectKey('default', 'a'), '{', 0), (e) => e instanceof Invalid && /does not parse/.test(e.message));
+  assert.throws(() => r.call('reconcile', objectKey('default', 'a'), '{', 0), (e) => e instanceof Invalid && /does not parse/.test(e.message));
 });
 
 test('reconcile by key, and what the fake host records', () => {
@@ -151,6 +151,84 @@ test('mapRelated swallows errors', () => {
     console.error = quiet;
   }
   assert.equal(h.host.logs.at(-1).level, 'error');
+});
+
+const FOO = gvk('example.com', 'v1', 'Foo');
+
+/** Owns Deployments (which it may delete) and Secrets (which it may not); binds `edit`. */
+class Parent extends Controller {
+  manifest() {
+    return new Manifest('parent', '0.1.0')
+      .finalizer('example.com/cleanup')
+      .primary(FOO)
+      .primarySelector('managed=true')
+      .owns(kinds.DEPLOYMENT)
+      .owns(kinds.SECRET)
+      .permission(kinds.DEPLOYMENT, ['create', 'patch', 'delete'])
+      .bindClusterRole('edit');
+  }
+
+  reconcile() {
+    return DONE;
+  }
+}
+
+const foo = (name = 'a', uid = 'foo-uid') => ({ apiVersion: 'example.com/v1', kind: 'Foo', metadata: { name, namespace: 'default', uid } });
+
+const child = (resource, name, owner, { namespace = 'default', controller = true } = {}) =>
+  o.newObject(resource, name, namespace, { metadata: { name, namespace, ownerReferences: [o.ownerRef(owner, { controller })] } });
+
+test('describe gives the host the finalizer patch and the rules', () => {
+  const h = new Harness(Parent);
+  assert.ok(h.manifest.permissions.some((p) => p.resource === FOO && p.subresource === undefined && p.verbs.includes('patch')));
+  assert.deepEqual(h.runner.rules(), [{ resource: kinds.CLUSTER_ROLE, subresource: undefined, verbs: ['bind'], namespaces: [], resourceNames: ['edit'] }]);
+  assert.deepEqual(new Runner(Parent, new FakeHost()).rules(), [], 'no rules before describe');
+});
+
+test('released deletes only controlled children of deletable owned kinds', () => {
+  const owner = foo();
+  const h = new Harness(Parent, {
+    objects: [
+      owner,
+      child(kinds.DEPLOYMENT, 'mine', owner),
+      child(kinds.DEPLOYMENT, 'not-controller', owner, { controller: false }),
+      child(kinds.DEPLOYMENT, 'other-owner', foo('b', 'other-uid')),
+      child(kinds.DEPLOYMENT, 'elsewhere', owner, { namespace: 'other' }),
+      child(kinds.SECRET, 'mine-too', owner),
+    ],
+  });
+  assert.equal(h.released({ namespace: 'default', name: 'a' }), DONE);
+  assert.deepEqual(h.host.writes('delete').map((c) => [c.resource, c.namespace, c.name]), [[kinds.DEPLOYMENT, 'default', 'mine']]);
+  assert.ok(h.host.get(kinds.SECRET, 'default', 'mine-too'));
+  assert.deepEqual(h.host.logs, [{ level: 'warn', message: 'leaving the Secret objects of a in place: the manifest grants no delete on them', fields: {} }]);
+});
+
+test('released tolerates a child already gone and fails on other errors', () => {
+  const owner = foo();
+  const h = new Harness(Parent, { objects: [owner, child(kinds.DEPLOYMENT, 'mine', owner)] });
+  h.host.fail('delete', new NotFound('gone meanwhile'));
+  assert.equal(h.released(owner), DONE);
+  h.host.fail('delete', new Conflict('try again'));
+  assert.throws(() => h.released(owner), Conflict);
+});
+
+test('released can be overridden', () => {
+  class Keeper extends Parent {
+    released(obj) {
+      if (o.name(obj) === 'bug') throw new Error('nope');
+      return Action.requeueAfter(5000);
+    }
+  }
+  const h = new Harness(Keeper);
+  assert.equal(h.released(foo()).requeueAfterMs, 5000);
+  assert.deepEqual(h.host.writes(), []);
+  const quiet = console.error;
+  console.error = () => {};
+  try {
+    assert.throws(() => h.released(foo('bug')), (e) => e instanceof Other && e.message === 'released: Error: nope');
+  } finally {
+    console.error = quiet;
+  }
 });
 
 test('findController', () => {

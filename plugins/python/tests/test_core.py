@@ -21,7 +21,7 @@ from kubewasm import (
     Verb,
     kinds,
 )
-from kubewasm.manifest import Limits, Permission, Watch
+from kubewasm.manifest import Limits, Permission, Rule, Watch
 
 
 def test_actions():
@@ -108,3 +108,49 @@ def test_manifest_defaults():
     assert s.resync_seconds is None
     with pytest.raises(ValueError):
         Manifest("x", "0").permission(kinds.POD, ["fly"])
+
+
+def test_manifest_rules():
+    m = (
+        Manifest("x", "0")
+        .primary(kinds.NAMESPACE)
+        .grant_named(kinds.CONFIG_MAP, ["get", Verb.UPDATE], ["kube-system"], ["cluster-info"])
+        .bind_cluster_role("edit")
+        .rule(kinds.POD, "eviction", "create")
+        .rule(kinds.SECRET, None, ["deletecollection"], ["a"])
+    )
+    assert m.spec.rules == [
+        Rule(kinds.CONFIG_MAP, ["get", "update"], None, ["kube-system"], ["cluster-info"]),
+        Rule(kinds.CLUSTER_ROLE, ["bind"], None, [], ["edit"]),
+        Rule(kinds.POD, ["create"], "eviction", [], []),
+        Rule(kinds.SECRET, ["deletecollection"], None, ["a"], []),
+    ]
+    assert m.spec.permissions == [], "rules are not permissions"
+    with pytest.raises(ValueError, match="not an RBAC verb"):
+        Manifest("x", "0").rule(kinds.POD, None, ["*"])
+
+
+def test_finalizer_adds_a_patch_grant_on_the_primary_for_the_host():
+    # The finalizer first, the primary after: the order of the builder calls does not matter.
+    m = Manifest("x", "0").finalizer("example.com/cleanup").primary(kinds.CONFIG_MAP).status_permission(kinds.CONFIG_MAP, ["patch"])
+    assert m.for_host().permissions == [
+        Permission(kinds.CONFIG_MAP, [Verb.PATCH], "status", []),
+        Permission(kinds.CONFIG_MAP, [Verb.PATCH], None, []),
+    ]
+    assert len(m.spec.permissions) == 1, "the builder's spec is left as written"
+    granted = Manifest("x", "0").primary(kinds.CONFIG_MAP).finalizer("example.com/cleanup").permission(kinds.CONFIG_MAP, ["create", "patch"])
+    assert granted.for_host().permissions == [Permission(kinds.CONFIG_MAP, [Verb.CREATE, Verb.PATCH], None, [])]
+    assert Manifest("x", "0").primary(kinds.CONFIG_MAP).for_host().permissions == [], "no finalizer, no grant"
+
+
+def test_owned_kinds_say_which_may_be_deleted():
+    m = (
+        Manifest("x", "0")
+        .primary(kinds.CONFIG_MAP)
+        .owns(kinds.DEPLOYMENT)
+        .owns(kinds.SECRET)
+        .owns(kinds.SERVICE)
+        .permission(kinds.DEPLOYMENT, ["patch", "delete"])
+        .status_permission(kinds.SECRET, ["delete"])
+    )
+    assert m.owned() == [(kinds.DEPLOYMENT, True), (kinds.SECRET, False), (kinds.SERVICE, False)]

@@ -20,7 +20,10 @@ from kubewasm import (
     ObjectKey,
     Other,
     PatchType,
+    Permission,
+    Rule,
     SettingsError,
+    Verb,
     kinds,
 )
 from kubewasm import objects as o
@@ -129,12 +132,12 @@ def test_reconcile_bad_json():
     r = Runner(Echo, FakeHost())
     r.describe("{}")
     with pytest.raises(Invalid, match="does not parse"):
-        r.reconcile(ObjectKey("default", "a"), "{", 0)
+        r.call("reconcile", ObjectKey("default", "a"), "{", 0)
 
 
 def test_reconcile_before_describe():
     with pytest.raises(Other, match="before describe"):
-        Runner(Echo, FakeHost()).reconcile(ObjectKey(None, "a"), "{}", 0)
+        Runner(Echo, FakeHost()).call("reconcile", ObjectKey(None, "a"), "{}", 0)
 
 
 def test_reconcile_by_key_and_recording():
@@ -175,6 +178,87 @@ def test_map_related_swallows_errors():
     assert h.map_related(kinds.SECRET, cm("ok")) == [ObjectKey("default", "x"), ObjectKey("default", "y")]
     assert h.map_related(kinds.SECRET, cm("bad")) == []
     assert h.host.logs[-1][0] is LogLevel.ERROR
+
+
+FOO = Gvk("example.com", "v1", "Foo")
+
+
+class Parent(Controller):
+    """Owns Deployments (which it may delete) and Secrets (which it may not); binds `edit`."""
+
+    def manifest(self):
+        return (
+            Manifest("parent", "0.1.0")
+            .finalizer("example.com/cleanup")
+            .primary(FOO)
+            .primary_selector("managed=true")
+            .owns(kinds.DEPLOYMENT)
+            .owns(kinds.SECRET)
+            .permission(kinds.DEPLOYMENT, ["create", "patch", "delete"])
+            .bind_cluster_role("edit")
+        )
+
+    def reconcile(self, obj, ctx):
+        return DONE
+
+
+def foo(name="a", uid="foo-uid"):
+    return {"apiVersion": "example.com/v1", "kind": "Foo", "metadata": {"name": name, "namespace": "default", "uid": uid}}
+
+
+def child(gvk, name, owner, ns="default", controller=True):
+    ref = o.owner_ref(owner, controller=controller)
+    return o.new_object(gvk, name, ns, metadata={"name": name, "namespace": ns, "ownerReferences": [ref]})
+
+
+def test_describe_gives_the_host_the_finalizer_patch_and_the_rules():
+    h = Harness(Parent)
+    assert Permission(FOO, [Verb.PATCH], None, []) in h.manifest.permissions
+    assert h.runner.rules() == [Rule(kinds.CLUSTER_ROLE, ["bind"], None, [], ["edit"])]
+    assert Runner(Parent, FakeHost()).rules() == [], "no rules before describe"
+
+
+def test_released_deletes_only_controlled_children_of_deletable_owned_kinds():
+    owner = foo()
+    h = Harness(
+        Parent,
+        objects=[
+            owner,
+            child(kinds.DEPLOYMENT, "mine", owner),
+            child(kinds.DEPLOYMENT, "not-controller", owner, controller=False),
+            child(kinds.DEPLOYMENT, "other-owner", foo("b", "other-uid")),
+            child(kinds.DEPLOYMENT, "elsewhere", owner, ns="other"),
+            child(kinds.SECRET, "mine-too", owner),
+        ],
+    )
+    assert h.released(ObjectKey("default", "a")) == DONE
+    assert [(c.resource, c.namespace, c.name) for c in h.host.writes("delete")] == [(kinds.DEPLOYMENT, "default", "mine")]
+    assert h.host.get(kinds.SECRET, "default", "mine-too") is not None
+    assert h.host.logs == [(LogLevel.WARN, "leaving the Secret objects of a in place: the manifest grants no delete on them", {})]
+
+
+def test_released_tolerates_a_child_already_gone_and_fails_on_other_errors():
+    owner = foo()
+    h = Harness(Parent, objects=[owner, child(kinds.DEPLOYMENT, "mine", owner)])
+    h.host.fail("delete", NotFound("gone meanwhile"))
+    assert h.released(owner) == DONE
+    h.host.fail("delete", Conflict("try again"))
+    with pytest.raises(Conflict):
+        h.released(owner)
+
+
+def test_released_can_be_overridden():
+    class Keeper(Parent):
+        def released(self, obj, ctx):
+            if o.name(obj) == "bug":
+                raise RuntimeError("nope")
+            return Action.requeue_after(5)
+
+    h = Harness(Keeper)
+    assert h.released(foo()) == Action(requeue_after_ms=5000)
+    assert h.host.writes() == []
+    with pytest.raises(Other, match="released: RuntimeError: nope"):
+        h.released(foo("bug"))
 
 
 def test_find_controller():

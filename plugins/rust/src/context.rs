@@ -7,6 +7,7 @@ use crate::object::{DynamicObject, Gvk, Object, ObjectKey, ResourceExt, gvk_of};
 
 pub use client::PatchType;
 pub use events::EventType;
+pub use log::Level as LogLevel;
 
 /// The host, as seen from one call.
 pub struct Context {
@@ -107,6 +108,28 @@ impl Context {
 
     pub fn delete_dynamic(&self, gvk: &Gvk, namespace: Option<&str>, name: &str) -> Result<()> {
         Ok(client::delete(&gvk.into(), namespace, name)?)
+    }
+
+    /// Deletes the objects of `kinds` that `owner` controls (in its namespace), skipping kinds
+    /// the plugin may not delete (`false`), with a warning. What the default
+    /// [`crate::Controller::released`] does.
+    pub fn delete_controlled(&self, owner: &impl Object, kinds: &[(Gvk, bool)]) -> Result<()> {
+        for (gvk, may_delete) in kinds {
+            if !may_delete {
+                self.warn(&format!("leaving the {} objects of {} in place: the manifest grants no delete on them", gvk.kind, owner.name()));
+                continue;
+            }
+            for child in self.list_dynamic(gvk, owner.namespace(), None)? {
+                if child.is_controlled_by(owner) {
+                    match self.delete_dynamic(gvk, child.namespace(), child.name()) {
+                        Ok(()) => {}
+                        Err(e) if e.code == crate::ErrorCode::NotFound => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     // --- events and logs ---

@@ -50,7 +50,7 @@ pub mod bindings {
     });
 }
 
-pub use context::{Context, EventType, PatchType};
+pub use context::{Context, EventType, LogLevel, PatchType};
 pub use error::{Error, ErrorCode, Result};
 pub use k8s_openapi;
 pub use manifest::{Limits, Manifest, Mapping, Verb};
@@ -105,6 +105,16 @@ pub trait Controller: Sized + 'static {
         let _ = (resource, object, ctx);
         Vec::new()
     }
+
+    /// Lets go of a primary that stopped matching the manifest's primary selector (its labels
+    /// changed): this controller no longer manages it, but what it made for it is still there.
+    /// By default, deletes the objects of the `owns` kinds it controls (those the manifest may
+    /// delete), as the garbage collector would had it been deleted; override to hand them over
+    /// instead.
+    fn released(&self, object: Self::Primary, ctx: &Context) -> Result<Action> {
+        ctx.delete_controlled(&object, &self.manifest().owned())?;
+        Ok(Action::Done)
+    }
 }
 
 /// Exports a [`Controller`] as the plugin's implementation of the kubewasm contract.
@@ -141,6 +151,20 @@ macro_rules! export_controller {
             }
         }
 
+        impl $crate::bindings::exports::kubewasm::controller::access::Guest for __KubewasmGuest {
+            fn rules() -> Vec<$crate::bindings::exports::kubewasm::controller::access::Rule> {
+                $crate::__private::rules()
+            }
+        }
+
+        impl $crate::bindings::exports::kubewasm::controller::release::Guest for __KubewasmGuest {
+            fn released(
+                request: $crate::bindings::exports::kubewasm::controller::reconciler::Request,
+            ) -> ::std::result::Result<$crate::bindings::kubewasm::controller::types::Action, $crate::bindings::kubewasm::controller::types::Error> {
+                $crate::__private::released::<$controller>(request)
+            }
+        }
+
         $crate::bindings::__export_controller_bindings!(__KubewasmGuest with_types_in $crate::bindings);
     };
 }
@@ -150,6 +174,7 @@ pub mod __private {
     use std::any::Any;
     use std::cell::RefCell;
 
+    use super::bindings::exports::kubewasm::controller::access::Rule;
     use super::bindings::exports::kubewasm::controller::plugin::Manifest as WitManifest;
     use super::bindings::exports::kubewasm::controller::reconciler::Request;
     use super::bindings::kubewasm::controller::types as wit;
@@ -158,6 +183,8 @@ pub mod __private {
     thread_local! {
         /// The controller built by `describe` in this instance.
         static CONTROLLER: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
+        /// The manifest's rules beyond `permissions`, for `access.rules` right after.
+        static RULES: RefCell<Vec<Rule>> = const { RefCell::new(Vec::new()) };
     }
 
     fn with<C: Controller, R>(f: impl FnOnce(&C) -> R) -> R {
@@ -177,16 +204,29 @@ pub mod __private {
             text => serde_json::from_str(text).map_err(|e| format!("settings: {e}"))?,
         };
         let controller = C::new(settings)?;
-        let manifest = controller.manifest().into_wit();
+        let (manifest, rules) = controller.manifest().into_wit();
         CONTROLLER.with(|slot| *slot.borrow_mut() = Some(Box::new(controller)));
+        RULES.with(|slot| *slot.borrow_mut() = rules);
         Ok(manifest)
     }
 
+    pub fn rules() -> Vec<Rule> {
+        RULES.with(|slot| slot.borrow().clone())
+    }
+
     pub fn reconcile<C: Controller>(request: Request, finalize: bool) -> Result<wit::Action, wit::Error> {
+        call::<C>(request, |c, object, ctx| if finalize { c.finalize(object, ctx) } else { c.reconcile(object, ctx) })
+    }
+
+    pub fn released<C: Controller>(request: Request) -> Result<wit::Action, wit::Error> {
+        call::<C>(request, |c, object, ctx| c.released(object, ctx))
+    }
+
+    fn call<C: Controller>(request: Request, f: impl FnOnce(&C, C::Primary, &Context) -> crate::Result<Action>) -> Result<wit::Action, wit::Error> {
         let object: C::Primary = serde_json::from_str(&request.object)
             .map_err(|e| Error::new(ErrorCode::Invalid, format!("the primary object does not parse: {e}")))?;
         let ctx = Context::new(request.key, request.retries);
-        let action = with::<C, _>(|c| if finalize { c.finalize(object, &ctx) } else { c.reconcile(object, &ctx) })?;
+        let action = with::<C, _>(|c| f(c, object, &ctx))?;
         Ok(match action {
             Action::Done => wit::Action::Done,
             Action::RequeueAfter(after) => wit::Action::RequeueAfter(after.as_millis().try_into().unwrap_or(u64::MAX)),

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::bindings::exports::kubewasm::controller::access::Rule;
 use crate::bindings::exports::kubewasm::controller::plugin as wit;
 use crate::object::{Gvk, gvk_of};
 
@@ -26,9 +27,14 @@ pub struct Limits {
 }
 
 /// What a controller reconciles and needs. Start with [`Manifest::new`], then chain.
+///
+/// Everything declared here is what the plugin's identity needs: the host refuses to start a
+/// plugin whose ServiceAccount RBAC does not grant it, and `kubewasm rbac` prints Roles that do.
 #[derive(Debug, Clone)]
 pub struct Manifest {
     inner: wit::Manifest,
+    /// Grants the 0.1 `permission` record cannot hold (other RBAC verbs, object names).
+    rules: Vec<Rule>,
 }
 
 fn wit_gvk(gvk: &Gvk) -> crate::bindings::kubewasm::controller::types::Gvk {
@@ -52,6 +58,7 @@ impl Manifest {
                 limits: wit::Limits { deadline_ms: None, memory_bytes: None },
                 permissions: Vec::new(),
             },
+            rules: Vec::new(),
         }
     }
 
@@ -100,7 +107,9 @@ impl Manifest {
         self
     }
 
-    /// The finalizer the host adds to primaries so that `finalize` runs before they go.
+    /// The finalizer the host adds to primaries so that `finalize` runs before they go. The
+    /// host adds and removes it with a patch made as the plugin: the manifest grants `patch` on
+    /// the primary for it.
     pub fn finalizer(mut self, name: &str) -> Self {
         self.inner.finalizer = Some(name.into());
         self
@@ -147,8 +156,52 @@ impl Manifest {
         self
     }
 
+    /// Grants `verbs` on the named objects of a resource only (RBAC's `resourceNames`), in
+    /// `namespaces` (empty for every namespace). Reads of such objects go to the API server.
+    pub fn grant_named(self, gvk: &Gvk, verbs: &[&str], namespaces: &[&str], names: &[&str]) -> Self {
+        self.rule(gvk, None, verbs, namespaces, names)
+    }
+
+    /// Lets the plugin create RoleBindings and ClusterRoleBindings to the ClusterRole `name`
+    /// without holding its permissions itself (RBAC's `bind` verb), e.g. `edit` for a
+    /// namespace-onboarding controller.
+    pub fn bind_cluster_role(self, name: &str) -> Self {
+        self.rule(&Gvk::new("rbac.authorization.k8s.io", "v1", "ClusterRole"), None, &["bind"], &[], &[name])
+    }
+
+    /// The most general grant: any subresource, any RBAC verb (`get` ... `delete`,
+    /// `deletecollection`, `bind`, `escalate`, `impersonate`, `approve`, `sign`, `use`),
+    /// namespaces and object names (empty for all).
+    pub fn rule(mut self, gvk: &Gvk, subresource: Option<&str>, verbs: &[&str], namespaces: &[&str], names: &[&str]) -> Self {
+        self.rules.push(Rule {
+            resource: wit_gvk(gvk),
+            subresource: subresource.map(Into::into),
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            namespaces: namespaces.iter().map(|ns| ns.to_string()).collect(),
+            resource_names: names.iter().map(|n| n.to_string()).collect(),
+        });
+        self
+    }
+
+    /// The owned kinds, and whether the plugin may delete each (for the default `released`).
+    pub(crate) fn owned(&self) -> Vec<(Gvk, bool)> {
+        let deletes = |gvk: &crate::bindings::kubewasm::controller::types::Gvk| {
+            self.inner.permissions.iter().any(|p| {
+                p.resource.group == gvk.group && p.resource.kind == gvk.kind && p.subresource.is_none() && p.verbs.contains(&Verb::Delete)
+            })
+        };
+        self.inner.owns.iter().map(|g| (Gvk::from(g.clone()), deletes(g))).collect()
+    }
+
     #[doc(hidden)]
-    pub fn into_wit(self) -> wit::Manifest {
-        self.inner
+    pub fn into_wit(mut self) -> (wit::Manifest, Vec<Rule>) {
+        let primary = self.inner.primary.clone();
+        let patches_primary = self.inner.permissions.iter().any(|p| {
+            p.resource.group == primary.group && p.resource.kind == primary.kind && p.subresource.is_none() && p.verbs.contains(&Verb::Patch)
+        });
+        if self.inner.finalizer.is_some() && !patches_primary {
+            self = self.grant(&Gvk::from(primary), None, &[Verb::Patch], &[]);
+        }
+        (self.inner, self.rules)
     }
 }

@@ -1,5 +1,7 @@
-//! `kubewasm:controller/cache`: reads from the shared informer caches, limited to what the
-//! plugin may read. The guest receives copies of the cached JSON text.
+//! `kubewasm:controller/cache`: reads, limited to what the plugin may read. Cached resources are
+//! served from the shared informer caches (the guest receives copies of the cached JSON text),
+//! bounded in size; resources the plugin may only `get` are read from the API server as the
+//! plugin.
 
 use std::sync::Arc;
 
@@ -9,28 +11,39 @@ use super::super::bindings::cache::Host;
 use super::super::bindings::types::{self, Error as GuestError, ErrorCode, Gvk as WitGvk};
 use super::super::instance::InstanceState;
 use super::{HostContext, error};
+use crate::informer::CacheView;
 use crate::manifest::Verb;
-use crate::resource::{Gvk, ObjectKey};
+use crate::resource::{Gvk, ObjectKey, Scope};
 use crate::selector::LabelSelector;
-
-/// Whether a resource's objects live in namespaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    Namespaced,
-    Cluster,
-}
 
 /// The cache as the runtime sees it: the informer stores of one plugin (or a test fixture).
 pub trait CacheReader: Send + Sync {
     /// `None` when no cache holds this resource for the plugin.
     fn scope(&self, resource: &Gvk) -> Option<Scope>;
     fn get(&self, resource: &Gvk, key: &ObjectKey) -> Option<Arc<str>>;
-    /// Objects in `namespace` (all when `None`) matching `selector`, sorted by key.
-    fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)>;
+    /// Objects in `namespace` (all when `None`) matching `selector`, sorted by key; `Err` with
+    /// the size the answer would have had when it passes `max_bytes` (not built).
+    fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize>;
+}
+
+impl CacheReader for CacheView {
+    fn scope(&self, resource: &Gvk) -> Option<Scope> {
+        CacheView::scope(self, resource)
+    }
+
+    fn get(&self, resource: &Gvk, key: &ObjectKey) -> Option<Arc<str>> {
+        CacheView::get(self, resource, key)
+    }
+
+    fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
+        CacheView::list(self, resource, namespace, selector, max_bytes)
+    }
 }
 
 pub struct CacheCtx<'a> {
     host: &'a HostContext,
+    /// The plugin's memory limit: an answer may take a quarter of it.
+    memory_bytes: u64,
 }
 
 pub struct CacheData;
@@ -40,10 +53,15 @@ impl HasData for CacheData {
 }
 
 pub fn context(state: &mut InstanceState) -> CacheCtx<'_> {
-    CacheCtx { host: &state.host }
+    CacheCtx { memory_bytes: state.memory.limit() as u64, host: &state.host }
 }
 
 impl types::Host for CacheCtx<'_> {}
+
+/// The largest `list-objects` answer for a plugin with this memory limit.
+pub fn list_bound(memory_bytes: u64) -> usize {
+    usize::try_from(memory_bytes / 4).unwrap_or(usize::MAX)
+}
 
 impl CacheCtx<'_> {
     /// Checks that `resource` is cached and that `namespace` fits its scope.
@@ -51,7 +69,7 @@ impl CacheCtx<'_> {
         match (self.host.services.cache.scope(resource), namespace, name) {
             (None, _, _) => Err(error(
                 ErrorCode::Invalid,
-                format!("{resource} is not cached: the API server does not serve it, or it is not ready yet"),
+                format!("{resource} is not cached: the API server does not serve it, it is not ready yet, or the plugin holds no list or watch grant on it"),
             )),
             (Some(Scope::Cluster), Some(ns), _) => {
                 Err(error(ErrorCode::Invalid, format!("{resource} is cluster-scoped, but namespace {ns:?} was given")))
@@ -63,8 +81,11 @@ impl CacheCtx<'_> {
         }
     }
 
-    fn get(&self, resource: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, GuestError> {
-        self.host.check(Verb::Get, resource, None, namespace)?;
+    async fn get(&self, resource: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, GuestError> {
+        let manifest = self.host.check(Verb::Get, resource, None, namespace, Some(name))?;
+        if manifest.reads_live(resource) {
+            return self.host.services.api.get(resource, namespace, name).await.map_err(super::client::guest_error);
+        }
         self.scope_check(resource, namespace, Some(name))?;
         let key = ObjectKey::new(namespace, name);
         Ok(self.host.services.cache.get(resource, &key).map(|json| json.to_string()))
@@ -77,14 +98,25 @@ impl CacheCtx<'_> {
             _ => None,
         };
         if visible.is_none() {
-            self.host.check(Verb::List, resource, None, namespace)?;
+            self.host.check(Verb::List, resource, None, namespace, None)?;
         }
         self.scope_check(resource, namespace, None)?;
         let selector = selector
             .map(str::parse::<LabelSelector>)
             .transpose()
             .map_err(|e| error(ErrorCode::Invalid, e.to_string()))?;
-        let objects = self.host.services.cache.list(resource, namespace, selector.as_ref());
+        let bound = list_bound(self.memory_bytes);
+        let objects = self.host.services.cache.list(resource, namespace, selector.as_ref(), bound).map_err(|bytes| {
+            self.host.metrics.oversized_lists.inc();
+            let scope = namespace.map_or("in every namespace".to_string(), |ns| format!("in namespace {ns}"));
+            error(
+                ErrorCode::Invalid,
+                format!(
+                    "listing {resource} {scope}{} would return {bytes} bytes, more than this plugin may receive at once ({bound} bytes, a quarter of its memory limit): narrow the list by namespace or label selector",
+                    selector.as_ref().map(|s| format!(" matching {s}")).unwrap_or_default()
+                ),
+            )
+        })?;
         Ok(objects
             .into_iter()
             .filter(|(key, _)| visible.as_ref().is_none_or(|set| key.namespace().is_some_and(|ns| set.contains(ns))))
@@ -94,11 +126,11 @@ impl CacheCtx<'_> {
 }
 
 impl Host for CacheCtx<'_> {
-    fn get(&mut self, resource: WitGvk, namespace: Option<String>, name: String) -> wasmtime::Result<Result<Option<String>, GuestError>> {
-        Ok(CacheCtx::get(self, &resource.into(), namespace.as_deref(), &name))
+    async fn get(&mut self, resource: WitGvk, namespace: Option<String>, name: String) -> wasmtime::Result<Result<Option<String>, GuestError>> {
+        Ok(CacheCtx::get(self, &resource.into(), namespace.as_deref(), &name).await)
     }
 
-    fn list_objects(
+    async fn list_objects(
         &mut self,
         resource: WitGvk,
         namespace: Option<String>,

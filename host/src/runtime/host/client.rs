@@ -1,6 +1,10 @@
-//! `kubewasm:controller/client`: writes to the Kubernetes API on the plugin's behalf. Parses
-//! and checks the request here (size, identity, capability); the [`ApiWriter`] backend performs
-//! it (field manager, rate limits, leadership and the API round trip are its business).
+//! `kubewasm:controller/client`: writes to the Kubernetes API on the plugin's behalf. Parses and
+//! checks the request here (size, identity, capability, and that an apply which would create
+//! has `create`); the [`Api`] backend performs it (field manager, rate limit, leadership, the
+//! namespaces served, the host's own objects, and the API round trip as the plugin are its
+//! business), and its errors become WIT error codes here.
+
+use std::sync::Arc;
 
 use wasmtime::component::HasData;
 
@@ -8,59 +12,55 @@ use super::super::bindings::client::{Host, PatchType};
 use super::super::bindings::types::{Error as GuestError, ErrorCode, Gvk as WitGvk};
 use super::super::instance::InstanceState;
 use super::{HostContext, MAX_OBJECT_BYTES, error};
-use crate::manifest::{Subresource, Verb};
-use crate::resource::Gvk;
+use crate::client::{ApiClient, PatchKind, RequestError, WriteOp, WriteRequest};
+use crate::manifest::Verb;
+use crate::resource::{Gvk, ObjectKey};
 
-/// One write, checked and parsed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WriteRequest {
-    pub resource: Gvk,
-    pub namespace: Option<String>,
-    pub name: String,
-    pub op: WriteOp,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum WriteOp {
-    /// Server-side apply of the object (or of its status).
-    Apply { object: serde_json::Value, force: bool, status: bool },
-    Create { object: serde_json::Value },
-    /// Replace with optimistic concurrency on `metadata.resourceVersion`.
-    Update { object: serde_json::Value, status: bool },
-    Patch { patch_type: PatchKind, body: serde_json::Value },
-    Delete,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchKind {
-    Merge,
-    Json,
-    Strategic,
-}
-
-impl WriteOp {
-    pub fn verb(&self) -> Verb {
-        match self {
-            WriteOp::Apply { .. } | WriteOp::Patch { .. } => Verb::Patch,
-            WriteOp::Create { .. } => Verb::Create,
-            WriteOp::Update { .. } => Verb::Update,
-            WriteOp::Delete => Verb::Delete,
-        }
-    }
-
-    pub fn subresource(&self) -> Option<Subresource> {
-        match self {
-            WriteOp::Apply { status: true, .. } | WriteOp::Update { status: true, .. } => Some(Subresource::Status),
-            _ => None,
-        }
-    }
-}
-
-/// The Kubernetes API as the runtime sees it: performs checked writes for one plugin.
+/// The Kubernetes API as the runtime sees it: performs checked writes for one plugin, and reads
+/// objects it may `get` but that are not cached.
 #[async_trait::async_trait]
-pub trait ApiWriter: Send + Sync {
-    /// Returns the object as stored (`None` for a delete).
-    async fn write(&self, request: WriteRequest) -> Result<Option<String>, GuestError>;
+pub trait Api: Send + Sync {
+    /// Returns the object as stored (`None` when a delete removed it).
+    async fn write(&self, request: WriteRequest) -> Result<Option<Arc<str>>, RequestError>;
+    /// One object from the API server; `None` if it does not exist.
+    async fn get(&self, resource: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, RequestError>;
+}
+
+#[async_trait::async_trait]
+impl Api for ApiClient {
+    async fn write(&self, request: WriteRequest) -> Result<Option<Arc<str>>, RequestError> {
+        ApiClient::write(self, request).await
+    }
+
+    async fn get(&self, resource: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, RequestError> {
+        ApiClient::get(self, resource, namespace, name).await
+    }
+}
+
+/// What a failed request means to a plugin.
+pub fn guest_error(e: RequestError) -> GuestError {
+    let code = match &e {
+        RequestError::Standby | RequestError::LostLeadership | RequestError::Timeout(_) => ErrorCode::Unavailable,
+        RequestError::NamespaceNotServed(_) | RequestError::HostObject(_) => ErrorCode::Forbidden,
+        RequestError::Resolve(resolve) if resolve.is_transient() => ErrorCode::Unavailable,
+        RequestError::Resolve(_) | RequestError::NamespaceMissing(_) | RequestError::NamespaceGiven { .. } | RequestError::Body(_) => {
+            ErrorCode::Invalid
+        }
+        RequestError::Api(kube::Error::Api(status)) => match status.code {
+            404 => ErrorCode::NotFound,
+            409 if status.reason == "AlreadyExists" => ErrorCode::AlreadyExists,
+            409 => ErrorCode::Conflict,
+            401 | 403 => ErrorCode::Forbidden,
+            400 | 422 | 405 | 413 | 415 => ErrorCode::Invalid,
+            429 | 500..=599 => ErrorCode::Unavailable,
+            _ => ErrorCode::Other,
+        },
+        RequestError::Api(kube::Error::SerdeError(_)) => ErrorCode::Invalid,
+        RequestError::Api(kube::Error::HyperError(_) | kube::Error::Service(_)) => ErrorCode::Unavailable,
+        RequestError::Api(_) => ErrorCode::Other,
+    };
+    // One line: an API server's message may span several.
+    error(code, e.to_string().replace('\n', " "))
 }
 
 pub struct ClientCtx<'a> {
@@ -77,16 +77,55 @@ pub fn context(state: &mut InstanceState) -> ClientCtx<'_> {
     ClientCtx { host: &state.host }
 }
 
+/// The verb a write needs.
+fn verb(op: &WriteOp) -> Verb {
+    match op {
+        WriteOp::Apply { .. } | WriteOp::Patch { .. } => Verb::Patch,
+        WriteOp::Create { .. } => Verb::Create,
+        WriteOp::Update { .. } => Verb::Update,
+        WriteOp::Delete => Verb::Delete,
+    }
+}
+
 impl ClientCtx<'_> {
     async fn write(&self, request: Result<WriteRequest, GuestError>) -> wasmtime::Result<Result<String, GuestError>> {
         let request = match request {
             Ok(request) => request,
             Err(e) => return Ok(Err(e)),
         };
-        if let Err(e) = self.host.check(request.op.verb(), &request.resource, request.op.subresource(), request.namespace.as_deref()) {
+        let (resource, namespace, name) = (&request.resource, request.namespace.as_deref(), Some(request.name.as_str()));
+        let manifest = match self.host.check(verb(&request.op), resource, request.op.subresource(), namespace, name) {
+            Ok(manifest) => manifest,
+            Err(e) => return Ok(Err(e)),
+        };
+        if matches!(request.op, WriteOp::Apply { status: false, .. })
+            && !manifest.allows(Verb::Create, resource, None, namespace, name)
+            && let Err(e) = self.apply_creates(&request).await
+        {
             return Ok(Err(e));
         }
-        Ok(self.host.services.writer.write(request).await.map(Option::unwrap_or_default))
+        Ok(self.host.services.api.write(request).await.map(|stored| stored.map(|s| s.to_string()).unwrap_or_default()).map_err(guest_error))
+    }
+
+    /// Refuses an apply that would create the object when the plugin may not `create`. The
+    /// cache answers when it holds the object; otherwise the API server does. If the plugin's
+    /// identity may not even read it, the write goes ahead and RBAC decides.
+    async fn apply_creates(&self, request: &WriteRequest) -> Result<(), GuestError> {
+        let key = ObjectKey::new(request.namespace.as_deref(), &request.name);
+        let services = &self.host.services;
+        if services.cache.get(&request.resource, &key).is_some() {
+            return Ok(());
+        }
+        match services.api.get(&request.resource, request.namespace.as_deref(), &request.name).await {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) => {}
+            Err(e) if e.status() == Some(403) => return Ok(()),
+            Err(e) => return Err(guest_error(e)),
+        }
+        Err(self.host.refuse(format!(
+            "apply of {} {key} would create it, and create {} is not granted by the plugin's manifest",
+            request.resource, request.resource
+        )))
     }
 }
 

@@ -1,5 +1,6 @@
 //! `kubewasm:controller/events`: Kubernetes Events the plugin records about objects it may read.
-//! Checked here; sent in the background by the [`EventSink`].
+//! Checked here; queued and sent in the background by the plugin's own recorder ([`EventSink`]),
+//! under the plugin's own budget.
 
 use wasmtime::component::HasData;
 
@@ -7,27 +8,19 @@ use super::super::bindings::events::{Event, EventType, Host};
 use super::super::bindings::types::{Error as GuestError, ErrorCode};
 use super::super::instance::InstanceState;
 use super::{HostContext, error};
+use crate::events::{EventRecorder, ObjectEvent};
 use crate::manifest::Verb;
-use crate::resource::{Gvk, ObjectKey};
+use crate::resource::{Gvk, ObjectKey, uid_of};
 
-/// An event a plugin asked for, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginEvent {
-    /// The reporting plugin.
-    pub plugin: String,
-    pub regarding: Gvk,
-    pub key: ObjectKey,
-    /// The object's uid when the cache has it, so `kubectl describe` finds the event.
-    pub uid: Option<String>,
-    pub warning: bool,
-    pub reason: String,
-    pub action: String,
-    pub note: String,
+/// Where checked events go; publishing must not block the caller.
+pub trait EventSink: Send + Sync {
+    fn publish(&self, event: ObjectEvent);
 }
 
-/// Where checked events go; sending must not block the caller.
-pub trait EventSink: Send + Sync {
-    fn publish(&self, event: PluginEvent);
+impl EventSink for EventRecorder {
+    fn publish(&self, event: ObjectEvent) {
+        EventRecorder::publish(self, event)
+    }
 }
 
 pub struct EventsCtx<'a> {
@@ -52,7 +45,7 @@ impl EventsCtx<'_> {
     fn publish(&self, event: Event) -> Result<(), GuestError> {
         let regarding = Gvk::from(event.regarding.resource);
         let namespace = event.regarding.namespace.as_deref();
-        self.host.check(Verb::Get, &regarding, None, namespace)?;
+        self.host.check(Verb::Get, &regarding, None, namespace, Some(&event.regarding.name))?;
         for (field, value) in [("reason", &event.reason), ("action", &event.action)] {
             if value.is_empty() || value.len() > MAX_REASON {
                 return Err(error(ErrorCode::Invalid, format!("the event {field} must be 1 to {MAX_REASON} characters")));
@@ -63,8 +56,7 @@ impl EventsCtx<'_> {
         }
         let key = ObjectKey::new(namespace, &event.regarding.name);
         let uid = self.host.services.cache.get(&regarding, &key).and_then(|json| uid_of(&json));
-        self.host.services.events.publish(PluginEvent {
-            plugin: self.host.plugin.to_string(),
+        self.host.services.events.publish(ObjectEvent {
             regarding,
             key,
             uid,
@@ -75,18 +67,6 @@ impl EventsCtx<'_> {
         });
         Ok(())
     }
-}
-
-fn uid_of(json: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Meta {
-        metadata: Uid,
-    }
-    #[derive(serde::Deserialize)]
-    struct Uid {
-        uid: Option<String>,
-    }
-    serde_json::from_str::<Meta>(json).ok()?.metadata.uid
 }
 
 impl Host for EventsCtx<'_> {

@@ -1,51 +1,99 @@
 //! `kubewasm:controller/log`: the guest's structured log records, written to the host's log
-//! tagged with the plugin's name and the key being reconciled.
+//! tagged with the plugin's name and the key being reconciled — within the plugin's
+//! [`LogBudget`], which its stdout and stderr lines share.
 
-use wasmtime::component::HasData;
+use std::time::Duration;
 
-use super::super::bindings::log::{Field, Host, Level};
+use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
+use tokio::time::Instant;
+use wasmtime::StoreContextMut;
+use wasmtime::component::{Linker, WasmList, WasmStr};
+
+use super::super::bindings::log::{Field, Level};
+use super::super::bindings::{PACKAGE, PACKAGE_VERSION};
 use super::super::instance::InstanceState;
-use crate::resource::ObjectKey;
+use crate::queue::rate_limit::TokenBucket;
 
-pub struct LogCtx<'a> {
-    plugin: &'a str,
-    key: Option<&'a ObjectKey>,
+/// Records a plugin may write per second, and at once.
+const RECORDS_PER_SECOND: f64 = 100.0;
+const RECORDS_BURST: u32 = 1000;
+/// Fields kept per record; the rest are counted in a `dropped_fields` field.
+const MAX_FIELDS: usize = 32;
+const MAX_KEY: usize = 128;
+/// Longest message and field value written; longer ones are cut.
+pub const MAX_TEXT: usize = 8 * 1024;
+
+/// How much one plugin may write to the host's log. Shared by its instances.
+pub struct LogBudget {
+    bucket: Mutex<TokenBucket>,
+    dropped: Counter,
+    /// When a drop was last reported in the host log (at most once a minute).
+    reported: Mutex<Option<Instant>>,
 }
 
-pub struct LogData;
+impl LogBudget {
+    /// `dropped` counts the records refused.
+    pub fn new(dropped: Counter) -> Self {
+        LogBudget { bucket: Mutex::new(TokenBucket::new(RECORDS_PER_SECOND, RECORDS_BURST)), dropped, reported: Mutex::new(None) }
+    }
 
-impl HasData for LogData {
-    type Data<'a> = LogCtx<'a>;
+    /// Takes one record's worth; `false` (and counted) when the plugin is over its budget.
+    pub fn admit(&self, plugin: &str) -> bool {
+        let now = Instant::now();
+        if self.bucket.lock().try_take(now) {
+            return true;
+        }
+        self.dropped.inc();
+        let mut reported = self.reported.lock();
+        if reported.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(60)) {
+            *reported = Some(now);
+            tracing::warn!(plugin, "the plugin logs more than {RECORDS_PER_SECOND} records a second: dropping records (see kubewasm_plugin_log_records_dropped_total)");
+        }
+        false
+    }
 }
 
-pub fn context(state: &mut InstanceState) -> LogCtx<'_> {
-    LogCtx { plugin: &state.host.plugin, key: state.key.as_ref() }
-}
-
-/// Longest message and field value written; longer ones are cut, so a guest cannot flood the
-/// host log with one call.
-const MAX_TEXT: usize = 8 * 1024;
-
-fn clip(s: &str) -> &str {
-    if s.len() <= MAX_TEXT {
+/// At most `max` bytes of `s`, cut at a character boundary.
+pub fn clip(s: &str, max: usize) -> &str {
+    if s.len() <= max {
         return s;
     }
-    let mut end = MAX_TEXT;
+    let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
     &s[..end]
 }
 
-impl Host for LogCtx<'_> {
-    fn emit(&mut self, level: Level, message: String, fields: Vec<Field>) -> wasmtime::Result<()> {
-        let fields = fields
-            .iter()
-            .map(|f| format!("{}={}", clip(&f.key), clip(&f.value)))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let key = self.key.map(ToString::to_string).unwrap_or_default();
-        let (plugin, message) = (self.plugin, clip(&message));
+/// Registers `log.emit` by hand rather than through the generated `Host` trait: the generated
+/// code would copy every field of a record into host memory before the budget is looked at (a
+/// million fields, a hundred megabytes), while this reads the guest's list in place and takes
+/// only what is kept.
+pub fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+    let mut log = linker.instance(&format!("{PACKAGE}/log@{PACKAGE_VERSION}"))?;
+    log.func_wrap("emit", |mut store: StoreContextMut<'_, InstanceState>, (level, message, fields): (Level, WasmStr, WasmList<Field>)| {
+        let host = store.data().host.clone();
+        let key = store.data().key.as_ref().map(ToString::to_string).unwrap_or_default();
+        if !host.logs.admit(&host.plugin) {
+            return Ok(());
+        }
+        let count = fields.len();
+        let mut text = String::new();
+        for field in fields.iter(&mut store)?.take(MAX_FIELDS) {
+            let field = field?;
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(clip(&field.key, MAX_KEY));
+            text.push('=');
+            text.push_str(clip(&field.value, MAX_TEXT));
+        }
+        if count > MAX_FIELDS {
+            text.push_str(&format!(" dropped_fields={}", count - MAX_FIELDS));
+        }
+        let message = message.to_str(&store)?;
+        let (plugin, message, fields) = (&*host.plugin, clip(&message, MAX_TEXT), text);
         macro_rules! emit {
             ($level:ident) => {
                 tracing::$level!(target: "kubewasm::plugin", plugin, key, fields, "{message}")
@@ -59,5 +107,5 @@ impl Host for LogCtx<'_> {
             Level::Error => emit!(error),
         }
         Ok(())
-    }
+    })
 }

@@ -1,10 +1,13 @@
 //! The host side of the WIT imports: one file per interface, each implementing its generated
-//! `Host` trait on a narrow context that sees only what that interface needs.
+//! `Host` trait on a narrow context that sees only what that interface needs, and adapting the
+//! Kubernetes layer below (the informers' caches, the API client, the Event recorder) to the
+//! contract: nothing below the runtime knows of WIT types or error codes.
 //!
 //! Every call is checked against the plugin's manifest (the capability check) before it reaches
-//! a backend: the cache, the API writer and the event sink are trusted and know nothing of
-//! plugins' permissions. A refused call is a `forbidden` error value for the guest, a warning in
-//! the host log and a count in `kubewasm_plugin_forbidden_calls_total` — never a trap.
+//! a backend: the cache, the API client and the event recorder know nothing of plugins'
+//! permissions (the API server checks the plugin's identity again on everything that reaches
+//! it). A refused call is a `forbidden` error value for the guest, a warning in the host log and
+//! a count in `kubewasm_plugin_forbidden_calls_total` — never a trap.
 
 pub mod cache;
 pub mod client;
@@ -17,19 +20,20 @@ use wasmtime::component::Linker;
 
 use super::bindings::types::{Error as GuestError, ErrorCode};
 use super::instance::InstanceState;
-use crate::manifest::{Manifest, Subresource, Verb};
+use crate::manifest::{Manifest, Verb};
 use crate::metrics::PluginMetrics;
 use crate::resource::Gvk;
 
-pub use cache::{CacheReader, Scope};
-pub use client::{ApiWriter, PatchKind, WriteOp, WriteRequest};
-pub use events::{EventSink, PluginEvent};
+pub use cache::CacheReader;
+pub use client::Api;
+pub use events::EventSink;
+pub use log::LogBudget;
 
 /// What a plugin's calls may reach outside the sandbox. Shared by all its instances.
 #[derive(Clone)]
 pub struct Services {
     pub cache: Arc<dyn CacheReader>,
-    pub writer: Arc<dyn ApiWriter>,
+    pub api: Arc<dyn Api>,
     pub events: Arc<dyn EventSink>,
 }
 
@@ -38,7 +42,7 @@ impl Services {
     /// gets here, so these are never reached.
     pub fn unreachable() -> Self {
         let none = Arc::new(Nothing);
-        Services { cache: none.clone(), writer: none.clone(), events: none }
+        Services { cache: none.clone(), api: none.clone(), events: none }
     }
 }
 
@@ -49,24 +53,32 @@ pub struct HostContext {
     pub manifest: Option<Arc<Manifest>>,
     pub services: Services,
     pub metrics: PluginMetrics,
+    /// The plugin's log budget, shared by its instances and their stdout and stderr.
+    pub logs: Arc<LogBudget>,
 }
 
 impl HostContext {
     /// The capability check. `Err` is the error value the guest receives.
-    fn check(&self, verb: Verb, resource: &Gvk, subresource: Option<Subresource>, namespace: Option<&str>) -> Result<&Manifest, GuestError> {
+    fn check(&self, verb: Verb, resource: &Gvk, subresource: Option<&str>, namespace: Option<&str>, name: Option<&str>) -> Result<&Manifest, GuestError> {
         let Some(manifest) = self.manifest.as_deref() else {
-            return Err(self.refuse(format!("{} {resource}: host calls are not available during describe", verb.as_str())));
+            return Err(self.refuse(format!("{verb} {resource}: host calls are not available during describe")));
         };
-        if manifest.allows(verb, resource, subresource, namespace) {
+        if manifest.allows(verb, resource, subresource, namespace, name) {
             return Ok(manifest);
         }
-        let target = match (subresource, namespace) {
-            (Some(sub), Some(ns)) => format!("{resource} {} in namespace {ns}", sub.as_str()),
-            (Some(sub), None) => format!("{resource} {}", sub.as_str()),
-            (None, Some(ns)) => format!("{resource} in namespace {ns}"),
-            (None, None) => format!("{resource} in all namespaces"),
-        };
-        Err(self.refuse(format!("{} {target} is not granted by the plugin's manifest", verb.as_str())))
+        let mut target = resource.to_string();
+        if let Some(sub) = subresource {
+            target.push_str(&format!(" {sub}"));
+        }
+        if let Some(name) = name {
+            target.push_str(&format!(" {name:?}"));
+        }
+        match namespace {
+            Some(ns) => target.push_str(&format!(" in namespace {ns}")),
+            None if name.is_none() => target.push_str(" in all namespaces"),
+            None => {}
+        }
+        Err(self.refuse(format!("{verb} {target} is not granted by the plugin's manifest")))
     }
 
     fn refuse(&self, message: String) -> GuestError {
@@ -83,39 +95,47 @@ pub(crate) fn error(code: ErrorCode, message: impl Into<String>) -> GuestError {
 /// Largest object a guest may send; the API server refuses bigger requests anyway (3 MiB).
 pub(crate) const MAX_OBJECT_BYTES: usize = 3 << 20;
 
-/// Registers the four kubewasm interfaces, each with its own narrow context.
+/// Registers the four kubewasm interfaces, each with its own narrow context (`log` by hand).
 pub fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
     use super::bindings::kubewasm::controller as wit;
     wit::types::add_to_linker::<InstanceState, cache::CacheData>(linker, cache::context)?;
     wit::cache::add_to_linker::<InstanceState, cache::CacheData>(linker, cache::context)?;
     wit::client::add_to_linker::<InstanceState, client::ClientData>(linker, client::context)?;
     wit::events::add_to_linker::<InstanceState, events::EventsData>(linker, events::context)?;
-    wit::log::add_to_linker::<InstanceState, log::LogData>(linker, log::context)?;
-    Ok(())
+    log::add_to_linker(linker)
 }
 
 /// Backend of [`Services::unreachable`].
 struct Nothing;
 
 impl CacheReader for Nothing {
-    fn scope(&self, _: &Gvk) -> Option<Scope> {
+    fn scope(&self, _: &Gvk) -> Option<crate::resource::Scope> {
         None
     }
     fn get(&self, _: &Gvk, _: &crate::resource::ObjectKey) -> Option<Arc<str>> {
         None
     }
-    fn list(&self, _: &Gvk, _: Option<&str>, _: Option<&crate::selector::LabelSelector>) -> Vec<(crate::resource::ObjectKey, Arc<str>)> {
-        Vec::new()
+    fn list(
+        &self,
+        _: &Gvk,
+        _: Option<&str>,
+        _: Option<&crate::selector::LabelSelector>,
+        _: usize,
+    ) -> Result<Vec<(crate::resource::ObjectKey, Arc<str>)>, usize> {
+        Ok(Vec::new())
     }
 }
 
 #[async_trait::async_trait]
-impl ApiWriter for Nothing {
-    async fn write(&self, _: WriteRequest) -> Result<Option<String>, GuestError> {
-        Err(error(ErrorCode::Unavailable, "no API access during describe"))
+impl Api for Nothing {
+    async fn write(&self, _: crate::client::WriteRequest) -> Result<Option<Arc<str>>, crate::client::RequestError> {
+        Err(crate::client::RequestError::Standby)
+    }
+    async fn get(&self, _: &Gvk, _: Option<&str>, _: &str) -> Result<Option<String>, crate::client::RequestError> {
+        Ok(None)
     }
 }
 
 impl EventSink for Nothing {
-    fn publish(&self, _: PluginEvent) {}
+    fn publish(&self, _: crate::events::ObjectEvent) {}
 }

@@ -1,17 +1,21 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
+/// <reference path="./interfaces/kubewasm-controller-access.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-cache.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-client.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-events.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-log.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-plugin.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-reconciler.d.ts" />
+/// <reference path="./interfaces/kubewasm-controller-release.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/controller@0.1.0' {
-  export type * as KubewasmControllerCache010 from 'kubewasm:controller/cache@0.1.0'; // import kubewasm:controller/cache@0.1.0
-  export type * as KubewasmControllerClient010 from 'kubewasm:controller/client@0.1.0'; // import kubewasm:controller/client@0.1.0
-  export type * as KubewasmControllerEvents010 from 'kubewasm:controller/events@0.1.0'; // import kubewasm:controller/events@0.1.0
-  export type * as KubewasmControllerLog010 from 'kubewasm:controller/log@0.1.0'; // import kubewasm:controller/log@0.1.0
-  export type * as KubewasmControllerTypes010 from 'kubewasm:controller/types@0.1.0'; // import kubewasm:controller/types@0.1.0
-  export * as plugin from 'kubewasm:controller/plugin@0.1.0'; // export kubewasm:controller/plugin@0.1.0
-  export * as reconciler from 'kubewasm:controller/reconciler@0.1.0'; // export kubewasm:controller/reconciler@0.1.0
+declare module 'kubewasm:controller/controller@0.1.1' {
+  export type * as KubewasmControllerCache011 from 'kubewasm:controller/cache@0.1.1'; // import kubewasm:controller/cache@0.1.1
+  export type * as KubewasmControllerClient011 from 'kubewasm:controller/client@0.1.1'; // import kubewasm:controller/client@0.1.1
+  export type * as KubewasmControllerEvents011 from 'kubewasm:controller/events@0.1.1'; // import kubewasm:controller/events@0.1.1
+  export type * as KubewasmControllerLog011 from 'kubewasm:controller/log@0.1.1'; // import kubewasm:controller/log@0.1.1
+  export type * as KubewasmControllerTypes011 from 'kubewasm:controller/types@0.1.1'; // import kubewasm:controller/types@0.1.1
+  export * as plugin from 'kubewasm:controller/plugin@0.1.1'; // export kubewasm:controller/plugin@0.1.1
+  export * as reconciler from 'kubewasm:controller/reconciler@0.1.1'; // export kubewasm:controller/reconciler@0.1.1
+  export * as access from 'kubewasm:controller/access@0.1.1'; // export kubewasm:controller/access@0.1.1
+  export * as release from 'kubewasm:controller/release@0.1.1'; // export kubewasm:controller/release@0.1.1
 }

@@ -36,7 +36,7 @@ from .errors import (
     Unavailable,
 )
 from .objects import Object
-from .manifest import Limits, Manifest, ManifestSpec, Mapping, Permission, Watch
+from .manifest import Limits, Manifest, ManifestSpec, Mapping, Permission, Rule, Watch
 
 __version__ = "0.1.0"
 
@@ -65,6 +65,7 @@ __all__ = [
     "Other",
     "PatchType",
     "Permission",
+    "Rule",
     "SettingsError",
     "Unavailable",
     "Verb",

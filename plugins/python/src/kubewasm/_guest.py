@@ -1,6 +1,7 @@
-"""The component glue: the WIT imports as a `Host`, and the `Plugin` and `Reconciler` export
-classes componentize-py looks for. Imported only inside a component (by the module
-`kubewasm-py build` generates), because `wit_world` and `componentize_py_types` exist only there.
+"""The component glue: the WIT imports as a `Host`, and the `Plugin`, `Reconciler`, `Access` and
+`Release` export classes componentize-py looks for. Imported only inside a component (by the
+module `kubewasm-py build` generates), because `wit_world` and `componentize_py_types` exist only
+there.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from types import ModuleType
 from typing import Any, Callable, Sequence, TypeVar
 
 from componentize_py_types import Err
+from wit_world.exports import access as wa
 from wit_world.exports import plugin as wp
 from wit_world.exports import reconciler as wr
 from wit_world.imports import cache, client, events, log
@@ -16,8 +18,8 @@ from wit_world.imports import types as wt
 
 from .core import ErrorCode, EventType, Gvk, LogLevel, ObjectKey, PatchType
 from .errors import KubewasmError
-from .manifest import ManifestSpec
-from .runtime import Refused, Runner, find_controller
+from .manifest import ManifestSpec, Rule
+from .runtime import Method, Refused, Runner, find_controller
 
 _CODES = {
     wt.ErrorCode.NOT_FOUND: ErrorCode.NOT_FOUND,
@@ -134,6 +136,16 @@ def _manifest(spec: ManifestSpec) -> wp.Manifest:
     )
 
 
+def _rule(r: Rule) -> wa.Rule:
+    return wa.Rule(
+        resource=_gvk(r.resource),
+        subresource=r.subresource,
+        verbs=list(r.verbs),
+        namespaces=list(r.namespaces),
+        resource_names=list(r.resource_names),
+    )
+
+
 def _action(action: Any) -> wt.Action:
     if action.requeue_after_ms is None:
         return wt.Action_Done()
@@ -148,9 +160,16 @@ def _key(k: wt.ObjectKey) -> ObjectKey:
     return ObjectKey(k.namespace, k.name)
 
 
-def exports(app: ModuleType) -> tuple[type, type]:
-    """The `Plugin` and `Reconciler` classes for the controller the author's module defines."""
+def exports(app: ModuleType) -> tuple[type, type, type, type]:
+    """The `Plugin`, `Reconciler`, `Access` and `Release` classes for the controller the
+    author's module defines."""
     runner = Runner(find_controller(app), WasmHost())
+
+    def call(method: Method, request: wr.Request) -> wt.Action:
+        try:
+            return _action(runner.call(method, _key(request.key), request.object, request.retries))
+        except KubewasmError as e:
+            raise _wit_error(e) from None
 
     class Plugin:
         def describe(self, settings: str) -> wp.Manifest:
@@ -161,19 +180,21 @@ def exports(app: ModuleType) -> tuple[type, type]:
 
     class Reconciler:
         def reconcile(self, request: wr.Request) -> wt.Action:
-            try:
-                return _action(runner.reconcile(_key(request.key), request.object, request.retries))
-            except KubewasmError as e:
-                raise _wit_error(e) from None
+            return call("reconcile", request)
 
         def finalize(self, request: wr.Request) -> wt.Action:
-            try:
-                return _action(runner.reconcile(_key(request.key), request.object, request.retries, finalize=True))
-            except KubewasmError as e:
-                raise _wit_error(e) from None
+            return call("finalize", request)
 
         def map_related(self, resource: wt.Gvk, object: str) -> list[wt.ObjectKey]:
             keys = runner.map_related(Gvk(resource.group, resource.version, resource.kind), object)
             return [wt.ObjectKey(k.namespace, k.name) for k in keys]
 
-    return Plugin, Reconciler
+    class Access:
+        def rules(self) -> list[wa.Rule]:
+            return [_rule(r) for r in runner.rules()]
+
+    class Release:
+        def released(self, request: wr.Request) -> wt.Action:
+            return call("released", request)
+
+    return Plugin, Reconciler, Access, Release

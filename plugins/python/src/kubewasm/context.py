@@ -9,11 +9,11 @@ behaves the same in both.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from .core import EventType, Gvk, LogLevel, ObjectKey, PatchType
-from .errors import Invalid
-from .objects import Object, gvk, name, namespace
+from .errors import Invalid, NotFound
+from .objects import Object, gvk, is_controlled_by, name, namespace
 
 
 class Host(Protocol):
@@ -122,6 +122,21 @@ class Context:
     def delete(self, resource: Gvk, namespace: str | None, name: str) -> None:
         """Deletes an object (dependents are garbage-collected); `NotFound` if already gone."""
         self._host.delete(resource, namespace, name)
+
+    def delete_controlled(self, owner: Mapping[str, Any], kinds: Iterable[tuple[Gvk, bool]]) -> None:
+        """Deletes the objects of `kinds` that `owner` controls (in its namespace), skipping kinds
+        the plugin may not delete (`(gvk, False)`), with a warning. What the default
+        `Controller.released` does, with `Manifest.owned()` as `kinds`."""
+        for resource, may_delete in kinds:
+            if not may_delete:
+                self.warn(f"leaving the {resource.kind} objects of {name(owner)} in place: the manifest grants no delete on them")
+                continue
+            for child in self.list(resource, namespace(owner)):
+                if is_controlled_by(child, owner):
+                    try:
+                        self.delete(resource, namespace(child), name(child))
+                    except NotFound:
+                        pass
 
     # --- events and logs ---
 

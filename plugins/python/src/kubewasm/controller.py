@@ -47,3 +47,12 @@ class Controller:
     def map_related(self, resource: Gvk, obj: Object, ctx: Context) -> list[ObjectKey]:
         """Maps an event on a watched object (mapping `map-related`) to primary keys."""
         return []
+
+    def released(self, obj: Object, ctx: Context) -> Action:
+        """Lets go of a primary that stopped matching the manifest's primary selector (its labels
+        changed): this controller no longer manages it, but what it made for it is still there.
+        By default, deletes the objects of the `owns` kinds it controls (those the manifest may
+        delete), as the garbage collector would had it been deleted; override to hand them over
+        instead."""
+        ctx.delete_controlled(obj, self.manifest().owned())
+        return DONE

@@ -59,7 +59,7 @@ class ObjectKey:
 
 @dataclass(frozen=True)
 class Action:
-    """What the host does with the key after a successful reconcile or finalize.
+    """What the host does with the key after a successful reconcile, finalize or released.
 
     `Action.done()` (also `DONE`, or returning None): nothing more until something changes or
     the periodic resync. `Action.requeue_after(seconds)`: reconcile again after that long.

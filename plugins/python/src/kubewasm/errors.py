@@ -8,9 +8,9 @@ controller can catch exactly what it handles:
     except AlreadyExists:
         pass
 
-An exception escaping `reconcile` or `finalize` fails the call: a `KubewasmError` keeps its code
-(`Conflict` retries without a Warning Event), any other exception becomes code `other` with the
-exception's type and message, and the host retries the key with backoff.
+An exception escaping `reconcile`, `finalize` or `released` fails the call: a `KubewasmError`
+keeps its code (`Conflict` retries without a Warning Event), any other exception becomes code
+`other` with the exception's type and message, and the host retries the key with backoff.
 """
 
 from __future__ import annotations

@@ -7,16 +7,25 @@
         .status_permission(FOO, ["patch"])
         .max_concurrency(2)
 
-Each method returns the manifest, so calls chain. What was built is in `.spec`.
+Each builder method returns the manifest, so calls chain. What was built is in `.spec`; what
+the plugin describes to the host is `.for_host()`.
+
+Everything declared is what the plugin's identity needs: the host refuses to start a plugin whose
+ServiceAccount RBAC does not grant it, and `kubewasm rbac` prints Roles that do.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Iterable, Literal
+from typing import Callable, Iterable, Literal, TypeVar
 
 from .core import Gvk, Verb
+from .kinds import CLUSTER_ROLE
+
+# The verbs a rule may name: RBAC's, without "*".
+RBAC_VERBS = (*(v.value for v in Verb), "deletecollection", "bind", "escalate", "impersonate", "approve", "sign", "use")
+
 
 @dataclass(frozen=True)
 class Mapping:
@@ -57,6 +66,18 @@ class Permission:
 
 
 @dataclass
+class Rule:
+    """A grant the WIT `permission` record cannot hold (any RBAC verb, object names): what the
+    `access` export returns."""
+
+    resource: Gvk
+    verbs: list[str]
+    subresource: str | None = None
+    namespaces: list[str] = field(default_factory=list)
+    resource_names: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Limits:
     """`None` takes the host's default (5000 ms; 64 MiB)."""
 
@@ -66,7 +87,8 @@ class Limits:
 
 @dataclass
 class ManifestSpec:
-    """The plain data of a manifest, field for field the WIT `manifest` record."""
+    """The plain data of a manifest, field for field the WIT `manifest` record, plus `rules`
+    (the `access` export's answer)."""
 
     name: str
     version: str
@@ -79,12 +101,32 @@ class ManifestSpec:
     max_concurrency: int = 1
     limits: Limits = field(default_factory=Limits)
     permissions: list[Permission] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
 
 
-def _verbs(verbs: Iterable[Verb | str]) -> list[Verb]:
+T = TypeVar("T")
+
+
+def _each(verbs: Iterable[Verb | str], parse: Callable[[Verb | str], T]) -> list[T]:
+    """Parses a list of verbs, or one."""
     if isinstance(verbs, (str, Verb)):
         verbs = [verbs]
-    return [Verb.parse(v) for v in verbs]
+    return [parse(v) for v in verbs]
+
+
+def _rbac_verb(verb: Verb | str) -> str:
+    name = str(verb).lower()
+    if name not in RBAC_VERBS:
+        raise ValueError(f"{verb!r} is not an RBAC verb (one of: {', '.join(RBAC_VERBS)})")
+    return name
+
+
+def _grants(permissions: Iterable[Permission], resource: Gvk, verb: Verb) -> bool:
+    """Whether a permission on the resource itself (any version) grants `verb`."""
+    return any(
+        (p.resource.group, p.resource.kind) == (resource.group, resource.kind) and p.subresource is None and verb in p.verbs
+        for p in permissions
+    )
 
 
 class Manifest:
@@ -119,7 +161,9 @@ class Manifest:
         return self
 
     def finalizer(self, name: str) -> Manifest:
-        """The finalizer the host adds to primaries so that `finalize` runs before they go."""
+        """The finalizer the host adds to primaries so that `finalize` runs before they go. The
+        host adds and removes it with a patch made as the plugin: the manifest grants `patch` on
+        the primary for it (`for_host` adds the grant when no permission has it)."""
         self.spec.finalizer = name
         return self
 
@@ -148,8 +192,48 @@ class Manifest:
 
     def grant(self, resource: Gvk, subresource: str | None, verbs: Iterable[Verb | str], namespaces: Iterable[str] = ()) -> Manifest:
         """The general form: a resource, an optional subresource, verbs and namespaces."""
-        self.spec.permissions.append(Permission(resource, _verbs(verbs), subresource, list(namespaces)))
+        self.spec.permissions.append(Permission(resource, _each(verbs, Verb.parse), subresource, list(namespaces)))
         return self
+
+    def grant_named(self, resource: Gvk, verbs: Iterable[Verb | str], namespaces: Iterable[str] = (), names: Iterable[str] = ()) -> Manifest:
+        """Grants `verbs` on the named objects of a resource only (RBAC's `resourceNames`), in
+        `namespaces` (empty for every namespace). Reads of such objects go to the API server."""
+        return self.rule(resource, None, verbs, namespaces, names)
+
+    def bind_cluster_role(self, name: str) -> Manifest:
+        """Lets the plugin create RoleBindings and ClusterRoleBindings to the ClusterRole `name`
+        without holding its permissions itself (RBAC's `bind` verb), e.g. `edit` for a
+        namespace-onboarding controller."""
+        return self.rule(CLUSTER_ROLE, None, ["bind"], (), [name])
+
+    def rule(
+        self,
+        resource: Gvk,
+        subresource: str | None,
+        verbs: Iterable[Verb | str],
+        namespaces: Iterable[str] = (),
+        names: Iterable[str] = (),
+    ) -> Manifest:
+        """The most general grant: any subresource, any RBAC verb (get ... delete,
+        deletecollection, bind, escalate, impersonate, approve, sign, use), namespaces and
+        object names (empty for all)."""
+        self.spec.rules.append(Rule(resource, _each(verbs, _rbac_verb), subresource, list(namespaces), list(names)))
+        return self
+
+    def owned(self) -> list[tuple[Gvk, bool]]:
+        """The owned kinds, each with whether the manifest grants `delete` on it: what the
+        default `Controller.released` passes to `Context.delete_controlled`."""
+        return [(g, _grants(self.spec.permissions, g, Verb.DELETE)) for g in self.spec.owns]
+
+    def for_host(self) -> ManifestSpec:
+        """The manifest as the plugin describes itself to the host: the spec, plus a `patch`
+        grant on the primary when a finalizer is set and no permission has one (the host
+        refuses a finalizer without it). Done here rather than in `finalizer()`, so the order of
+        the builder calls does not matter."""
+        spec = self.spec
+        if spec.finalizer is not None and spec.primary is not None and not _grants(spec.permissions, spec.primary, Verb.PATCH):
+            spec = replace(spec, permissions=[*spec.permissions, Permission(spec.primary, [Verb.PATCH])])
+        return spec
 
     def __repr__(self) -> str:
         return f"Manifest({self.spec!r})"

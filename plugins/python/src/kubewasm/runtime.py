@@ -12,13 +12,16 @@ import json
 import sys
 import traceback
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from .context import Context, Host
 from .controller import Controller
 from .core import DONE, Action, Gvk, LogLevel, ObjectKey
 from .errors import Invalid, KubewasmError, Other, SettingsError
-from .manifest import ManifestSpec
+from .manifest import Manifest, ManifestSpec, Rule
+
+# The controller methods the host calls with a primary object.
+Method = Literal["reconcile", "finalize", "released"]
 
 
 class Refused(Exception):
@@ -70,10 +73,11 @@ class Runner:
         self.controller_cls = controller_cls
         self.host = host
         self.controller: Controller | None = None
+        self.manifest: ManifestSpec | None = None
 
     def describe(self, settings: str) -> ManifestSpec:
-        """Parses the settings, builds the controller and returns its manifest. Raises
-        `Refused` with a message."""
+        """Parses the settings, builds the controller and returns its manifest as the host gets
+        it (`Manifest.for_host`). Raises `Refused` with a message."""
         try:
             parsed: Any = json.loads(settings) if settings.strip() else {}
         except ValueError as e:
@@ -87,36 +91,40 @@ class Runner:
             manifest = controller.manifest()
         except Exception as e:
             raise Refused(_describe_error(e)) from None
-        spec = getattr(manifest, "spec", None)
-        if not isinstance(spec, ManifestSpec):
+        if not isinstance(manifest, Manifest):
             raise Refused(f"{self.controller_cls.__name__}.manifest() must return a Manifest, not {manifest!r}")
-        if spec.primary is None:
+        if manifest.spec.primary is None:
             raise Refused("manifest: primary is not set (call .primary(...))")
         self.controller = controller
-        return spec
+        self.manifest = manifest.for_host()
+        return self.manifest
+
+    def rules(self) -> list[Rule]:
+        """What the `access` export answers, right after `describe`: the manifest's rules."""
+        return self.manifest.rules if self.manifest is not None else []
 
     def _controller(self) -> Controller:
         if self.controller is None:
             raise Other("the host called the plugin before describe")
         return self.controller
 
-    def reconcile(self, key: ObjectKey, obj: str, retries: int, finalize: bool = False) -> Action:
-        """Runs `reconcile` (or `finalize`). Raises `KubewasmError`."""
+    def call(self, method: Method, key: ObjectKey, obj: str, retries: int) -> Action:
+        """Runs `reconcile`, `finalize` or `released` on the primary `obj` (JSON text). Raises
+        `KubewasmError`."""
         controller = self._controller()
         try:
             parsed = json.loads(obj)
         except ValueError as e:
             raise Invalid(f"the primary object does not parse: {e}") from None
         ctx = Context(self.host, key, retries)
-        what = "finalize" if finalize else "reconcile"
         try:
-            action = controller.finalize(parsed, ctx) if finalize else controller.reconcile(parsed, ctx)
+            action = getattr(controller, method)(parsed, ctx)
         except Exception as e:
-            raise _failure(e, what) from None
+            raise _failure(e, method) from None
         if action is None:
             return DONE
         if not isinstance(action, Action):
-            raise Other(f"{what} returned {action!r}, not an Action")
+            raise Other(f"{method} returned {action!r}, not an Action")
         return action
 
     def map_related(self, resource: Gvk, obj: str) -> list[ObjectKey]:

@@ -378,7 +378,8 @@ class FakeHost(Host):
 
 class Harness:
     """A controller described and ready to call against a `FakeHost`, the way the component's
-    exports run it."""
+    exports run it. `manifest` is what it describes to the host, `manifest.rules` what its
+    `access` export answers."""
 
     def __init__(self, controller_cls: type[Controller], settings: Mapping[str, Any] | None = None, objects: Iterable[Mapping[str, Any]] = ()) -> None:
         self.host = FakeHost(objects)
@@ -402,12 +403,14 @@ class Harness:
     def reconcile(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action:
         """Runs `reconcile` on an object (or the stored primary of a key). Raises
         `KubewasmError` as the component would return it."""
-        key, text = self._primary(obj_or_key)
-        return self.runner.reconcile(key, text, retries)
+        return self.runner.call("reconcile", *self._primary(obj_or_key), retries)
 
     def finalize(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action:
-        key, text = self._primary(obj_or_key)
-        return self.runner.reconcile(key, text, retries, finalize=True)
+        return self.runner.call("finalize", *self._primary(obj_or_key), retries)
+
+    def released(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action:
+        """Runs `released`, as the host does once a primary stops matching the primary selector."""
+        return self.runner.call("released", *self._primary(obj_or_key), retries)
 
     def map_related(self, resource: Gvk, obj: Mapping[str, Any]) -> list[ObjectKey]:
         return self.runner.map_related(resource, json.dumps(obj))

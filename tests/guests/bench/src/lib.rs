@@ -2,7 +2,9 @@
 //! `Controller` trait) so that it does exactly what the native side of the benchmark does: hand
 //! the request's JSON text to `bench_logic::reconcile`.
 
+use kubewasm_sdk::bindings::exports::kubewasm::controller::access::{self, Rule};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::plugin::{self, Limits, Manifest, Permission, Verb};
+use kubewasm_sdk::bindings::exports::kubewasm::controller::release;
 use kubewasm_sdk::bindings::exports::kubewasm::controller::reconciler::{self, Request};
 use kubewasm_sdk::bindings::kubewasm::controller::types::{Action, Error, ErrorCode, Gvk, ObjectKey};
 use kubewasm_sdk::bindings::kubewasm::controller::{cache, client};
@@ -38,7 +40,7 @@ impl plugin::Guest for Bench {
             resync_seconds: None,
             max_concurrency: 1,
             limits: Limits { deadline_ms: None, memory_bytes: None },
-            permissions: vec![Permission { resource: configmap(), subresource: None, verbs: vec![Verb::Patch], namespaces: Vec::new() }],
+            permissions: vec![Permission { resource: configmap(), subresource: None, verbs: vec![Verb::Create, Verb::Patch], namespaces: Vec::new() }],
         })
     }
 }
@@ -54,6 +56,18 @@ impl reconciler::Guest for Bench {
 
     fn map_related(_: Gvk, _: String) -> Vec<ObjectKey> {
         Vec::new()
+    }
+}
+
+impl access::Guest for Bench {
+    fn rules() -> Vec<Rule> {
+        Vec::new()
+    }
+}
+
+impl release::Guest for Bench {
+    fn released(_: Request) -> Result<Action, Error> {
+        Ok(Action::Done)
     }
 }
 

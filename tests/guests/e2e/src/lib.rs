@@ -56,6 +56,12 @@ struct Settings {
     /// A finalizer; `finalize` waits for the annotation `e2e.kubewasm.io/release=true`.
     finalizer: Option<String>,
     max_concurrency: Option<u32>,
+    /// Record a Normal Event `Reconciled` (note: the input) on each primary it reconciles.
+    events: bool,
+    /// More grants, each `VERBS KIND [name=NAME] [ns=NAMESPACE]`, e.g. `get,list Secret.v1` or
+    /// `patch Lease.v1.coordination.k8s.io name=other`: a manifest asking for more than its
+    /// identity holds.
+    extra: Vec<String>,
 }
 
 struct E2e {
@@ -67,6 +73,8 @@ struct E2e {
     finalizer: Option<String>,
     workers: u32,
     variant: String,
+    events: bool,
+    extra: Vec<String>,
 }
 
 fn annotation<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a str> {
@@ -107,6 +115,8 @@ impl Controller for E2e {
             finalizer: settings.finalizer,
             workers: settings.max_concurrency.unwrap_or(2),
             variant,
+            events: settings.events,
+            extra: settings.extra,
         })
     }
 
@@ -115,7 +125,7 @@ impl Controller for E2e {
         let configmap = Gvk::new("", "v1", "ConfigMap");
         let mut manifest = Manifest::new(name, &self.variant)
             .primary_gvk(&self.primary)
-            .grant(&configmap, None, &[Verb::Patch, Verb::Delete], &[])
+            .grant(&configmap, None, &[Verb::Create, Verb::Patch, Verb::Delete], &[])
             .grant(&self.primary, None, &[Verb::Update], &[])
             .max_concurrency(self.workers);
         if !self.selector.is_empty() {
@@ -123,6 +133,16 @@ impl Controller for E2e {
         }
         if let Some(finalizer) = &self.finalizer {
             manifest = manifest.finalizer(finalizer);
+        }
+        for grant in &self.extra {
+            let mut words = grant.split_whitespace();
+            let verbs: Vec<&str> = words.next().unwrap_or_default().split(',').collect();
+            let mut parts = words.next().unwrap_or_default().splitn(3, '.');
+            let (kind, version, group) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+            let words: Vec<&str> = words.collect();
+            let names: Vec<&str> = words.iter().filter_map(|w| w.strip_prefix("name=")).collect();
+            let namespaces: Vec<&str> = words.iter().filter_map(|w| w.strip_prefix("ns=")).collect();
+            manifest = manifest.rule(&Gvk::new(group, version, kind), None, &verbs, &namespaces, &names);
         }
         manifest
     }
@@ -169,6 +189,9 @@ impl Controller for E2e {
                 ]);
                 self.apply_configmap(ctx, self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
             }
+        }
+        if self.events {
+            ctx.event(&primary, EventType::Normal, "Reconciled", "Reconcile", &input)?;
         }
         ctx.debug(&format!("reconciled {} input={input} variant={} host={}", primary.name(), self.variant, self.host));
         Ok(Action::Done)

@@ -46,7 +46,7 @@ impl Controller for Faulty {
         let name = if self.invalid_manifest { "Not_A_DNS_Label" } else { &self.name };
         Manifest::new(name, "0.1.0")
             .primary::<ConfigMap>()
-            .permission::<ConfigMap>(&[Verb::Patch])
+            .permission::<ConfigMap>(&[Verb::Create, Verb::Patch])
             .max_concurrency(2)
             .limits(kubewasm_sdk::Limits { deadline: Some(Duration::from_millis(500)), memory_bytes: Some(32 << 20) })
     }

@@ -1,25 +1,31 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/cache@0.1.0' {
+declare module 'kubewasm:controller/cache@0.1.1' {
   /**
-   * One object, or `none` if the cache holds none of that name.
+   * One object, or `none` if there is none of that name.
    * 
-   * Errors: `forbidden` if the plugin may not read that resource in that namespace;
-   * `invalid` if a namespace is given for a cluster-scoped resource (or missing for a
-   * namespaced one), or the API server does not serve the resource.
+   * Errors: `forbidden` if the plugin may not read that object; `invalid` if a namespace is
+   * given for a cluster-scoped resource (or missing for a namespaced one), or the API server
+   * does not serve the resource; for a read from the API server, `unavailable` if it did not
+   * answer in time, and `forbidden` if RBAC refused the plugin's identity.
    */
   export function get(resource: Gvk, namespace: string | undefined, name: string): Object | undefined;
   /**
-   * Objects of a resource: in `namespace` (every readable namespace when `none`), matching
-   * `label-selector` (Kubernetes syntax, e.g. "app=web,tier!=db"; every object when `none`),
-   * sorted by namespace then name.
+   * Objects of a cached resource: in `namespace` (every readable namespace when `none`),
+   * matching `label-selector` (Kubernetes syntax, e.g. "app=web,tier!=db"; every object when
+   * `none`), sorted by namespace then name.
+   * 
+   * The answer is bounded: its objects may total at most a quarter of the plugin's memory
+   * limit (16 MiB with the default 64 MiB). A larger answer is not built; the call fails with
+   * `invalid` and a message saying how many bytes it would have been: narrow it by namespace
+   * or label selector.
    * 
    * Errors: `forbidden` as for `get`, for a namespace outside the grant; `invalid` for a
-   * selector that does not parse, a namespace given for a cluster-scoped resource, or an
-   * unserved resource.
+   * selector that does not parse, a namespace given for a cluster-scoped resource, an
+   * unserved or uncached resource, or an answer over the bound.
    */
   export function listObjects(resource: Gvk, namespace: string | undefined, labelSelector: string | undefined): Array<Object>;
-  export type Gvk = import('kubewasm:controller/types@0.1.0').Gvk;
-  export type Object = import('kubewasm:controller/types@0.1.0').Object;
-  export type Error = import('kubewasm:controller/types@0.1.0').Error;
+  export type Gvk = import('kubewasm:controller/types@0.1.1').Gvk;
+  export type Object = import('kubewasm:controller/types@0.1.1').Object;
+  export type Error = import('kubewasm:controller/types@0.1.1').Error;
 }

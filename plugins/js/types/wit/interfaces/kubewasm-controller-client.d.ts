@@ -1,11 +1,11 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/client@0.1.0' {
+declare module 'kubewasm:controller/client@0.1.1' {
   /**
    * Server-side apply: makes the fields in `object` owned by this plugin's field manager and
-   * equal to the given values; creates the object if it does not exist. Needs `patch` (and,
-   * to create, `create`). With `force`, takes over fields another manager owns; without it
-   * such a clash answers `conflict`.
+   * equal to the given values; creates the object if it does not exist. Needs `patch`, and,
+   * when the object does not exist yet, `create` (`forbidden` otherwise). With `force`,
+   * takes over fields another manager owns; without it such a clash answers `conflict`.
    */
   export function apply(object: Object, force: boolean): Object;
   /**
@@ -33,13 +33,15 @@ declare module 'kubewasm:controller/client@0.1.0' {
   export function patch(resource: Gvk, namespace: string | undefined, name: string, patchType: PatchType, body: string): Object;
   /**
    * Deletes the object, letting the API server's garbage collector remove its dependents in
-   * the background. Needs `delete`. `not-found` if it is already gone.
+   * the background. Needs `delete`. `not-found` if it is already gone. Once this returns, the
+   * plugin's cache reads no longer see the object (unless finalizers keep it: then they see
+   * it with its deletion timestamp).
    */
   export { _delete as delete };
   function _delete(resource: Gvk, namespace: string | undefined, name: string): void;
-  export type Gvk = import('kubewasm:controller/types@0.1.0').Gvk;
-  export type Object = import('kubewasm:controller/types@0.1.0').Object;
-  export type Error = import('kubewasm:controller/types@0.1.0').Error;
+  export type Gvk = import('kubewasm:controller/types@0.1.1').Gvk;
+  export type Object = import('kubewasm:controller/types@0.1.1').Object;
+  export type Error = import('kubewasm:controller/types@0.1.1').Error;
   /**
    * The body of a patch.
    * # Variants

@@ -1,13 +1,13 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/events@0.1.0' {
+declare module 'kubewasm:controller/events@0.1.1' {
   /**
    * Queues an event. Errors: `invalid` for an empty or too long reason or action, or a note
    * over 1024 bytes; `forbidden` for an object the plugin may not read.
    */
   export function publish(event: Event): void;
-  export type ObjectRef = import('kubewasm:controller/types@0.1.0').ObjectRef;
-  export type Error = import('kubewasm:controller/types@0.1.0').Error;
+  export type ObjectRef = import('kubewasm:controller/types@0.1.1').ObjectRef;
+  export type Error = import('kubewasm:controller/types@0.1.1').Error;
   /**
    * # Variants
    * 

@@ -1,6 +1,6 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/plugin@0.1.0' {
+declare module 'kubewasm:controller/plugin@0.1.1' {
   /**
    * Describes the plugin. `settings` is JSON text: the table `NAME.toml` beside `NAME.wasm`
    * converted to JSON, or "{}" when there is none.
@@ -10,9 +10,10 @@ declare module 'kubewasm:controller/plugin@0.1.0' {
    * message saying what is wrong with the settings to refuse loading.
    */
   export function describe(settings: string): Manifest;
-  export type Gvk = import('kubewasm:controller/types@0.1.0').Gvk;
+  export type Gvk = import('kubewasm:controller/types@0.1.1').Gvk;
   /**
-   * Kubernetes API verbs, with the meaning RBAC gives them.
+   * Kubernetes API verbs, with the meaning RBAC gives them. (Other RBAC verbs, such as
+   * `bind` or `deletecollection`, are declared through the `access` export.)
    * # Variants
    * 
    * ## `"get"`
@@ -33,16 +34,20 @@ declare module 'kubewasm:controller/plugin@0.1.0' {
   /**
    * One grant the plugin asks for. The host checks every `cache` and `client` call against
    * these grants and answers `forbidden` outside them; `kubewasm rbac` turns them into RBAC
-   * rules.
+   * rules for the plugin's identity, and the host refuses to start a plugin whose identity
+   * RBAC does not grant them.
    * 
    * The primary resource and every owned or watched resource are readable without a grant
-   * (get, list, watch): the host watches them for the plugin anyway.
+   * (get, list, watch): the host watches them for the plugin anyway. A `list` or `watch`
+   * grant makes the host cache the resource (in the grant's namespaces) and serve `get` and
+   * `list-objects` of it from the cache; a `get` grant alone is served by the API server.
    */
   export interface Permission {
     resource: Gvk,
     /**
-     * `none` for the resource itself; `some("status")` for its status subresource (the only
-     * subresource supported in 0.1).
+     * `none` for the resource itself; `some("status")` for its status subresource (what
+     * `apply-status` and `update-status` need). Since 0.1.1 any subresource is accepted
+     * ("scale", "finalizers", ...): the host passes it to RBAC.
      */
     subresource?: string,
     verbs: Array<Verb>,
@@ -112,7 +117,9 @@ declare module 'kubewasm:controller/plugin@0.1.0' {
   export interface Manifest {
     /**
      * DNS-1123 label (lowercase letters, digits, '-'; at most 63 characters), unique within a
-     * host. Used in metrics, Events, the field manager `kubewasm/<name>` and RBAC names.
+     * host: a second plugin claiming a name in use (running or starting) is refused. Used in
+     * metrics, Events, the field manager `kubewasm/<name>`, the plugin's ServiceAccount
+     * `kubewasm-plugin-<name>` and RBAC names.
      */
     name: string,
     /**
@@ -124,7 +131,9 @@ declare module 'kubewasm:controller/plugin@0.1.0' {
      */
     primary: Gvk,
     /**
-     * Label selector restricting which primary objects are reconciled; `none` for all.
+     * Label selector restricting which primary objects are reconciled; `none` for all. An
+     * object whose labels change so that it stops matching gets one `release.released`
+     * call (plugins built for 0.1.1 and later).
      */
     primarySelector?: string,
     /**
@@ -137,9 +146,12 @@ declare module 'kubewasm:controller/plugin@0.1.0' {
      */
     watches: Array<Watch>,
     /**
-     * A finalizer name such as `example.com/cleanup` (a qualified name). When set, the host
-     * adds it to each primary object before the first reconcile, calls `finalize` when the
-     * object is being deleted, and removes the finalizer once `finalize` returns `done`.
+     * A finalizer name such as `example.com/cleanup` (a qualified name), unique within a
+     * host. When set, the host adds it to each primary object before the first reconcile,
+     * calls `finalize` when the object is being deleted, and removes the finalizer once
+     * `finalize` returns `done`. It does so with patches made as the plugin: the manifest
+     * must grant `patch` on the primary resource, or the plugin is refused. A new version
+     * that renames its finalizer takes over objects carrying the old name.
      */
     finalizer?: string,
     /**
@@ -149,7 +161,9 @@ declare module 'kubewasm:controller/plugin@0.1.0' {
     resyncSeconds?: number,
     /**
      * How many keys may be reconciled at once (each key is only ever in one worker). At
-     * least 1; the host may cap it.
+     * least 1; the host may cap it. Each worker may hold an instance of `limits.memory-bytes`:
+     * a plugin whose memory limit × (max-concurrency + 1) does not fit in what is left of
+     * the host's plugin memory budget is refused.
      */
     maxConcurrency: number,
     limits: Limits,

@@ -1,5 +1,5 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
-declare module 'kubewasm:controller/types@0.1.0' {
+declare module 'kubewasm:controller/types@0.1.1' {
   /**
    * A Kubernetes kind as the API names it.
    */
@@ -94,7 +94,10 @@ declare module 'kubewasm:controller/types@0.1.0' {
     tag: 'done',
   }
   /**
-   * Reconcile this key again after this many milliseconds even if nothing changes.
+   * Reconcile this key again after this many milliseconds even if nothing changes. Under
+   * 1000 ms it means "again soon" and goes through the plugin's rate limiter like a
+   * failure does (per-key exponential backoff from 5 ms, and the plugin's token bucket),
+   * so that no plugin can busy-loop the host; ask for 1000 or more for a fixed delay.
    */
   export interface ActionRequeueAfter {
     tag: 'requeue-after',

@@ -1,0 +1,479 @@
+//! The plugin directory and its controllers: starts a controller for each `NAME.wasm`, and —
+//! with hot reload on — swaps, starts and stops them as files are replaced, added and removed,
+//! without restarting the host or losing an event.
+//!
+//! [`files`] says what changed in the directory; [`registry`] keeps the plugins by name
+//! (starting or running); [`status`] tells about them. Each file is looked at by its own task,
+//! one at a time per file and without any lock held across a load or a sync, so a slow plugin
+//! never holds up the others. A new version is compiled and described off the reconcile path,
+//! admitted (its identity's RBAC, the memory budget, a name and finalizer of its own), then
+//! swapped in ([`Controller::swap`], bounded by the sync timeout); a refused one is rejected
+//! while the old version keeps serving, and refusals that may pass (RBAC applied later, memory
+//! freed, a name given up) are looked at again after a growing delay. Every load, reload,
+//! rejection and unload is logged, counted and recorded as an Event on the status ConfigMap.
+
+pub mod files;
+pub mod registry;
+pub mod status;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+pub use files::{ControllerFilter, plugin_files};
+use files::{Change, Files, INCOMPLETE_GRACE, read_content, stem};
+use registry::{Registry, Slot};
+use status::{Outcome, StatusPublisher};
+
+use crate::controller::{Controller, ControllerError, Environment};
+use crate::events::ObjectEvent;
+use crate::plugin::{LoadError, LoadedPlugin, Loader};
+use crate::runtime::MemoryBudget;
+
+pub use files::DirError;
+pub use status::StatusObject;
+
+/// Why a file does not run.
+struct Rejection {
+    /// The plugin (or, unknown, the file's stem).
+    plugin: String,
+    why: String,
+    /// Whether it may pass without the file changing: look again later.
+    retry: bool,
+}
+
+pub struct Supervisor {
+    env: Arc<Environment>,
+    loader: Loader,
+    filter: ControllerFilter,
+    dir: PathBuf,
+    status: Arc<StatusPublisher>,
+    budget: MemoryBudget,
+    shutdown: CancellationToken,
+    files: tokio::sync::Mutex<Files>,
+    registry: Arc<Registry>,
+    /// Plugins removed while objects still carry their finalizer: their status entries.
+    removed: Arc<Mutex<BTreeMap<String, String>>>,
+    /// One look at a file at a time.
+    examining: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    /// Set once the first scan of the directory has loaded (or rejected) every file in it.
+    scanned: AtomicBool,
+}
+
+impl Supervisor {
+    pub fn new(
+        env: Arc<Environment>,
+        loader: Loader,
+        filter: ControllerFilter,
+        dir: PathBuf,
+        status: Arc<StatusPublisher>,
+        budget: MemoryBudget,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        Arc::new(Supervisor {
+            env,
+            loader,
+            filter,
+            dir,
+            status,
+            budget,
+            shutdown,
+            files: Default::default(),
+            registry: Default::default(),
+            removed: Default::default(),
+            examining: Default::default(),
+            scanned: Default::default(),
+        })
+    }
+
+    /// `Ok` when every plugin runs with synced caches; else which do not.
+    pub fn readiness(&self) -> Result<(), String> {
+        if !self.scanned.load(Ordering::SeqCst) {
+            return Err("not ready: loading the plugin directory".into());
+        }
+        let waiting = self.registry.waiting();
+        if waiting.is_empty() { Ok(()) } else { Err(format!("not ready: {}", waiting.join(", "))) }
+    }
+
+    pub fn controllers(&self) -> Vec<Arc<Controller>> {
+        self.registry.running().into_iter().map(|(c, _)| c).collect()
+    }
+
+    /// Loads the directory, then (with `watch`) follows it until shutdown.
+    pub async fn run(self: Arc<Self>, watch: bool) -> Result<(), DirError> {
+        plugin_files(&self.dir)?;
+        let first = self.clone().scan(&HashSet::new(), true).await;
+        for task in first {
+            let _ = task.await;
+        }
+        self.scanned.store(true, Ordering::SeqCst);
+        if self.registry.is_empty() {
+            tracing::warn!(dir = %self.dir.display(), "no plugin is running");
+        }
+        let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let watcher = watch.then(|| {
+            use notify::Watcher;
+            let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if let Ok(event) = event
+                    && files::changes_something(&event)
+                {
+                    let _ = events_tx.send(event);
+                }
+            });
+            if let Ok(w) = watcher.as_mut()
+                && let Err(e) = w.watch(&self.dir, notify::RecursiveMode::NonRecursive)
+            {
+                tracing::warn!(dir = %self.dir.display(), "cannot watch the plugin directory, polling: {e}");
+            }
+            tracing::info!(dir = %self.dir.display(), "watching for plugin changes");
+            watcher
+        });
+        let supervisor = self.clone();
+        // Without hot reload the directory is still looked at again for retries (RBAC applied
+        // later, say), but changed files are not reloaded.
+        tokio::spawn(async move {
+            let _watcher = watcher;
+            loop {
+                let mut complete = HashSet::new();
+                tokio::select! {
+                    _ = supervisor.shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    Some(event) = events.recv() => {
+                        files::done_writing(&event, &mut complete);
+                        // Take whatever else arrived with it, then scan once.
+                        while let Ok(event) = events.try_recv() {
+                            files::done_writing(&event, &mut complete);
+                        }
+                    }
+                }
+                if watch {
+                    supervisor.clone().scan(&complete, false).await;
+                } else {
+                    supervisor.clone().retry_only().await;
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Compares the directory with what runs and starts a task for each difference.
+    async fn scan(self: Arc<Self>, complete: &HashSet<PathBuf>, startup: bool) -> Vec<tokio::task::JoinHandle<()>> {
+        let changes = match self.files.lock().await.scan(&self.dir, complete, startup).await {
+            Ok(changes) => changes,
+            Err(e) => {
+                tracing::warn!("{e}");
+                return Vec::new();
+            }
+        };
+        let mut tasks = Vec::new();
+        for change in changes {
+            match change {
+                Change::Ready(path) => tasks.push(tokio::spawn(self.clone().examine(path))),
+                Change::Renamed { from, to } => {
+                    if let Some(name) = self.registry.rename(&from, &to) {
+                        tracing::info!(plugin = %name, from = %from.display(), to = %to.display(), "renamed: same content, nothing to reload");
+                    }
+                }
+                Change::Removed(path) => tasks.push(tokio::spawn(self.clone().unload(path))),
+            }
+        }
+        tasks
+    }
+
+    /// Without hot reload: only the files due for a retry.
+    async fn retry_only(self: Arc<Self>) {
+        let changes = self.files.lock().await.scan(&self.dir, &HashSet::new(), false).await.unwrap_or_default();
+        for change in changes {
+            if let Change::Ready(path) = change
+                && self.files.lock().await.loaded(&path).is_none()
+            {
+                tokio::spawn(self.clone().examine(path));
+            }
+        }
+    }
+
+    fn examining(&self, path: &Path) -> Arc<tokio::sync::Mutex<()>> {
+        self.examining.lock().entry(path.to_path_buf()).or_default().clone()
+    }
+
+    /// Looks at one settled file: loads it and installs it, or rejects it.
+    async fn examine(self: Arc<Self>, path: PathBuf) {
+        let guard = self.examining(&path);
+        let _one_at_a_time = guard.lock().await;
+        let content = match read_content(&path).await {
+            Ok(content) => content,
+            Err(e) => {
+                tracing::debug!(file = %path.display(), "cannot read yet: {e}");
+                return;
+            }
+        };
+        if self.files.lock().await.loaded(&path) == Some(&content) {
+            tracing::debug!(file = %path.display(), "rewritten with the same content: nothing to reload");
+            return;
+        }
+        let started = Instant::now();
+        let result = match self.loader.load(&path).await {
+            Ok(plugin) => {
+                // What was loaded, which a writer still at work may have changed since
+                // `read_content` looked: remembering that read instead would load it again.
+                let loaded = (plugin.digest, content.1);
+                self.install(&path, plugin, started).await.map(|running| running.then_some(loaded))
+            }
+            Err(e) if looks_incomplete(&e) && self.files.lock().await.since(&path).is_some_and(|since| since.elapsed() < INCOMPLETE_GRACE) => {
+                tracing::debug!(file = %path.display(), "not a complete component yet, waiting: {e}");
+                self.files.lock().await.unhandle(&path);
+                return;
+            }
+            Err(e) => Err(Rejection { plugin: stem(&path), why: load_error(&path, &e), retry: false }),
+        };
+        let mut files = self.files.lock().await;
+        match result {
+            Ok(loaded) => files.set_loaded(&path, loaded),
+            Err(rejection) => {
+                let again = if rejection.retry { files.retry_later(&path) } else { None };
+                drop(files);
+                let mut note = format!("rejected {}: {} ({} ms)", path.display(), rejection.why, started.elapsed().as_millis());
+                if let Some(after) = again {
+                    note.push_str(&format!("; trying again in {after:?}"));
+                }
+                self.report(&rejection.plugin, Outcome::Rejected, note).await;
+            }
+        }
+    }
+
+    /// Admits and starts, swaps or restarts the controller for a loaded plugin. `Ok(true)` when
+    /// it runs (or is starting), `Ok(false)` when it is disabled.
+    async fn install(self: &Arc<Self>, path: &Path, plugin: LoadedPlugin, started: Instant) -> Result<bool, Rejection> {
+        let manifest = plugin.described.manifest.clone();
+        let name = manifest.name.clone();
+        let reject = |why: String, retry: bool| Rejection { plugin: name.clone(), why, retry };
+        if !self.filter.enables(&name) {
+            tracing::info!(plugin = %name, file = %path.display(), "disabled by --controllers");
+            return Ok(false);
+        }
+        self.registry.check(&name, path, manifest.finalizer.as_deref()).map_err(|e| reject(e.to_string(), true))?;
+        self.env.identities.admit(&manifest).await.map_err(|e| reject(e.to_string(), true))?;
+        let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency);
+        self.budget.reserve(&name, plugin.described.limits.memory_bytes, workers).map_err(|e| reject(e.to_string(), true))?;
+        self.env.metrics.memory_budget("reserved").set(self.budget.reserved() as i64);
+        // The file may have held another plugin before: that one goes.
+        if let Some(old) = self.registry.name_at(path).filter(|n| *n != name) {
+            self.stop(&old).await;
+        }
+        let (version, digest) = (manifest.version.clone(), plugin.digest);
+        match self.registry.controller(&name) {
+            Some(controller) if controller.version().manifest.primary == manifest.primary => {
+                let before = controller.version();
+                match controller.swap(plugin).await {
+                    Ok(_) => {
+                        let note = format!("reloaded {name} {version} (sha256:{digest}) in {} ms", started.elapsed().as_millis());
+                        self.report(&name, Outcome::Reloaded, note).await;
+                        Ok(true)
+                    }
+                    Err(e) => {
+                        // The old version keeps serving with what it had reserved.
+                        let workers = before.plugin.options.max_concurrency.unwrap_or(before.manifest.max_concurrency);
+                        let _ = self.budget.reserve(&name, before.plugin.described.limits.memory_bytes, workers);
+                        Err(reject(e.to_string(), matches!(e, ControllerError::SyncTimeout(..))))
+                    }
+                }
+            }
+            _ => {
+                // Not running, starting, or running with another primary resource (a new queue):
+                // this version takes the name, whatever held it stops, then this version starts.
+                self.start(path, plugin).await.map_err(|e| reject(e.to_string(), true))?;
+                let note = format!("loaded {name} {version} (sha256:{digest}) in {} ms", started.elapsed().as_millis());
+                self.report(&name, Outcome::Loaded, note).await;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Starts a controller in the background: retrying while a resource it needs is not served
+    /// yet (its CRD may be installed later), then waiting for its caches to sync, within the
+    /// sync timeout (else it is stopped and rejected, and looked at again later).
+    async fn start(self: &Arc<Self>, path: &Path, plugin: LoadedPlugin) -> Result<(), registry::ClaimError> {
+        let name = plugin.described.manifest.name.clone();
+        let stop = self.shutdown.child_token();
+        let generation = self.registry.generation();
+        let finalizer = plugin.described.manifest.finalizer.clone();
+        let slot = Slot::Starting { path: path.to_path_buf(), finalizer: finalizer.clone(), stop: stop.clone(), generation };
+        // Held while what was there stops: no other file can take the name meanwhile.
+        if let Some(previous) = self.registry.claim(&name, finalizer.as_deref(), slot)? {
+            previous.stop().await;
+        }
+        self.removed.lock().remove(&name);
+        let (env, registry, status, budget) = (self.env.clone(), self.registry.clone(), self.status.clone(), self.budget.clone());
+        let path = path.to_path_buf();
+        let supervisor_listing = self.listing_source();
+        let supervisor = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut delay = Duration::from_secs(1);
+            let controller = loop {
+                match Controller::start(env.clone(), plugin.clone(), stop.child_token()).await {
+                    Ok(controller) => break controller,
+                    Err(e) => tracing::warn!(plugin = %name, "cannot start yet, retrying in {delay:?}: {e}"),
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(delay) => delay = (delay * 2).min(Duration::from_secs(30)),
+                }
+            };
+            let synced = tokio::select! {
+                _ = stop.cancelled() => return,
+                synced = controller.first_sync() => synced,
+            };
+            if let Err(e) = synced {
+                stop.cancel();
+                controller.stopped().await;
+                if registry.take(&name, Some(generation)).is_some() {
+                    budget.release(&name);
+                    let retry = match supervisor.upgrade() {
+                        Some(supervisor) => supervisor.files.lock().await.retry_later(&path),
+                        None => None,
+                    };
+                    let mut note = format!("rejected {}: {e}", path.display());
+                    if let Some(after) = retry {
+                        note.push_str(&format!("; trying again in {after:?}"));
+                    }
+                    let uid = status.publish(supervisor_listing).await.unwrap_or(None);
+                    status.record(&name, Outcome::Rejected, &note, uid);
+                }
+                return;
+            }
+            if registry.started(&name, generation, controller) {
+                // It runs now: list it.
+                if let Err(e) = status.publish(supervisor_listing).await {
+                    tracing::warn!("cannot update the status ConfigMap: {e}");
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// A snapshot source of the status listing, for tasks.
+    fn listing_source(&self) -> impl FnOnce() -> BTreeMap<String, String> + Send + 'static {
+        let registry = self.registry.clone();
+        let removed = self.removed.clone();
+        move || listing(&registry, &removed)
+    }
+
+    /// Stops a plugin gracefully, whatever state it is in: running reconciles finish; its queue
+    /// goes, and informers no other plugin needs are released.
+    async fn stop(&self, name: &str) {
+        self.stop_slot(name).await;
+        self.budget.release(name);
+        self.env.metrics.memory_budget("reserved").set(self.budget.reserved() as i64);
+    }
+
+    async fn stop_slot(&self, name: &str) {
+        if let Some(slot) = self.registry.take(name, None) {
+            slot.stop().await;
+        }
+    }
+
+    async fn unload(self: Arc<Self>, path: PathBuf) {
+        let guard = self.examining(&path);
+        let _one_at_a_time = guard.lock().await;
+        let started = Instant::now();
+        let Some(name) = self.registry.name_at(&path) else { return };
+        if let Some(controller) = self.registry.controller(&name) {
+            self.report_leftover_finalizers(&name, &controller);
+        }
+        self.stop(&name).await;
+        let note = format!("unloaded {name}: {} was removed ({} ms)", path.display(), started.elapsed().as_millis());
+        self.report(&name, Outcome::Unloaded, note).await;
+    }
+
+    /// A plugin going away whose finalizer objects still carry: they would stay Terminating
+    /// with no sign. Each gets a Warning Event, and the status ConfigMap keeps the plugin's
+    /// finalizer so that `kubewasm finalizers release NAME` can take it off.
+    fn report_leftover_finalizers(&self, name: &str, controller: &Controller) {
+        let version = controller.version();
+        let finalizers: Vec<&String> = version.manifest.finalizer.iter().chain(&version.previous_finalizers).collect();
+        if finalizers.is_empty() {
+            return;
+        }
+        let carrying: Vec<_> = version
+            .primary_objects()
+            .into_iter()
+            .filter(|(_, json)| crate::controller::finalizers_of(json).iter().any(|f| finalizers.contains(&f)))
+            .collect();
+        if carrying.is_empty() {
+            return;
+        }
+        let finalizer = finalizers[0];
+        tracing::warn!(plugin = name, finalizer = %finalizer, objects = carrying.len(), "removed while objects still carry its finalizer: release them with `kubewasm finalizers release {name}`");
+        for (key, json) in &carrying {
+            controller.events().publish(ObjectEvent {
+                regarding: version.manifest.primary.clone(),
+                key: key.clone(),
+                uid: crate::resource::uid_of(json),
+                warning: true,
+                reason: "FinalizerLeftBehind".into(),
+                action: "Unload".into(),
+                note: format!(
+                    "plugin {name} was removed; its finalizer {finalizer} keeps this object from being deleted. Run `kubewasm finalizers release {name}` to remove it"
+                ),
+            });
+        }
+        self.removed.lock().insert(name.to_string(), status::removed_entry(finalizer, &version.manifest.primary, carrying.len()));
+    }
+
+    /// Logs, counts and reports one load, reload, rejection or unload (status ConfigMap first,
+    /// so the Event can name the ConfigMap's uid).
+    async fn report(&self, plugin: &str, outcome: Outcome, note: String) {
+        let uid = match self.status.publish(self.listing_source()).await {
+            Ok(uid) => uid,
+            Err(e) => {
+                tracing::warn!(configmap = %format!("{}/{}", self.status.object().namespace, self.status.object().name), "cannot update the status ConfigMap: {e}");
+                None
+            }
+        };
+        self.status.record(plugin, outcome, &note, uid);
+    }
+
+    /// Stops every controller (graceful).
+    pub async fn stopped(&self) {
+        for (controller, _) in self.registry.running() {
+            controller.stopped().await;
+        }
+    }
+}
+
+/// What the status ConfigMap lists: each running plugin, and plugins removed while objects
+/// still carry their finalizer.
+fn listing(registry: &Registry, removed: &Mutex<BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    let mut listing = removed.lock().clone();
+    for (controller, path) in registry.running() {
+        let v = controller.version();
+        let entry = status::running_entry(&v.manifest.version, &v.plugin.digest.to_string(), &path.display().to_string(), v.manifest.finalizer.as_deref());
+        listing.insert(controller.name().to_string(), entry);
+    }
+    listing
+}
+
+/// A one-line reason a file could not be loaded, naming the file at fault: a bad `NAME.toml`
+/// is reported as the `.toml`, not the `.wasm`.
+fn load_error(path: &Path, error: &LoadError) -> String {
+    match error {
+        LoadError::Settings { .. } | LoadError::Options(_) => format!("{} (settings of {})", error, path.display()),
+        _ => error.to_string(),
+    }
+}
+
+/// A load error that a file still being written produces.
+fn looks_incomplete(error: &LoadError) -> bool {
+    match error {
+        LoadError::Truncated(_) | LoadError::NotWebAssembly => true,
+        LoadError::Runtime(crate::runtime::RuntimeError::Compile(message)) => {
+            message.contains("unexpected end") || message.contains("out of bounds")
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,155 @@
+//! What the host tells about its plugins: the status ConfigMap listing each plugin (version,
+//! digest, file, finalizer; and plugins removed while objects still carry their finalizer), and
+//! the log lines, metrics and Events of every load, reload, rejection and unload. Written by the
+//! leader only, through the host's own API client.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::client::{ApiClient, RequestError, WriteOp, WriteRequest};
+use crate::events::{EventRecorder, ObjectEvent};
+use crate::leader::Leadership;
+use crate::metrics::Metrics;
+use crate::resource::{Gvk, ObjectKey, uid_of};
+
+/// The ConfigMap (namespace, name) where the host lists its plugins and records plugin Events.
+#[derive(Debug, Clone)]
+pub struct StatusObject {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// What became of a plugin file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Loaded,
+    Reloaded,
+    Rejected,
+    Unloaded,
+}
+
+impl Outcome {
+    /// The `result` label of `kubewasm_plugin_reloads_total`.
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Loaded => "loaded",
+            Outcome::Reloaded => "reloaded",
+            Outcome::Rejected => "rejected",
+            Outcome::Unloaded => "unloaded",
+        }
+    }
+
+    fn reason(self) -> &'static str {
+        match self {
+            Outcome::Loaded => "PluginLoaded",
+            Outcome::Reloaded => "PluginReloaded",
+            Outcome::Rejected => "PluginRejected",
+            Outcome::Unloaded => "PluginUnloaded",
+        }
+    }
+}
+
+pub struct StatusPublisher {
+    object: StatusObject,
+    /// As the host itself.
+    api: Arc<ApiClient>,
+    events: EventRecorder,
+    metrics: Arc<Metrics>,
+    leadership: Leadership,
+    /// One write at a time, each listing what runs when it is made, so that writes finishing
+    /// out of order cannot leave an older listing behind.
+    publishing: tokio::sync::Mutex<()>,
+}
+
+impl StatusPublisher {
+    pub fn new(object: StatusObject, api: Arc<ApiClient>, events: EventRecorder, metrics: Arc<Metrics>, leadership: Leadership) -> Self {
+        StatusPublisher { object, api, events, metrics, leadership, publishing: Default::default() }
+    }
+
+    pub fn object(&self) -> &StatusObject {
+        &self.object
+    }
+
+    /// Writes the listing into the status ConfigMap (server-side apply) and returns its uid.
+    /// Nothing on a standby.
+    pub async fn publish(&self, listing: impl FnOnce() -> BTreeMap<String, String>) -> Result<Option<String>, RequestError> {
+        if !self.leadership.is_leader() {
+            return Ok(None);
+        }
+        let _one_at_a_time = self.publishing.lock().await;
+        let object = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": self.object.name, "namespace": self.object.namespace, "labels": {"app.kubernetes.io/managed-by": "kubewasm"}},
+            "data": listing(),
+        });
+        let request = WriteRequest {
+            resource: Gvk::new("", "v1", "ConfigMap"),
+            namespace: Some(self.object.namespace.clone()),
+            name: self.object.name.clone(),
+            op: WriteOp::Apply { object, force: true, status: false },
+        };
+        let stored = self.api.write(request).await?;
+        Ok(stored.and_then(|json| uid_of(&json)))
+    }
+
+    /// Logs and counts one load, reload, rejection or unload, and records it as an Event on the
+    /// status ConfigMap (after `uid` says which one it is).
+    pub fn record(&self, plugin: &str, outcome: Outcome, note: &str, uid: Option<String>) {
+        let note = note.replace('\n', " ");
+        if outcome == Outcome::Rejected {
+            tracing::warn!(plugin, result = outcome.label(), "{note}");
+        } else {
+            tracing::info!(plugin, result = outcome.label(), "{note}");
+        }
+        self.metrics.reloads(plugin, outcome.label()).inc();
+        if !self.leadership.is_leader() {
+            return;
+        }
+        self.events.publish(ObjectEvent {
+            regarding: Gvk::new("", "v1", "ConfigMap"),
+            key: ObjectKey::new(Some(&self.object.namespace), &self.object.name),
+            uid,
+            warning: outcome == Outcome::Rejected,
+            reason: outcome.reason().into(),
+            action: "Load".into(),
+            note: note.chars().take(1024).collect(),
+        });
+    }
+}
+
+/// One running plugin's line in the status ConfigMap.
+pub fn running_entry(version: &str, digest: &str, file: &str, finalizer: Option<&str>) -> String {
+    let mut entry = format!("version={version} digest=sha256:{digest} file={file}");
+    if let Some(finalizer) = finalizer {
+        entry.push_str(&format!(" finalizer={finalizer}"));
+    }
+    entry
+}
+
+/// A removed plugin whose finalizer objects still carry: what `kubewasm finalizers release`
+/// reads back.
+pub fn removed_entry(finalizer: &str, primary: &Gvk, objects: usize) -> String {
+    format!("state=removed finalizer={finalizer} primary={primary} objects={objects}")
+}
+
+/// The fields of a status ConfigMap entry.
+pub fn parse_entry(entry: &str) -> BTreeMap<&str, &str> {
+    entry.split_whitespace().filter_map(|field| field.split_once('=')).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_read_back() {
+        let entry = removed_entry("example.com/cleanup", &Gvk::new("example.com", "v1", "Foo"), 3);
+        let fields = parse_entry(&entry);
+        assert_eq!(fields["state"], "removed");
+        assert_eq!(fields["finalizer"], "example.com/cleanup");
+        assert_eq!(fields["primary"], "Foo.v1.example.com");
+        let running = running_entry("1.0", "abc", "/p/a.wasm", Some("x.io/y"));
+        assert_eq!(parse_entry(&running)["finalizer"], "x.io/y");
+    }
+}

@@ -1,0 +1,136 @@
+//! The hostile-plugin suite's attacker. Its primary is ConfigMaps labelled
+//! `hostile.kubewasm.io/target` (or the setting `selector`); every reconcile carries out the
+//! attack its settings name, as hard as the host lets it:
+//!
+//! - `list-everything`: lists every ConfigMap in the cluster, again and again, for the whole call;
+//! - `event-spam`: records hundreds of Events with random reasons about random object names;
+//! - `log-flood`: writes log records with a million fields, and records without pause;
+//! - `map-flood`: (as a `map-related` watch of every ConfigMap) maps each to 100 000 keys;
+//! - `requeue-zero`: asks to be called again at once, forever;
+//! - `hang`: sleeps in a host call (WASI poll) for an hour;
+//! - `memory`: asks for 4 GiB per instance and 64 workers (refused at load by the budget);
+//! - `lease`: declares `patch` on Leases and patches the host's own Lease (setting `lease`,
+//!   `NAMESPACE/NAME`) to make itself the holder.
+
+use std::time::Duration;
+
+use kubewasm_sdk::prelude::*;
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case")]
+struct Settings {
+    attack: String,
+    selector: Option<String>,
+    max_concurrency: Option<u32>,
+    lease: Option<String>,
+}
+
+struct Hostile {
+    attack: String,
+    selector: String,
+    workers: u32,
+    lease: Option<String>,
+}
+
+/// A cheap pseudo-random sequence (the sandbox gives WASI random, but this is enough).
+fn noise(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+fn configmap() -> Gvk {
+    Gvk::new("", "v1", "ConfigMap")
+}
+
+fn lease() -> Gvk {
+    Gvk::new("coordination.k8s.io", "v1", "Lease")
+}
+
+impl Controller for Hostile {
+    type Primary = DynamicObject;
+    type Settings = Settings;
+
+    fn new(settings: Settings) -> std::result::Result<Self, String> {
+        Ok(Hostile {
+            attack: settings.attack,
+            selector: settings.selector.unwrap_or_else(|| "hostile.kubewasm.io/target".into()),
+            workers: settings.max_concurrency.unwrap_or(4),
+            lease: settings.lease,
+        })
+    }
+
+    fn manifest(&self) -> Manifest {
+        let mut manifest = Manifest::new("hostile", "1.0.0")
+            .primary_gvk(&configmap())
+            .primary_selector(&self.selector)
+            .max_concurrency(self.workers)
+            // Everything a greedy plugin would ask for on ConfigMaps.
+            .grant(&configmap(), None, &[Verb::Get, Verb::List, Verb::Watch, Verb::Patch], &[]);
+        match self.attack.as_str() {
+            "map-flood" => manifest = manifest.watches_gvk(&configmap(), Mapping::MapRelated, None),
+            "lease" => manifest = manifest.grant(&lease(), None, &[Verb::Get, Verb::Patch], &[]),
+            "memory" => {
+                manifest = manifest.max_concurrency(64).limits(kubewasm_sdk::Limits { deadline: None, memory_bytes: Some(4 << 30) });
+            }
+            _ => {}
+        }
+        manifest
+    }
+
+    fn reconcile(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
+        let mut seed = 0x9e37_79b9_7f4a_7c15 ^ primary.name().len() as u64;
+        match self.attack.as_str() {
+            "list-everything" => {
+                // Until the deadline stops it, or the host refuses the list.
+                loop {
+                    let all = ctx.list_dynamic(&configmap(), None, None)?;
+                    std::hint::black_box(all.len());
+                }
+            }
+            "event-spam" => {
+                for _ in 0..500 {
+                    let n = noise(&mut seed);
+                    let target = DynamicObject::new(&configmap(), primary.namespace(), &format!("random-{n:x}"));
+                    let _ = ctx.event(&target, EventType::Warning, &format!("Spam{n:x}"), "Spam", "spam");
+                }
+                Ok(Action::RequeueAfter(Duration::from_secs(1)))
+            }
+            "log-flood" => {
+                let key = "k".to_string();
+                let value = "v".to_string();
+                let fields: Vec<(&str, &str)> = (0..1_000_000).map(|_| (key.as_str(), value.as_str())).collect();
+                ctx.log(kubewasm_sdk::LogLevel::Info, "a million fields", &fields);
+                for i in 0..100_000 {
+                    ctx.info(&format!("flood {i}"));
+                }
+                Ok(Action::RequeueAfter(Duration::from_secs(1)))
+            }
+            "requeue-zero" => Ok(Action::RequeueAfter(Duration::ZERO)),
+            "lease" => {
+                let (namespace, name) = self.lease.as_deref().and_then(|l| l.split_once('/')).unwrap_or_default();
+                let body = kubewasm_sdk::serde_json::json!({"spec": {"holderIdentity": "hostile", "leaseDurationSeconds": 3600}});
+                let result = ctx.patch(&lease(), Some(namespace), name, kubewasm_sdk::PatchType::Merge, &body);
+                // The outcome, for the test to read: an error code, or "patched".
+                let outcome = match result {
+                    Ok(_) => "patched".to_string(),
+                    Err(e) => format!("{:?}: {}", e.code, e.message),
+                };
+                ctx.warn(&format!("lease attack: {outcome}"));
+                Ok(Action::Done)
+            }
+            "hang" => {
+                std::thread::sleep(Duration::from_secs(3600));
+                Ok(Action::Done)
+            }
+            _ => Ok(Action::Done),
+        }
+    }
+
+    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Vec<ObjectKey> {
+        (0..100_000).map(|i| ObjectKey::new(object.namespace(), &format!("mapped-{i}"))).collect()
+    }
+}
+
+kubewasm_sdk::export_controller!(Hostile);
