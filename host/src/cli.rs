@@ -534,6 +534,9 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
         }
         None => crate::rbac::render(&manifests, &host, &grantee, &args.name),
     };
+    for warning in crate::rbac::host_object_overlaps(&manifests, &host) {
+        eprintln!("warning: {warning}");
+    }
     print!("{output}");
     Ok(ExitCode::SUCCESS)
 }

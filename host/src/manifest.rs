@@ -373,8 +373,9 @@ impl Manifest {
 
     /// Every RBAC rule the plugin's identity needs: reading what the host caches or fetches for
     /// it, every declared grant, `update` on the primary's `finalizers` subresource when it owns
-    /// objects (clusters enforcing `OwnerReferencesPermissionEnforcement` require it to set
-    /// `blockOwnerDeletion`, which controller owner references do), and recording Events.
+    /// objects or writes any (clusters enforcing `OwnerReferencesPermissionEnforcement` require
+    /// it to set `blockOwnerDeletion` on an owner reference to a primary, which the SDKs'
+    /// controller owner references do), and recording Events.
     pub fn rules(&self) -> Vec<Rule> {
         let read = || Verb::READ.into_iter().collect::<BTreeSet<_>>();
         let mut rules = Vec::new();
@@ -401,14 +402,15 @@ impl Manifest {
                 why: "declared in its manifest",
             });
         }
-        if !self.owns.is_empty() {
+        let writes = self.permissions.iter().any(|p| p.verbs.iter().any(|v| matches!(v, Verb::Create | Verb::Update | Verb::Patch)));
+        if !self.owns.is_empty() || writes {
             rules.push(Rule {
                 resource: self.primary.clone(),
                 subresource: Some("finalizers".into()),
                 verbs: [Verb::Update].into(),
                 namespaces: None,
                 names: BTreeSet::new(),
-                why: "sets blockOwnerDeletion on what it owns",
+                why: "sets blockOwnerDeletion on owner references to its primaries",
             });
         }
         rules.push(Rule {

@@ -224,6 +224,39 @@ pub fn render(manifests: &[Manifest], host: &HostNeeds, grantee: &Grantee, name:
     parts.join("---\n")
 }
 
+/// Plugins' write grants that also cover one of the host's own objects (its Lease, its status
+/// ConfigMap). The host refuses such writes whatever the manifest says, but RBAC would not: an
+/// admin may want to narrow the grant with resource names.
+pub fn host_object_overlaps(manifests: &[Manifest], host: &HostNeeds) -> Vec<String> {
+    let own = [
+        host.lease.as_ref().map(|(ns, name)| (Gvk::new("coordination.k8s.io", "v1", "Lease"), ns, name)),
+        host.status.as_ref().map(|(ns, name)| (Gvk::new("", "v1", "ConfigMap"), ns, name)),
+    ];
+    let mut warnings = Vec::new();
+    for m in manifests {
+        for p in &m.permissions {
+            let writes: Vec<&str> = p.verbs.iter().filter(|v| matches!(v, Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection)).map(|v| v.as_str()).collect();
+            for (kind, ns, name) in own.iter().flatten() {
+                let covers = p.resource.group == kind.group
+                    && p.resource.kind == kind.kind
+                    && p.subresource.is_none()
+                    && (p.namespaces.is_empty() || p.namespaces.contains(*ns))
+                    && (p.names.is_empty() || p.names.contains(*name));
+                if covers && !writes.is_empty() {
+                    warnings.push(format!(
+                        "plugin {} is granted {} on {} in {ns}, which includes the host's own {} {name}: the host refuses such writes, but RBAC would not (narrow the grant with resource names)",
+                        m.name,
+                        writes.join(","),
+                        plural(kind),
+                        kind.kind
+                    ));
+                }
+            }
+        }
+    }
+    warnings
+}
+
 fn yaml(object: &impl serde::Serialize) -> String {
     serde_saphyr::to_string(object).expect("RBAC objects serialize")
 }
@@ -341,5 +374,15 @@ mod tests {
         }
         let plugin = render_plugin(&manifest(), &needs());
         assert!(!plugin.contains("impersonate") && !plugin.contains("leases"), "one plugin's part holds nothing of the host's:\n{plugin}");
+    }
+
+    #[test]
+    fn grants_that_cover_the_hosts_own_objects_are_pointed_out() {
+        let mut m = manifest();
+        m.permissions.push(permission(Gvk::new("coordination.k8s.io", "v1", "Lease"), None, &[Verb::Get, Verb::Patch], &[], &[]));
+        m.permissions.push(permission(Gvk::new("coordination.k8s.io", "v1", "Lease"), None, &[Verb::Patch], &[], &["mine"]));
+        let warnings = host_object_overlaps(&[m], &needs());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("patch on leases in kube-system") && warnings[0].contains("Lease kubewasm"), "{}", warnings[0]);
     }
 }

@@ -9,8 +9,8 @@
 //! - `requeue-zero`: asks to be called again at once, forever;
 //! - `hang`: sleeps in a host call (WASI poll) for an hour;
 //! - `memory`: asks for 4 GiB per instance and 64 workers (refused at load by the budget);
-//! - `lease`: declares `patch` on Leases and patches the host's own Lease (setting `lease`,
-//!   `NAMESPACE/NAME`) to make itself the holder.
+//! - `lease`: declares `patch` on Leases (all, or those named by `lease-names`) and patches the
+//!   host's own Lease (setting `lease`, `NAMESPACE/NAME`) to make itself the holder.
 
 use std::time::Duration;
 
@@ -23,6 +23,9 @@ struct Settings {
     selector: Option<String>,
     max_concurrency: Option<u32>,
     lease: Option<String>,
+    /// Limits its Lease grant to these names (empty: every Lease).
+    lease_names: Vec<String>,
+    name: Option<String>,
 }
 
 struct Hostile {
@@ -30,6 +33,8 @@ struct Hostile {
     selector: String,
     workers: u32,
     lease: Option<String>,
+    lease_names: Vec<String>,
+    name: String,
 }
 
 /// A cheap pseudo-random sequence (the sandbox gives WASI random, but this is enough).
@@ -58,11 +63,13 @@ impl Controller for Hostile {
             selector: settings.selector.unwrap_or_else(|| "hostile.kubewasm.io/target".into()),
             workers: settings.max_concurrency.unwrap_or(4),
             lease: settings.lease,
+            lease_names: settings.lease_names,
+            name: settings.name.unwrap_or_else(|| "hostile".into()),
         })
     }
 
     fn manifest(&self) -> Manifest {
-        let mut manifest = Manifest::new("hostile", "1.0.0")
+        let mut manifest = Manifest::new(&self.name, "1.0.0")
             .primary_gvk(&configmap())
             .primary_selector(&self.selector)
             .max_concurrency(self.workers)
@@ -70,7 +77,11 @@ impl Controller for Hostile {
             .grant(&configmap(), None, &[Verb::Get, Verb::List, Verb::Watch, Verb::Patch], &[]);
         match self.attack.as_str() {
             "map-flood" => manifest = manifest.watches_gvk(&configmap(), Mapping::MapRelated, None),
-            "lease" => manifest = manifest.grant(&lease(), None, &[Verb::Get, Verb::Patch], &[]),
+            "lease" if self.lease_names.is_empty() => manifest = manifest.grant(&lease(), None, &[Verb::Get, Verb::Patch], &[]),
+            "lease" => {
+                let names: Vec<&str> = self.lease_names.iter().map(String::as_str).collect();
+                manifest = manifest.grant_named(&lease(), &["get", "patch"], &[], &names);
+            }
             "memory" => {
                 manifest = manifest.max_concurrency(64).limits(kubewasm_sdk::Limits { deadline: None, memory_bytes: Some(4 << 30) });
             }
