@@ -165,6 +165,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         client,
         Reporting { controller: "kubewasm".into(), instance },
         host_bucket,
+        leadership.clone(),
         metrics.events_dropped(""),
         config.request_timeout,
         events_shutdown.clone(),

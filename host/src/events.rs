@@ -5,7 +5,8 @@
 //! rate limit per Event sent. So one plugin's flood fills only its own queue and spends only its
 //! own budget, and a hung API server holds only the sender it hangs (every request is bounded
 //! by the request timeout). kube's `Recorder` aggregates exact repeats (same object, reason and
-//! note) into an event series.
+//! note) into an event series. Events are writes: like the client's, they are fenced by
+//! leadership — a host that stopped leading drops what it still holds rather than send it late.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::SharedBucket;
+use crate::leader::Leadership;
 use crate::queue::rate_limit::TokenBucket;
 use crate::resource::{Gvk, ObjectKey};
 
@@ -66,19 +68,21 @@ impl EventRecorder {
         }
     }
 
-    /// Starts the sender task of one reporter: sends as `client`'s identity, one Event per
-    /// token of `budget`, each request bounded by `timeout`; `dropped` counts what is lost to a
-    /// full queue or the spam filter. On `shutdown` it sends what is queued, then ends.
+    /// Starts the sender task of one reporter: sends as `client`'s identity while `leadership`
+    /// holds, one Event per token of `budget`, each request bounded by `timeout`; `dropped`
+    /// counts what is lost to a full queue, the spam filter or lost leadership. On `shutdown` it
+    /// sends what is queued, then ends.
     pub fn start(
         client: kube::Client,
         reporting: Reporting,
         budget: SharedBucket,
+        leadership: Leadership,
         dropped: Counter,
         timeout: Duration,
         shutdown: CancellationToken,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (queue, rx) = mpsc::channel(QUEUE);
-        let sender = Sender { client, reporting, budget, timeout, series: HashMap::new(), spam: HashMap::new(), dropped: dropped.clone() };
+        let sender = Sender { client, reporting, budget, leadership, timeout, series: HashMap::new(), spam: HashMap::new(), dropped: dropped.clone() };
         let task = tokio::spawn(sender.run(rx, shutdown));
         (EventRecorder { queue, dropped }, task)
     }
@@ -88,6 +92,7 @@ struct Sender {
     client: kube::Client,
     reporting: Reporting,
     budget: SharedBucket,
+    leadership: Leadership,
     timeout: Duration,
     /// One recorder (and its series cache) per note. kube's `Recorder` aggregates by object,
     /// reason and action but not by note: a repeat with another note would only raise the count
@@ -163,7 +168,20 @@ impl Sender {
             action: event.action.clone(),
             secondary: None,
         };
-        let result = tokio::time::timeout(self.timeout, recorder.publish(&published, &reference)).await;
+        // Checked after the budget's wait, right before sending; a term that ends while the
+        // request is in flight cancels it.
+        if !self.leadership.is_leader() {
+            self.dropped.inc();
+            return;
+        }
+        let result = tokio::select! {
+            biased;
+            _ = self.leadership.lost() => {
+                self.dropped.inc();
+                return;
+            }
+            result = tokio::time::timeout(self.timeout, recorder.publish(&published, &reference)) => result,
+        };
         let failure = match result {
             Ok(Ok(())) => return,
             Ok(Err(e)) => e.to_string(),

@@ -100,7 +100,7 @@ impl Metrics {
     }
 
     /// `kubewasm_plugin_events_dropped_total` for one reporter (a plugin, or `""` for the
-    /// host's own Events): lost to a full queue or the spam filter.
+    /// host's own Events): lost to a full queue, the spam filter or lost leadership.
     pub fn events_dropped(&self, plugin: &str) -> Counter {
         self.plugin.events_dropped.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
     }
@@ -458,7 +458,7 @@ impl PluginFamilies {
         );
         registry.register(
             "kubewasm_plugin_events_dropped",
-            "Events dropped: the plugin's queue was full or the per-object spam filter refused them (plugin=\"\" for the host's own)",
+            "Events dropped: the plugin's queue was full, the per-object spam filter refused them, or the host stopped leading (plugin=\"\" for the host's own)",
             families.events_dropped.clone(),
         );
         registry.register(

@@ -208,6 +208,8 @@ impl HostConfig {
 /// One running `kubewasm run`.
 pub struct Host {
     name: String,
+    /// `POD_NAME`: the Lease holder name, and in the User-Agent of every request it makes.
+    instance: String,
     child: Option<Child>,
     /// The child's pid (kept after it exited, to name its log).
     started_pid: u32,
@@ -255,18 +257,20 @@ impl Host {
         let log = dir.path().join("host.log");
         let file = fs::File::create(&log).map_err(io_error(format!("creating {}", log.display())))?;
         let err = file.try_clone().map_err(io_error("cloning the log file handle"))?;
+        // The host's identity: its Lease holder name and its User-Agent's `(INSTANCE)`.
+        let instance = format!("{}-{}", config.name, crate::unique_name("host"));
         let mut cmd = Command::new(bin);
         cmd.args(config.command(metrics, health, &dir.path().join("artifacts")))
             .env("RUST_LOG", &config.log_filter)
             // The panic message, not pages of frames, in the log tail a failure prints.
             .env("RUST_BACKTRACE", "0")
             .env_remove("KUBECONFIG")
-            .env("POD_NAME", format!("{}-{}", config.name, crate::unique_name("host")))
+            .env("POD_NAME", &instance)
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(err);
         let child = process::spawn_tied(cmd).map_err(io_error(format!("starting {}", bin.display())))?;
-        Ok(Host { name: config.name.clone(), started_pid: child.id(), child: Some(child), status: None, metrics, health, log, _dir: dir, quiet: false })
+        Ok(Host { name: config.name.clone(), instance, started_pid: child.id(), child: Some(child), status: None, metrics, health, log, _dir: dir, quiet: false })
     }
 
     pub fn name(&self) -> &str {
@@ -274,6 +278,12 @@ impl Host {
     }
 
     /// The process id while it runs.
+    /// The identity it runs as (`POD_NAME`): its Lease holder name; its requests' User-Agent
+    /// ends with `(INSTANCE)`.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }

@@ -167,7 +167,7 @@ impl Controller {
         let events_stop = CancellationToken::new();
         let reporting = Reporting { controller: format!("kubewasm/{name}"), instance: env.instance.clone() };
         let (events, events_task) =
-            EventRecorder::start(kube, reporting, api.bucket().clone(), env.metrics.events_dropped(&name), env.request_timeout, events_stop.clone());
+            EventRecorder::start(kube, reporting, api.bucket().clone(), env.fence.leadership.clone(), env.metrics.events_dropped(&name), env.request_timeout, events_stop.clone());
         let map_queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&format!("{name}-map-related")))?;
         let mapper = Arc::new(MapBacklog::new(map_queue, MAP_BACKLOG, env.metrics.mapped_dropped(&name)));
         let plugin_metrics = env.metrics.plugin(&name);
@@ -367,11 +367,15 @@ impl Controller {
             let slot: &MapKey = lease.key();
             let Some(object) = self.mapper.get(slot) else { continue };
             let resource = &slot.0;
-            match self.version().runner.map_related(resource, object.clone()).await {
+            let version = self.version();
+            match version.runner.map_related(resource, object.clone()).await {
                 Ok(keys) => {
                     self.mapper.mapped(slot, &object);
                     self.mapper.queue.forget(slot);
-                    keys.into_iter().for_each(|key| self.queue.add_for(key, Reason::Mapped));
+                    // Only keys of cached primaries: a reconcile of any other key would find
+                    // nothing to do, and invented keys would grow the queue without bound.
+                    let primary = &version.manifest.primary;
+                    keys.into_iter().filter(|key| version.primary.get(primary, key).is_some()).for_each(|key| self.queue.add_for(key, Reason::Mapped));
                 }
                 Err(e) => {
                     tracing::warn!(plugin = %self.name, %resource, object = %slot.1, "map-related failed, retrying with backoff: {e}");

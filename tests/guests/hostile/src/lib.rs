@@ -4,8 +4,8 @@
 //!
 //! - `list-everything`: lists every ConfigMap in the cluster, again and again, for the whole call;
 //! - `event-spam`: records hundreds of Events with random reasons about random object names;
-//! - `log-flood`: writes log records with a million fields, and records without pause;
-//! - `map-flood`: (as a `map-related` watch of every ConfigMap) maps each to 100 000 keys;
+//! - `log-flood`: writes a log record with 200 000 fields, then records without pause;
+//! - `map-flood`: (as a `map-related` watch of every ConfigMap) maps each to 100 000 new keys;
 //! - `requeue-zero`: asks to be called again at once, forever;
 //! - `hang`: sleeps in a host call (WASI poll) for an hour;
 //! - `memory`: asks for 4 GiB per instance and 64 workers (refused at load by the budget);
@@ -111,8 +111,8 @@ impl Controller for Hostile {
             "log-flood" => {
                 let key = "k".to_string();
                 let value = "v".to_string();
-                let fields: Vec<(&str, &str)> = (0..1_000_000).map(|_| (key.as_str(), value.as_str())).collect();
-                ctx.log(kubewasm_sdk::LogLevel::Info, "a million fields", &fields);
+                let fields: Vec<(&str, &str)> = (0..200_000).map(|_| (key.as_str(), value.as_str())).collect();
+                ctx.log(kubewasm_sdk::LogLevel::Info, "200 000 fields", &fields);
                 for i in 0..100_000 {
                     ctx.info(&format!("flood {i}"));
                 }
@@ -140,7 +140,10 @@ impl Controller for Hostile {
     }
 
     fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Vec<ObjectKey> {
-        (0..100_000).map(|i| ObjectKey::new(object.namespace(), &format!("mapped-{i}"))).collect()
+        // New names every time: a queue that kept them would grow without bound.
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (0..100_000).map(|i| ObjectKey::new(object.namespace(), &format!("mapped-{call}-{i}"))).collect()
     }
 }
 

@@ -1,0 +1,241 @@
+//! Go plugins (`kubewasm build --lang go`): builds a Go main package with the standard Go
+//! toolchain into a core WebAssembly module (`GOOS=wasip1 GOARCH=wasm go build
+//! -buildmode=c-shared`), then makes it a component of the `controller` world — the WIT package
+//! embedded in this binary, and the WASI preview1 reactor adapter of the wasmtime release the
+//! host runs (crate `wasi-preview1-component-adapter-provider`) — with the `wit-component`
+//! crate, so a Go author needs Go and `kubewasm`, nothing else (no `wasm-tools`, no TinyGo).
+//!
+//! Knows nothing of what the plugin does: the Go SDK (`plugins/go`) provides the bindings and
+//! the exports; this module only builds and wraps. Owns the temporary directory of one build;
+//! writes the component with a rename, so a plugin directory never sees half a file.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use wit_component::{ComponentEncoder, StringEncoding};
+use wit_parser::{Resolve, SourceMap};
+
+/// The WIT package the component's world comes from: `wit/`, embedded at compile time. Every
+/// file of the package is listed (a test checks none is missing).
+const WIT: &[(&str, &str)] = &[
+    ("access.wit", include_str!("../../wit/access.wit")),
+    ("cache.wit", include_str!("../../wit/cache.wit")),
+    ("client.wit", include_str!("../../wit/client.wit")),
+    ("events.wit", include_str!("../../wit/events.wit")),
+    ("log.wit", include_str!("../../wit/log.wit")),
+    ("plugin.wit", include_str!("../../wit/plugin.wit")),
+    ("reconciler.wit", include_str!("../../wit/reconciler.wit")),
+    ("release.wit", include_str!("../../wit/release.wit")),
+    ("types.wit", include_str!("../../wit/types.wit")),
+    ("world.wit", include_str!("../../wit/world.wit")),
+];
+
+/// The world a plugin's component implements.
+const WORLD: &str = "controller";
+
+/// The Go toolchain the SDK is built and tested with; older ones lack `//go:wasmexport` (1.24)
+/// or were not tried.
+const MIN_GO: (u32, u32) = (1, 24);
+
+#[derive(Debug, thiserror::Error)]
+pub enum GoBuildError {
+    #[error("{}: not a Go module directory (no go.mod); give the directory of the plugin's main package", .0.display())]
+    NotAModule(PathBuf),
+    #[error("building a Go plugin needs the Go toolchain ({}.{} or newer) on PATH, and `{go}` could not be run: {source}", MIN_GO.0, MIN_GO.1)]
+    GoMissing {
+        go: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{version} is too old to build plugins: install Go {}.{} or newer", MIN_GO.0, MIN_GO.1, version = .0)]
+    GoTooOld(String),
+    #[error("`go build` failed ({status}):\n{output}")]
+    GoBuild { status: String, output: String },
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the WIT package embedded in kubewasm does not parse: {0}")]
+    Wit(String),
+    #[error("making a component of {}: {message}", .core.display())]
+    Component { core: PathBuf, message: String },
+}
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct GoBuild {
+    /// The directory of the plugin's main package (with its go.mod, or below it).
+    pub dir: PathBuf,
+    /// Where the component goes.
+    pub output: PathBuf,
+    /// The `go` command (default `go` from PATH).
+    pub go: OsString,
+    /// Extra arguments for `go build` (e.g. `-tags=...`); `GOFLAGS` in the environment applies
+    /// too.
+    pub go_args: Vec<String>,
+}
+
+impl GoBuild {
+    pub fn new(dir: impl Into<PathBuf>, output: impl Into<PathBuf>) -> Self {
+        GoBuild { dir: dir.into(), output: output.into(), go: "go".into(), go_args: Vec::new() }
+    }
+}
+
+/// What a build made.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub output: PathBuf,
+    /// Size of the core module `go build` made, and of the component.
+    pub core_bytes: usize,
+    pub component_bytes: usize,
+    pub go_version: String,
+    /// Time in `go build`, and in making the component.
+    pub go_build: Duration,
+    pub componentize: Duration,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> GoBuildError + '_ {
+    move |source| GoBuildError::Io { path: path.to_path_buf(), source }
+}
+
+/// Whether `dir` or one of its parents holds a go.mod.
+fn in_module(dir: &Path) -> bool {
+    dir.ancestors().any(|d| d.join("go.mod").is_file())
+}
+
+/// `go version`'s answer (`go1.26.8`), checked against [`MIN_GO`].
+fn go_version(go: &OsString) -> Result<String, GoBuildError> {
+    let go_name = go.to_string_lossy().into_owned();
+    let output = Command::new(go)
+        .args(["env", "GOVERSION"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| GoBuildError::GoMissing { go: go_name.clone(), source })?;
+    let version = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    let numbers: Vec<u32> = version.trim_start_matches("go").split(['.', '-', ' ']).take(2).map_while(|n| n.parse().ok()).collect();
+    match numbers.as_slice() {
+        [major, minor] if (*major, *minor) >= MIN_GO => Ok(version),
+        [_, _] => Err(GoBuildError::GoTooOld(version)),
+        // A development toolchain ("devel go1.27-..."): let it try.
+        _ => Ok(if version.is_empty() { "go (unknown version)".into() } else { version }),
+    }
+}
+
+/// Builds the Go plugin in `build.dir` into the component `build.output`.
+pub fn build(build: &GoBuild) -> Result<Built, GoBuildError> {
+    let dir = build.dir.canonicalize().map_err(io(&build.dir))?;
+    if !in_module(&dir) {
+        return Err(GoBuildError::NotAModule(build.dir.clone()));
+    }
+    let go_version = go_version(&build.go)?;
+    let out_dir = build.output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let scratch = tempfile::Builder::new().prefix(".kubewasm-go-").tempdir_in(out_dir).map_err(io(out_dir))?;
+    let core = scratch.path().join("core.wasm");
+
+    let started = Instant::now();
+    let output = Command::new(&build.go)
+        .current_dir(&dir)
+        .env("GOOS", "wasip1")
+        .env("GOARCH", "wasm")
+        // c-shared: a reactor whose //go:wasmexport functions are the WIT exports; the bindings'
+        // allocator links runtime.sbrk, which -checklinkname=0 allows.
+        .args(["build", "-buildmode=c-shared", "-trimpath", "-ldflags=-checklinkname=0", "-o"])
+        .arg(&core)
+        .args(&build.go_args)
+        .arg(".")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| GoBuildError::GoMissing { go: build.go.to_string_lossy().into_owned(), source })?;
+    if !output.status.success() {
+        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        return Err(GoBuildError::GoBuild { status: output.status.to_string(), output: text.trim_end().to_string() });
+    }
+    let go_build = started.elapsed();
+
+    let started = Instant::now();
+    let module = std::fs::read(&core).map_err(io(&core))?;
+    let component = componentize(&module).map_err(|message| GoBuildError::Component { core: build.output.clone(), message })?;
+    let componentize = started.elapsed();
+
+    let partial = scratch.path().join("component.wasm");
+    std::fs::write(&partial, &component).map_err(io(&partial))?;
+    std::fs::rename(&partial, &build.output).map_err(io(&build.output))?;
+    Ok(Built { output: build.output.clone(), core_bytes: module.len(), component_bytes: component.len(), go_version, go_build, componentize })
+}
+
+/// The `controller` world of the embedded WIT package.
+fn world() -> Result<(Resolve, wit_parser::WorldId), GoBuildError> {
+    let mut sources = SourceMap::new();
+    for (name, text) in WIT {
+        sources.push_str(name, *text);
+    }
+    let group = sources.parse().map_err(|(_, e)| GoBuildError::Wit(e.to_string()))?;
+    let mut resolve = Resolve::default();
+    let package = resolve.push_group(group).map_err(|e| GoBuildError::Wit(e.to_string()))?;
+    let world = resolve.select_world(&[package], Some(WORLD)).map_err(|e| GoBuildError::Wit(e.to_string()))?;
+    Ok((resolve, world))
+}
+
+/// Makes a component of the `controller` world from a core module built for wasip1 (reactor):
+/// embeds the world's type information (what `wasm-tools component embed` does) and wraps the
+/// module with the WASI preview1 reactor adapter (`wasm-tools component new --adapt`). The
+/// result is validated. Errors are messages for the plugin's author.
+pub fn componentize(core: &[u8]) -> Result<Vec<u8>, String> {
+    let (resolve, world) = world().map_err(|e| e.to_string())?;
+    let mut module = core.to_vec();
+    wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8).map_err(|e| format!("{e:#}"))?;
+    let mut encoder = ComponentEncoder::default()
+        .validate(true)
+        .module(&module)
+        .map_err(|e| format!("{e:#}"))?
+        .adapter(
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+        )
+        .map_err(|e| format!("{e:#}"))?;
+    encoder.encode().map_err(|e| format!("{e:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_wit_is_the_whole_package() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".wit"))
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<String> = WIT.iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(embedded, on_disk, "list every file of wit/ in go_plugin::WIT");
+        let (resolve, world) = world().unwrap();
+        assert_eq!(resolve.worlds[world].name, WORLD);
+    }
+
+    #[test]
+    fn a_core_module_that_is_not_a_plugin_is_refused_with_a_message() {
+        // An empty core module exports nothing the world needs.
+        let empty = b"\0asm\x01\0\0\0".to_vec();
+        let error = componentize(&empty).unwrap_err();
+        assert!(error.contains("plugin") || error.contains("export") || error.contains("missing"), "{error}");
+        let error = componentize(b"not wasm").unwrap_err();
+        assert!(!error.is_empty());
+    }
+
+    #[test]
+    fn a_directory_without_go_mod_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = build(&GoBuild::new(dir.path(), dir.path().join("p.wasm"))).unwrap_err();
+        assert!(matches!(error, GoBuildError::NotAModule(_)), "{error}");
+        assert!(error.to_string().contains("go.mod"), "{error}");
+    }
+}
