@@ -4,7 +4,8 @@
 //!
 //! - `list-everything`: lists every ConfigMap in the cluster, again and again, for the whole call;
 //! - `event-spam`: records hundreds of Events with random reasons about random object names;
-//! - `log-flood`: writes a log record with 200 000 fields, then records without pause;
+//! - `log-flood`: writes a log record with 200 000 fields (setting `fields`), then records without
+//!   pause;
 //! - `map-flood`: (as a `map-related` watch of every ConfigMap) maps each to 100 000 new keys;
 //! - `requeue-zero`: asks to be called again at once, forever;
 //! - `hang`: sleeps in a host call (WASI poll) for an hour;
@@ -26,6 +27,8 @@ struct Settings {
     /// Limits its Lease grant to these names (empty: every Lease).
     lease_names: Vec<String>,
     name: Option<String>,
+    /// Fields of the `log-flood` attack's first record (default 200 000).
+    fields: Option<usize>,
 }
 
 struct Hostile {
@@ -35,6 +38,7 @@ struct Hostile {
     lease: Option<String>,
     lease_names: Vec<String>,
     name: String,
+    fields: usize,
 }
 
 /// A cheap pseudo-random sequence (the sandbox gives WASI random, but this is enough).
@@ -65,6 +69,7 @@ impl Controller for Hostile {
             lease: settings.lease,
             lease_names: settings.lease_names,
             name: settings.name.unwrap_or_else(|| "hostile".into()),
+            fields: settings.fields.unwrap_or(200_000),
         })
     }
 
@@ -111,8 +116,8 @@ impl Controller for Hostile {
             "log-flood" => {
                 let key = "k".to_string();
                 let value = "v".to_string();
-                let fields: Vec<(&str, &str)> = (0..200_000).map(|_| (key.as_str(), value.as_str())).collect();
-                ctx.log(kubewasm_sdk::LogLevel::Info, "200 000 fields", &fields);
+                let fields: Vec<(&str, &str)> = (0..self.fields).map(|_| (key.as_str(), value.as_str())).collect();
+                ctx.log(kubewasm_sdk::LogLevel::Info, &format!("{} fields", self.fields), &fields);
                 for i in 0..100_000 {
                     ctx.info(&format!("flood {i}"));
                 }

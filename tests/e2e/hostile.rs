@@ -1,0 +1,256 @@
+//! Containment (issue 10) against the real API server: one test per attack of a hostile plugin
+//! (`tests/guests/hostile`), each beside a well-behaved plugin (`tests/guests/e2e`, `good`) in
+//! the same host. Every test asserts the same promise — the host stays up and under
+//! [`RSS_BOUND`], the well-behaved plugin reconciles 30 creates and 30 updates each within
+//! [`LATENCY_BOUND`] with no error and every Event delivered — and that the attack met its limit
+//! (a metric, an Event or a bound on what reached the API server or the log).
+//!
+//! `cargo test -p kubewasm-tests --test hostile`
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, ensure};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kubewasm_tests::{ControlPlane, E2eSettings, Host, PluginDir, TestNamespace, eventually, guests, prom};
+use support::*;
+
+const READY: Duration = Duration::from_secs(60);
+/// The host's resident memory may not pass this, whatever the attack.
+const RSS_BOUND: f64 = 512.0;
+/// The well-behaved plugin's 30 creates, and then its 30 updates, must each be done within this.
+const LATENCY_BOUND: Duration = Duration::from_secs(20);
+
+/// A host running the hostile plugin `hostile` (with `attack` and extra `settings`) beside the
+/// well-behaved `good`, in a namespace of its own.
+struct Siege {
+    ns: TestNamespace,
+    cms: Api<ConfigMap>,
+    host: Host,
+    started: Instant,
+    _dir: PluginDir,
+}
+
+impl Siege {
+    async fn namespace(label: &str) -> Result<TestNamespace> {
+        Ok(ControlPlane::shared().await.namespace(label).await?)
+    }
+
+    /// Starts the host in `ns` and gives the attacker its target object.
+    async fn start(ns: TestNamespace, attack: &str, settings: &str) -> Result<Siege> {
+        let cp = ControlPlane::shared().await;
+        let dir = PluginDir::new();
+        dir.install_e2e(&E2eSettings::new("good").events(), "v01");
+        let hostile = std::fs::read(guests::guest("hostile-guest", "hostile_guest"))?;
+        // Top-level keys before any `[kubewasm]` table in `settings`.
+        let toml = format!("name = \"hostile\"\nattack = {attack:?}\nselector = \"hostile.kubewasm.io/target\"\n{settings}");
+        dir.install("hostile", &hostile, Some(&toml));
+        let started = Instant::now();
+        let mut host = Host::start(host_config(attack, dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+        host.wait_ready(READY).await?;
+        let cms: Api<ConfigMap> = ns.api();
+        let target = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("target".into()),
+                labels: Some([("hostile.kubewasm.io/target".to_string(), "yes".to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        cms.create(&PostParams::default(), &target).await?;
+        Ok(Siege { ns, cms, host, started, _dir: dir })
+    }
+
+    /// Waits until the hostile plugin's `metric` (with `labels` besides `plugin="hostile"`) is
+    /// above zero: the attack has met its limit.
+    async fn limit_reached(&mut self, metric: &str, labels: &[(&str, &str)]) -> Result<f64> {
+        let mut all = vec![("plugin", "hostile")];
+        all.extend_from_slice(labels);
+        Ok(self.host.wait_metric(metric, &all, CONVERGE, |v| v > 0.0).await.with_context(|| format!("the attack never reached its limit ({metric})"))?)
+    }
+
+    fn seconds(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// The promise: the well-behaved plugin is unharmed and the host is bounded.
+    async fn good_plugin_is_unharmed(&mut self) -> Result<()> {
+        let names: Vec<String> = (0..30).map(|i| format!("good-{i}")).collect();
+        let inputs = |input: &str| -> BTreeMap<String, String> { names.iter().map(|n| (n.clone(), input.to_string())).collect() };
+        let created = Instant::now();
+        create_primaries(&self.cms, &inputs("1")).await?;
+        wait_outputs_within(&self.cms, "good", &inputs("1"), Want::default(), LATENCY_BOUND).await.context("the good plugin's creates")?;
+        let created_in = created.elapsed();
+        let updated = Instant::now();
+        for name in &names {
+            set_input(&self.cms, name, "2").await?;
+        }
+        wait_outputs_within(&self.cms, "good", &inputs("2"), Want::default(), LATENCY_BOUND).await.context("the good plugin's updates")?;
+        let updated_in = updated.elapsed();
+        let (client, ns) = (self.ns.client().clone(), self.ns.name().to_string());
+        eventually("an Event for every reconcile of the good plugin", CONVERGE, || async {
+            let all = events(&client, &ns).await?;
+            let missing: Vec<String> = names
+                .iter()
+                .flat_map(|n| ["1", "2"].map(|input| (n, input)))
+                .filter(|(n, input)| {
+                    !all.iter().any(|e| {
+                        e.reason.as_deref() == Some("Reconciled")
+                            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(n.as_str())
+                            && e.note.as_deref().is_some_and(|note| note.contains(input))
+                    })
+                })
+                .map(|(n, input)| format!("{n}@{input}"))
+                .collect();
+            if missing.is_empty() { Ok(()) } else { Err(anyhow!("missing: {missing:?}")) }
+        })
+        .await?;
+
+        let metrics = self.host.metrics().await?;
+        let good = [("plugin", "good")];
+        ensure!(prom::sum(&metrics, "kubewasm_plugin_events_dropped_total", &good) == 0.0, "the good plugin lost Events");
+        ensure!(prom::sum(&metrics, "kubewasm_plugin_log_records_dropped_total", &good) == 0.0, "the good plugin lost log records");
+        ensure!(prom::sum(&metrics, "kubewasm_plugin_faults_total", &good) == 0.0, "the good plugin faulted");
+        let errors = prom::sum(&metrics, "controller_runtime_reconcile_errors_total", &[("controller", "good")]);
+        ensure!(errors == 0.0, "the good plugin had {errors} reconcile errors");
+        let rss = rss_mib(self.host.pid().context("host pid")?)?;
+        ensure!(rss < RSS_BOUND, "the host's resident memory grew to {rss:.0} MiB");
+        ensure!(self.host.try_status().is_none(), "the host exited:\n{}", self.host.log_tail(40));
+        eprintln!("{}: the good plugin's 30 creates took {created_in:?}, 30 updates {updated_in:?}; host RSS {rss:.0} MiB", self.host.name());
+        Ok(())
+    }
+
+    async fn stop(self) -> Result<()> {
+        self.host.stop().await?;
+        Ok(())
+    }
+}
+
+/// The host's resident memory, from `/proc/PID/status`.
+fn rss_mib(pid: u32) -> Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmRSS")?;
+    Ok(kib / 1024.0)
+}
+
+/// At full concurrency, the attacker lists all of 20 000 cached ConfigMaps in a loop: each
+/// list is refused before it is copied (the answer would pass a quarter of its 16 MiB memory),
+/// with an error that says how to narrow it.
+#[tokio::test]
+async fn listing_everything_in_a_loop() -> Result<()> {
+    let ns = Siege::namespace("list-everything").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    futures::stream::iter(0..20_000)
+        .map(|i| {
+            let cms = cms.clone();
+            async move {
+                let object = ConfigMap {
+                    metadata: ObjectMeta { name: Some(format!("bulk-{i}")), ..Default::default() },
+                    data: Some([("bulk".to_string(), "x".repeat(200))].into()),
+                    ..Default::default()
+                };
+                cms.create(&PostParams::default(), &object).await
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let mut siege = Siege::start(ns, "list-everything", "max-concurrency = 4\n[kubewasm]\nmemory-mib = 16\n").await?;
+    siege.limit_reached("kubewasm_plugin_oversized_lists_total", &[]).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), "target", "ReconcileFailed", "narrow the list by namespace or label selector").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.stop().await
+}
+
+/// A plugin whose memory limit × concurrency (4 GiB × 64) does not fit the host's plugin memory
+/// budget is refused at load, with an Event naming the flag; its neighbour runs.
+#[tokio::test]
+async fn memory_beyond_the_budget() -> Result<()> {
+    let ns = Siege::namespace("memory").await?;
+    let mut siege = Siege::start(ns, "memory", "").await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "--plugin-memory-budget").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.stop().await
+}
+
+/// Event spam with random reasons about random objects: what reaches the API server is bounded
+/// by the attacker's own write budget (qps 20, burst 30), the rest is dropped and counted; the
+/// good plugin's Events all arrive.
+#[tokio::test]
+async fn event_spam() -> Result<()> {
+    let ns = Siege::namespace("event-spam").await?;
+    let mut siege = Siege::start(ns, "event-spam", "").await?;
+    siege.limit_reached("kubewasm_plugin_events_dropped_total", &[]).await?;
+    siege.good_plugin_is_unharmed().await?;
+    let spam = events(siege.ns.client(), siege.ns.name()).await?.iter().filter(|e| e.reason.as_deref().is_some_and(|r| r.starts_with("Spam"))).count();
+    let elapsed = siege.seconds();
+    ensure!(spam as f64 <= 30.0 + 20.0 * elapsed, "{spam} spam Events reached the API server in {elapsed:.0}s");
+    siege.stop().await
+}
+
+/// A log record with a million fields, then records without pause: one line per record, at
+/// most 32 fields, within the per-plugin budget (a burst of 1000, then 100 a second).
+#[tokio::test]
+async fn log_flood() -> Result<()> {
+    let ns = Siege::namespace("log-flood").await?;
+    let mut siege = Siege::start(ns, "log-flood", "fields = 1000000\n[kubewasm]\nmemory-mib = 256\n").await?;
+    siege.limit_reached("kubewasm_plugin_log_records_dropped_total", &[]).await?;
+    siege.good_plugin_is_unharmed().await?;
+    let log = siege.host.log_text();
+    let elapsed = siege.seconds();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("plugin=hostile")).collect();
+    ensure!((lines.len() as f64) <= 1000.0 + 100.0 * elapsed + 50.0, "{} log lines of the attacker in {elapsed:.0}s", lines.len());
+    let wide = lines.iter().find(|l| l.contains("1000000 fields")).context("the record with a million fields was not logged at all")?;
+    ensure!(wide.len() < 16 << 10, "a record of {} bytes", wide.len());
+    siege.stop().await
+}
+
+/// For every ConfigMap event the attacker's `map-related` returns 100 000 keys, new ones each
+/// time: none of them is a cached primary, so none is queued.
+#[tokio::test]
+async fn map_related_flood() -> Result<()> {
+    let ns = Siege::namespace("map-flood").await?;
+    let mut siege = Siege::start(ns, "map-flood", "").await?;
+    siege.good_plugin_is_unharmed().await?;
+    let metrics = siege.host.metrics().await?;
+    let mapped = prom::sum(&metrics, "workqueue_adds_total", &[("name", "hostile-map-related")]);
+    ensure!(mapped >= 30.0, "map-related ran for {mapped} ConfigMap events: the flood never happened");
+    let depth = prom::sum(&metrics, "workqueue_depth", &[("name", "hostile")]);
+    ensure!(depth <= 1.0, "the attacker's invented keys were queued: depth {depth}");
+    siege.stop().await
+}
+
+/// `requeue-after(0)` forever: rate limited with backoff, not a hot loop.
+#[tokio::test]
+async fn requeue_zero_hot_loop() -> Result<()> {
+    let ns = Siege::namespace("requeue-zero").await?;
+    let mut siege = Siege::start(ns, "requeue-zero", "").await?;
+    siege.good_plugin_is_unharmed().await?;
+    let calls = siege.host.metric("controller_runtime_reconcile_total", &[("controller", "hostile")]).await?;
+    let elapsed = siege.seconds();
+    ensure!(calls >= 3.0, "the attacker ran only {calls} times: no loop to stop");
+    ensure!(calls < 100.0, "requeue-after 0 ran {calls} reconciles in {elapsed:.0}s");
+    siege.stop().await
+}
+
+/// A host call that never returns (a WASI sleep of an hour): the call is stopped at the
+/// plugin's deadline, a fault counted and reported, and its worker freed.
+#[tokio::test]
+async fn host_call_that_hangs() -> Result<()> {
+    let ns = Siege::namespace("hang").await?;
+    let mut siege = Siege::start(ns, "hang", "[kubewasm]\ndeadline-ms = 2000\n").await?;
+    siege.limit_reached("kubewasm_plugin_faults_total", &[("kind", "deadline")]).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), "target", "PluginFault", "deadline").await?;
+    siege.good_plugin_is_unharmed().await?;
+    // Retried with backoff, so the deadline is met again: the worker was freed each time.
+    siege.host.wait_metric("kubewasm_plugin_faults_total", &[("plugin", "hostile"), ("kind", "deadline")], CONVERGE, |v| v >= 2.0).await?;
+    siege.stop().await
+}
