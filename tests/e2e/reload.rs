@@ -289,3 +289,177 @@ async fn a_slow_copy_is_loaded_once_and_complete() -> Result<()> {
     host.stop().await?;
     Ok(())
 }
+
+/// A plugin that is still starting — its primary kind is not served (as when its CRD is not
+/// installed yet) — is visible to reload and unload: a new version replaces it and runs, and
+/// removing another's file stops it for good.
+#[tokio::test]
+async fn a_plugin_still_starting_is_replaced_or_removed() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("reload-starting").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("early").kind("Widget"), "v01");
+    dir.install_e2e(&E2eSettings::new("gone").kind("Widget"), "v01");
+    // Not ready while they start: only serving.
+    let mut host = Host::start(host_config("starting", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    let waiting = |log: &str, plugin: &str| log.lines().filter(|l| l.contains(&format!("plugin={plugin}")) && l.contains("cannot start yet")).count();
+    eventually("both plugins to wait for their kind", CONVERGE, || async {
+        let log = host.log_text();
+        if waiting(&log, "early") > 0 && waiting(&log, "gone") > 0 { Ok(()) } else { Err(anyhow!("not waiting yet")) }
+    })
+    .await?;
+
+    dir.install_e2e(&E2eSettings::new("early"), "v02");
+    let want = BTreeMap::from([("o".to_string(), "1".to_string())]);
+    create_primaries(&cms, &want).await?;
+    wait_outputs(&cms, "early", &want, Want { variant: Some("v02"), ..Want::default() }).await?;
+
+    dir.remove("gone");
+    host.wait_metric(RELOADS, &reloads("gone", "unloaded"), CONVERGE, |v| v >= 1.0).await?;
+    let at_removal = waiting(&host.log_text(), "gone");
+    // Its retries (1 s, then doubling) would have shown by now.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    ensure!(waiting(&host.log_text(), "gone") == at_removal, "the removed plugin is still trying to start:\n{}", host.log_tail(20));
+    ensure!(status_line(&cms, "gone").await.is_err(), "the status ConfigMap still lists the removed plugin");
+    host.wait_ready(READY).await.context("ready once nothing is left starting")?;
+    host.stop().await?;
+    Ok(())
+}
+
+/// A new version whose new watch can never sync (the host's identity may not list Secrets) is
+/// rejected after the sync timeout, with an Event naming the watch, while the old version serves
+/// on; meanwhile another plugin reloads — nothing waits for the stuck sync.
+#[tokio::test]
+async fn a_version_that_never_syncs_is_rejected_in_bounded_time_while_others_reload() -> Result<()> {
+    const SYNC_TIMEOUT: Duration = Duration::from_secs(15);
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("reload-unsynced").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    // The unprivileged user may use ConfigMaps and Events in the namespace, nothing else.
+    let rbac = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: host, namespace: {ns}}}\nrules:\n\
+         - {{apiGroups: [\"\"], resources: [configmaps, configmaps/finalizers], verbs: [\"*\"]}}\n\
+         - {{apiGroups: [\"\", events.k8s.io], resources: [events], verbs: [create, patch, update, get, list, watch]}}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: host, namespace: {ns}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: host}}\n\
+         subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: kubewasm-unprivileged}}]\n",
+        ns = ns.name()
+    );
+    cp.kubectl()?.run_with_stdin(&["apply", "-f", "-"], Some(&rbac)).await?;
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("stuck"), "v01");
+    dir.install_e2e(&E2eSettings::new("other"), "v01");
+    let config = host_config("unsynced", dir.path(), cp.unprivileged_kubeconfig_path(), ns.name()).arg(format!("--sync-timeout={}s", SYNC_TIMEOUT.as_secs()));
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+    let mut want = BTreeMap::from([("o".to_string(), "1".to_string())]);
+    create_primaries(&cms, &want).await?;
+    wait_outputs(&cms, "stuck", &want, Want { variant: Some("v01"), ..Want::default() }).await?;
+    wait_outputs(&cms, "other", &want, Want { variant: Some("v01"), ..Want::default() }).await?;
+
+    let replaced = std::time::Instant::now();
+    dir.install_e2e(&E2eSettings::new("stuck").extra("get,list,watch Secret.v1"), "v02");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    dir.replace("other", &e2e_variant("v02"));
+    host.wait_metric(RELOADS, &reloads("other", "reloaded"), CONVERGE, |v| v >= 1.0).await?;
+    wait_outputs(&cms, "other", &want, Want { variant: Some("v02"), ..Want::default() }).await?;
+    let other_done = replaced.elapsed();
+    ensure!(other_done < SYNC_TIMEOUT, "the other plugin's reload waited for the stuck sync ({other_done:?})");
+
+    let event = wait_event(ns.client(), ns.name(), STATUS, "PluginRejected", "did not sync within").await?;
+    let rejected = replaced.elapsed();
+    ensure!(rejected < SYNC_TIMEOUT + Duration::from_secs(20), "the stuck version was rejected only after {rejected:?}");
+    ensure!(event.note.as_deref().is_some_and(|n| n.contains("stuck") && n.contains("Secret")), "the Event names the plugin and the watch: {event:?}");
+    set_input(&cms, "o", "2").await?;
+    want.insert("o".into(), "2".into());
+    wait_outputs(&cms, "stuck", &want, Want { variant: Some("v01"), ..Want::default() }).await.context("the old version serves on")?;
+    eprintln!("other reloaded {other_done:?} after the stuck version came; the stuck one was rejected after {rejected:?}");
+    host.stop().await?;
+    Ok(())
+}
+
+/// Under load, lowering a plugin's max-concurrency drains to the new setting and starts
+/// nothing beyond it; raising it again uses the new capacity and no more. Sampled from
+/// `controller_runtime_active_workers` every 50 ms throughout.
+#[tokio::test]
+async fn concurrency_down_and_up_under_load_never_exceeds_the_setting() -> Result<()> {
+    const SLEEP_MS: u64 = 1000;
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("reload-concurrency").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    let settings = |workers: u32| E2eSettings::new("busy").max_concurrency(workers);
+    dir.install_e2e(&settings(8), "v01");
+    let mut host = Host::start(host_config("concurrency", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+    let names: Vec<String> = (0..24).map(|i| format!("c{i}")).collect();
+    let inputs: BTreeMap<String, String> = names.iter().map(|n| (n.clone(), "0".to_string())).collect();
+    create_primaries(&cms, &inputs).await?;
+    for name in &names {
+        annotate(&cms, name, &[(support::SLEEP_MS, Some(&SLEEP_MS.to_string()))]).await?;
+    }
+    // Load: every primary changes again and again.
+    let churn = {
+        let (cms, names) = (cms.clone(), names.clone());
+        tokio::spawn(async move {
+            for round in 1.. {
+                for name in &names {
+                    let _ = set_input(&cms, name, &round.to_string()).await;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let samples: Arc<std::sync::Mutex<Vec<(std::time::Instant, f64)>>> = Default::default();
+    let sampler = {
+        let (samples, addr) = (samples.clone(), host.metrics_addr());
+        tokio::spawn(async move {
+            loop {
+                if let Ok(text) = kubewasm_tests::host::scrape("concurrency", addr).await {
+                    let active = kubewasm_tests::prom::sum(&text, "controller_runtime_active_workers", &[("controller", "busy")]);
+                    samples.lock().unwrap().push((std::time::Instant::now(), active));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let active = [("controller", "busy")];
+    host.wait_metric("controller_runtime_active_workers", &active, CONVERGE, |v| v >= 8.0).await.context("all 8 workers busy")?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    dir.write_atomic("busy.toml", settings(2).to_toml().as_bytes());
+    let down = std::time::Instant::now();
+    host.wait_metric(RELOADS, &reloads("busy", "reloaded"), CONVERGE, |v| v >= 1.0).await?;
+    // The reconciles running at the change finish; then no more than two at a time.
+    let drained = std::time::Instant::now() + Duration::from_millis(SLEEP_MS + 1500);
+    tokio::time::sleep_until(drained.into()).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    dir.write_atomic("busy.toml", settings(5).to_toml().as_bytes());
+    let up = std::time::Instant::now();
+    host.wait_metric(RELOADS, &reloads("busy", "reloaded"), CONVERGE, |v| v >= 2.0).await?;
+    host.wait_metric("controller_runtime_active_workers", &active, CONVERGE, |v| v >= 5.0).await.context("the raised setting is used")?;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    churn.abort();
+    sampler.abort();
+
+    let samples = samples.lock().unwrap().clone();
+    let over = |from: std::time::Instant, to: std::time::Instant, limit: f64| -> Vec<f64> {
+        samples.iter().filter(|(at, v)| *at >= from && *at < to && *v > limit).map(|(_, v)| *v).collect()
+    };
+    let start = samples.first().map(|s| s.0).context("no samples")?;
+    let end = std::time::Instant::now();
+    ensure!(over(start, end, 8.0).is_empty(), "more than 8 active: {:?}", over(start, end, 8.0));
+    ensure!(over(drained, up, 2.0).is_empty(), "more than 2 active after lowering to 2: {:?}", over(drained, up, 2.0));
+    ensure!(over(up, end, 5.0).is_empty(), "more than 5 active after raising to 5: {:?}", over(up, end, 5.0));
+    let in_window = samples.iter().filter(|(at, _)| *at >= drained && *at < up).count();
+    ensure!(in_window >= 20, "only {in_window} samples while the setting was 2");
+    let limit = host.metric("controller_runtime_max_concurrent_reconciles", &active).await?;
+    ensure!(limit == 5.0, "max_concurrent_reconciles says {limit}");
+    let before = samples.iter().filter(|(at, _)| *at < down).count();
+    ensure!(before >= 5, "only {before} samples before lowering the setting");
+    eprintln!("{} samples; lowered at +{:?}, raised at +{:?}", samples.len(), down.duration_since(start), up.duration_since(start));
+    host.stop().await?;
+    Ok(())
+}

@@ -336,26 +336,7 @@ impl Host {
 
     /// `GET path` on `addr`: (status code, body).
     async fn get(&self, addr: SocketAddr, path: &str) -> Result<(u16, String), HostError> {
-        let fail = |message: String| HostError::Http { name: self.name.clone(), path: path.into(), message };
-        let exchange = async {
-            let mut stream = tokio::net::TcpStream::connect(addr).await?;
-            stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await?;
-            let mut response = Vec::new();
-            stream.read_to_end(&mut response).await?;
-            Ok::<_, io::Error>(response)
-        };
-        let response = tokio::time::timeout(Duration::from_secs(10), exchange)
-            .await
-            .map_err(|_| fail("no answer in 10 s".into()))?
-            .map_err(|e| fail(e.to_string()))?;
-        let text = String::from_utf8_lossy(&response);
-        let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| fail(format!("not an HTTP response: {text:?}")))?;
-        let code = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .ok_or_else(|| fail(format!("no status code in {head:?}")))?;
-        Ok((code, body.to_string()))
+        http_get(&self.name, addr, path).await
     }
 
     async fn wait_serving(&mut self, timeout: Duration) -> Result<(), HostError> {
@@ -397,10 +378,7 @@ impl Host {
 
     /// The Prometheus text of `/metrics`.
     pub async fn metrics(&self) -> Result<String, HostError> {
-        match self.get(self.metrics, "/metrics").await? {
-            (200, body) => Ok(body),
-            (code, body) => Err(HostError::Http { name: self.name.clone(), path: "/metrics".into(), message: format!("{code}: {body}") }),
-        }
+        scrape(&self.name, self.metrics).await
     }
 
     /// The sum of the series of metric `name` whose labels include `labels` (0 when none does).
@@ -489,5 +467,38 @@ impl Drop for Host {
             // Shown by libtest only when the test fails.
             eprintln!("{}", self.log_tail(80));
         }
+    }
+}
+
+/// `GET path` on a host's endpoint at `addr` (`name` for errors): the status code and body.
+async fn http_get(name: &str, addr: SocketAddr, path: &str) -> Result<(u16, String), HostError> {
+    let fail = |message: String| HostError::Http { name: name.to_string(), path: path.into(), message };
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        Ok::<_, io::Error>(response)
+    };
+    let response = tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .map_err(|_| fail("no answer in 10 s".into()))?
+        .map_err(|e| fail(e.to_string()))?;
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| fail(format!("not an HTTP response: {text:?}")))?;
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| fail(format!("no status code in {head:?}")))?;
+    Ok((code, body.to_string()))
+}
+
+/// The `/metrics` text of host `name` at `addr`; for tasks that sample a host while the test
+/// holds it (see [`Host::metrics_addr`]).
+pub async fn scrape(name: &str, addr: SocketAddr) -> Result<String, HostError> {
+    match http_get(name, addr, "/metrics").await? {
+        (200, body) => Ok(body),
+        (code, body) => Err(HostError::Http { name: name.to_string(), path: "/metrics".into(), message: format!("{code}: {body}") }),
     }
 }

@@ -51,6 +51,7 @@ pub struct E2eSettings {
     pub max_concurrency: Option<u32>,
     pub events: bool,
     pub extra: Vec<String>,
+    pub map_label: Option<String>,
 }
 
 impl E2eSettings {
@@ -86,6 +87,12 @@ impl E2eSettings {
         self.extra.push(grant.into());
         self
     }
+    /// Watch ConfigMaps labelled `label`, each mapped (`map-related`) to the primary its value
+    /// names.
+    pub fn map_label(mut self, label: &str) -> Self {
+        self.map_label = Some(label.into());
+        self
+    }
     /// A Normal Event `Reconciled` (note: the input) on each primary reconciled.
     pub fn events(mut self) -> Self {
         self.events = true;
@@ -94,7 +101,7 @@ impl E2eSettings {
 
     pub fn to_toml(&self) -> String {
         let mut out = format!("name = {:?}\n", self.name);
-        let strings = [("host", &self.host), ("kind", &self.kind), ("selector", &self.selector), ("mode", &self.mode), ("finalizer", &self.finalizer)];
+        let strings = [("host", &self.host), ("kind", &self.kind), ("selector", &self.selector), ("mode", &self.mode), ("finalizer", &self.finalizer), ("map-label", &self.map_label)];
         for (key, value) in strings {
             if let Some(value) = value {
                 out.push_str(&format!("{key} = {value:?}\n"));

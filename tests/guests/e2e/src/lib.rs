@@ -2,8 +2,8 @@
 //! by a label; each reconcile turns the primary's `e2e.kubewasm.io/input` annotation into an
 //! output (an owned ConfigMap `<primary>.<plugin>`, or an annotation on the primary itself),
 //! stamped with the plugin's variant and the host it ran in. Settings (`NAME.toml`) choose the
-//! name, host identity, primary kind, selector, mode, finalizer and concurrency, so one build
-//! serves every test.
+//! name, host identity, primary kind, selector, mode, finalizer, concurrency and a mapped watch,
+//! so one build serves every test.
 //!
 //! The *variant* is not a setting: it is the 16-byte marker [`VARIANT`] in the component's data,
 //! which the tests patch in the binary to make new versions of the plugin from one build (same
@@ -62,6 +62,9 @@ struct Settings {
     /// `patch Lease.v1.coordination.k8s.io name=other`: a manifest asking for more than its
     /// identity holds.
     extra: Vec<String>,
+    /// Watch ConfigMaps carrying this label (`map-related`): each maps to the primary its value
+    /// names, in its namespace.
+    map_label: Option<String>,
 }
 
 struct E2e {
@@ -75,6 +78,7 @@ struct E2e {
     variant: String,
     events: bool,
     extra: Vec<String>,
+    map_label: Option<String>,
 }
 
 fn annotation<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a str> {
@@ -117,6 +121,7 @@ impl Controller for E2e {
             variant,
             events: settings.events,
             extra: settings.extra,
+            map_label: settings.map_label,
         })
     }
 
@@ -133,6 +138,9 @@ impl Controller for E2e {
         }
         if let Some(finalizer) = &self.finalizer {
             manifest = manifest.finalizer(finalizer);
+        }
+        if let Some(label) = &self.map_label {
+            manifest = manifest.watches_gvk(&configmap, Mapping::MapRelated, Some(label));
         }
         for grant in &self.extra {
             let mut words = grant.split_whitespace();
@@ -195,6 +203,11 @@ impl Controller for E2e {
         }
         ctx.debug(&format!("reconciled {} input={input} variant={} host={}", primary.name(), self.variant, self.host));
         Ok(Action::Done)
+    }
+
+    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Vec<ObjectKey> {
+        let parent = self.map_label.as_deref().and_then(|label| object.label(label));
+        parent.map(|name| ObjectKey::new(object.namespace(), name)).into_iter().collect()
     }
 
     fn finalize(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
