@@ -49,7 +49,11 @@ step "installing the Foo custom resource"
 kubectl apply -f examples/sample-controller/manifests/crd.yaml
 kubectl wait --for=condition=Established crd/foos.samplecontroller.k8s.io
 
-step "running the host: kubewasm run --plugins $DEMO/plugins"
+step "per-plugin identities: each plugin gets its own ServiceAccount and exactly the RBAC its manifest declares (kubewasm rbac | kubectl apply)"
+"$BIN/kubewasm" rbac --plugins "$DEMO/plugins" >"$DEMO/rbac.yaml"
+kubectl apply -f "$DEMO/rbac.yaml"
+
+step "running the host: kubewasm run --plugins $DEMO/plugins (each plugin acts as its own ServiceAccount)"
 "$BIN/kubewasm" run --plugins "$DEMO/plugins" --kubeconfig "$KUBECONFIG" \
     --metrics-addr 127.0.0.1:18080 --health-addr 127.0.0.1:18081 2>&1 | sed -u 's/^/  host | /' &
 pids+=($!)
@@ -107,7 +111,13 @@ if [ -f "$DEMO/plugins/hello-js.wasm" ]; then
     kubectl get configmap settings-summary -o jsonpath='{"settings-summary: "}{.data}{"\n"}'
 fi
 
-say "6. The host's plugins, metrics and health"
+say "6. Who may do what: the API server authorizes each plugin's requests as its own ServiceAccount"
+for check in "sample-controller create deployments.apps" "sample-controller delete nodes" "reboot-coordinator patch nodes" "reboot-coordinator create deployments.apps"; do
+    set -- $check
+    printf '  %-20s %-6s %-18s %s\n' "$1" "$2" "$3" "$(kubectl auth can-i "$2" "$3" --as "system:serviceaccount:default:kubewasm-plugin-$1" 2>/dev/null || true)"
+done
+
+say "7. The host's plugins, metrics and health"
 kubectl get configmap kubewasm-plugins -o jsonpath='{.data}{"\n"}'
 curl -s 127.0.0.1:18080/metrics | grep -E '^(controller_runtime_reconcile_total|kubewasm_plugin_instances)' | head -12
 curl -s 127.0.0.1:18081/readyz; echo

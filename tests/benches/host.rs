@@ -4,9 +4,11 @@
 //! - cache bytes per object against the objects' JSON bytes (from the host's resident memory);
 //! - host memory with 1 vs 50 copies of a small plugin;
 //! - hot-swap latency, from the file in place to the first reconcile on the new version: a Rust
-//!   plugin with the artifact cache cold and warm, and a Python and a JS plugin likewise.
+//!   plugin with the artifact cache cold and warm, and a Python and a JS plugin likewise;
+//! - writes per second of one plugin acting as the host vs as its own ServiceAccount
+//!   (impersonated), to show what per-plugin identity costs.
 //!
-//! `cargo bench -p kubewasm-tests --bench host [-- reconciles|copies|swap]` (needs
+//! `cargo bench -p kubewasm-tests --bench host [-- reconciles|copies|identity|swap]` (needs
 //! `kubewasm-py` and `node` for the last part, as `make test` installs them).
 
 use std::path::{Path, PathBuf};
@@ -235,6 +237,43 @@ fn scaffold(lang: &str, name: &str) -> tempfile::TempDir {
 
 /// Whether to run the part `name`: all of them, unless the command line names some
 /// (`cargo bench -p kubewasm-tests --bench host -- swap`; parts: reconciles, copies, swap).
+/// Writes per second of one plugin (an apply per reconcile, 4 workers, its client rate limit
+/// lifted) over 2 000 primaries, from the initial list queued to the last reconcile: acting as the
+/// host, then as its own impersonated ServiceAccount with the RBAC `kubewasm rbac` prints.
+async fn identity_cost(cp: &ControlPlane) {
+    let count = 2_000;
+    let mut rates = Vec::new();
+    for identity in ["host", "serviceaccount"] {
+        let ns = cp.namespace("bench-identity").await.unwrap();
+        create_configmaps(&ns, count, 256).await;
+        let dir = PluginDir::new();
+        let settings = E2eSettings::new("writer").max_concurrency(4);
+        dir.install("writer", &std::fs::read(e2e_guest()).unwrap(), Some(&format!("{}[kubewasm]\nqps = 100000\nburst = 100000\n", settings.to_toml())));
+        let status = "kubewasm-plugins";
+        let mut config = HostConfig::new("identity", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).status_configmap(ns.name(), status).log_filter("warn");
+        if identity == "serviceaccount" {
+            let rbac = Command::new(std::env::var_os("KUBEWASM_BIN").unwrap())
+                .args(["rbac", &format!("--plugins={}", dir.path().display()), &format!("--identity-namespace={}", ns.name()), &format!("--namespace={}", ns.name())])
+                .arg(format!("--status-configmap={}/{status}", ns.name()))
+                .output()
+                .expect("kubewasm rbac runs");
+            assert!(rbac.status.success(), "kubewasm rbac: {}", String::from_utf8_lossy(&rbac.stderr));
+            cp.kubectl().unwrap().run_with_stdin(&["apply", "-f", "-"], Some(&String::from_utf8(rbac.stdout).unwrap())).await.unwrap();
+            config = config.service_accounts(ns.name());
+        }
+        let host = Host::start(config).await.unwrap();
+        let synced = until(&host, "workqueue_adds_total", &[("name", "writer")], |n| n >= count as f64).await;
+        let done = until(&host, "controller_runtime_reconcile_total", &[("controller", "writer")], |n| n >= count as f64).await;
+        let errors = metric(&host, "controller_runtime_reconcile_errors_total", &[("controller", "writer")]).await;
+        assert_eq!(errors, 0.0, "the writer failed {errors} reconciles as {identity}\n{}", host.log_tail(20));
+        rates.push(count as f64 / done.duration_since(synced).as_secs_f64());
+        host.stop().await.unwrap();
+    }
+    println!("\nwrites/s of one plugin (server-side apply per reconcile, 4 workers, {count} primaries)");
+    println!("  as the host               {:>8.0}/s", rates[0]);
+    println!("  as its own ServiceAccount {:>8.0}/s   ({:.2}x)", rates[1], rates[1] / rates[0]);
+}
+
 fn wanted(name: &str) -> bool {
     let named: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     named.is_empty() || named.iter().any(|n| n == name)
@@ -251,6 +290,9 @@ fn main() {
         }
         if wanted("copies") {
             plugin_copies(&cp).await;
+        }
+        if wanted("identity") {
+            identity_cost(&cp).await;
         }
         if !wanted("swap") {
             return;

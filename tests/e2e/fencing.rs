@@ -74,17 +74,7 @@ async fn leader_is_fenced(cut: Cut) -> Result<()> {
     let (h1_agent, h2_agent) = (format!("({})", h1.instance()), format!("({})", h2.instance()));
 
     // Inputs keep changing, straight to the API server, for the whole test.
-    let churn = {
-        let (cms, names) = (cms.clone(), names.clone());
-        tokio::spawn(async move {
-            for round in 1.. {
-                for name in &names {
-                    let _ = set_input(&cms, name, &round.to_string()).await;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        })
-    };
+    let churn = churn(&cms, &names, Duration::from_millis(100));
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let cut_at = Instant::now();

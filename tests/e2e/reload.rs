@@ -400,17 +400,7 @@ async fn concurrency_down_and_up_under_load_never_exceeds_the_setting() -> Resul
         annotate(&cms, name, &[(support::SLEEP_MS, Some(&SLEEP_MS.to_string()))]).await?;
     }
     // Load: every primary changes again and again.
-    let churn = {
-        let (cms, names) = (cms.clone(), names.clone());
-        tokio::spawn(async move {
-            for round in 1.. {
-                for name in &names {
-                    let _ = set_input(&cms, name, &round.to_string()).await;
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        })
-    };
+    let churn = churn(&cms, &names, Duration::from_millis(10));
     let samples: Arc<std::sync::Mutex<Vec<(std::time::Instant, f64)>>> = Default::default();
     let sampler = {
         let (samples, addr) = (samples.clone(), host.metrics_addr());

@@ -64,6 +64,20 @@ pub async fn create_primaries(cms: &Api<ConfigMap>, inputs: &BTreeMap<String, St
     Ok(())
 }
 
+/// Keeps changing the inputs of `names`, round after round, pausing `pause` after each change,
+/// until aborted.
+pub fn churn(cms: &Api<ConfigMap>, names: &[String], pause: Duration) -> tokio::task::JoinHandle<()> {
+    let (cms, names) = (cms.clone(), names.to_vec());
+    tokio::spawn(async move {
+        for round in 1.. {
+            for name in &names {
+                let _ = set_input(&cms, name, &round.to_string()).await;
+                tokio::time::sleep(pause).await;
+            }
+        }
+    })
+}
+
 /// Merge-patches annotations (`None` removes one): no resourceVersion, so it never conflicts.
 pub async fn annotate(cms: &Api<ConfigMap>, name: &str, annotations: &[(&str, Option<&str>)]) -> Result<ConfigMap> {
     let map: serde_json::Map<String, serde_json::Value> = annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
