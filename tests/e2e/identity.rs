@@ -279,3 +279,45 @@ async fn kubewasm_rbac_applies_cleanly_and_keeps_namespace_limited_grants_in_the
     );
     Ok(())
 }
+
+/// What a namespace-onboarding controller needs: binding the ClusterRole `edit` (which the test
+/// control plane's aggregation controller fills with its real rules). With a declared `bind` on
+/// `edit`, the API server lets the plugin's ServiceAccount create the RoleBinding; a plugin
+/// declaring only `create` on RoleBindings is refused by the API server ("not currently held"),
+/// and its Warning Event says so.
+#[tokio::test]
+async fn binding_the_edit_role_needs_a_declared_bind_grant() -> Result<()> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("onboarding").await?;
+    let roles: Api<ClusterRole> = Api::all(ns.client().clone());
+    eventually("the aggregated ClusterRole edit to carry rules", READY, || async {
+        let edit = roles.get("edit").await?;
+        let rules = edit.rules.unwrap_or_default().len();
+        if rules > 5 { Ok(()) } else { Err(anyhow!("edit has {rules} rules")) }
+    })
+    .await?;
+
+    let dir = PluginDir::new();
+    let rolebindings = "create,patch RoleBinding.v1.rbac.authorization.k8s.io";
+    dir.install_e2e(&E2eSettings::new("onboarder").mode("rolebinding").extra(rolebindings).extra("bind ClusterRole.v1.rbac.authorization.k8s.io name=edit"), "v01");
+    dir.install_e2e(&E2eSettings::new("unbound").mode("rolebinding").selector("e2e.kubewasm.io/unbound").extra(rolebindings).events(), "v01");
+    let yaml = rbac(&rbac_args(dir.path(), ns.name())).await?;
+    ensure!(yaml.contains("- bind") && yaml.contains("- edit"), "no bind rule on edit in:\n{yaml}");
+    apply(cp, &yaml).await?;
+    let mut host = Host::start(host_config("onboarding", dir.path(), cp.kubeconfig_path(), ns.name()).service_accounts(ns.name())).await?;
+    host.wait_ready(READY).await?;
+
+    let cms: Api<ConfigMap> = ns.api();
+    create_primaries(&cms, &inputs(&["team-a"], "team-a-sa")).await?;
+    let bindings: Api<RoleBinding> = ns.api();
+    eventually("the onboarder's RoleBinding", CONVERGE, || async { Ok::<_, anyhow::Error>(bindings.get("team-a-edit").await?) }).await?;
+
+    let mut unbound = primary("team-b", "team-b-sa");
+    unbound.metadata.labels = Some([("e2e.kubewasm.io/unbound".to_string(), "yes".to_string())].into());
+    cms.create(&Default::default(), &unbound).await?;
+    wait_event(ns.client(), ns.name(), "team-b", "ReconcileFailed", "not currently held").await?;
+    ensure!(bindings.get_opt("team-b-edit").await?.is_none(), "the unbound plugin created its RoleBinding");
+    host.stop().await?;
+    Ok(())
+}

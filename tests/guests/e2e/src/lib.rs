@@ -51,6 +51,8 @@ struct Settings {
     selector: Option<String>,
     /// `output` (default): apply the output ConfigMap; `update`: write the output annotation on
     /// the primary with an update carrying its resourceVersion (conflicts are possible);
+    /// `rolebinding`: apply a RoleBinding `<primary>-edit` of the ClusterRole `edit` to the
+    /// ServiceAccount the input names (it needs `bind` on `edit`, or to hold all of `edit`);
     /// `noop`: nothing.
     mode: Option<String>,
     /// A finalizer; `finalize` waits for the annotation `e2e.kubewasm.io/release=true`.
@@ -180,6 +182,17 @@ impl Controller for E2e {
         }
         match self.mode.as_str() {
             "noop" => {}
+            "rolebinding" => {
+                // What a namespace-onboarding controller does: let the team edit its namespace.
+                let binding: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": format!("{}-edit", primary.name()), "namespace": primary.namespace()},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                    "subjects": [{"kind": "ServiceAccount", "name": input, "namespace": primary.namespace()}],
+                }))?;
+                ctx.apply(&binding)?;
+            }
             "update" => {
                 let want = format!("{}:{input}", self.variant);
                 if annotation(&primary, OUTPUT) != Some(want.as_str()) {
