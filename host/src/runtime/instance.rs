@@ -10,7 +10,7 @@ use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{access_exports, plugin_exports, reconciler_exports, release_exports};
-use super::host::HostContext;
+use super::host::{HostContext, HostState};
 use crate::metrics::PluginMetrics;
 use crate::resource::ObjectKey;
 
@@ -24,6 +24,18 @@ pub struct InstanceState {
     pub(super) key: Option<ObjectKey>,
     /// When the current call must end.
     pub(super) deadline: Instant,
+}
+
+impl HostState for InstanceState {
+    fn host(&self) -> &Arc<HostContext> {
+        &self.host
+    }
+    fn memory_limit(&self) -> u64 {
+        self.memory.limit() as u64
+    }
+    fn key(&self) -> Option<&ObjectKey> {
+        self.key.as_ref()
+    }
 }
 
 impl WasiView for InstanceState {

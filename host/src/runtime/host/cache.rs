@@ -9,8 +9,7 @@ use wasmtime::component::HasData;
 
 use super::super::bindings::cache::Host;
 use super::super::bindings::types::{self, Error as GuestError, ErrorCode, Gvk as WitGvk};
-use super::super::instance::InstanceState;
-use super::{HostContext, error};
+use super::{HostContext, HostState, error};
 use crate::informer::CacheView;
 use crate::manifest::Verb;
 use crate::resource::{Gvk, ObjectKey, Scope};
@@ -52,8 +51,8 @@ impl HasData for CacheData {
     type Data<'a> = CacheCtx<'a>;
 }
 
-pub fn context(state: &mut InstanceState) -> CacheCtx<'_> {
-    CacheCtx { memory_bytes: state.memory.limit() as u64, host: &state.host }
+pub fn context<T: HostState>(state: &mut T) -> CacheCtx<'_> {
+    CacheCtx { memory_bytes: state.memory_limit(), host: state.host() }
 }
 
 impl types::Host for CacheCtx<'_> {}

@@ -10,8 +10,7 @@ use wasmtime::component::HasData;
 
 use super::super::bindings::client::{Host, PatchType};
 use super::super::bindings::types::{Error as GuestError, ErrorCode, Gvk as WitGvk};
-use super::super::instance::InstanceState;
-use super::{HostContext, MAX_OBJECT_BYTES, error};
+use super::{HostContext, HostState, MAX_OBJECT_BYTES, error};
 use crate::client::{ApiClient, PatchKind, RequestError, WriteOp, WriteRequest};
 use crate::manifest::Verb;
 use crate::resource::{Gvk, ObjectKey};
@@ -73,8 +72,8 @@ impl HasData for ClientData {
     type Data<'a> = ClientCtx<'a>;
 }
 
-pub fn context(state: &mut InstanceState) -> ClientCtx<'_> {
-    ClientCtx { host: &state.host }
+pub fn context<T: HostState>(state: &mut T) -> ClientCtx<'_> {
+    ClientCtx { host: state.host() }
 }
 
 /// The verb a write needs.

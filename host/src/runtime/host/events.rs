@@ -6,8 +6,7 @@ use wasmtime::component::HasData;
 
 use super::super::bindings::events::{Event, EventType, Host};
 use super::super::bindings::types::{Error as GuestError, ErrorCode};
-use super::super::instance::InstanceState;
-use super::{HostContext, error};
+use super::{HostContext, HostState, error};
 use crate::events::{EventRecorder, ObjectEvent};
 use crate::manifest::Verb;
 use crate::resource::{Gvk, ObjectKey, uid_of};
@@ -33,8 +32,8 @@ impl HasData for EventsData {
     type Data<'a> = EventsCtx<'a>;
 }
 
-pub fn context(state: &mut InstanceState) -> EventsCtx<'_> {
-    EventsCtx { host: &state.host }
+pub fn context<T: HostState>(state: &mut T) -> EventsCtx<'_> {
+    EventsCtx { host: state.host() }
 }
 
 /// Kubernetes' limits on the fields.

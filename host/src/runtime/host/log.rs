@@ -12,7 +12,7 @@ use wasmtime::component::{Linker, WasmList, WasmStr};
 
 use super::super::bindings::log::{Field, Level};
 use super::super::bindings::{PACKAGE, PACKAGE_VERSION};
-use super::super::instance::InstanceState;
+use super::HostState;
 use crate::queue::rate_limit::TokenBucket;
 
 /// Records a plugin may write per second, and at once.
@@ -70,11 +70,11 @@ pub fn clip(s: &str, max: usize) -> &str {
 /// code would copy every field of a record into host memory before the budget is looked at (a
 /// million fields, a hundred megabytes), while this reads the guest's list in place and takes
 /// only what is kept.
-pub fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     let mut log = linker.instance(&format!("{PACKAGE}/log@{PACKAGE_VERSION}"))?;
-    log.func_wrap("emit", |mut store: StoreContextMut<'_, InstanceState>, (level, message, fields): (Level, WasmStr, WasmList<Field>)| {
-        let host = store.data().host.clone();
-        let key = store.data().key.as_ref().map(ToString::to_string).unwrap_or_default();
+    log.func_wrap("emit", |mut store: StoreContextMut<'_, T>, (level, message, fields): (Level, WasmStr, WasmList<Field>)| {
+        let host = store.data().host().clone();
+        let key = store.data().key().map(ToString::to_string).unwrap_or_default();
         if !host.logs.admit(&host.plugin) {
             return Ok(());
         }

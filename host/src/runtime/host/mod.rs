@@ -19,7 +19,7 @@ use std::sync::Arc;
 use wasmtime::component::Linker;
 
 use super::bindings::types::{Error as GuestError, ErrorCode};
-use super::instance::InstanceState;
+use crate::resource::ObjectKey;
 use crate::manifest::{Manifest, Verb};
 use crate::metrics::PluginMetrics;
 use crate::resource::Gvk;
@@ -95,13 +95,24 @@ pub(crate) fn error(code: ErrorCode, message: impl Into<String>) -> GuestError {
 /// Largest object a guest may send; the API server refuses bigger requests anyway (3 MiB).
 pub(crate) const MAX_OBJECT_BYTES: usize = 3 << 20;
 
+/// What the interfaces need of an instance's store data: the plugin's context, its memory
+/// limit and the key being reconciled. The instance implements it, so that these files never
+/// name the instance that holds them.
+pub trait HostState: Send + 'static {
+    fn host(&self) -> &Arc<HostContext>;
+    /// The instance's memory limit in bytes.
+    fn memory_limit(&self) -> u64;
+    /// The key being reconciled, for log context.
+    fn key(&self) -> Option<&ObjectKey>;
+}
+
 /// Registers the four kubewasm interfaces, each with its own narrow context (`log` by hand).
-pub fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     use super::bindings::kubewasm::controller as wit;
-    wit::types::add_to_linker::<InstanceState, cache::CacheData>(linker, cache::context)?;
-    wit::cache::add_to_linker::<InstanceState, cache::CacheData>(linker, cache::context)?;
-    wit::client::add_to_linker::<InstanceState, client::ClientData>(linker, client::context)?;
-    wit::events::add_to_linker::<InstanceState, events::EventsData>(linker, events::context)?;
+    wit::types::add_to_linker::<T, cache::CacheData>(linker, cache::context::<T>)?;
+    wit::cache::add_to_linker::<T, cache::CacheData>(linker, cache::context::<T>)?;
+    wit::client::add_to_linker::<T, client::ClientData>(linker, client::context::<T>)?;
+    wit::events::add_to_linker::<T, events::EventsData>(linker, events::context::<T>)?;
     log::add_to_linker(linker)
 }
 

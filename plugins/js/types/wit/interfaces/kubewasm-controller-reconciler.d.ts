@@ -20,7 +20,9 @@ declare module 'kubewasm:controller/reconciler@0.1.1' {
   /**
    * Maps an event on a watched object whose mapping is `map-related` to the keys of primary
    * objects to reconcile. `resource` says which watch it came from. May read the cache.
-   * Must be quick; it is subject to the same deadline as `reconcile`.
+   * Must be quick; it is subject to the same deadline as `reconcile`. Keys of objects that are
+   * not cached primaries of the plugin (no such object, or outside its selector or namespaces)
+   * are dropped; more than 100 000 keys is a fault.
    */
   export function mapRelated(resource: Gvk, object: Object): Array<ObjectKey>;
   export type Gvk = import('kubewasm:controller/types@0.1.1').Gvk;
