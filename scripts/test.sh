@@ -2,7 +2,7 @@
 # The whole test suite: unit tests, the runtime's fault catalog, the end-to-end suites against a
 # real local control plane (built from the Kubernetes Go modules on first use), the examples in
 # every language (table tests, the cross-language end-to-end suite, `kubewasm new`), and the
-# Python and JS tests: the SDKs' own and the examples' unit tests. Ends with one line:
+# Python, JS and Go tests: the SDKs' own and the examples' unit tests. Ends with one line:
 # "N passed, N failed".
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
@@ -45,6 +45,17 @@ for dir in examples/*/js; do
     fi
 done
 
+# The Go SDK's tests, then the Go examples' unit tests (`go test -v`: the closing line counts its
+# `--- PASS` and `--- FAIL` lines).
+if [ -f plugins/go/go.mod ]; then
+    run in_dir plugins/go go test -count=1 -v ./...
+fi
+for dir in examples/*/go; do
+    if compgen -G "$dir/*_test.go" >/dev/null; then
+        run in_dir "$dir" go test -count=1 -v ./...
+    fi
+done
+
 # One closing line CI can read, summed over every runner above.
 python3 - "$LOG" "$status" <<'PY'
 import re, sys
@@ -58,6 +69,9 @@ for line in open(sys.argv[1], errors="replace"):
     elif m := re.match(r"^(?:#|\u2139) (pass|fail) (\d+)$", line.strip()):       # node --test (tap, spec)
         if m[1] == "pass": passed += int(m[2])
         else: failed += int(m[2])
+    elif m := re.match(r"^--- (PASS|FAIL): ", line):                              # go test -v (top-level tests)
+        if m[1] == "PASS": passed += 1
+        else: failed += 1
 if sys.argv[2] != "0" and failed == 0:
     failed = 1  # a runner failed without reporting a test failure (build error, crash)
 print(f"{passed} passed, {failed} failed")

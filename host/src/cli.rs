@@ -1,4 +1,4 @@
-//! The command line: `kubewasm run | check | rbac | new | test | finalizers | version`, with
+//! The command line: `kubewasm run | check | rbac | new | build | test | finalizers | version`, with
 //! help that reads like kubectl's. Parses flags into plain values and calls the library; no logic
 //! of its own.
 
@@ -95,9 +95,21 @@ enum Command {
                       # A Python plugin in another directory\n  \
                       kubewasm new --lang python cm-summary --dir ~/src/cm-summary\n\n  \
                       # A JavaScript plugin using the SDKs of a kubewasm checkout\n  \
-                      kubewasm new --lang js cm-summary --sdk ~/src/kubewasm/plugins"
+                      kubewasm new --lang js cm-summary --sdk ~/src/kubewasm/plugins\n\n  \
+                      # A Go plugin (built with `kubewasm build --lang go`)\n  \
+                      kubewasm new --lang go cm-summary"
     )]
     New(NewArgs),
+    /// Build a Go plugin into a component: go build for WebAssembly, then the WIT world embedded
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # Build the Go plugin in the current directory into my-controller.wasm\n  \
+                      kubewasm build --lang go . -o my-controller.wasm\n\n  \
+                      # Other languages build with their own tools:\n  \
+                      #   Rust: cargo build --release --target wasm32-wasip2\n  \
+                      #   Python: kubewasm-py build app.py -o NAME.wasm    JavaScript: kubewasm-js build app.js -o NAME.wasm"
+    )]
+    Build(BuildArgs),
     /// Run table tests (YAML cases) against a plugin, without a cluster
     #[command(
         help_template = COMMAND_TEMPLATE,
@@ -327,7 +339,7 @@ struct NewArgs {
     name: String,
 
     /// The language of the plugin
-    #[arg(long, value_name = "LANG", value_parser = ["rust", "python", "js"])]
+    #[arg(long, value_name = "LANG", value_parser = ["rust", "python", "js", "go"])]
     lang: String,
 
     /// Directory to create the project in; must not exist or be empty (default: ./NAME)
@@ -335,9 +347,24 @@ struct NewArgs {
     dir: Option<PathBuf>,
 
     /// The plugins/ directory of a kubewasm checkout, holding the SDKs the project uses
-    /// (default: the checkout kubewasm was built from, else $KUBEWASM_SDK_DIR)
+    /// (default: $KUBEWASM_SDK_DIR, else the checkout kubewasm was built from)
     #[arg(long, value_name = "DIR")]
     sdk: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// The plugin's directory: a Go main package in a Go module
+    #[arg(value_name = "DIR", default_value = ".")]
+    dir: PathBuf,
+
+    /// The plugin's language (Go; Rust, Python and JavaScript build with cargo, kubewasm-py and kubewasm-js)
+    #[arg(long, value_name = "LANG", default_value = "go", value_parser = ["go"])]
+    lang: String,
+
+    /// The component to write (default: DIR/NAME.wasm, NAME being the directory's name)
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -401,6 +428,7 @@ pub fn main() -> ExitCode {
             Command::Finalizers(FinalizersArgs { command: FinalizersCommand::Release(args) }) => release_finalizers(args).await,
             Command::Test(args) => test(args).await,
             Command::New(args) => new(args),
+            Command::Build(args) => build(args),
         }
     });
     match result {
@@ -567,6 +595,26 @@ fn new(args: NewArgs) -> Result<ExitCode, String> {
     };
     let created = scaffold::create(&options).map_err(|e| e.to_string())?;
     print!("{}", scaffold::summary(&options, &created));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn build(args: BuildArgs) -> Result<ExitCode, String> {
+    let output = match args.output {
+        Some(output) => output,
+        None => {
+            let dir = args.dir.canonicalize().map_err(|e| format!("{}: {e}", args.dir.display()))?;
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
+            dir.join(format!("{name}.wasm"))
+        }
+    };
+    let built = crate::go_plugin::build(&crate::go_plugin::GoBuild::new(&args.dir, &output)).map_err(|e| e.to_string())?;
+    println!(
+        "built {} ({} KiB) with {} in {:.1}s",
+        built.output.display(),
+        built.component_bytes.div_ceil(1024),
+        built.go_version,
+        (built.go_build + built.componentize).as_secs_f64()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

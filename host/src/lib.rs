@@ -23,6 +23,7 @@
 //! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`offline`]: running
 //!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
 //!   [`finalizers`]: `kubewasm finalizers release`. [`scaffold`]: `kubewasm new`.
+//!   [`go_plugin`]: `kubewasm build --lang go`.
 //!
 //! Imports run downward: cli/app → supervisor → controller → runtime → informer, queue, client,
 //! events, identity → discovery → manifest, resource, selector, metrics.
@@ -34,6 +35,7 @@ pub mod controller;
 pub mod discovery;
 pub mod events;
 pub mod finalizers;
+pub mod go_plugin;
 pub mod identity;
 pub mod informer;
 pub mod leader;

@@ -1,12 +1,15 @@
-//! `kubewasm new`: scaffolds a plugin project in Rust, Python or JavaScript — a small working
+//! `kubewasm new`: scaffolds a plugin project in Rust, Python, JavaScript or Go — a small working
 //! controller (a ConfigMap with a label gets a summary ConfigMap: one server-side apply, the same
-//! logic in every language), a README, and a table-test case that passes for all three.
+//! logic in every language), a README, a Makefile (`make`, `make test`, `make check`), and a
+//! table-test case that passes for all four.
 //!
 //! The templates are files under `host/templates/`, embedded at compile time; `{{name}}`,
 //! `{{crate}}` and `{{sdk}}` in them are replaced. The SDKs are not published to registries, so a
-//! project points at the SDKs of a kubewasm checkout: a path dependency (Rust), a path in
-//! `requirements.txt` (Python), a `file:` dependency (JS). Owns only the files it writes; never
-//! overwrites anything.
+//! project points at the SDKs of a kubewasm checkout, by absolute path: a path dependency (Rust),
+//! a path in `requirements.txt` (Python), a `file:` dependency (JS), a `replace` line (Go). Which
+//! checkout is explicit (`--sdk`, `$KUBEWASM_SDK_DIR`, else the one this binary was built from),
+//! checked (the language's SDK must be there), and said in the summary. Owns only the files it
+//! writes; never overwrites anything.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -20,16 +23,18 @@ pub enum Lang {
     Rust,
     Python,
     Js,
+    Go,
 }
 
 impl Lang {
-    pub const ALL: [Lang; 3] = [Lang::Rust, Lang::Python, Lang::Js];
+    pub const ALL: [Lang; 4] = [Lang::Rust, Lang::Python, Lang::Js, Lang::Go];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Lang::Rust => "rust",
             Lang::Python => "python",
             Lang::Js => "js",
+            Lang::Go => "go",
         }
     }
 
@@ -40,6 +45,7 @@ impl Lang {
             Lang::Rust => ("rust", "Cargo.toml"),
             Lang::Python => ("python", "pyproject.toml"),
             Lang::Js => ("js", "package.json"),
+            Lang::Go => ("go", "go.mod"),
         }
     }
 
@@ -48,6 +54,7 @@ impl Lang {
             Lang::Rust => RUST,
             Lang::Python => PYTHON,
             Lang::Js => JS,
+            Lang::Go => GO,
         }
     }
 }
@@ -66,6 +73,7 @@ impl FromStr for Lang {
             "rust" => Ok(Lang::Rust),
             "python" => Ok(Lang::Python),
             "js" | "javascript" => Ok(Lang::Js),
+            "go" | "golang" => Ok(Lang::Go),
             _ => Err(ScaffoldError::Lang(text.into())),
         }
     }
@@ -89,6 +97,7 @@ const RUST: &[Template] = &[
     template!("Cargo.toml", "rust/Cargo.toml.tmpl"),
     template!("src/lib.rs", "rust/src/lib.rs"),
     template!("README.md", "rust/README.md"),
+    template!("Makefile", "rust/Makefile"),
     template!(".gitignore", "rust/gitignore"),
     CASE,
 ];
@@ -97,6 +106,7 @@ const PYTHON: &[Template] = &[
     template!("app.py", "python/app.py"),
     template!("requirements.txt", "python/requirements.txt"),
     template!("README.md", "python/README.md"),
+    template!("Makefile", "python/Makefile"),
     template!(".gitignore", "python/gitignore"),
     CASE,
 ];
@@ -105,23 +115,34 @@ const JS: &[Template] = &[
     template!("app.js", "js/app.js"),
     template!("package.json", "js/package.json.tmpl"),
     template!("README.md", "js/README.md"),
+    template!("Makefile", "js/Makefile"),
     template!(".gitignore", "js/gitignore"),
     CASE,
 ];
 
-/// The environment variable naming the SDKs directory when `--sdk` is not given and this binary
-/// was not built from a checkout that still exists.
+const GO: &[Template] = &[
+    template!("main.go", "go/main.go"),
+    template!("main_test.go", "go/main_test.go"),
+    template!("go.mod", "go/go.mod.tmpl"),
+    template!("README.md", "go/README.md"),
+    template!("Makefile", "go/Makefile"),
+    template!(".gitignore", "go/gitignore"),
+    CASE,
+];
+
+/// The environment variable naming the SDKs directory when `--sdk` is not given (it wins over the
+/// checkout this binary was built from).
 pub const SDK_ENV: &str = "KUBEWASM_SDK_DIR";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScaffoldError {
-    #[error("unknown language {0:?}: use rust, python or js")]
+    #[error("unknown language {0:?}: use rust, python, js or go")]
     Lang(String),
     #[error("{0:?} is not a valid plugin name: use a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit)")]
     Name(String),
     #[error("{} already exists and is not empty: choose another --dir, or remove it", .0.display())]
     NotEmpty(PathBuf),
-    #[error("no kubewasm SDKs found: pass --sdk DIR (the plugins/ directory of a kubewasm checkout) or set ${SDK_ENV}")]
+    #[error("no kubewasm SDKs found (the checkout kubewasm was built from is gone): pass --sdk DIR (the plugins/ directory of a kubewasm checkout) or set ${SDK_ENV}")]
     NoSdk,
     #[error("{}: no {lang} SDK there (expected {}); --sdk takes the plugins/ directory of a kubewasm checkout", .dir.display(), .expected.display())]
     SdkMissing { dir: PathBuf, lang: Lang, expected: PathBuf },
@@ -153,14 +174,22 @@ pub struct Created {
     pub files: Vec<PathBuf>,
     /// The language's SDK the project points at.
     pub sdk: PathBuf,
+    /// Things the user should know, one line each (e.g. that the project sits in another kubewasm
+    /// checkout than the one whose SDK it uses).
+    pub notes: Vec<String>,
 }
 
-/// The SDKs directory: `explicit` (`--sdk`) if given; else the `plugins/` directory of the
-/// checkout this binary was built from, if it still exists; else `$KUBEWASM_SDK_DIR`.
+/// The SDKs directory: `explicit` (`--sdk`) if given; else `$KUBEWASM_SDK_DIR`; else the
+/// `plugins/` directory of the checkout this binary was built from, if it still exists.
 pub fn sdk_dir(explicit: Option<PathBuf>) -> Result<PathBuf, ScaffoldError> {
     let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins");
     let from_env = std::env::var_os(SDK_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
-    explicit.or_else(|| built_from.is_dir().then_some(built_from)).or(from_env).ok_or(ScaffoldError::NoSdk)
+    explicit.or(from_env).or_else(|| built_from.is_dir().then_some(built_from)).ok_or(ScaffoldError::NoSdk)
+}
+
+/// The kubewasm checkout `dir` is in (the nearest parent with `wit/world.wit` and `plugins/`).
+fn checkout_of(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors().find(|d| d.join("wit/world.wit").is_file() && d.join("plugins").is_dir()).map(Path::to_path_buf)
 }
 
 /// The Rust package name: the plugin name, unless cargo refuses it (a leading digit).
@@ -186,11 +215,11 @@ fn crate_name(name: &str) -> String {
 pub fn artifact(lang: Lang, name: &str) -> PathBuf {
     match lang {
         Lang::Rust => Path::new("wasm32-wasip2/release").join(format!("{}.wasm", crate_name(name))),
-        Lang::Python | Lang::Js => PathBuf::from(format!("{name}.wasm")),
+        Lang::Python | Lang::Js | Lang::Go => PathBuf::from(format!("{name}.wasm")),
     }
 }
 
-/// Fills in a template. Paths go into TOML and JSON strings, so `\` and `"` are escaped.
+/// Fills in a template. Paths go into TOML, JSON and Go strings, so `\` and `"` are escaped.
 fn render(text: &str, name: &str, sdk: &Path) -> String {
     let sdk = sdk.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
     text.replace("{{name}}", name).replace("{{crate}}", &crate_name(name)).replace("{{sdk}}", &sdk)
@@ -245,7 +274,20 @@ pub fn create(options: &Options) -> Result<Created, ScaffoldError> {
         write(&options.dir.join("Cargo.lock"), &text)?;
         files.push(PathBuf::from("Cargo.lock"));
     }
-    Ok(Created { dir: options.dir.clone(), files, sdk })
+    // Working in one checkout with the SDK of another is a classic way to test the wrong code.
+    let mut notes = Vec::new();
+    let project = options.dir.canonicalize().unwrap_or_else(|_| options.dir.clone());
+    if let (Some(here), Some(sdk_checkout)) = (checkout_of(&project), checkout_of(&sdk))
+        && here != sdk_checkout
+    {
+        notes.push(format!(
+            "the project is inside the kubewasm checkout {}, but uses the SDK of {}: pass --sdk {} to use this one's",
+            here.display(),
+            sdk_checkout.display(),
+            here.join("plugins").display()
+        ));
+    }
+    Ok(Created { dir: options.dir.clone(), files, sdk, notes })
 }
 
 /// What `kubewasm new` prints: the files written and the commands that come next.
@@ -265,8 +307,16 @@ pub fn summary(options: &Options, created: &Created) -> String {
         ),
         Lang::Python => format!("cd {dir}\n  pip install -r requirements.txt\n  kubewasm-py build app.py -o {name}.wasm"),
         Lang::Js => format!("cd {dir}\n  npm install --prefix {sdk}\n  npm install\n  npm run build"),
+        Lang::Go => format!("cd {dir}\n  go test ./...\n  kubewasm build --lang go . -o {name}.wasm"),
     };
-    let _ = write!(out, "\nNext (README.md says more):\n  {steps}\n  kubewasm check {name}.wasm\n  kubewasm test {name}.wasm cases\n");
+    let _ = writeln!(out, "\nIt uses the {} SDK at {sdk} (--sdk DIR for another kubewasm checkout's plugins/).", options.lang);
+    for note in &created.notes {
+        let _ = writeln!(out, "Note: {note}");
+    }
+    let _ = write!(
+        out,
+        "\nNext (README.md says more; `make`, `make test` and `make check` do the same):\n  {steps}\n  kubewasm check {name}.wasm\n  kubewasm test {name}.wasm cases\n"
+    );
     out
 }
 
@@ -289,6 +339,12 @@ mod tests {
             let project = dir.path().join("cm-summary");
             let created = create(&options(lang, "cm-summary", &project)).unwrap();
             assert!(created.files.iter().any(|f| f == Path::new("README.md")), "{lang}: {:?}", created.files);
+            assert!(created.files.iter().any(|f| f == Path::new("Makefile")), "{lang}: {:?}", created.files);
+            let makefile = std::fs::read_to_string(project.join("Makefile")).unwrap();
+            for target in ["build:", "test:", "check:", "kubewasm test cm-summary.wasm cases", "kubewasm check cm-summary.wasm"] {
+                let target = target.replace("kubewasm ", "$(KUBEWASM) ");
+                assert!(makefile.contains(&target), "{lang}: the Makefile has no {target:?}:\n{makefile}");
+            }
             assert!(created.files.iter().any(|f| f.starts_with("cases")), "{lang}: {:?}", created.files);
             for file in &created.files {
                 let text = std::fs::read_to_string(project.join(file)).unwrap();
@@ -312,6 +368,27 @@ mod tests {
         let package: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("j/package.json")).unwrap()).unwrap();
         let dependency = package["dependencies"]["@kubewasm/sdk"].as_str().unwrap();
         assert!(dependency.starts_with("file:/") && dependency.ends_with("plugins/js"), "{dependency}");
+        let go = create(&options(Lang::Go, "a", &dir.path().join("g"))).unwrap();
+        let go_mod = std::fs::read_to_string(dir.path().join("g/go.mod")).unwrap();
+        assert!(go_mod.contains(&format!("replace github.com/kubewasm/kubewasm/plugins/go => \"{}\"", go.sdk.display())), "{go_mod}");
+        assert!(go.sdk.is_absolute() && go.sdk.join("go.mod").is_file(), "{}", go.sdk.display());
+    }
+
+    #[test]
+    fn the_summary_names_the_sdk_and_warns_about_another_checkout() {
+        let dir = tempfile::tempdir().unwrap();
+        let created = create(&options(Lang::Go, "a", &dir.path().join("a"))).unwrap();
+        let summary = summary(&options(Lang::Go, "a", &dir.path().join("a")), &created);
+        assert!(summary.contains(&format!("It uses the go SDK at {}", created.sdk.display())), "{summary}");
+        assert!(created.notes.is_empty() && !summary.contains("Note:"), "{summary}");
+        // A project inside another checkout (a directory with wit/world.wit and plugins/).
+        let other = dir.path().join("other-checkout");
+        std::fs::create_dir_all(other.join("wit")).unwrap();
+        std::fs::create_dir_all(other.join("plugins")).unwrap();
+        std::fs::write(other.join("wit/world.wit"), "").unwrap();
+        let created = create(&options(Lang::Go, "b", &other.join("b"))).unwrap();
+        assert_eq!(created.notes.len(), 1, "{:?}", created.notes);
+        assert!(created.notes[0].contains("--sdk") && created.notes[0].contains("other-checkout"), "{}", created.notes[0]);
     }
 
     #[test]
@@ -358,6 +435,10 @@ mod tests {
     #[test]
     fn the_sdk_directory_defaults_to_this_checkout() {
         assert_eq!(sdk_dir(Some("/x".into())).unwrap(), Path::new("/x"));
-        assert!(sdk_dir(None).unwrap().join("rust/Cargo.toml").is_file());
+        if std::env::var_os(SDK_ENV).is_none() {
+            assert!(sdk_dir(None).unwrap().join("rust/Cargo.toml").is_file());
+        }
+        assert_eq!("golang".parse::<Lang>().unwrap(), Lang::Go);
+        assert!("cobol".parse::<Lang>().unwrap_err().to_string().contains("go"));
     }
 }

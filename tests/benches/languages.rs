@@ -1,6 +1,6 @@
 //! The languages benchmark (issue 6), side by side in one run, on the sample-controller's logic:
-//! - per reconcile: the sample-controller in Rust, Python and JavaScript as plugins, against the
-//!   same logic compiled natively into this benchmark — a new Foo (no Deployment yet) and the
+//! - per reconcile: the sample-controller in Rust, Python, JavaScript and Go as plugins, against
+//!   the same logic compiled natively into this benchmark — a new Foo (no Deployment yet) and the
 //!   steady state (the Foo's Deployment in the cache); each does one cache read and two applies
 //!   into an in-process recorder;
 //! - memory per instance: the linear memory of one instance after its first reconcile and after
@@ -9,7 +9,7 @@
 //! - loading a plugin: compiling it (no artifact cache, `--no-cache`) vs from the artifact cache.
 //!
 //! `cargo bench -p kubewasm-tests --bench languages` (`BENCH_MILLIS` sets the time per
-//! measurement, default 1500). Needs `kubewasm-py` and the JS SDK's tools, as the tests do.
+//! measurement, default 1500). Needs `kubewasm-py`, the JS SDK's tools and Go, as the tests do.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

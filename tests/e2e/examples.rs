@@ -1,7 +1,7 @@
-//! The examples in every language (issue 6), and the scaffolder:
+//! The examples in every language (issues 6 and 12), and the scaffolder:
 //!
-//! - table tests: every example in Rust, Python and JavaScript runs its shared `cases/` through
-//!   the kubewasm library (`kubewasm::tabletest`, what `kubewasm test` runs);
+//! - table tests: every example in Rust, Python, JavaScript and Go runs its shared `cases/`
+//!   through the kubewasm library (`kubewasm::tabletest`, what `kubewasm test` runs);
 //! - cross-language end-to-end: every example in every language runs in the real `kubewasm run`
 //!   against the local control plane, and the objects it leaves are identical across languages —
 //!   for the sample-controller the Deployments, Foo statuses and Events made from the same Foos;
@@ -10,9 +10,10 @@
 //! - `kubewasm new` in every language makes a project that builds, passes `kubewasm check` and
 //!   its own table-test case.
 //!
-//! `cargo test -p kubewasm-tests --test examples`. Needs `kubewasm-py` on `PATH` and the JS
-//! SDK's tools (`npm install` in `plugins/js`); `scripts/env.sh` installs both. Python and JS
-//! builds are kept in the target directory (see `guests::example`).
+//! `cargo test -p kubewasm-tests --test examples`. Needs `kubewasm-py` on `PATH`, the JS SDK's
+//! tools (`npm install` in `plugins/js`; `scripts/env.sh` installs both) and Go 1.26 (Go plugins
+//! are built with the workspace's `kubewasm build --lang go`). Python, JS and Go builds are kept
+//! in the target directory (see `guests::example`).
 
 mod support;
 
@@ -107,6 +108,8 @@ table_tests! {
     table_tests_reboot_coordinator_rust: "reboot-coordinator", "rust";
     table_tests_reboot_coordinator_python: "reboot-coordinator", "python";
     table_tests_reboot_coordinator_js: "reboot-coordinator", "js";
+    table_tests_sample_controller_go: "sample-controller", "go";
+    table_tests_reboot_coordinator_go: "reboot-coordinator", "go";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -304,7 +307,7 @@ async fn foo_events(client: &Client, ns: &str) -> Result<Vec<Value>> {
     Ok(distinct.iter().map(|text| serde_json::from_str(text).expect("our own JSON")).collect())
 }
 
-/// The sample-controller in Rust, Python and JavaScript, each in its own host and namespace,
+/// The sample-controller in Rust, Python, JavaScript and Go, each in its own host and namespace,
 /// turns the same Foos into the same Deployments, Foo statuses and Events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sample_controller_makes_the_same_objects_in_every_language() -> Result<()> {
@@ -512,7 +515,7 @@ impl Drop for NodeCleanup {
     }
 }
 
-/// The reboot coordinator in Rust, Python and JavaScript: under the same simulated node agent,
+/// The reboot coordinator in Rust, Python, JavaScript and Go: under the same simulated node agent,
 /// every Node reboots exactly once, never more than `maxUnavailable` (from the plugin's settings
 /// file) are unavailable at once — and that many are, so the setting was read — and the Nodes
 /// end identical. The languages run one after another: Nodes are cluster-scoped, and each
@@ -578,6 +581,12 @@ fn build_scaffold(lang: &str, project: &Path, name: &str) -> Result<PathBuf> {
         // kept by digest, so an unchanged scaffold and SDK are not rebuilt on every run.
         "python" => _ = std::fs::copy(guests::cached_plugin(lang, &project.join("app.py"), "scaffold-python"), &wasm)?,
         "js" => _ = std::fs::copy(guests::cached_plugin(lang, &project.join("app.js"), "scaffold-js"), &wasm)?,
+        // As the README and the Makefile say: the unit tests, then `kubewasm build --lang go`.
+        "go" => {
+            let output = Command::new("go").current_dir(project).args(["test", "./..."]).output()?;
+            ensure!(output.status.success(), "go test in the Go scaffold failed:\n{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+            kubewasm(project, &["build", "--lang", "go", ".", "-o", &wasm.to_string_lossy()])?;
+        }
         other => bail!("unknown language {other}"),
     }
     Ok(wasm)
@@ -591,6 +600,7 @@ async fn scaffold(lang: &'static str) -> Result<()> {
         let name = "cm-summary";
         let created = kubewasm(dir.path(), &["new", "--lang", lang, name])?;
         ensure!(created.contains(&format!("kubewasm test {name}.wasm cases")), "kubewasm new printed:\n{created}");
+        ensure!(created.contains(&format!("It uses the {lang} SDK at /")), "kubewasm new names the SDK it uses:\n{created}");
         let project = dir.path().join(name);
         ensure!(project.join("README.md").is_file() && project.join("cases").is_dir(), "{created}");
         let wasm = build_scaffold(lang, &project, name)?;
@@ -623,6 +633,11 @@ async fn new_python_project_builds_checks_and_passes_its_case() -> Result<()> {
 #[tokio::test]
 async fn new_js_project_builds_checks_and_passes_its_case() -> Result<()> {
     scaffold("js").await
+}
+
+#[tokio::test]
+async fn new_go_project_builds_checks_and_passes_its_case() -> Result<()> {
+    scaffold("go").await
 }
 
 #[test]

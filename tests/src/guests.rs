@@ -1,9 +1,10 @@
 //! Builds the workspace's WebAssembly guests (test plugins, examples) and hands out the paths of
 //! the resulting components: Rust guests with cargo for `wasm32-wasip2` (once per test process),
 //! Python and JavaScript plugins with their SDKs' build commands (`kubewasm-py build`, `node
-//! plugins/js/bin/kubewasm-js.js build`; one at a time, since each peaks at hundreds of MB), and
-//! the examples in every language ([`example`]). Python and JS builds take seconds each: they are
-//! kept in the target directory, keyed by a digest of their inputs ([`cached_plugin`]).
+//! plugins/js/bin/kubewasm-js.js build`; one at a time, since each peaks at hundreds of MB), Go
+//! plugins with `kubewasm build --lang go` (the workspace's own `kubewasm`), and the examples in
+//! every language ([`example`]). Python, JS and Go builds take seconds each: they are kept in the
+//! target directory, keyed by a digest of their inputs ([`cached_plugin`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -57,7 +58,7 @@ pub fn install(guest: &Path, dir: &Path, name: &str, settings: Option<&str>) -> 
 }
 
 /// The languages the examples are written in, as named in `examples/<example>/<lang>`.
-pub const LANGS: [&str; 3] = ["rust", "python", "js"];
+pub const LANGS: [&str; 4] = ["rust", "python", "js", "go"];
 
 /// Held while a Python or JS plugin builds: componentize-py and componentize-js each peak at
 /// hundreds of MB, so builds go one at a time within a test process.
@@ -108,6 +109,17 @@ pub fn js_plugin(src: &Path, out: &Path) {
     assert!(out.is_file(), "kubewasm-js built {}, but {} is missing", src.display(), out.display());
 }
 
+/// Builds the Go plugin in the directory `src` (a main package in a Go module) into the
+/// component `out` with `kubewasm build --lang go`, as a Go author does: the workspace's
+/// `kubewasm` (built on first use) and Go 1.26 from `PATH`.
+pub fn go_plugin(src: &Path, out: &Path) {
+    let kubewasm = crate::host::kubewasm_binary().unwrap_or_else(|e| panic!("building {}: no kubewasm binary: {e}", src.display()));
+    let mut command = Command::new(kubewasm);
+    command.arg("build").arg("--lang").arg("go").arg(src).arg("-o").arg(out);
+    run_build(&src.display().to_string(), command, "install Go 1.26");
+    assert!(out.is_file(), "kubewasm build built {}, but {} is missing", src.display(), out.display());
+}
+
 /// Every file under `dir` with one of `extensions`, sorted (skipping `node_modules` and caches).
 fn files_under(dir: &Path, extensions: &[&str], found: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -135,6 +147,10 @@ fn inputs_digest(app: &Path, inputs: &[PathBuf]) -> String {
     for (name, path) in std::iter::once((app_name, app)).chain(inputs.iter().map(|p| (p.strip_prefix(&root).unwrap_or(p).to_string_lossy().into_owned(), p.as_path()))) {
         hasher.update(name.as_bytes());
         hasher.update([0]);
+        // A Go plugin's app is its directory: its files are among the inputs.
+        if path.is_dir() {
+            continue;
+        }
         hasher.update(std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display())));
     }
     hex(&hasher.finalize()[..8])
@@ -145,9 +161,10 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The Python (`lang` "python") or JavaScript ("js") plugin whose source is the one file `app`,
-/// built with [`python_plugin`] or [`js_plugin`] and kept in `target/kubewasm-tests/plugins/` as
-/// `<stem>-<digest>.wasm`, the digest covering the app, its SDK and the WIT: rebuilt only when
-/// one of them changes.
+/// or the Go ("go") plugin whose source is the directory `app`, built with [`python_plugin`],
+/// [`js_plugin`] or [`go_plugin`] and kept in `target/kubewasm-tests/plugins/` as
+/// `<stem>-<digest>.wasm`, the digest covering the app, its SDK and the WIT (for Go also the
+/// host's build recipe, `host/src/go_plugin.rs`): rebuilt only when one of them changes.
 pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
     let root = workspace_root();
     let mut inputs = match lang {
@@ -161,9 +178,15 @@ pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
             files_under(&root.join("plugins/js/src"), &["js"], &mut sdk);
             sdk
         }
-        other => panic!("cached_plugin builds Python and JS plugins, not {other:?}"),
+        "go" => {
+            let mut sdk = vec![root.join("host/src/go_plugin.rs")];
+            files_under(&root.join("plugins/go"), &["go", "s", "mod"], &mut sdk);
+            files_under(app, &["go", "mod", "sum"], &mut sdk);
+            sdk
+        }
+        other => panic!("cached_plugin builds Python, JS and Go plugins, not {other:?}"),
     };
-    assert!(app.is_file(), "{} is missing", app.display());
+    assert!(if lang == "go" { app.join("go.mod").is_file() } else { app.is_file() }, "{} is missing", app.display());
     files_under(&root.join("wit"), &["wit"], &mut inputs);
     let out_dir = target_dir().join("kubewasm-tests/plugins");
     let out = out_dir.join(format!("{stem}-{}.wasm", inputs_digest(app, &inputs)));
@@ -176,7 +199,11 @@ pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
     std::fs::create_dir_all(&out_dir).unwrap_or_else(|e| panic!("create {}: {e}", out_dir.display()));
     // Built aside and renamed into place: a concurrent test process sees all of it or nothing.
     let partial = out_dir.join(format!(".{stem}.{}.partial.wasm", std::process::id()));
-    if lang == "python" { python_plugin(app, &partial) } else { js_plugin(app, &partial) }
+    match lang {
+        "python" => python_plugin(app, &partial),
+        "js" => js_plugin(app, &partial),
+        _ => go_plugin(app, &partial),
+    }
     std::fs::rename(&partial, &out).unwrap_or_else(|e| panic!("rename {} to {}: {e}", partial.display(), out.display()));
     // Earlier builds of the same plugin are stale now.
     for entry in std::fs::read_dir(&out_dir).into_iter().flatten().flatten() {
@@ -191,13 +218,15 @@ pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
 
 /// The built example `example` (a directory of `examples/`) in `lang` (one of [`LANGS`]): the
 /// Rust one is the workspace package named after the example, the Python one
-/// `python/<example with _>.py`, the JS one `js/<example>.js` (see [`cached_plugin`]).
+/// `python/<example with _>.py`, the JS one `js/<example>.js`, the Go one the module in `go/`
+/// (see [`cached_plugin`]).
 pub fn example(example: &str, lang: &str) -> PathBuf {
     let dir = workspace_root().join("examples").join(example);
     match lang {
         "rust" => guest(example, &example.replace('-', "_")),
         "python" => cached_plugin(lang, &dir.join("python").join(format!("{}.py", example.replace('-', "_"))), &format!("{example}-{lang}")),
         "js" => cached_plugin(lang, &dir.join("js").join(format!("{example}.js")), &format!("{example}-{lang}")),
+        "go" => cached_plugin(lang, &dir.join("go"), &format!("{example}-{lang}")),
         other => panic!("unknown language {other:?}: the examples are in {LANGS:?}"),
     }
 }

@@ -1,0 +1,3 @@
+module github.com/kubewasm/kubewasm/plugins/go
+
+go 1.26

@@ -1,0 +1,25 @@
+// Package dispatch connects the generated export glue (internal/wit/exports) to the SDK: the
+// generated code calls the export_* packages, which call Impl, which the kubewasm package sets
+// when built for WebAssembly. It exists to break what would be an import cycle.
+package dispatch
+
+import (
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_access"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_plugin"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_types"
+	witTypes "github.com/kubewasm/kubewasm/plugins/go/internal/witpkg/types"
+)
+
+// Exports are the WIT world's exports, in the generated bindings' types.
+type Exports interface {
+	Describe(settings string) witTypes.Result[kubewasm_controller_plugin.Manifest, string]
+	Reconcile(request kubewasm_controller_reconciler.Request) witTypes.Result[kubewasm_controller_types.Action, kubewasm_controller_types.Error]
+	Finalize(request kubewasm_controller_reconciler.Request) witTypes.Result[kubewasm_controller_types.Action, kubewasm_controller_types.Error]
+	MapRelated(resource kubewasm_controller_types.Gvk, object string) []kubewasm_controller_types.ObjectKey
+	Rules() []kubewasm_controller_access.Rule
+	Released(request kubewasm_controller_reconciler.Request) witTypes.Result[kubewasm_controller_types.Action, kubewasm_controller_types.Error]
+}
+
+// Impl is set by the kubewasm package's init.
+var Impl Exports

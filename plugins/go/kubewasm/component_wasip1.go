@@ -1,0 +1,377 @@
+//go:build wasip1
+
+// The component side of the SDK, compiled only for WebAssembly (GOOS=wasip1): the Host that
+// calls the WIT imports, the WIT exports that run the exported controller, and the garbage
+// collector guard.
+//
+// # The garbage collector guard
+//
+// The host writes a call's arguments, and every host call's results, into the plugin's memory
+// through the plugin's allocator (cabi_realloc, a Go function). A garbage collection that
+// finishes there reads the wall clock — a WASI import — and a call to an import from inside
+// cabi_realloc traps the instance ("cannot leave component instance"). It happens only now and
+// then, when a collection happens to end on one of those allocations. So the collector never
+// starts by itself while the host may be allocating:
+//
+//   - it is off (GOGC=off, no memory limit) from start-up on, between calls, and around every
+//     host call — turning it off first finishes a collection in progress, in Go code, where
+//     reading the clock is allowed;
+//   - every export starts with a full collection (runtime.GC) once 4 MiB have been allocated
+//     since the last one: memory stays near what the plugin holds plus 4 MiB;
+//   - while the controller's own code runs, a soft memory limit (three quarters of the
+//     instance's memory limit) lets the collector run if one call alone allocates that much.
+//
+// The plugin author never sees any of this: every export and every host call goes through it.
+// tests/e2e/go.rs runs 50 000 calls on one instance to keep it honest.
+
+package kubewasm
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+
+	"github.com/kubewasm/kubewasm/plugins/go/internal/dispatch"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_access"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_cache"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_client"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_events"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_log"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_plugin"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
+	wit "github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_types"
+	witTypes "github.com/kubewasm/kubewasm/plugins/go/internal/witpkg/types"
+
+	// The WIT exports (//go:wasmexport functions) of the plugin.
+	_ "github.com/kubewasm/kubewasm/plugins/go/internal/wit/exports/wit_exports"
+	// os.Args[0], for libraries that read it while they initialize.
+	_ "github.com/kubewasm/kubewasm/plugins/go/internal/argv0"
+)
+
+// collectAfter is how much may be allocated before an export starts with a collection.
+const collectAfter = 4 << 20
+
+// softLimit is the memory limit while the controller's code runs: three quarters of the
+// instance's memory limit (the host's default, 64 MiB, until describe says otherwise).
+var softLimit int64 = 48 << 20
+
+var (
+	gcSamples = []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	// The allocation counter when the last collection was seen, and the cycle count then.
+	allocatedAtGC, lastCycles uint64
+)
+
+func init() {
+	gcOff()
+	dispatch.Impl = &component{}
+}
+
+// gcOff keeps the collector from starting, finishing a collection in progress first.
+func gcOff() {
+	debug.SetMemoryLimit(math.MaxInt64)
+	debug.SetGCPercent(-1)
+}
+
+// gcOn lets the collector run if the controller's code allocates up to the soft limit.
+func gcOn() { debug.SetMemoryLimit(softLimit) }
+
+// enter starts an export: a collection if 4 MiB were allocated since the last one, then the
+// collector on (up to the soft limit).
+func enter() {
+	metrics.Read(gcSamples)
+	allocated, cycles := gcSamples[0].Value.Uint64(), gcSamples[1].Value.Uint64()
+	if cycles != lastCycles {
+		// A collection ran during the last call (the soft limit): count from here.
+		allocatedAtGC, lastCycles = allocated, cycles
+	}
+	if allocated-allocatedAtGC >= collectAfter {
+		runtime.GC()
+		metrics.Read(gcSamples)
+		allocatedAtGC, lastCycles = gcSamples[0].Value.Uint64(), gcSamples[1].Value.Uint64()
+	}
+	gcOn()
+}
+
+// leave ends an export: the collector off before the host reads the results and writes the next
+// call's arguments.
+func leave() { gcOff() }
+
+// --- conversions between the SDK's types and the bindings' ---
+
+func option(s string) witTypes.Option[string] {
+	if s == "" {
+		return witTypes.None[string]()
+	}
+	return witTypes.Some(s)
+}
+
+func witGVK(g GVK) wit.Gvk { return wit.Gvk{Group: g.Group, Version: g.Version, Kind: g.Kind} }
+
+func fromWitGVK(g wit.Gvk) GVK { return GVK{Group: g.Group, Version: g.Version, Kind: g.Kind} }
+
+func fromWitKey(k wit.ObjectKey) ObjectKey {
+	return ObjectKey{Namespace: k.Namespace.SomeOr(""), Name: k.Name}
+}
+
+func fromWitError(e wit.Error) *Error { return &Error{Code: ErrorCode(e.Code), Message: e.Message} }
+
+func stringResult(r witTypes.Result[string, wit.Error]) (string, error) {
+	if r.IsErr() {
+		return "", fromWitError(r.Err())
+	}
+	return r.Ok(), nil
+}
+
+// --- the Host: the WIT imports, each with the collector off ---
+
+type wasmHost struct{}
+
+func (wasmHost) CacheGet(resource GVK, namespace, name string) (string, bool, error) {
+	gcOff()
+	r := kubewasm_controller_cache.Get(witGVK(resource), option(namespace), name)
+	gcOn()
+	if r.IsErr() {
+		return "", false, fromWitError(r.Err())
+	}
+	found := r.Ok()
+	return found.SomeOr(""), found.IsSome(), nil
+}
+
+func (wasmHost) CacheList(resource GVK, namespace, labelSelector string) ([]string, error) {
+	gcOff()
+	r := kubewasm_controller_cache.ListObjects(witGVK(resource), option(namespace), option(labelSelector))
+	gcOn()
+	if r.IsErr() {
+		return nil, fromWitError(r.Err())
+	}
+	return r.Ok(), nil
+}
+
+func (wasmHost) Apply(obj string, force bool) (string, error) {
+	gcOff()
+	r := kubewasm_controller_client.Apply(obj, force)
+	gcOn()
+	return stringResult(r)
+}
+
+func (wasmHost) ApplyStatus(obj string, force bool) (string, error) {
+	gcOff()
+	r := kubewasm_controller_client.ApplyStatus(obj, force)
+	gcOn()
+	return stringResult(r)
+}
+
+func (wasmHost) Create(obj string) (string, error) {
+	gcOff()
+	r := kubewasm_controller_client.Create(obj)
+	gcOn()
+	return stringResult(r)
+}
+
+func (wasmHost) Update(obj string) (string, error) {
+	gcOff()
+	r := kubewasm_controller_client.Update(obj)
+	gcOn()
+	return stringResult(r)
+}
+
+func (wasmHost) UpdateStatus(obj string) (string, error) {
+	gcOff()
+	r := kubewasm_controller_client.UpdateStatus(obj)
+	gcOn()
+	return stringResult(r)
+}
+
+func (wasmHost) Patch(resource GVK, namespace, name string, patchType PatchType, body string) (string, error) {
+	gcOff()
+	r := kubewasm_controller_client.Patch(witGVK(resource), option(namespace), name, uint8(patchType), body)
+	gcOn()
+	return stringResult(r)
+}
+
+func (wasmHost) Delete(resource GVK, namespace, name string) error {
+	gcOff()
+	r := kubewasm_controller_client.Delete(witGVK(resource), option(namespace), name)
+	gcOn()
+	if r.IsErr() {
+		return fromWitError(r.Err())
+	}
+	return nil
+}
+
+func (wasmHost) PublishEvent(e Event) error {
+	event := kubewasm_controller_events.Event{
+		Regarding: wit.ObjectRef{Resource: witGVK(e.Regarding.GVK), Namespace: option(e.Regarding.Namespace), Name: e.Regarding.Name},
+		EventType: uint8(e.Type),
+		Reason:    e.Reason,
+		Action:    e.Action,
+		Note:      e.Note,
+	}
+	gcOff()
+	r := kubewasm_controller_events.Publish(event)
+	gcOn()
+	if r.IsErr() {
+		return fromWitError(r.Err())
+	}
+	return nil
+}
+
+func (wasmHost) Log(level LogLevel, message string, fields []LogField) {
+	witFields := make([]kubewasm_controller_log.Field, len(fields))
+	for i, f := range fields {
+		witFields[i] = kubewasm_controller_log.Field{Key: f.Key, Value: f.Value}
+	}
+	gcOff()
+	kubewasm_controller_log.Emit(uint8(level), message, witFields)
+	gcOn()
+}
+
+// --- the exports: each runs with the collector on, and leaves it off ---
+
+type component struct {
+	plugin *Plugin
+}
+
+func (c *component) Describe(settings string) witTypes.Result[kubewasm_controller_plugin.Manifest, string] {
+	enter()
+	defer leave()
+	plugin, err := exportedPlugin(wasmHost{})
+	if err != nil {
+		return witTypes.Err[kubewasm_controller_plugin.Manifest](err.Error())
+	}
+	spec, err := plugin.Describe(settings)
+	if err != nil {
+		return witTypes.Err[kubewasm_controller_plugin.Manifest](err.Error())
+	}
+	c.plugin = plugin
+	memory := uint64(64 << 20)
+	if spec.Limits.MemoryBytes > 0 {
+		memory = spec.Limits.MemoryBytes
+	}
+	softLimit = int64(min(memory/4*3, math.MaxInt64))
+	return witTypes.Ok[kubewasm_controller_plugin.Manifest, string](witManifest(spec))
+}
+
+func witManifest(spec ManifestSpec) kubewasm_controller_plugin.Manifest {
+	owns := make([]wit.Gvk, len(spec.Owns))
+	for i, g := range spec.Owns {
+		owns[i] = witGVK(g)
+	}
+	watches := make([]kubewasm_controller_plugin.Watch, len(spec.Watches))
+	for i, w := range spec.Watches {
+		var mapping kubewasm_controller_plugin.Mapping
+		switch w.Mapping.Kind {
+		case MapOwnerReferences:
+			mapping = kubewasm_controller_plugin.MakeMappingOwnerReferences()
+		case MapLabel:
+			mapping = kubewasm_controller_plugin.MakeMappingLabel(w.Mapping.LabelKey)
+		default:
+			mapping = kubewasm_controller_plugin.MakeMappingMapRelated()
+		}
+		watches[i] = kubewasm_controller_plugin.Watch{Resource: witGVK(w.GVK), Mapping: mapping, LabelSelector: option(w.LabelSelector)}
+	}
+	permissions := make([]kubewasm_controller_plugin.Permission, len(spec.Permissions))
+	for i, p := range spec.Permissions {
+		verbs := make([]uint8, len(p.Verbs))
+		for j, v := range p.Verbs {
+			verbs[j] = uint8(v)
+		}
+		permissions[i] = kubewasm_controller_plugin.Permission{Resource: witGVK(p.GVK), Subresource: option(p.Subresource), Verbs: verbs, Namespaces: nonNil(p.Namespaces)}
+	}
+	resync := witTypes.None[uint32]()
+	if spec.Resync != nil {
+		resync = witTypes.Some(uint32(min(spec.Resync.Seconds(), 4294967295)))
+	}
+	deadline := witTypes.None[uint32]()
+	if spec.Limits.Deadline > 0 {
+		deadline = witTypes.Some(uint32(spec.Limits.Deadline.Milliseconds()))
+	}
+	memory := witTypes.None[uint64]()
+	if spec.Limits.MemoryBytes > 0 {
+		memory = witTypes.Some(spec.Limits.MemoryBytes)
+	}
+	return kubewasm_controller_plugin.Manifest{
+		Name:            spec.Name,
+		Version:         spec.Version,
+		Primary:         witGVK(spec.Primary),
+		PrimarySelector: option(spec.PrimarySelector),
+		Owns:            owns,
+		Watches:         watches,
+		Finalizer:       option(spec.Finalizer),
+		ResyncSeconds:   resync,
+		MaxConcurrency:  spec.MaxConcurrency,
+		Limits:          kubewasm_controller_plugin.Limits{DeadlineMs: deadline, MemoryBytes: memory},
+		Permissions:     permissions,
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (c *component) Rules() []kubewasm_controller_access.Rule {
+	enter()
+	defer leave()
+	if c.plugin == nil {
+		return nil
+	}
+	rules := c.plugin.Rules()
+	out := make([]kubewasm_controller_access.Rule, len(rules))
+	for i, r := range rules {
+		out[i] = kubewasm_controller_access.Rule{
+			Resource:      witGVK(r.GVK),
+			Subresource:   option(r.Subresource),
+			Verbs:         nonNil(r.Verbs),
+			Namespaces:    nonNil(r.Namespaces),
+			ResourceNames: nonNil(r.ResourceNames),
+		}
+	}
+	return out
+}
+
+func (c *component) call(method Method, request kubewasm_controller_reconciler.Request) witTypes.Result[wit.Action, wit.Error] {
+	enter()
+	defer leave()
+	if c.plugin == nil {
+		return witTypes.Err[wit.Action](wit.Error{Code: uint8(CodeOther), Message: "the host called the plugin before describe"})
+	}
+	result, err := c.plugin.Call(method, fromWitKey(request.Key), request.Object, int(request.Retries))
+	if err != nil {
+		e := asError(err)
+		return witTypes.Err[wit.Action](wit.Error{Code: uint8(e.Code), Message: e.Message})
+	}
+	if result.RequeueAfter > 0 {
+		return witTypes.Ok[wit.Action, wit.Error](wit.MakeActionRequeueAfter(uint64(result.RequeueAfter.Milliseconds())))
+	}
+	return witTypes.Ok[wit.Action, wit.Error](wit.MakeActionDone())
+}
+
+func (c *component) Reconcile(request kubewasm_controller_reconciler.Request) witTypes.Result[wit.Action, wit.Error] {
+	return c.call(MethodReconcile, request)
+}
+
+func (c *component) Finalize(request kubewasm_controller_reconciler.Request) witTypes.Result[wit.Action, wit.Error] {
+	return c.call(MethodFinalize, request)
+}
+
+func (c *component) Released(request kubewasm_controller_reconciler.Request) witTypes.Result[wit.Action, wit.Error] {
+	return c.call(MethodReleased, request)
+}
+
+func (c *component) MapRelated(resource wit.Gvk, object string) []wit.ObjectKey {
+	enter()
+	defer leave()
+	if c.plugin == nil {
+		return nil
+	}
+	keys := c.plugin.MapRelated(fromWitGVK(resource), object)
+	out := make([]wit.ObjectKey, len(keys))
+	for i, k := range keys {
+		out[i] = wit.ObjectKey{Namespace: option(k.Namespace), Name: k.Name}
+	}
+	return out
+}

@@ -1,0 +1,373 @@
+package kubewasm
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// PatchType is the format of a patch body.
+type PatchType uint8
+
+const (
+	// MergePatch is an RFC 7386 JSON merge patch (an object).
+	MergePatch PatchType = iota
+	// JSONPatch is an RFC 6902 JSON patch (a list of operations).
+	JSONPatch
+	// StrategicMergePatch is a Kubernetes strategic merge patch (built-in resources only).
+	StrategicMergePatch
+)
+
+func (p PatchType) String() string {
+	switch p {
+	case MergePatch:
+		return "merge"
+	case JSONPatch:
+		return "json"
+	case StrategicMergePatch:
+		return "strategic"
+	}
+	return fmt.Sprintf("patch-type(%d)", uint8(p))
+}
+
+// EventType is the type of a Kubernetes Event.
+type EventType uint8
+
+const (
+	Normal EventType = iota
+	Warning
+)
+
+func (t EventType) String() string {
+	if t == Warning {
+		return "Warning"
+	}
+	return "Normal"
+}
+
+// LogLevel is the level of a log record.
+type LogLevel uint8
+
+const (
+	LevelTrace LogLevel = iota
+	LevelDebug
+	LevelInfo
+	LevelWarn
+	LevelError
+)
+
+func (l LogLevel) String() string {
+	return [...]string{"trace", "debug", "info", "warn", "error"}[min(int(l), 4)]
+}
+
+// Event is a Kubernetes Event about an object.
+type Event struct {
+	Regarding ObjectRef
+	Type      EventType
+	// Reason is why, in PascalCase, at most 128 characters, e.g. "DeploymentNotOwned".
+	Reason string
+	// Action is what was done or attempted, at most 128 characters, e.g. "Reconcile".
+	Action string
+	// Note is for humans, at most 1024 bytes.
+	Note string
+}
+
+// LogField is one key=value pair of a log record.
+type LogField struct {
+	Key   string
+	Value string
+}
+
+// Host is the kubewasm host as the WIT contract offers it, with objects as JSON text and
+// failures as *Error. Inside a component it is the WIT imports; in unit tests it is
+// kubewasmtest.FakeHost. A controller never calls it directly: Context does.
+//
+// Namespaces are "" for none (cluster-scoped objects; every namespace for CacheList), label
+// selectors "" for none.
+type Host interface {
+	CacheGet(resource GVK, namespace, name string) (obj string, found bool, err error)
+	CacheList(resource GVK, namespace, labelSelector string) ([]string, error)
+	Apply(obj string, force bool) (string, error)
+	ApplyStatus(obj string, force bool) (string, error)
+	Create(obj string) (string, error)
+	Update(obj string) (string, error)
+	UpdateStatus(obj string) (string, error)
+	Patch(resource GVK, namespace, name string, patchType PatchType, body string) (string, error)
+	Delete(resource GVK, namespace, name string) error
+	PublishEvent(event Event) error
+	Log(level LogLevel, message string, fields []LogField)
+}
+
+// Context is the host, as seen from one call: cache reads, API writes, Events and logs. Every
+// method that can fail returns an *Error (match it with errors.Is(err, kubewasm.ErrConflict),
+// kubewasm.IsNotFound(err), ...).
+//
+// Objects going in may be an Object or any value encoding/json turns into one (a struct with
+// json tags, a k8s.io/api type); objects coming out are Objects (decode them with Into).
+type Context struct {
+	host    Host
+	key     ObjectKey
+	retries int
+}
+
+// NewContext is a Context for a call about key. Harnesses make these; controllers get theirs.
+func NewContext(host Host, key ObjectKey, retries int) *Context {
+	return &Context{host: host, key: key, retries: retries}
+}
+
+// Key is the key being reconciled (zero in MapRelated).
+func (c *Context) Key() ObjectKey { return c.key }
+
+// Retries is how many times in a row this key failed before this call.
+func (c *Context) Retries() int { return c.retries }
+
+func parse(text string) (Object, error) {
+	obj, err := parseObject(text)
+	if err != nil {
+		return nil, &Error{Code: CodeInvalid, Message: "the host returned an object that does not parse: " + err.Error()}
+	}
+	return obj, nil
+}
+
+func dump(obj any) (string, error) {
+	if s, ok := obj.(string); ok {
+		return s, nil
+	}
+	text, err := marshal(obj)
+	if err != nil {
+		return "", &Error{Code: CodeInvalid, Message: "object is not JSON: " + err.Error()}
+	}
+	return string(text), nil
+}
+
+// --- the cache: reads without an API round trip ---
+
+// Get is an object from the cache (a copy). namespace is "" for cluster-scoped resources. A
+// missing object is an error of code not-found: test it with kubewasm.IsNotFound(err).
+func (c *Context) Get(gvk GVK, namespace, name string) (Object, error) {
+	text, found, err := c.host.CacheGet(gvk, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("%s %s not found", gvk, ObjectKey{namespace, name})}
+	}
+	return parse(text)
+}
+
+// GetInto reads an object from the cache into a typed value (e.g. a k8s.io/api type).
+func (c *Context) GetInto(gvk GVK, namespace, name string, into any) error {
+	text, found, err := c.host.CacheGet(gvk, namespace, name)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return &Error{Code: CodeNotFound, Message: fmt.Sprintf("%s %s not found", gvk, ObjectKey{namespace, name})}
+	}
+	if err := json.Unmarshal([]byte(text), into); err != nil {
+		return &Error{Code: CodeInvalid, Message: err.Error()}
+	}
+	return nil
+}
+
+// ListOption narrows a List: InNamespace, MatchingLabels.
+type ListOption func(*listOptions)
+
+type listOptions struct{ namespace, selector string }
+
+// InNamespace lists one namespace (default: every readable namespace).
+func InNamespace(namespace string) ListOption {
+	return func(o *listOptions) { o.namespace = namespace }
+}
+
+// MatchingLabels lists the objects matching a label selector such as "app=web,tier!=db".
+func MatchingLabels(selector string) ListOption {
+	return func(o *listOptions) { o.selector = selector }
+}
+
+func (c *Context) listText(gvk GVK, opts []ListOption) ([]string, error) {
+	var o listOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return c.host.CacheList(gvk, o.namespace, o.selector)
+}
+
+// List is the objects of a resource from the cache, sorted by namespace then name.
+func (c *Context) List(gvk GVK, opts ...ListOption) ([]Object, error) {
+	texts, err := c.listText(gvk, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Object, len(texts))
+	for i, t := range texts {
+		if out[i], err = parse(t); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ListInto lists into a slice of a typed value, e.g. *[]corev1.Node.
+func ListInto[T any](c *Context, gvk GVK, into *[]T, opts ...ListOption) error {
+	texts, err := c.listText(gvk, opts)
+	if err != nil {
+		return err
+	}
+	out := make([]T, len(texts))
+	for i, t := range texts {
+		if err := json.Unmarshal([]byte(t), &out[i]); err != nil {
+			return &Error{Code: CodeInvalid, Message: err.Error()}
+		}
+	}
+	*into = out
+	return nil
+}
+
+// --- the client: writes as field manager kubewasm/<plugin> ---
+
+// ApplyOption changes a server-side apply: NoForce.
+type ApplyOption func(*bool)
+
+// NoForce makes a server-side apply fail with conflict instead of taking over fields other
+// managers set.
+func NoForce() ApplyOption { return func(force *bool) { *force = false } }
+
+func applyForce(opts []ApplyOption) bool {
+	force := true
+	for _, o := range opts {
+		o(&force)
+	}
+	return force
+}
+
+func (c *Context) write(call func(string) (string, error), obj any) (Object, error) {
+	text, err := dump(obj)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := call(text)
+	if err != nil {
+		return nil, err
+	}
+	return parse(stored)
+}
+
+// Apply is a server-side apply: owns the given fields and sets them, creating the object if
+// needed. By default it takes over fields other managers set (what controllers usually want);
+// with NoForce such a clash fails with conflict. Returns the object as stored.
+func (c *Context) Apply(obj any, opts ...ApplyOption) (Object, error) {
+	force := applyForce(opts)
+	return c.write(func(t string) (string, error) { return c.host.Apply(t, force) }, obj)
+}
+
+// ApplyStatus is a server-side apply of the status subresource (see Object.StatusObject).
+func (c *Context) ApplyStatus(obj any, opts ...ApplyOption) (Object, error) {
+	force := applyForce(opts)
+	return c.write(func(t string) (string, error) { return c.host.ApplyStatus(t, force) }, obj)
+}
+
+// Create creates the object; already-exists if the name is taken.
+func (c *Context) Create(obj any) (Object, error) { return c.write(c.host.Create, obj) }
+
+// Update replaces the object; conflict if its metadata.resourceVersion is stale.
+func (c *Context) Update(obj any) (Object, error) { return c.write(c.host.Update, obj) }
+
+// UpdateStatus replaces the status; conflict if the resourceVersion is stale.
+func (c *Context) UpdateStatus(obj any) (Object, error) { return c.write(c.host.UpdateStatus, obj) }
+
+// Patch patches an object. body is the patch: a map or struct (encoded as JSON), or a string
+// or []byte of JSON. Returns the object as stored.
+func (c *Context) Patch(gvk GVK, namespace, name string, patchType PatchType, body any) (Object, error) {
+	var text string
+	switch b := body.(type) {
+	case []byte:
+		text = string(b)
+	default:
+		var err error
+		if text, err = dump(body); err != nil {
+			return nil, err
+		}
+	}
+	stored, err := c.host.Patch(gvk, namespace, name, patchType, text)
+	if err != nil {
+		return nil, err
+	}
+	return parse(stored)
+}
+
+// Delete deletes an object (its dependents are garbage-collected); not-found if already gone.
+func (c *Context) Delete(gvk GVK, namespace, name string) error {
+	return c.host.Delete(gvk, namespace, name)
+}
+
+// DeleteControlled deletes the objects of kinds that owner controls (in its namespace),
+// skipping kinds the plugin may not delete (MayDelete false), with a warning. What the default
+// Released does, with Manifest.Owned() as kinds.
+func (c *Context) DeleteControlled(owner Object, kinds []OwnedKind) error {
+	for _, kind := range kinds {
+		if !kind.MayDelete {
+			c.Warn(fmt.Sprintf("leaving the %s objects of %s in place: the manifest grants no delete on them", kind.GVK.Kind, owner.Name()))
+			continue
+		}
+		var opts []ListOption
+		if ns := owner.Namespace(); ns != "" {
+			opts = append(opts, InNamespace(ns))
+		}
+		children, err := c.List(kind.GVK, opts...)
+		if err != nil {
+			return err
+		}
+		for _, child := range children {
+			if child.IsControlledBy(owner) {
+				if err := c.Delete(kind.GVK, child.Namespace(), child.Name()); IgnoreNotFound(err) != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// --- events and logs ---
+
+// Event records a Kubernetes Event about an object: reason in PascalCase, action what was done
+// or attempted, note for humans.
+func (c *Context) Event(regarding Object, eventType EventType, reason, action, note string) error {
+	return c.EventAbout(regarding.Ref(), eventType, reason, action, note)
+}
+
+// EventAbout records a Kubernetes Event about the object ref names.
+func (c *Context) EventAbout(ref ObjectRef, eventType EventType, reason, action, note string) error {
+	return c.host.PublishEvent(Event{Regarding: ref, Type: eventType, Reason: reason, Action: action, Note: note})
+}
+
+// Log writes a structured record into the host's log; keysAndValues alternate keys and values,
+// as in logr: ctx.Log(kubewasm.LevelInfo, "granted", "node", name, "unavailable", n).
+func (c *Context) Log(level LogLevel, message string, keysAndValues ...any) {
+	fields := make([]LogField, 0, (len(keysAndValues)+1)/2)
+	for i := 0; i < len(keysAndValues); i += 2 {
+		key := fmt.Sprint(keysAndValues[i])
+		value := "(missing)"
+		if i+1 < len(keysAndValues) {
+			value = fmt.Sprint(keysAndValues[i+1])
+		}
+		fields = append(fields, LogField{Key: key, Value: value})
+	}
+	c.host.Log(level, message, fields)
+}
+
+func (c *Context) Trace(message string, keysAndValues ...any) {
+	c.Log(LevelTrace, message, keysAndValues...)
+}
+func (c *Context) Debug(message string, keysAndValues ...any) {
+	c.Log(LevelDebug, message, keysAndValues...)
+}
+func (c *Context) Info(message string, keysAndValues ...any) {
+	c.Log(LevelInfo, message, keysAndValues...)
+}
+func (c *Context) Warn(message string, keysAndValues ...any) {
+	c.Log(LevelWarn, message, keysAndValues...)
+}
+func (c *Context) Error(message string, keysAndValues ...any) {
+	c.Log(LevelError, message, keysAndValues...)
+}

@@ -1,0 +1,261 @@
+package kubewasm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// Result is what the host does with the key after a successful Reconcile, Finalize or
+// Released, as in controller-runtime: the zero Result means done (nothing more until something
+// changes, or the periodic resync); RequeueAfter reconciles again after that long even if
+// nothing changes (under a second it means "again soon", rate limited like a failure).
+type Result struct {
+	RequeueAfter time.Duration
+}
+
+// Controller is a controller plugin: what it reconciles (Manifest) and how (Reconcile).
+//
+// The host makes a fresh instance of the plugin now and then (on load, for concurrency, after
+// a fault); each builds its controller once, with the constructor given to Export and the
+// settings from NAME.toml beside NAME.wasm, then handles many calls, one at a time.
+//
+// A controller may also implement Finalizer, RelatedMapper and Releaser.
+type Controller interface {
+	// Manifest says what the plugin reconciles and what it needs.
+	Manifest() *Manifest
+	// Reconcile moves the world towards what obj (the primary object, a copy) asks for.
+	// Level-triggered: read the current state through ctx, don't assume what changed. An error
+	// retries the key with backoff and records a Warning Event with its message (except for
+	// code conflict, which only retries).
+	Reconcile(ctx *Context, obj Object) (Result, error)
+}
+
+// Finalizer is a Controller with a finalizer (Manifest.Finalizer): Finalize cleans up before an
+// object carrying it goes away. Result{} lets the host remove the finalizer.
+type Finalizer interface {
+	Finalize(ctx *Context, obj Object) (Result, error)
+}
+
+// RelatedMapper is a Controller with a map-related watch: MapRelated maps an event on a
+// watched object to the keys of primary objects to reconcile. It must be quick. An error is
+// logged and maps to no keys.
+type RelatedMapper interface {
+	MapRelated(ctx *Context, gvk GVK, obj Object) ([]ObjectKey, error)
+}
+
+// Releaser overrides what happens when a primary stops matching the manifest's primary selector
+// (its labels changed): the controller no longer manages it, but what it made for it is still
+// there. By default the objects of the owned kinds it controls are deleted (those the manifest
+// may delete), as the garbage collector would had the primary been deleted.
+type Releaser interface {
+	Released(ctx *Context, obj Object) (Result, error)
+}
+
+// NoSettings is the settings type of a plugin that takes none: a NAME.toml with settings in it
+// is refused.
+type NoSettings struct{}
+
+// Defaulter is implemented by a settings type (on its pointer) that fills in defaults before
+// the settings are decoded over them.
+type Defaulter interface {
+	Default()
+}
+
+// factory builds a controller from settings JSON text.
+type factory func(settings string) (Controller, error)
+
+var exported factory
+
+// stderr takes the stacks of panics: the host log, in a component.
+var stderr io.Writer = os.Stderr
+
+// Export makes newController the plugin's constructor: call it from the main package's init.
+//
+//	func init() { kubewasm.Export(New) }
+//	func New(s Settings) (*Controller, error) { ... }
+//	func main() {}
+//
+// The settings (NAME.toml beside NAME.wasm, as JSON) are decoded into S with encoding/json,
+// strictly (an unknown field refuses the plugin), over the defaults that S's Default method
+// sets, if it has one. An error from newController refuses to load the plugin, with its message.
+func Export[S any, C Controller](newController func(settings S) (C, error)) {
+	if exported != nil {
+		panic("kubewasm.Export called twice: a plugin exports one controller")
+	}
+	exported = factoryOf(newController)
+}
+
+func factoryOf[S any, C Controller](newController func(S) (C, error)) factory {
+	return func(text string) (Controller, error) {
+		settings, err := DecodeSettings[S](text)
+		if err != nil {
+			return nil, err
+		}
+		c, err := newController(settings)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// DecodeSettings decodes settings JSON text as the plugin's describe does: into S's defaults,
+// strictly.
+func DecodeSettings[S any](text string) (S, error) {
+	var settings S
+	if d, ok := any(&settings).(Defaulter); ok {
+		d.Default()
+	}
+	trimmed := strings.TrimSpace(text)
+	if trimmed == "" || trimmed == "null" || trimmed == "{}" {
+		return settings, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&settings); err != nil {
+		return settings, fmt.Errorf("settings: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return settings, nil
+}
+
+// Plugin runs a controller against a Host: what the component's exports do, minus the WIT
+// types. The component wires it to the WIT imports; kubewasmtest wires it to a fake host, so
+// unit tests exercise exactly the code the component runs.
+type Plugin struct {
+	factory    factory
+	host       Host
+	controller Controller
+	manifest   *Manifest
+	spec       ManifestSpec
+}
+
+// NewPlugin is a plugin of the controller newController builds, calling host.
+func NewPlugin[S any, C Controller](newController func(S) (C, error), host Host) *Plugin {
+	return &Plugin{factory: factoryOf(newController), host: host}
+}
+
+// exportedPlugin is the plugin of the controller given to Export.
+func exportedPlugin(host Host) (*Plugin, error) {
+	if exported == nil {
+		return nil, errors.New("no controller: call kubewasm.Export(NewController) from the main package's init function")
+	}
+	return &Plugin{factory: exported, host: host}, nil
+}
+
+// Describe builds the controller from settings (JSON text) and returns its manifest as the
+// host gets it. An error refuses to load the plugin; its message says why.
+func (p *Plugin) Describe(settings string) (spec ManifestSpec, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+			fmt.Fprintf(stderr, "describe panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	controller, err := p.factory(settings)
+	if err != nil {
+		return ManifestSpec{}, err
+	}
+	manifest := controller.Manifest()
+	if manifest == nil {
+		return ManifestSpec{}, errors.New("Manifest() returned nil")
+	}
+	spec, err = manifest.Spec()
+	if err != nil {
+		return ManifestSpec{}, err
+	}
+	p.controller, p.manifest, p.spec = controller, manifest, spec
+	return spec, nil
+}
+
+// Manifest is what Describe returned.
+func (p *Plugin) Manifest() ManifestSpec { return p.spec }
+
+// Controller is the controller Describe built (nil before).
+func (p *Plugin) Controller() Controller { return p.controller }
+
+// Rules is what the access export answers, right after Describe: the manifest's rules.
+func (p *Plugin) Rules() []Rule { return p.spec.Rules }
+
+// Method names a Plugin.Call: reconcile, finalize or released.
+type Method string
+
+const (
+	MethodReconcile Method = "reconcile"
+	MethodFinalize  Method = "finalize"
+	MethodReleased  Method = "released"
+)
+
+// Call runs Reconcile, Finalize or Released on the primary obj (JSON text). A failure is an
+// *Error as the host gets it: the controller's error's code (other for errors without one) and
+// message; a panic is code other, with the stack on stderr (the host log).
+func (p *Plugin) Call(method Method, key ObjectKey, obj string, retries int) (result Result, err error) {
+	if p.controller == nil {
+		return Result{}, &Error{Code: CodeOther, Message: "the host called the plugin before describe"}
+	}
+	parsed, perr := parseObject(obj)
+	if perr != nil {
+		return Result{}, &Error{Code: CodeInvalid, Message: "the primary object does not parse: " + perr.Error()}
+	}
+	ctx := NewContext(p.host, key, retries)
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "%s panicked: %v\n%s", method, r, debug.Stack())
+			result, err = Result{}, &Error{Code: CodeOther, Message: fmt.Sprintf("%s: panic: %v", method, r)}
+		}
+	}()
+	switch method {
+	case MethodReconcile:
+		result, err = p.controller.Reconcile(ctx, parsed)
+	case MethodFinalize:
+		if f, ok := p.controller.(Finalizer); ok {
+			result, err = f.Finalize(ctx, parsed)
+		}
+	case MethodReleased:
+		if r, ok := p.controller.(Releaser); ok {
+			result, err = r.Released(ctx, parsed)
+		} else {
+			err = ctx.DeleteControlled(parsed, p.manifest.Owned())
+		}
+	default:
+		return Result{}, &Error{Code: CodeOther, Message: "unknown method " + string(method)}
+	}
+	if err != nil {
+		return Result{}, asError(err)
+	}
+	if result.RequeueAfter < 0 {
+		result.RequeueAfter = 0
+	}
+	return result, nil
+}
+
+// MapRelated runs the controller's MapRelated. It never fails: an error (or a panic) is logged
+// and maps to no keys, since the WIT function cannot fail.
+func (p *Plugin) MapRelated(gvk GVK, obj string) (keys []ObjectKey) {
+	mapper, ok := p.controller.(RelatedMapper)
+	if !ok {
+		return nil
+	}
+	ctx := NewContext(p.host, ObjectKey{}, 0)
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "map-related panicked: %v\n%s", r, debug.Stack())
+			ctx.Error("map-related failed", "resource", gvk.String(), "error", fmt.Sprintf("panic: %v", r))
+			keys = nil
+		}
+	}()
+	parsed, err := parseObject(obj)
+	if err == nil {
+		keys, err = mapper.MapRelated(ctx, gvk, parsed)
+	}
+	if err != nil {
+		ctx.Error("map-related failed", "resource", gvk.String(), "error", err.Error())
+		return nil
+	}
+	return keys
+}

@@ -1,0 +1,243 @@
+package kubewasm
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func init() { stderr = io.Discard }
+
+// recordingHost records what a controller does; every call answers from its fields.
+type recordingHost struct {
+	stored  map[string]string
+	list    []string
+	logs    []string
+	events  []Event
+	deleted []string
+	applied []string
+}
+
+func (h *recordingHost) CacheGet(g GVK, ns, name string) (string, bool, error) {
+	text, ok := h.stored[ns+"/"+name]
+	return text, ok, nil
+}
+func (h *recordingHost) CacheList(GVK, string, string) ([]string, error) { return h.list, nil }
+func (h *recordingHost) Apply(obj string, force bool) (string, error) {
+	h.applied = append(h.applied, obj)
+	if !force {
+		return "", NewError(CodeConflict, "field clash")
+	}
+	return obj, nil
+}
+func (h *recordingHost) ApplyStatus(obj string, force bool) (string, error) { return obj, nil }
+func (h *recordingHost) Create(obj string) (string, error)                  { return obj, nil }
+func (h *recordingHost) Update(obj string) (string, error)                  { return obj, nil }
+func (h *recordingHost) UpdateStatus(obj string) (string, error)            { return obj, nil }
+func (h *recordingHost) Patch(GVK, string, string, PatchType, string) (string, error) {
+	return `{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}`, nil
+}
+func (h *recordingHost) Delete(g GVK, ns, name string) error {
+	h.deleted = append(h.deleted, g.Kind+" "+ns+"/"+name)
+	return nil
+}
+func (h *recordingHost) PublishEvent(e Event) error { h.events = append(h.events, e); return nil }
+func (h *recordingHost) Log(level LogLevel, message string, fields []LogField) {
+	parts := []string{level.String(), message}
+	for _, f := range fields {
+		parts = append(parts, f.Key+"="+f.Value)
+	}
+	h.logs = append(h.logs, strings.Join(parts, " "))
+}
+
+type settings struct {
+	Suffix string `json:"suffix"`
+	Count  int    `json:"count"`
+}
+
+func (s *settings) Default() { s.Suffix = "summary" }
+
+type testController struct {
+	s      settings
+	panics bool
+}
+
+func newTestController(s settings) (*testController, error) {
+	if s.Count < 0 {
+		return nil, errors.New("count must not be negative")
+	}
+	return &testController{s: s}, nil
+}
+
+func (c *testController) Manifest() *Manifest {
+	return NewManifest("test", "0.1.0").Primary(GVK{Version: "v1", Kind: "ConfigMap"}).Owns(deployment).Permission(deployment, VerbDelete)
+}
+
+func (c *testController) Reconcile(ctx *Context, obj Object) (Result, error) {
+	switch obj.Name() {
+	case "panic":
+		panic("oh no")
+	case "conflict":
+		_, err := ctx.Apply(obj, NoForce())
+		return Result{}, err
+	case "requeue":
+		return Result{RequeueAfter: 30 * time.Second}, nil
+	case "plain-error":
+		return Result{}, errors.New("something broke")
+	}
+	ctx.Info("reconciled", "name", obj.Name(), "suffix", c.s.Suffix, "odd")
+	return Result{}, nil
+}
+
+func (c *testController) MapRelated(ctx *Context, g GVK, obj Object) ([]ObjectKey, error) {
+	if obj.Name() == "bad" {
+		return nil, errors.New("cannot map")
+	}
+	return []ObjectKey{{Namespace: obj.Namespace(), Name: "owner"}}, nil
+}
+
+func TestSettingsDecodeStrictlyOverDefaults(t *testing.T) {
+	for text, want := range map[string]settings{"": {"summary", 0}, "{}": {"summary", 0}, "null": {"summary", 0}, `{"count": 2}`: {"summary", 2}, `{"suffix": "x"}`: {"x", 0}} {
+		got, err := DecodeSettings[settings](text)
+		if err != nil || got != want {
+			t.Errorf("%q: %+v %v", text, got, err)
+		}
+	}
+	for text, wantErr := range map[string]string{`{"cuont": 1}`: `settings: unknown field "cuont"`, `{"count": "two"}`: "settings: cannot unmarshal", `{"count": 1.5}`: "settings: cannot unmarshal", `[1]`: "settings: cannot unmarshal"} {
+		if _, err := DecodeSettings[settings](text); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%q: %v, want %q", text, err, wantErr)
+		}
+	}
+	if _, err := DecodeSettings[NoSettings](`{"x": 1}`); err == nil {
+		t.Error("NoSettings refuses settings")
+	}
+}
+
+func TestDescribeBuildsTheControllerOrRefuses(t *testing.T) {
+	p := NewPlugin(newTestController, &recordingHost{})
+	if _, err := p.Call(MethodReconcile, ObjectKey{}, `{}`, 0); err == nil || !strings.Contains(err.Error(), "before describe") {
+		t.Errorf("call before describe: %v", err)
+	}
+	if _, err := p.Describe(`{"count": -1}`); err == nil || err.Error() != "count must not be negative" {
+		t.Errorf("refusal: %v", err)
+	}
+	spec, err := p.Describe(`{"count": 1}`)
+	if err != nil || spec.Name != "test" {
+		t.Fatalf("%+v %v", spec, err)
+	}
+	if p.Controller().(*testController).s.Count != 1 {
+		t.Error("settings reach the controller")
+	}
+}
+
+func TestCallsReturnWhatTheHostGets(t *testing.T) {
+	host := &recordingHost{}
+	p := NewPlugin(newTestController, host)
+	if _, err := p.Describe("{}"); err != nil {
+		t.Fatal(err)
+	}
+	obj := func(name string) string {
+		return `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"` + name + `","namespace":"default","uid":"u1"}}`
+	}
+	if r, err := p.Call(MethodReconcile, ObjectKey{"default", "a"}, obj("a"), 0); err != nil || r != (Result{}) {
+		t.Errorf("%v %v", r, err)
+	}
+	if host.logs[0] != "info reconciled name=a suffix=summary odd=(missing)" {
+		t.Errorf("log %q", host.logs[0])
+	}
+	if r, _ := p.Call(MethodReconcile, ObjectKey{}, obj("requeue"), 0); r.RequeueAfter != 30*time.Second {
+		t.Errorf("requeue %v", r)
+	}
+	_, err := p.Call(MethodReconcile, ObjectKey{}, obj("conflict"), 0)
+	if e := err.(*Error); e.Code != CodeConflict || e.Message != "field clash" {
+		t.Errorf("conflict: %+v", e)
+	}
+	_, err = p.Call(MethodReconcile, ObjectKey{}, obj("plain-error"), 0)
+	if e := err.(*Error); e.Code != CodeOther || e.Message != "something broke" {
+		t.Errorf("plain: %+v", e)
+	}
+	_, err = p.Call(MethodReconcile, ObjectKey{}, obj("panic"), 0)
+	if e := err.(*Error); e.Code != CodeOther || e.Message != "reconcile: panic: oh no" {
+		t.Errorf("panic: %+v", e)
+	}
+	_, err = p.Call(MethodReconcile, ObjectKey{}, `{not json`, 0)
+	if e := err.(*Error); e.Code != CodeInvalid {
+		t.Errorf("bad object: %+v", e)
+	}
+	// Finalize without a Finalizer is done.
+	if r, err := p.Call(MethodFinalize, ObjectKey{}, obj("a"), 0); err != nil || r != (Result{}) {
+		t.Errorf("finalize %v %v", r, err)
+	}
+}
+
+func TestReleasedDeletesControlledChildrenByDefault(t *testing.T) {
+	host := &recordingHost{list: []string{
+		`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"mine","namespace":"default","ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"a","uid":"u1","controller":true}]}}`,
+		`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"theirs","namespace":"default","ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"b","uid":"u2","controller":true}]}}`,
+	}}
+	p := NewPlugin(newTestController, host)
+	if _, err := p.Describe("{}"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Call(MethodReleased, ObjectKey{"default", "a"}, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"default","uid":"u1"}}`, 0)
+	if err != nil || len(host.deleted) != 1 || host.deleted[0] != "Deployment default/mine" {
+		t.Errorf("%v %v", host.deleted, err)
+	}
+}
+
+func TestMapRelatedNeverFails(t *testing.T) {
+	host := &recordingHost{}
+	p := NewPlugin(newTestController, host)
+	if _, err := p.Describe("{}"); err != nil {
+		t.Fatal(err)
+	}
+	keys := p.MapRelated(deployment, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"ns"}}`)
+	if len(keys) != 1 || keys[0] != (ObjectKey{"ns", "owner"}) {
+		t.Errorf("%v", keys)
+	}
+	if keys := p.MapRelated(deployment, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"bad"}}`); keys != nil {
+		t.Errorf("%v", keys)
+	}
+	if !strings.Contains(host.logs[len(host.logs)-1], "error map-related failed") {
+		t.Errorf("%v", host.logs)
+	}
+}
+
+func TestContextConvenience(t *testing.T) {
+	host := &recordingHost{stored: map[string]string{"default/a": `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"}}`}}
+	ctx := NewContext(host, ObjectKey{"default", "a"}, 3)
+	if ctx.Retries() != 3 || ctx.Key().Name != "a" {
+		t.Error("key/retries")
+	}
+	obj, err := ctx.Get(GVK{Version: "v1", Kind: "ConfigMap"}, "default", "a")
+	if err != nil || obj.Name() != "a" {
+		t.Errorf("%v %v", obj, err)
+	}
+	if _, err := ctx.Get(GVK{Version: "v1", Kind: "ConfigMap"}, "default", "gone"); !IsNotFound(err) {
+		t.Errorf("missing: %v", err)
+	}
+	var typed struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := ctx.GetInto(GVK{Version: "v1", Kind: "ConfigMap"}, "default", "a", &typed); err != nil || typed.Data["k"] != "v" {
+		t.Errorf("%v %v", typed, err)
+	}
+	host.list = []string{`{"metadata":{"name":"x"}}`, `{"metadata":{"name":"y"}}`}
+	var names []struct {
+		Metadata struct{ Name string } `json:"metadata"`
+	}
+	if err := ListInto(ctx, GVK{Version: "v1", Kind: "Node"}, &names); err != nil || len(names) != 2 || names[1].Metadata.Name != "y" {
+		t.Errorf("%v %v", names, err)
+	}
+	if err := ctx.Event(obj, Warning, "Bad", "Reconcile", "note"); err != nil || host.events[0].Regarding != (ObjectRef{GVK{Version: "v1", Kind: "ConfigMap"}, "", "a"}) || host.events[0].Type != Warning {
+		t.Errorf("%+v %v", host.events, err)
+	}
+	if _, err := ctx.Apply(map[string]any{"bad": func() {}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("not JSON: %v", err)
+	}
+	if _, err := ctx.Patch(GVK{Version: "v1", Kind: "Node"}, "", "n", MergePatch, []byte(`{"a":1}`)); err != nil {
+		t.Error(err)
+	}
+}

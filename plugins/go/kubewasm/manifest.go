@@ -1,0 +1,272 @@
+package kubewasm
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Verb is a Kubernetes API verb a permission grants, with the meaning RBAC gives it.
+type Verb uint8
+
+const (
+	VerbGet Verb = iota
+	VerbList
+	VerbWatch
+	VerbCreate
+	VerbUpdate
+	VerbPatch
+	VerbDelete
+)
+
+var verbNames = [...]string{"get", "list", "watch", "create", "update", "patch", "delete"}
+
+func (v Verb) String() string {
+	if int(v) < len(verbNames) {
+		return verbNames[v]
+	}
+	return fmt.Sprintf("verb(%d)", uint8(v))
+}
+
+// RBACVerbs are the verbs a Rule may name: RBAC's, without "*".
+var RBACVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "bind", "escalate", "impersonate", "approve", "sign", "use"}
+
+// MappingKind says how an event on a watched object becomes keys of primary objects.
+type MappingKind uint8
+
+const (
+	// MapOwnerReferences: the object's owners of the primary kind, in its namespace.
+	MapOwnerReferences MappingKind = iota
+	// MapLabel: the primary named by the value of a label on the object, in its namespace.
+	MapLabel
+	// MapRelated: the controller's MapRelated method decides (the controller implements
+	// RelatedMapper).
+	MapRelated
+)
+
+// Mapping is how a watch turns events into primary keys: ByOwnerReferences(), ByLabel(key) or
+// ByMapRelated().
+type Mapping struct {
+	Kind     MappingKind
+	LabelKey string
+}
+
+// ByOwnerReferences maps an object to its owners of the primary kind.
+func ByOwnerReferences() Mapping { return Mapping{Kind: MapOwnerReferences} }
+
+// ByLabel maps an object to the primary named by this label's value.
+func ByLabel(key string) Mapping { return Mapping{Kind: MapLabel, LabelKey: key} }
+
+// ByMapRelated maps an object through the controller's MapRelated method.
+func ByMapRelated() Mapping { return Mapping{Kind: MapRelated} }
+
+// Watch is a resource the plugin reacts to besides its primary and owned resources.
+type Watch struct {
+	GVK     GVK
+	Mapping Mapping
+	// LabelSelector restricts the watched objects ("" for all).
+	LabelSelector string
+}
+
+// Permission is one grant: verbs on a resource (or its Subresource, "" for none), in
+// Namespaces (empty for every namespace the host serves).
+type Permission struct {
+	GVK         GVK
+	Subresource string
+	Verbs       []Verb
+	Namespaces  []string
+}
+
+// Rule is a grant the permission record cannot hold (any RBAC verb, object names): what the
+// plugin's access export answers.
+type Rule struct {
+	GVK           GVK
+	Subresource   string
+	Verbs         []string
+	Namespaces    []string
+	ResourceNames []string
+}
+
+// Limits are the limits the plugin asks for; zero takes the host's default (5 s; 64 MiB).
+type Limits struct {
+	// Deadline is the wall-clock time one call may take, host calls included (millisecond
+	// precision).
+	Deadline time.Duration
+	// MemoryBytes is the linear memory one instance may grow to.
+	MemoryBytes uint64
+}
+
+// ManifestSpec is the plain data of a manifest, field for field the WIT manifest record, plus
+// Rules (the access export's answer). Read it in tests (kubewasmtest.Harness.Manifest).
+type ManifestSpec struct {
+	Name            string
+	Version         string
+	Primary         GVK
+	PrimarySelector string
+	Owns            []GVK
+	Watches         []Watch
+	Finalizer       string
+	// Resync is nil for the host's default (10 hours); 0 disables resync.
+	Resync         *time.Duration
+	MaxConcurrency uint32
+	Limits         Limits
+	Permissions    []Permission
+	Rules          []Rule
+}
+
+// Manifest says what a controller reconciles and what it needs. Start with NewManifest, then
+// chain:
+//
+//	kubewasm.NewManifest("sample-controller", "0.1.0").
+//		Primary(foo).
+//		Owns(kinds.Deployment).
+//		Permission(kinds.Deployment, kubewasm.VerbCreate, kubewasm.VerbPatch).
+//		StatusPermission(foo, kubewasm.VerbPatch).
+//		MaxConcurrency(2)
+//
+// Everything declared is what the plugin's identity needs: the host refuses to start a plugin
+// whose ServiceAccount RBAC does not grant it, and `kubewasm rbac` prints Roles that do.
+//
+// A Go plugin instance holds about 9 MiB of linear memory once it has described itself, well
+// inside the host's default cap of 64 MiB; ask for more (Limits) when a reconcile holds many or
+// large objects at once.
+type Manifest struct {
+	spec ManifestSpec
+	errs []string
+}
+
+// NewManifest is a manifest with one worker, the host's default limits and resync, and no
+// primary yet.
+func NewManifest(name, version string) *Manifest {
+	return &Manifest{spec: ManifestSpec{Name: name, Version: version, MaxConcurrency: 1}}
+}
+
+// Primary sets the reconciled resource.
+func (m *Manifest) Primary(gvk GVK) *Manifest { m.spec.Primary = gvk; return m }
+
+// PrimarySelector reconciles only the primaries matching this label selector.
+func (m *Manifest) PrimarySelector(selector string) *Manifest {
+	m.spec.PrimarySelector = selector
+	return m
+}
+
+// Owns declares objects this controller creates with an owner reference to the primary: an
+// event on one reconciles its controlling owner.
+func (m *Manifest) Owns(gvk GVK) *Manifest { m.spec.Owns = append(m.spec.Owns, gvk); return m }
+
+// Watches reacts to events on another resource.
+func (m *Manifest) Watches(gvk GVK, mapping Mapping) *Manifest {
+	return m.WatchesSelected(gvk, mapping, "")
+}
+
+// WatchesSelected reacts to events on the objects of a resource matching a label selector.
+func (m *Manifest) WatchesSelected(gvk GVK, mapping Mapping, labelSelector string) *Manifest {
+	m.spec.Watches = append(m.spec.Watches, Watch{GVK: gvk, Mapping: mapping, LabelSelector: labelSelector})
+	return m
+}
+
+// Finalizer names the finalizer the host adds to primaries so that Finalize runs before they
+// go (the controller implements Finalizer). The host adds and removes it with a patch made as
+// the plugin: the manifest grants patch on the primary for it (added when no permission has it).
+func (m *Manifest) Finalizer(name string) *Manifest { m.spec.Finalizer = name; return m }
+
+// Resync reconciles every primary at least this often; 0 disables resync.
+func (m *Manifest) Resync(every time.Duration) *Manifest { m.spec.Resync = &every; return m }
+
+// MaxConcurrency is how many keys may be reconciled at once (each in its own instance).
+func (m *Manifest) MaxConcurrency(workers uint32) *Manifest {
+	m.spec.MaxConcurrency = workers
+	return m
+}
+
+// Limits asks for other limits; zero fields keep the host's defaults.
+func (m *Manifest) Limits(limits Limits) *Manifest { m.spec.Limits = limits; return m }
+
+// Permission grants verbs on a resource in every namespace.
+func (m *Manifest) Permission(gvk GVK, verbs ...Verb) *Manifest {
+	return m.Grant(gvk, "", verbs)
+}
+
+// StatusPermission grants verbs on a resource's status subresource (what ApplyStatus and
+// UpdateStatus need).
+func (m *Manifest) StatusPermission(gvk GVK, verbs ...Verb) *Manifest {
+	return m.Grant(gvk, "status", verbs)
+}
+
+// Grant is the general form: a resource, a subresource ("" for none), verbs, and namespaces
+// (none for every namespace).
+func (m *Manifest) Grant(gvk GVK, subresource string, verbs []Verb, namespaces ...string) *Manifest {
+	m.spec.Permissions = append(m.spec.Permissions, Permission{GVK: gvk, Subresource: subresource, Verbs: slices.Clone(verbs), Namespaces: namespaces})
+	return m
+}
+
+// GrantNamed grants verbs on the named objects of a resource only (RBAC's resourceNames), in
+// namespaces (empty for every namespace). Reads of such objects go to the API server.
+func (m *Manifest) GrantNamed(gvk GVK, verbs []string, namespaces []string, names ...string) *Manifest {
+	return m.Rule(Rule{GVK: gvk, Verbs: verbs, Namespaces: namespaces, ResourceNames: names})
+}
+
+// BindClusterRole lets the plugin create RoleBindings and ClusterRoleBindings to the
+// ClusterRole name without holding its permissions itself (RBAC's bind verb).
+func (m *Manifest) BindClusterRole(name string) *Manifest {
+	return m.Rule(Rule{GVK: GVK{"rbac.authorization.k8s.io", "v1", "ClusterRole"}, Verbs: []string{"bind"}, ResourceNames: []string{name}})
+}
+
+// Rule is the most general grant: any subresource, any RBAC verb (get ... delete,
+// deletecollection, bind, escalate, impersonate, approve, sign, use), namespaces and object
+// names (empty for all).
+func (m *Manifest) Rule(rule Rule) *Manifest {
+	for _, v := range rule.Verbs {
+		if !slices.Contains(RBACVerbs, v) {
+			m.errs = append(m.errs, fmt.Sprintf("rule on %s: %q is not an RBAC verb (one of %v)", rule.GVK, v, RBACVerbs))
+		}
+	}
+	m.spec.Rules = append(m.spec.Rules, rule)
+	return m
+}
+
+// Owned are the owned kinds, each with whether the manifest grants delete on it: what the
+// default Released passes to Context.DeleteControlled.
+func (m *Manifest) Owned() []OwnedKind {
+	out := make([]OwnedKind, len(m.spec.Owns))
+	for i, g := range m.spec.Owns {
+		out[i] = OwnedKind{GVK: g, MayDelete: grants(m.spec.Permissions, g, VerbDelete)}
+	}
+	return out
+}
+
+// OwnedKind is an owned kind and whether the plugin may delete its objects.
+type OwnedKind struct {
+	GVK       GVK
+	MayDelete bool
+}
+
+func grants(permissions []Permission, gvk GVK, verb Verb) bool {
+	for _, p := range permissions {
+		if p.GVK.sameResource(gvk) && p.Subresource == "" && slices.Contains(p.Verbs, verb) {
+			return true
+		}
+	}
+	return false
+}
+
+// Spec is the manifest as the plugin describes itself to the host: what was built, plus a
+// patch grant on the primary when a finalizer is set and no permission has one (the host refuses
+// a finalizer without it). An error says what is wrong (no primary, a bad verb).
+func (m *Manifest) Spec() (ManifestSpec, error) {
+	spec := m.spec
+	if spec.Primary.Kind == "" || spec.Primary.Version == "" {
+		return spec, fmt.Errorf("manifest: primary is not set (call .Primary(...))")
+	}
+	if len(m.errs) > 0 {
+		return spec, fmt.Errorf("manifest: %s", m.errs[0])
+	}
+	if spec.Limits.Deadline < 0 || spec.Limits.Deadline.Milliseconds() > math.MaxUint32 {
+		return spec, fmt.Errorf("manifest: deadline %s is out of range", spec.Limits.Deadline)
+	}
+	if spec.Finalizer != "" && !grants(spec.Permissions, spec.Primary, VerbPatch) {
+		spec.Permissions = append(slices.Clone(spec.Permissions), Permission{GVK: spec.Primary, Verbs: []Verb{VerbPatch}})
+	}
+	return spec, nil
+}

@@ -1,0 +1,598 @@
+// Package kubewasmtest unit-tests kubewasm controllers under plain `go test`, without a cluster
+// or a WebAssembly runtime:
+//
+//	func TestCreatesDeployment(t *testing.T) {
+//		h := kubewasmtest.New(t, New, kubewasmtest.WithObjects(foo))
+//		result, err := h.Reconcile(foo)
+//		...
+//		if got := h.Host.Applied(); got[0].Kind() != "Deployment" { ... }
+//	}
+//
+// FakeHost stands in for the host: an in-memory object store serves the cache, writes change the
+// store (at once: the real cache catches up a moment later) and are recorded, Events and logs
+// are recorded, and errors can be injected (Fail). It is deliberately simple: server-side apply
+// is a deep merge, and the manifest's permissions are not enforced (`kubewasm check` and the
+// real host do that; for table tests of the built component use `kubewasm test`).
+//
+// Harness runs a controller the way the component's exports do (kubewasm.Plugin), so a test
+// exercises exactly the code the component runs.
+package kubewasmtest
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kubewasm/kubewasm/plugins/go/kubewasm"
+)
+
+// Call is one recorded write.
+type Call struct {
+	// Op is apply, apply-status, create, update, update-status, patch or delete.
+	Op string
+	// Object is the object sent (apply, apply-status, create, update, update-status).
+	Object kubewasm.Object
+	// Body is the parsed patch body (patch): a map for merge patches, a list for JSON patches.
+	Body any
+	// GVK, Namespace and Name name the object (for every op).
+	GVK       kubewasm.GVK
+	Namespace string
+	Name      string
+	// Force is the apply's force flag (apply, apply-status).
+	Force     bool
+	PatchType kubewasm.PatchType
+}
+
+// LogRecord is one recorded log record.
+type LogRecord struct {
+	Level   kubewasm.LogLevel
+	Message string
+	Fields  map[string]string
+}
+
+type storeKey struct{ group, kind, namespace, name string }
+
+func keyOf(gvk kubewasm.GVK, namespace, name string) storeKey {
+	return storeKey{gvk.Group, gvk.Kind, namespace, name}
+}
+
+// FakeHost is an in-memory kubewasm.Host for unit tests.
+type FakeHost struct {
+	// Calls are the writes, in order (including failed ones).
+	Calls []Call
+	// Events are the published Events, in order.
+	Events []kubewasm.Event
+	// Logs are the log records, in order.
+	Logs []LogRecord
+
+	objects  map[storeKey]kubewasm.Object
+	failures map[string][]error
+	nextUID  int
+	nextRV   int
+}
+
+// NewFakeHost is a host whose cache holds objects.
+func NewFakeHost(objects ...kubewasm.Object) *FakeHost {
+	h := &FakeHost{objects: map[storeKey]kubewasm.Object{}, failures: map[string][]error{}, nextUID: 1, nextRV: 1}
+	h.Add(objects...)
+	return h
+}
+
+// --- setting up ---
+
+// Add puts objects in the store (as the cache would hold them), replacing same-named ones.
+// Missing uid and resourceVersion are filled in.
+func (h *FakeHost) Add(objects ...kubewasm.Object) {
+	for _, obj := range objects {
+		stored := normalize(obj)
+		if stored.UID() == "" {
+			stored.SetField(h.uid(), "metadata", "uid")
+		}
+		if stored.ResourceVersion() == "" {
+			stored.SetField(h.version(), "metadata", "resourceVersion")
+		}
+		h.objects[keyOf(stored.GVK(), stored.Namespace(), stored.Name())] = stored
+	}
+}
+
+// Fail makes the next `times` calls of op fail with err. op is one of cache-get, cache-list,
+// apply, apply-status, create, update, update-status, patch, delete, publish-event.
+func (h *FakeHost) Fail(op string, err error, times int) {
+	for range times {
+		h.failures[op] = append(h.failures[op], err)
+	}
+}
+
+// Object is an object from the store (a copy), to assert on.
+func (h *FakeHost) Object(gvk kubewasm.GVK, namespace, name string) (kubewasm.Object, bool) {
+	stored, ok := h.objects[keyOf(gvk, namespace, name)]
+	if !ok {
+		return nil, false
+	}
+	return stored.DeepCopy(), true
+}
+
+// Objects are the stored objects of a kind, sorted by namespace then name.
+func (h *FakeHost) Objects(gvk kubewasm.GVK) []kubewasm.Object {
+	var out []kubewasm.Object
+	for k, o := range h.objects {
+		if k.group == gvk.Group && k.kind == gvk.Kind {
+			out = append(out, o.DeepCopy())
+		}
+	}
+	sortObjects(out)
+	return out
+}
+
+// --- what happened ---
+
+// Writes are the recorded writes of one op ("" for all).
+func (h *FakeHost) Writes(op string) []Call {
+	var out []Call
+	for _, c := range h.Calls {
+		if op == "" || c.Op == op {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Applied are the objects sent to Apply, in order.
+func (h *FakeHost) Applied() []kubewasm.Object { return h.sent("apply") }
+
+// StatusApplied are the objects sent to ApplyStatus, in order.
+func (h *FakeHost) StatusApplied() []kubewasm.Object { return h.sent("apply-status") }
+
+func (h *FakeHost) sent(op string) []kubewasm.Object {
+	var out []kubewasm.Object
+	for _, c := range h.Writes(op) {
+		out = append(out, c.Object)
+	}
+	return out
+}
+
+// Reset forgets the recorded calls, Events and logs (the store stays).
+func (h *FakeHost) Reset() { h.Calls, h.Events, h.Logs = nil, nil, nil }
+
+// --- the kubewasm.Host interface ---
+
+func (h *FakeHost) uid() string { h.nextUID++; return fmt.Sprintf("uid-%d", h.nextUID-1) }
+
+func (h *FakeHost) version() string { h.nextRV++; return strconv.Itoa(h.nextRV - 1) }
+
+func (h *FakeHost) maybeFail(op string) error {
+	if queue := h.failures[op]; len(queue) > 0 {
+		h.failures[op] = queue[1:]
+		return queue[0]
+	}
+	return nil
+}
+
+func errorf(code kubewasm.ErrorCode, format string, args ...any) error {
+	return kubewasm.NewError(code, format, args...)
+}
+
+// normalize is a deep copy of obj with numbers as json.Number, as the SDK parses them.
+func normalize(obj kubewasm.Object) kubewasm.Object {
+	text, err := json.Marshal(obj)
+	if err != nil {
+		panic(fmt.Sprintf("kubewasmtest: object is not JSON: %v", err))
+	}
+	parsed, err := kubewasm.ParseObject(text)
+	if err != nil {
+		panic(err)
+	}
+	return parsed
+}
+
+func parseObject(text string) (kubewasm.Object, error) {
+	obj, err := kubewasm.ParseObject([]byte(text))
+	if err != nil {
+		return nil, errorf(kubewasm.CodeInvalid, "bad JSON: %v", err)
+	}
+	if obj.APIVersion() == "" || obj.Kind() == "" || obj.Name() == "" {
+		return nil, errorf(kubewasm.CodeInvalid, "the object must name its apiVersion, kind and metadata.name")
+	}
+	return obj, nil
+}
+
+func dump(obj kubewasm.Object) string {
+	text, _ := json.Marshal(obj)
+	return string(text)
+}
+
+func (h *FakeHost) store(obj kubewasm.Object, isNew, specChanged bool) string {
+	if isNew {
+		if obj.UID() == "" {
+			obj.SetField(h.uid(), "metadata", "uid")
+		}
+		if _, ok := obj.Field("metadata", "generation"); !ok {
+			obj.SetField(json.Number("1"), "metadata", "generation")
+		}
+	} else if specChanged {
+		obj.SetField(json.Number(strconv.FormatInt(max(obj.Generation(), 1)+1, 10)), "metadata", "generation")
+	}
+	obj.SetField(h.version(), "metadata", "resourceVersion")
+	h.objects[keyOf(obj.GVK(), obj.Namespace(), obj.Name())] = obj
+	return dump(obj)
+}
+
+func (h *FakeHost) CacheGet(gvk kubewasm.GVK, namespace, name string) (string, bool, error) {
+	if err := h.maybeFail("cache-get"); err != nil {
+		return "", false, err
+	}
+	stored, ok := h.objects[keyOf(gvk, namespace, name)]
+	if !ok {
+		return "", false, nil
+	}
+	return dump(stored), true, nil
+}
+
+func (h *FakeHost) CacheList(gvk kubewasm.GVK, namespace, labelSelector string) ([]string, error) {
+	if err := h.maybeFail("cache-list"); err != nil {
+		return nil, err
+	}
+	var found []kubewasm.Object
+	for k, o := range h.objects {
+		if k.group != gvk.Group || k.kind != gvk.Kind || (namespace != "" && k.namespace != namespace) {
+			continue
+		}
+		ok, err := MatchLabels(o.Labels(), labelSelector)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			found = append(found, o)
+		}
+	}
+	sortObjects(found)
+	out := make([]string, len(found))
+	for i, o := range found {
+		out[i] = dump(o)
+	}
+	return out, nil
+}
+
+func sortObjects(objs []kubewasm.Object) {
+	slices.SortFunc(objs, func(a, b kubewasm.Object) int {
+		return cmp.Or(strings.Compare(a.Namespace(), b.Namespace()), strings.Compare(a.Name(), b.Name()))
+	})
+}
+
+func (h *FakeHost) record(op string, obj kubewasm.Object, force bool) {
+	h.Calls = append(h.Calls, Call{Op: op, Object: obj.DeepCopy(), GVK: obj.GVK(), Namespace: obj.Namespace(), Name: obj.Name(), Force: force})
+}
+
+func notFound(obj kubewasm.Object) error {
+	return errorf(kubewasm.CodeNotFound, "%s %s not found", obj.GVK(), obj.Key())
+}
+
+func (h *FakeHost) Apply(text string, force bool) (string, error) {
+	obj, err := parseObject(text)
+	if err != nil {
+		return "", err
+	}
+	h.record("apply", obj, force)
+	if err := h.maybeFail("apply"); err != nil {
+		return "", err
+	}
+	current, ok := h.objects[keyOf(obj.GVK(), obj.Namespace(), obj.Name())]
+	if !ok {
+		return h.store(obj.DeepCopy(), true, true), nil
+	}
+	patch := obj.DeepCopy()
+	delete(patch, "status")
+	merged := merge(current.DeepCopy(), patch, false)
+	return h.store(merged, false, !reflect.DeepEqual(merged["spec"], current["spec"])), nil
+}
+
+func (h *FakeHost) ApplyStatus(text string, force bool) (string, error) {
+	obj, err := parseObject(text)
+	if err != nil {
+		return "", err
+	}
+	h.record("apply-status", obj, force)
+	if err := h.maybeFail("apply-status"); err != nil {
+		return "", err
+	}
+	current, ok := h.objects[keyOf(obj.GVK(), obj.Namespace(), obj.Name())]
+	if !ok {
+		return "", notFound(obj)
+	}
+	merged := current.DeepCopy()
+	status, _ := merged["status"].(map[string]any)
+	if status == nil {
+		status = map[string]any{}
+	}
+	newStatus, _ := obj["status"].(map[string]any)
+	merged["status"] = merge(status, newStatus, false)
+	return h.store(merged, false, false), nil
+}
+
+func (h *FakeHost) Create(text string) (string, error) {
+	obj, err := parseObject(text)
+	if err != nil {
+		return "", err
+	}
+	h.record("create", obj, false)
+	if err := h.maybeFail("create"); err != nil {
+		return "", err
+	}
+	if _, ok := h.objects[keyOf(obj.GVK(), obj.Namespace(), obj.Name())]; ok {
+		return "", errorf(kubewasm.CodeAlreadyExists, "%s %s already exists", obj.GVK(), obj.Key())
+	}
+	return h.store(obj.DeepCopy(), true, true), nil
+}
+
+func (h *FakeHost) replace(op, text string, statusOnly bool) (string, error) {
+	obj, err := parseObject(text)
+	if err != nil {
+		return "", err
+	}
+	h.record(op, obj, false)
+	if err := h.maybeFail(op); err != nil {
+		return "", err
+	}
+	current, ok := h.objects[keyOf(obj.GVK(), obj.Namespace(), obj.Name())]
+	if !ok {
+		return "", notFound(obj)
+	}
+	if obj.ResourceVersion() != current.ResourceVersion() {
+		return "", errorf(kubewasm.CodeConflict, "%s %s: the object has been modified", obj.GVK(), obj.Key())
+	}
+	var next kubewasm.Object
+	if statusOnly {
+		next = current.DeepCopy()
+		next["status"] = obj.DeepCopy()["status"]
+	} else {
+		next = obj.DeepCopy()
+		next.SetField(current.UID(), "metadata", "uid")
+		if g, ok := current.Field("metadata", "generation"); ok {
+			next.SetField(g, "metadata", "generation")
+		}
+		if s, ok := current["status"]; ok {
+			next["status"] = kubewasm.Object{"s": s}.DeepCopy()["s"]
+		}
+	}
+	return h.store(next, false, !statusOnly && !reflect.DeepEqual(next["spec"], current["spec"])), nil
+}
+
+func (h *FakeHost) Update(text string) (string, error) { return h.replace("update", text, false) }
+
+func (h *FakeHost) UpdateStatus(text string) (string, error) {
+	return h.replace("update-status", text, true)
+}
+
+func (h *FakeHost) Patch(gvk kubewasm.GVK, namespace, name string, patchType kubewasm.PatchType, body string) (string, error) {
+	var parsed any
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&parsed); err != nil {
+		return "", errorf(kubewasm.CodeInvalid, "bad JSON patch body: %v", err)
+	}
+	h.Calls = append(h.Calls, Call{Op: "patch", Body: parsed, GVK: gvk, Namespace: namespace, Name: name, PatchType: patchType})
+	if err := h.maybeFail("patch"); err != nil {
+		return "", err
+	}
+	current, ok := h.objects[keyOf(gvk, namespace, name)]
+	if !ok {
+		return "", errorf(kubewasm.CodeNotFound, "%s %s not found", gvk, kubewasm.ObjectKey{Namespace: namespace, Name: name})
+	}
+	var next kubewasm.Object
+	if patchType == kubewasm.JSONPatch {
+		ops, ok := parsed.([]any)
+		if !ok {
+			return "", errorf(kubewasm.CodeInvalid, "a JSON patch is a list of operations")
+		}
+		var err error
+		if next, err = jsonPatch(current.DeepCopy(), ops); err != nil {
+			return "", err
+		}
+	} else {
+		patch, ok := parsed.(map[string]any)
+		if !ok {
+			return "", errorf(kubewasm.CodeInvalid, "a merge patch is an object")
+		}
+		if rv, ok := kubewasm.Object(patch).String("metadata", "resourceVersion"); ok && rv != current.ResourceVersion() {
+			return "", errorf(kubewasm.CodeConflict, "%s %s: the object has been modified", gvk, kubewasm.ObjectKey{Namespace: namespace, Name: name})
+		}
+		next = merge(current.DeepCopy(), patch, true)
+	}
+	return h.store(next, false, !reflect.DeepEqual(next["spec"], current["spec"])), nil
+}
+
+func (h *FakeHost) Delete(gvk kubewasm.GVK, namespace, name string) error {
+	h.Calls = append(h.Calls, Call{Op: "delete", GVK: gvk, Namespace: namespace, Name: name})
+	if err := h.maybeFail("delete"); err != nil {
+		return err
+	}
+	k := keyOf(gvk, namespace, name)
+	if _, ok := h.objects[k]; !ok {
+		return errorf(kubewasm.CodeNotFound, "%s %s not found", gvk, kubewasm.ObjectKey{Namespace: namespace, Name: name})
+	}
+	delete(h.objects, k)
+	return nil
+}
+
+func (h *FakeHost) PublishEvent(event kubewasm.Event) error {
+	if err := h.maybeFail("publish-event"); err != nil {
+		return err
+	}
+	h.Events = append(h.Events, event)
+	return nil
+}
+
+func (h *FakeHost) Log(level kubewasm.LogLevel, message string, fields []kubewasm.LogField) {
+	m := make(map[string]string, len(fields))
+	for _, f := range fields {
+		m[f.Key] = f.Value
+	}
+	h.Logs = append(h.Logs, LogRecord{Level: level, Message: message, Fields: m})
+}
+
+var _ kubewasm.Host = (*FakeHost)(nil)
+
+// --- patches ---
+
+// merge deep-merges patch into into (RFC 7386 when deleteNulls): maps merge, anything else
+// replaces.
+func merge(into map[string]any, patch map[string]any, deleteNulls bool) map[string]any {
+	for k, v := range patch {
+		if v == nil && deleteNulls {
+			delete(into, k)
+			continue
+		}
+		if m, ok := v.(map[string]any); ok {
+			base, _ := into[k].(map[string]any)
+			if base == nil {
+				base = map[string]any{}
+			}
+			into[k] = merge(base, m, deleteNulls)
+			continue
+		}
+		into[k] = kubewasm.Object{"v": v}.DeepCopy()["v"]
+	}
+	return into
+}
+
+func pointer(path string) ([]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if !strings.HasPrefix(path, "/") {
+		return nil, errorf(kubewasm.CodeInvalid, "JSON patch path %q must start with /", path)
+	}
+	steps := strings.Split(path[1:], "/")
+	for i, s := range steps {
+		steps[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
+	}
+	return steps, nil
+}
+
+// jsonPatch applies RFC 6902 operations add, remove, replace and test (move and copy are left
+// out).
+func jsonPatch(doc kubewasm.Object, ops []any) (kubewasm.Object, error) {
+	for _, raw := range ops {
+		op, ok := raw.(map[string]any)
+		if !ok {
+			return nil, errorf(kubewasm.CodeInvalid, "a JSON patch operation is an object")
+		}
+		path, _ := op["path"].(string)
+		steps, err := pointer(path)
+		if err != nil {
+			return nil, err
+		}
+		if len(steps) == 0 {
+			return nil, errorf(kubewasm.CodeInvalid, "JSON patch on the whole document is not supported")
+		}
+		var parent any = map[string]any(doc)
+		for _, step := range steps[:len(steps)-1] {
+			switch p := parent.(type) {
+			case map[string]any:
+				parent = p[step]
+			case []any:
+				i, err := strconv.Atoi(step)
+				if err != nil || i < 0 || i >= len(p) {
+					return nil, errorf(kubewasm.CodeInvalid, "JSON patch path %q does not exist", path)
+				}
+				parent = p[i]
+			default:
+				parent = nil
+			}
+			if parent == nil {
+				return nil, errorf(kubewasm.CodeInvalid, "JSON patch path %q does not exist", path)
+			}
+		}
+		last := steps[len(steps)-1]
+		value := op["value"]
+		kind, _ := op["op"].(string)
+		switch p := parent.(type) {
+		case map[string]any:
+			current, exists := p[last]
+			switch kind {
+			case "test":
+				if !reflect.DeepEqual(current, value) {
+					return nil, errorf(kubewasm.CodeInvalid, "JSON patch test failed at %q", path)
+				}
+			case "add":
+				p[last] = value
+			case "replace":
+				if !exists {
+					return nil, errorf(kubewasm.CodeInvalid, "JSON patch replace of missing %q", path)
+				}
+				p[last] = value
+			case "remove":
+				if !exists {
+					return nil, errorf(kubewasm.CodeInvalid, "JSON patch remove of missing %q", path)
+				}
+				delete(p, last)
+			default:
+				return nil, errorf(kubewasm.CodeInvalid, "JSON patch op %q is not supported by FakeHost", kind)
+			}
+		case []any:
+			// Lists are changed in place through their parent: find who holds p.
+			updated, err := patchList(p, kind, last, value, path)
+			if err != nil {
+				return nil, err
+			}
+			if err := setAt(doc, steps[:len(steps)-1], updated); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, errorf(kubewasm.CodeInvalid, "JSON patch path %q does not exist", path)
+		}
+	}
+	return doc, nil
+}
+
+func patchList(list []any, kind, last string, value any, path string) ([]any, error) {
+	if last == "-" && kind == "add" {
+		return append(list, value), nil
+	}
+	i, err := strconv.Atoi(last)
+	if err != nil || i < 0 || i > len(list) || (kind != "add" && i == len(list)) {
+		return nil, errorf(kubewasm.CodeInvalid, "JSON patch path %q does not exist", path)
+	}
+	switch kind {
+	case "test":
+		if !reflect.DeepEqual(list[i], value) {
+			return nil, errorf(kubewasm.CodeInvalid, "JSON patch test failed at %q", path)
+		}
+		return list, nil
+	case "add":
+		return slices.Insert(list, i, value), nil
+	case "replace":
+		list[i] = value
+		return list, nil
+	case "remove":
+		return slices.Delete(list, i, i+1), nil
+	}
+	return nil, errorf(kubewasm.CodeInvalid, "JSON patch op %q is not supported by FakeHost", kind)
+}
+
+func setAt(doc kubewasm.Object, steps []string, value any) error {
+	var parent any = map[string]any(doc)
+	for i, step := range steps {
+		lastStep := i == len(steps)-1
+		switch p := parent.(type) {
+		case map[string]any:
+			if lastStep {
+				p[step] = value
+				return nil
+			}
+			parent = p[step]
+		case []any:
+			n, _ := strconv.Atoi(step)
+			if lastStep {
+				p[n] = value
+				return nil
+			}
+			parent = p[n]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,217 @@
+package kubewasmtest
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/kubewasm/kubewasm/plugins/go/kinds"
+	"github.com/kubewasm/kubewasm/plugins/go/kubewasm"
+)
+
+func cm(ns, name string, labels map[string]any) kubewasm.Object {
+	obj := kubewasm.NewObject(kinds.ConfigMap, ns, name)
+	if labels != nil {
+		obj.SetField(labels, "metadata", "labels")
+	}
+	obj["data"] = map[string]any{"k": "v"}
+	return obj
+}
+
+func ctxOf(h *FakeHost) *kubewasm.Context { return kubewasm.NewContext(h, kubewasm.ObjectKey{}, 0) }
+
+func TestTheStoreServesTheCache(t *testing.T) {
+	h := NewFakeHost(cm("b", "x", map[string]any{"app": "web"}), cm("a", "y", map[string]any{"app": "db"}), cm("a", "x", nil))
+	ctx := ctxOf(h)
+	got, err := ctx.Get(kinds.ConfigMap, "a", "x")
+	if err != nil || got.UID() == "" || got.ResourceVersion() == "" {
+		t.Errorf("uid and resourceVersion are filled in: %v %v", got, err)
+	}
+	if _, err := ctx.Get(kinds.ConfigMap, "a", "missing"); !kubewasm.IsNotFound(err) {
+		t.Errorf("%v", err)
+	}
+	all, _ := ctx.List(kinds.ConfigMap)
+	if keys := kubewasm.SortedKeys(all); len(all) != 3 || all[0].Key() != keys[0] || all[0].Key() != (kubewasm.ObjectKey{Namespace: "a", Name: "x"}) {
+		t.Errorf("sorted by namespace then name: %v", keys)
+	}
+	inA, _ := ctx.List(kinds.ConfigMap, kubewasm.InNamespace("a"))
+	web, _ := ctx.List(kinds.ConfigMap, kubewasm.MatchingLabels("app=web"))
+	if len(inA) != 2 || len(web) != 1 || web[0].Name() != "x" {
+		t.Errorf("%d %d", len(inA), len(web))
+	}
+	if _, err := ctx.List(kinds.ConfigMap, kubewasm.MatchingLabels("a,,b")); !errors.Is(err, kubewasm.ErrInvalid) {
+		t.Errorf("bad selector: %v", err)
+	}
+	// Copies: changing what Get returned changes nothing stored.
+	got.SetLabel("changed", "yes")
+	if again, _ := ctx.Get(kinds.ConfigMap, "a", "x"); again.HasLabel("changed") {
+		t.Error("the cache handed out its own object")
+	}
+}
+
+func TestWritesChangeTheStoreAndAreRecorded(t *testing.T) {
+	h := NewFakeHost()
+	ctx := ctxOf(h)
+	created, err := ctx.Apply(cm("a", "x", nil))
+	if err != nil || created.Generation() != 1 {
+		t.Fatalf("%v %v", created, err)
+	}
+	spec := kubewasm.NewObject(kinds.ConfigMap, "a", "x")
+	spec["spec"] = map[string]any{"n": 1}
+	updated, _ := ctx.Apply(spec)
+	if updated.Generation() != 2 || updated["data"] == nil {
+		t.Errorf("apply merges, and a spec change bumps the generation: %v", updated)
+	}
+	if _, err := ctx.Create(cm("a", "x", nil)); !kubewasm.IsAlreadyExists(err) {
+		t.Errorf("%v", err)
+	}
+	stale := updated.DeepCopy()
+	stale.SetField("1", "metadata", "resourceVersion")
+	if _, err := ctx.Update(stale); !kubewasm.IsConflict(err) {
+		t.Errorf("stale update: %v", err)
+	}
+	if _, err := ctx.Update(updated); err != nil {
+		t.Errorf("current update: %v", err)
+	}
+	status, err := ctx.ApplyStatus(updated.StatusObject(map[string]any{"ready": true}))
+	if ready, _ := status.Bool("status", "ready"); err != nil || !ready {
+		t.Errorf("%v %v", status, err)
+	}
+	if _, err := ctx.ApplyStatus(kubewasm.NewObject(kinds.ConfigMap, "a", "gone")); !kubewasm.IsNotFound(err) {
+		t.Errorf("%v", err)
+	}
+	patched, err := ctx.Patch(kinds.ConfigMap, "a", "x", kubewasm.MergePatch, map[string]any{"data": map[string]any{"k": nil, "new": "1"}})
+	if err != nil || patched.Map("data")["new"] != "1" || patched.Map("data")["k"] != nil {
+		t.Errorf("merge patch deletes nulls: %v %v", patched, err)
+	}
+	ops := []any{
+		map[string]any{"op": "test", "path": "/data/new", "value": "1"},
+		map[string]any{"op": "add", "path": "/metadata/labels", "value": map[string]any{"a/b": "c"}},
+		map[string]any{"op": "add", "path": "/list", "value": []any{"x"}},
+		map[string]any{"op": "add", "path": "/list/-", "value": "y"},
+		map[string]any{"op": "remove", "path": "/list/0"},
+	}
+	patched, err = ctx.Patch(kinds.ConfigMap, "a", "x", kubewasm.JSONPatch, ops)
+	if err != nil || patched.Label("a/b") != "c" || !reflect.DeepEqual(patched.Slice("list"), []any{"y"}) {
+		t.Errorf("json patch: %v %v", patched, err)
+	}
+	failing := []any{map[string]any{"op": "test", "path": "/data/new", "value": "2"}}
+	if _, err := ctx.Patch(kinds.ConfigMap, "a", "x", kubewasm.JSONPatch, failing); !errors.Is(err, kubewasm.ErrInvalid) {
+		t.Errorf("failed test op: %v", err)
+	}
+	if err := ctx.Delete(kinds.ConfigMap, "a", "x"); err != nil {
+		t.Error(err)
+	}
+	if err := ctx.Delete(kinds.ConfigMap, "a", "x"); !kubewasm.IsNotFound(err) {
+		t.Errorf("%v", err)
+	}
+	var ops2 []string
+	for _, c := range h.Calls {
+		ops2 = append(ops2, c.Op)
+	}
+	want := []string{"apply", "apply", "create", "update", "update", "apply-status", "apply-status", "patch", "patch", "patch", "delete", "delete"}
+	if !reflect.DeepEqual(ops2, want) {
+		t.Errorf("calls %v", ops2)
+	}
+	if len(h.Applied()) != 2 || len(h.StatusApplied()) != 2 || !h.Calls[0].Force {
+		t.Error("recorded applies")
+	}
+}
+
+func TestInjectedFailures(t *testing.T) {
+	h := NewFakeHost(cm("a", "x", nil))
+	h.Fail("cache-get", kubewasm.NewError(kubewasm.CodeUnavailable, "try later"), 1)
+	ctx := ctxOf(h)
+	if _, err := ctx.Get(kinds.ConfigMap, "a", "x"); !errors.Is(err, kubewasm.ErrUnavailable) {
+		t.Errorf("%v", err)
+	}
+	if _, err := ctx.Get(kinds.ConfigMap, "a", "x"); err != nil {
+		t.Errorf("only once: %v", err)
+	}
+}
+
+func TestEventsAndLogsAreRecorded(t *testing.T) {
+	h := NewFakeHost()
+	ctx := ctxOf(h)
+	obj := cm("a", "x", nil)
+	_ = ctx.Event(obj, kubewasm.Warning, "Why", "What", "note")
+	ctx.Info("hello", "k", 1)
+	if len(h.Events) != 1 || h.Events[0].Reason != "Why" || h.Events[0].Regarding.Name != "x" {
+		t.Errorf("%+v", h.Events)
+	}
+	if len(h.Logs) != 1 || h.Logs[0].Fields["k"] != "1" || h.Logs[0].Level != kubewasm.LevelInfo {
+		t.Errorf("%+v", h.Logs)
+	}
+}
+
+func TestLabelSelectors(t *testing.T) {
+	labels := map[string]string{"app": "web", "tier": "front"}
+	cases := map[string]bool{
+		"": true, "app=web": true, "app==web": true, "app!=web": false, "app": true, "!app": false, "!db": true,
+		"app=web,tier=front": true, "app=web,tier=back": false, "tier in (front, back)": true, "tier notin (front)": false,
+		"db notin (x)": true, "db in (x)": false, "db!=x": true,
+	}
+	for selector, want := range cases {
+		got, err := MatchLabels(labels, selector)
+		if err != nil || got != want {
+			t.Errorf("%q: %v %v, want %v", selector, got, err, want)
+		}
+	}
+	if _, err := MatchLabels(labels, "a,,b"); err == nil {
+		t.Error("empty requirement")
+	}
+}
+
+type summarySettings struct {
+	Suffix string `json:"suffix"`
+}
+
+func (s *summarySettings) Default() { s.Suffix = "summary" }
+
+type summarizer struct{ suffix string }
+
+func newSummarizer(s summarySettings) (*summarizer, error) {
+	if s.Suffix == "" {
+		return nil, errors.New("suffix must not be empty")
+	}
+	return &summarizer{s.Suffix}, nil
+}
+
+func (s *summarizer) Manifest() *kubewasm.Manifest {
+	return kubewasm.NewManifest("summarizer", "0.1.0").Primary(kinds.ConfigMap).Permission(kinds.ConfigMap, kubewasm.VerbCreate, kubewasm.VerbPatch)
+}
+
+func (s *summarizer) Reconcile(ctx *kubewasm.Context, obj kubewasm.Object) (kubewasm.Result, error) {
+	summary := kubewasm.NewObject(kinds.ConfigMap, obj.Namespace(), obj.Name()+"-"+s.suffix)
+	summary.SetField([]any{obj.ControllerOwnerRef()}, "metadata", "ownerReferences")
+	_, err := ctx.Apply(summary)
+	return kubewasm.Result{}, err
+}
+
+func TestHarness(t *testing.T) {
+	obj := cm("a", "x", nil)
+	h := New(t, newSummarizer, WithObjects(obj), WithSettings(map[string]any{"suffix": "index"}))
+	if h.Manifest.Name != "summarizer" {
+		t.Errorf("%+v", h.Manifest)
+	}
+	if _, err := h.ReconcileKey(kubewasm.ObjectKey{Namespace: "a", Name: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	applied := h.Host.Applied()
+	if len(applied) != 1 || applied[0].Name() != "x-index" {
+		t.Errorf("%v", applied)
+	}
+	if stored, ok := h.Host.Object(kinds.ConfigMap, "a", "x-index"); !ok || stored.OwnerReferences()[0].Name != "x" {
+		t.Errorf("%v", stored)
+	}
+	if _, err := Describe(newSummarizer, WithSettings(`{"suffix": ""}`)); err == nil || err.Error() != "suffix must not be empty" {
+		t.Errorf("refused: %v", err)
+	}
+	if _, err := Describe(newSummarizer, WithSettings(`{"sufix": "x"}`)); err == nil {
+		t.Error("an unknown setting is refused")
+	}
+	h.Host.Fail("apply", kubewasm.NewError(kubewasm.CodeForbidden, "no"), 1)
+	if _, err := h.Reconcile(obj); !kubewasm.IsForbidden(err) {
+		t.Errorf("%v", err)
+	}
+}
