@@ -35,9 +35,7 @@ fn release_host() -> PathBuf {
 }
 
 fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the host runs");
-    let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).expect("VmRSS");
-    kb * 1024
+    kubewasm_tests::process::rss_bytes(pid).expect("the host runs")
 }
 
 async fn metric(host: &Host, name: &str, labels: &[(&str, &str)]) -> f64 {

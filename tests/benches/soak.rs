@@ -26,9 +26,7 @@ const RELOAD_EVERY: Duration = Duration::from_secs(20);
 const CHURN_RATE: f64 = 20.0;
 
 fn rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
-    Some(kib / 1024.0)
+    Some(kubewasm_tests::process::rss_bytes(pid)? as f64 / (1 << 20) as f64)
 }
 
 /// One host of the soak: its plugin directory and its memory samples (seconds of life, MiB).

@@ -130,15 +130,10 @@ impl Siege {
     }
 }
 
-/// The host's resident memory, from `/proc/PID/status`.
+/// The host's resident memory in MiB.
 fn rss_mib(pid: u32) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmRSS")?;
-    Ok(kib / 1024.0)
+    let bytes = kubewasm_tests::process::rss_bytes(pid).context("the host is gone")?;
+    Ok(bytes as f64 / (1 << 20) as f64)
 }
 
 /// At full concurrency, the attacker lists all of 20 000 cached ConfigMaps in a loop: each

@@ -106,3 +106,11 @@ pub fn terminate_pid(pid: u32, grace: Duration) {
         libc::waitpid(pid as libc::pid_t, &mut status, 0);
     }
 }
+
+/// The resident memory of process `pid` in bytes (`VmRSS` of `/proc/PID/status`); `None` once it
+/// is gone.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.split_whitespace().next()?.parse().ok()?;
+    Some(kib * 1024)
+}
