@@ -262,12 +262,24 @@ async fn a_broken_describe_is_refused_at_load() {
     assert!(err.starts_with("describe refused the settings: settings: invalid type"), "{err}");
 }
 
+/// A second plugin from the same module shares the first one's compiled code while the first
+/// is loaded; a restart (a new loader) finds the code in the artifact cache.
 #[tokio::test]
-async fn a_restart_with_cached_plugins_compiles_nothing() {
-    let first = load("cached", "").await.unwrap();
-    let second = load("cached", "").await.unwrap();
-    assert_eq!(first.digest, second.digest);
-    assert_eq!(second.origin, kubewasm::plugin::artifact::Origin::Cache);
+async fn plugins_from_one_module_share_its_code_and_a_restart_compiles_nothing() {
+    use kubewasm::plugin::artifact::Origin;
+    let cache = tempfile::tempdir().unwrap();
+    let new_loader = || Loader::new(Arc::new(Runtime::new(RuntimeConfig::default()).unwrap()), Some(ArtifactCache::new(cache.path())), LimitPolicy::default());
+    let dir = tempfile::tempdir().unwrap();
+    let a = guests::install(&faulty_wasm(), dir.path(), "a", Some(""));
+    let b = guests::install(&faulty_wasm(), dir.path(), "b", Some("describe = \"ok\""));
+    let loader = new_loader();
+    let first = loader.load(&a).await.unwrap();
+    assert_eq!(first.origin, Origin::Compiled);
+    let second = loader.load(&b).await.unwrap();
+    assert_eq!((second.digest, second.origin), (first.digest, Origin::Shared), "same module, other settings: shared code");
+    drop((first, second));
+    assert_eq!(loader.load(&a).await.unwrap().origin, Origin::Cache, "nobody holds the code any more: from the artifact cache");
+    assert_eq!(new_loader().load(&a).await.unwrap().origin, Origin::Cache, "a restart compiles nothing");
 }
 
 /// Contract 0.1.1 added exports; a plugin built for 0.1.0 (without them) still loads, describes

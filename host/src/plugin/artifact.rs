@@ -23,6 +23,8 @@ pub enum Origin {
     Cache,
     /// Compiled now (and stored, if the cache is writable).
     Compiled,
+    /// Shared with a plugin already running from the same digest.
+    Shared,
 }
 
 impl ArtifactCache {

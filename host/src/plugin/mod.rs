@@ -13,7 +13,7 @@ use sha2::{Digest as _, Sha256};
 
 use self::artifact::{ArtifactCache, Origin};
 use crate::manifest::LimitPolicy;
-use crate::runtime::{DescribeError, Described, Prepared, Runtime, RuntimeError};
+use crate::runtime::{DescribeError, Described, Prepared, Runtime, RuntimeError, WeakPrepared};
 
 /// The sha256 of a plugin file: its identity. Same digest, same plugin.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,17 +110,42 @@ impl fmt::Debug for LoadedPlugin {
 }
 
 /// Loads plugin files: one compilation at a time (compiling a Python or JS component peaks at
-/// hundreds of MB), artifacts cached on disk.
+/// hundreds of MB), artifacts cached on disk, and the compiled code of a digest shared by every
+/// plugin loaded from it while any of them runs (50 controllers from one module with 50
+/// settings map its code once).
 pub struct Loader {
     runtime: Arc<Runtime>,
     artifacts: Option<Arc<ArtifactCache>>,
     policy: LimitPolicy,
     compiling: tokio::sync::Mutex<()>,
+    loaded: parking_lot::Mutex<std::collections::HashMap<Digest, WeakPrepared>>,
 }
 
 impl Loader {
     pub fn new(runtime: Arc<Runtime>, artifacts: Option<ArtifactCache>, policy: LimitPolicy) -> Self {
-        Loader { runtime, artifacts: artifacts.map(Arc::new), policy, compiling: Default::default() }
+        Loader { runtime, artifacts: artifacts.map(Arc::new), policy, compiling: Default::default(), loaded: Default::default() }
+    }
+
+    /// The prepared component of `digest`, compiled now, from the artifact cache, or shared
+    /// with a plugin already loaded from it.
+    async fn prepared(&self, digest: Digest, wasm: Vec<u8>) -> Result<(Prepared, Origin), LoadError> {
+        let _one_at_a_time = self.compiling.lock().await;
+        if let Some(prepared) = self.loaded.lock().get(&digest).and_then(WeakPrepared::upgrade) {
+            return Ok((prepared, Origin::Shared));
+        }
+        let runtime = self.runtime.clone();
+        let artifacts = self.artifacts.clone();
+        let (component, origin) = tokio::task::spawn_blocking(move || match artifacts {
+            Some(cache) => cache.load_or_compile(&runtime, &digest, &wasm),
+            None => runtime.compile(&wasm).map(|c| (c, Origin::Compiled)),
+        })
+        .await
+        .map_err(|e| LoadError::Interrupted(e.to_string()))??;
+        let prepared = self.runtime.prepare(&component)?;
+        let mut loaded = self.loaded.lock();
+        loaded.retain(|_, weak| weak.upgrade().is_some());
+        loaded.insert(digest, prepared.downgrade());
+        Ok((prepared, origin))
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {
@@ -136,18 +161,7 @@ impl Loader {
         let (settings, options) = read_settings(path).await?;
         let digest = Digest::of(&wasm);
 
-        let (component, origin) = {
-            let _one_at_a_time = self.compiling.lock().await;
-            let runtime = self.runtime.clone();
-            let artifacts = self.artifacts.clone();
-            tokio::task::spawn_blocking(move || match artifacts {
-                Some(cache) => cache.load_or_compile(&runtime, &digest, &wasm),
-                None => runtime.compile(&wasm).map(|c| (c, Origin::Compiled)),
-            })
-            .await
-            .map_err(|e| LoadError::Interrupted(e.to_string()))??
-        };
-        let prepared = self.runtime.prepare(&component)?;
+        let (prepared, origin) = self.prepared(digest, wasm).await?;
         let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         // The operator's limits, if any, hold for describe too: a plugin that needs more than the
         // default just to start can be given it in NAME.toml.

@@ -166,11 +166,24 @@ pub struct Runtime {
     ticker: Option<EpochTicker>,
 }
 
-/// A component whose world and imports have been checked, ready to instantiate.
+/// A component whose world and imports have been checked, ready to instantiate. Clones share
+/// the compiled code.
 #[derive(Clone)]
-pub struct Prepared {
+pub struct Prepared(Arc<PreparedParts>);
+
+struct PreparedParts {
     pre: InstancePre<InstanceState>,
-    indices: Arc<ExportIndices>,
+    indices: ExportIndices,
+}
+
+/// A [`Prepared`] that does not keep its code alive: for finding it again while someone holds it.
+#[derive(Clone)]
+pub struct WeakPrepared(std::sync::Weak<PreparedParts>);
+
+impl WeakPrepared {
+    pub fn upgrade(&self) -> Option<Prepared> {
+        self.0.upgrade().map(Prepared)
+    }
 }
 
 /// Where each exported interface's functions are, looked up once per component.
@@ -184,7 +197,11 @@ struct ExportIndices {
 impl Prepared {
     /// Whether the plugin exports `release` (built for contract 0.1.1 or later).
     pub fn releases(&self) -> bool {
-        self.indices.release.is_some()
+        self.0.indices.release.is_some()
+    }
+
+    pub fn downgrade(&self) -> WeakPrepared {
+        WeakPrepared(Arc::downgrade(&self.0))
     }
 }
 
@@ -254,7 +271,7 @@ impl Runtime {
             access: exported("access").then(|| access_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
             release: exported("release").then(|| release_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
         };
-        Ok(Prepared { pre, indices: Arc::new(indices) })
+        Ok(Prepared(Arc::new(PreparedParts { pre, indices })))
     }
 
     /// Instantiates the plugin with no grants and under `limits` (the manifest, which may ask for
@@ -555,9 +572,9 @@ impl PluginRunner {
 
     async fn instantiate_until(&self, deadline: Instant) -> Result<(Instance, Result<plugin_exports::Manifest, String>), Fault> {
         let mut store = Instance::new_store(&self.engine, self.host.clone(), self.limits.memory_bytes, deadline);
-        let indices = &self.prepared.indices;
+        let indices = &self.prepared.0.indices;
         let started = async {
-            let instance = self.prepared.pre.instantiate_async(&mut store).await?;
+            let instance = self.prepared.0.pre.instantiate_async(&mut store).await?;
             let exports = Exports {
                 plugin: indices.plugin.load(&mut store, &instance)?,
                 reconciler: indices.reconciler.load(&mut store, &instance)?,
