@@ -23,7 +23,7 @@ impl FixtureCache {
     /// Makes `resource` cached (empty) with the given scope.
     pub fn add_resource(&mut self, resource: Gvk, scope: Scope) -> &Writer {
         let writer = Writer::new(resource, scope, None);
-        self.view.insert(writer.store().clone());
+        self.view.insert(writer.store().clone(), None);
         self.writers.push(writer);
         self.writers.last().expect("just pushed")
     }

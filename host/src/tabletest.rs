@@ -158,7 +158,7 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
             _ => unreachable!("checked when read"),
         };
         let key = ObjectKey::new(spec.namespace.as_deref(), &spec.name);
-        let object = cache.view().stores(&manifest.primary).first().and_then(|s| s.get(&key));
+        let object = cache.view().views(&manifest.primary).first().and_then(|v| v.get(&key));
         let object = object.ok_or_else(|| format!("{key} ({}) is not in the case's cache", manifest.primary))?;
         let request = Request { key, object, retries: 0 };
         let result = if finalize { runner.finalize(request).await } else { runner.reconcile(request).await };

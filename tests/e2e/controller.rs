@@ -184,9 +184,10 @@ fn inputs(names: &[&str], input: &str) -> BTreeMap<String, String> {
     names.iter().map(|n| (n.to_string(), input.to_string())).collect()
 }
 
-/// Two plugins that read ConfigMaps share one watch, seen from the API server: its gauge of open
-/// WATCH requests for configmaps goes up by one for a host running both, and by one more for a
-/// second host (which shows that a watch per plugin would be visible).
+/// Plugins that read ConfigMaps share one watch whatever their label selectors, seen from the API
+/// server: its gauge of open WATCH requests for configmaps goes up by one for a host running
+/// three (no selector, the default one, another one), and by one more for a second host (which
+/// shows that a watch per plugin would be visible). Each still sees only what it selects.
 #[tokio::test]
 async fn two_plugins_reading_configmaps_share_one_watch() -> Result<()> {
     // Dedicated, with only the namespace controller: nothing else opens or closes configmap
@@ -200,9 +201,9 @@ async fn two_plugins_reading_configmaps_share_one_watch() -> Result<()> {
 
     // Cluster-wide (no --namespace), so the watch is the host's only configmap watch.
     let dir = PluginDir::new();
-    // No primary selector: one unfiltered watch of the kind, whichever plugins need it.
     dir.install_e2e(&E2eSettings::new("reader-a").selector(""), "v01");
-    dir.install_e2e(&E2eSettings::new("reader-b").selector(""), "v01");
+    dir.install_e2e(&E2eSettings::new("reader-b"), "v01");
+    dir.install_e2e(&E2eSettings::new("reader-other").selector("e2e.kubewasm.io/other=yes"), "v01");
     let config = HostConfig::new("shared", dir.path(), cp.kubeconfig_path()).status_configmap(ns.name(), STATUS);
     let mut host = Host::start(config).await?;
     host.wait_ready(READY).await?;
@@ -212,6 +213,13 @@ async fn two_plugins_reading_configmaps_share_one_watch() -> Result<()> {
     create_primaries(&cms, &want).await?;
     wait_outputs(&cms, "reader-a", &want, Want::default()).await?;
     wait_outputs(&cms, "reader-b", &want, Want::default()).await?;
+    // An object only the third selector selects reaches only the third plugin.
+    let mut other_only = primary("other-only", "o");
+    other_only.metadata.labels = Some([("e2e.kubewasm.io/other".to_string(), "yes".to_string())].into());
+    cms.create(&PostParams::default(), &other_only).await?;
+    wait_outputs(&cms, "reader-other", &inputs(&["other-only"], "o"), Want::default()).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    ensure!(output(&cms, "other-only", "reader-b").await?.is_none(), "reader-b's selector does not select other-only");
     let expect_one = |n: f64| if n == baseline + 1.0 { Ok(n) } else { Err(anyhow!("{n} configmap watches open, baseline {baseline}")) };
     eventually("one more configmap watch than before the host", CONVERGE, || async { expect_one(watches().await?) }).await?;
     for _ in 0..5 {

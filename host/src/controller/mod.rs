@@ -105,12 +105,12 @@ impl Version {
     }
 
     fn primary_keys(&self) -> Vec<ObjectKey> {
-        self.primary.stores(&self.manifest.primary).iter().flat_map(|s| s.keys()).collect()
+        self.primary_objects().into_iter().map(|(key, _)| key).collect()
     }
 
     /// The objects of the primary kind the host has cached for this version.
     pub fn primary_objects(&self) -> Vec<(ObjectKey, Arc<str>)> {
-        self.primary.stores(&self.manifest.primary).iter().flat_map(|s| s.list(None, None)).collect()
+        self.primary.views(&self.manifest.primary).iter().flat_map(|v| v.list(None, None, usize::MAX).unwrap_or_default()).collect()
     }
 
     /// Waits until every watch has listed once, up to `timeout`.
@@ -499,20 +499,16 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
             let key = WatchKey { resource: resource.clone(), namespace, selector: selector.clone() };
             let subscription = env.informers.subscribe(key, trigger).await?;
             if matches!(mapping, TriggerMapping::Primary { .. }) {
-                primary.insert(subscription.store().clone());
+                primary.insert(subscription.store().clone(), subscription.selector().cloned());
             }
             subscriptions.push(subscription);
         }
     }
 
-    // Reads go to the broadest store of each resource: an unfiltered watch when there is one.
+    // Reads see what the subscriptions select: all of a store when one of them is unfiltered.
     let mut cache = CacheView::default();
     for subscription in &subscriptions {
-        let resource = &subscription.key().resource;
-        let unfiltered = subscriptions.iter().any(|s| s.key().resource == *resource && s.key().selector.is_none());
-        if subscription.key().selector.is_none() || !unfiltered {
-            cache.insert(subscription.store().clone());
-        }
+        cache.insert(subscription.store().clone(), subscription.selector().cloned());
     }
     let services = Services { cache: Arc::new(cache), api: parts.api.clone(), events: Arc::new(parts.events.clone()) };
     let runner = env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings);

@@ -1,5 +1,10 @@
-//! Shared informers: one list+watch per (resource, namespace scope, label selector) for every
-//! plugin that needs it, each feeding a [`Store`] and telling its subscribers what changed.
+//! Shared informers: one list+watch per (resource, namespace scope) for every plugin that needs
+//! it, whatever label selectors they use, each feeding a [`Store`] and telling its subscribers
+//! what changed. A subscriber with a selector sees only what its selector selects, as through a
+//! filtered watch of its own: an object that stops matching is deleted for it. One watch per
+//! resource, as controller-runtime's manager shares one informer per kind, keeps the API
+//! server's watch count at one per resource however many plugins read it; the price is that the
+//! cache holds every object of the kind, selected or not (see BENCHMARKS.md, "Density").
 //! Informers don't know who listens: a subscriber is anything that takes events. Each informer
 //! keeps the only [`Writer`] of its store; everyone else holds read-only [`Store`] handles.
 //!
@@ -30,7 +35,8 @@ use crate::discovery::{Discovery, DiscoveryError};
 use crate::resource::{Gvk, ObjectKey, Scope};
 use crate::selector::LabelSelector;
 
-/// What one informer watches.
+/// What a subscriber wants to see: the objects of a resource in a namespace (or all), those
+/// matching a selector if it has one. The informer behind it watches the resource and namespace.
 #[derive(Debug, Clone)]
 pub struct WatchKey {
     pub resource: Gvk,
@@ -98,19 +104,48 @@ pub enum InformerError {
     },
 }
 
-/// One running list+watch, its store and its subscribers.
+/// One running list+watch (its key has no selector), its store and its subscribers.
 pub struct Informer {
     key: WatchKey,
     store: Writer,
     synced: watch::Receiver<bool>,
-    subscribers: RwLock<Vec<(u64, Arc<dyn Subscriber>)>>,
+    subscribers: RwLock<Vec<Subscribed>>,
     stop: CancellationToken,
+}
+
+struct Subscribed {
+    id: u64,
+    selector: Option<LabelSelector>,
+    subscriber: Arc<dyn Subscriber>,
+}
+
+impl Subscribed {
+    /// Passes the event on as this subscriber's own filtered watch would have reported it.
+    fn deliver(&self, event: Event<'_>) {
+        let Some(selector) = &self.selector else { return self.subscriber.on_event(event) };
+        match event {
+            Event::Applied { key, object, old } => {
+                let old = old.filter(|o| o.matches(selector));
+                if object.matches(selector) {
+                    self.subscriber.on_event(Event::Applied { key, object, old });
+                } else if old.is_some() {
+                    // It left the selection: gone, in its state that no longer matches.
+                    self.subscriber.on_event(Event::Deleted { key, object });
+                }
+            }
+            Event::Deleted { object, .. } => {
+                if object.matches(selector) {
+                    self.subscriber.on_event(event);
+                }
+            }
+        }
+    }
 }
 
 impl Informer {
     fn notify(&self, event: Event<'_>) {
-        for (_, subscriber) in self.subscribers.read().iter() {
-            subscriber.on_event(event);
+        for subscribed in self.subscribers.read().iter() {
+            subscribed.deliver(event);
         }
     }
 
@@ -166,16 +201,23 @@ impl Informer {
 pub struct Subscription {
     informer: Arc<Informer>,
     id: u64,
+    selector: Option<LabelSelector>,
     registry: Weak<Informers>,
 }
 
 impl Subscription {
+    /// The whole store, selected or not.
     pub fn store(&self) -> &Arc<Store> {
         self.informer.store.store()
     }
 
+    /// The informer's key (without a selector).
     pub fn key(&self) -> &WatchKey {
         &self.informer.key
+    }
+
+    pub fn selector(&self) -> Option<&LabelSelector> {
+        self.selector.as_ref()
     }
 
     /// Waits until the informer has listed everything once.
@@ -193,7 +235,7 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let empty = {
             let mut subscribers = self.informer.subscribers.write();
-            subscribers.retain(|(id, _)| *id != self.id);
+            subscribers.retain(|s| s.id != self.id);
             subscribers.is_empty()
         };
         if empty && let Some(registry) = self.registry.upgrade() {
@@ -216,13 +258,15 @@ impl Informers {
         Arc::new(Informers { client, discovery, live: Mutex::default(), next_id: AtomicU64::new(1), shutdown })
     }
 
-    /// Subscribes to the informer for `key`, starting it if nobody watches that yet. The
-    /// subscriber first receives every object already cached, then every change.
+    /// Subscribes to the informer of `key`'s resource and namespace, starting it if nobody
+    /// watches that yet. The subscriber first receives every object already cached that its
+    /// selector selects, then every change to those.
     pub async fn subscribe(self: &Arc<Self>, mut key: WatchKey, subscriber: Arc<dyn Subscriber>) -> Result<Subscription, InformerError> {
         let resolved = self.discovery.resolve(&key.resource).await.map_err(|source| InformerError::Resolve { key: Box::new(key.clone()), source })?;
         if resolved.scope == Scope::Cluster {
             key.namespace = None;
         }
+        let selector = key.selector.take();
         let informer = {
             let mut live = self.live.lock();
             match live.get(&key) {
@@ -237,12 +281,13 @@ impl Informers {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
             let mut subscribers = informer.subscribers.write();
+            let subscribed = Subscribed { id, selector: selector.clone(), subscriber };
             for (key, entry) in informer.store.store().entries() {
-                subscriber.on_event(Event::Applied { key: &key, object: &entry, old: None });
+                subscribed.deliver(Event::Applied { key: &key, object: &entry, old: None });
             }
-            subscribers.push((id, subscriber));
+            subscribers.push(subscribed);
         }
-        Ok(Subscription { informer, id, registry: Arc::downgrade(self) })
+        Ok(Subscription { informer, id, selector, registry: Arc::downgrade(self) })
     }
 
     /// Puts an object a plugin just wrote (the API server's answer) into every cache that holds
@@ -262,8 +307,7 @@ impl Informers {
             }
         };
         for informer in informers {
-            let selected = informer.key.selector.as_ref().is_none_or(|s| s.matches(|k| object.entry.label(k)));
-            if selected && informer.store.store().covers(object.key.namespace()) {
+            if informer.store.store().covers(object.key.namespace()) {
                 informer.store.insert_newer(object.clone());
             }
         }
@@ -306,10 +350,7 @@ impl Informers {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resolved.api),
             None => Api::all_with(self.client.clone(), &resolved.api),
         };
-        let mut config = watcher::Config::default();
-        if let Some(selector) = &informer.key.selector {
-            config = config.labels(selector.as_str());
-        }
+        let config = watcher::Config::default();
         let task = informer.clone();
         tokio::spawn(async move {
             tracing::info!(informer = %task.key, "watching");
@@ -337,57 +378,149 @@ impl Informers {
     }
 }
 
-/// A plugin's view of the caches: the stores of each resource it may read (one per namespace
-/// when the host serves several).
+/// A plugin's view of the caches: for each resource it may read, the stores (one per namespace
+/// when the host serves several) and, per store, the selectors that bound what it sees.
 #[derive(Clone, Default)]
 pub struct CacheView {
-    stores: HashMap<Gvk, Vec<Arc<Store>>>,
+    stores: HashMap<Gvk, Vec<StoreView>>,
+}
+
+/// Part of a store: the objects matching any of `selectors`, or all when `None`.
+#[derive(Clone)]
+pub struct StoreView {
+    store: Arc<Store>,
+    selectors: Option<Vec<LabelSelector>>,
+}
+
+impl StoreView {
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    fn admits(&self, entry: &Entry) -> bool {
+        self.selectors.as_ref().is_none_or(|all| all.iter().any(|s| entry.matches(s)))
+    }
+
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<str>> {
+        self.store.entry(key).filter(|e| self.admits(e)).map(|e| e.json().clone())
+    }
+
+    /// Objects in `namespace` (all when `None`) matching `selector` too, sorted by key; `Err`
+    /// as [`Store::list_bounded`].
+    pub fn list(&self, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
+        self.store.list_where(namespace, |e| self.admits(e) && selector.is_none_or(|s| e.matches(s)), max_bytes)
+    }
 }
 
 impl CacheView {
-    pub fn insert(&mut self, store: Arc<Store>) {
-        let stores = self.stores.entry(store.resource().clone()).or_default();
-        if !stores.iter().any(|s| Arc::ptr_eq(s, &store)) {
-            stores.push(store);
+    /// Adds what `selector` selects of `store` (all of it with `None`).
+    pub fn insert(&mut self, store: Arc<Store>, selector: Option<LabelSelector>) {
+        let views = self.stores.entry(store.resource().clone()).or_default();
+        match views.iter_mut().find(|v| Arc::ptr_eq(&v.store, &store)) {
+            Some(view) => match (&mut view.selectors, selector) {
+                (Some(all), Some(selector)) => all.push(selector),
+                (selectors, _) => *selectors = None,
+            },
+            None => views.push(StoreView { store, selectors: selector.map(|s| vec![s]) }),
         }
     }
 
-    pub fn stores(&self, resource: &Gvk) -> &[Arc<Store>] {
+    pub fn views(&self, resource: &Gvk) -> &[StoreView] {
         self.stores.get(resource).map(Vec::as_slice).unwrap_or_default()
     }
 
     /// Whether the objects of `resource` live in namespaces; `None` when it is not cached.
     pub fn scope(&self, resource: &Gvk) -> Option<Scope> {
-        self.stores(resource).first().map(|s| s.scope())
+        self.views(resource).first().map(|v| v.store.scope())
     }
 
     pub fn get(&self, resource: &Gvk, key: &ObjectKey) -> Option<Arc<str>> {
-        self.stores(resource).iter().filter(|s| s.covers(key.namespace())).find_map(|s| s.get(key))
+        self.views(resource).iter().filter(|v| v.store.covers(key.namespace())).find_map(|v| v.get(key))
     }
 
     /// Objects in `namespace` (all when `None`) matching `selector`, sorted by key; `Err` with
     /// the bytes the answer would have had when they pass `max_bytes`.
     pub fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
-        let stores: Vec<&Arc<Store>> = self.stores(resource).iter().filter(|s| namespace.is_none() || s.covers(namespace)).collect();
-        if let [store] = stores.as_slice() {
-            return store.list_bounded(namespace, selector, max_bytes);
+        let views: Vec<&StoreView> = self.views(resource).iter().filter(|v| namespace.is_none() || v.store.covers(namespace)).collect();
+        if let [view] = views.as_slice() {
+            return view.list(namespace, selector, max_bytes);
         }
         let mut all = Vec::new();
         let mut budget = max_bytes;
-        for store in stores {
-            match store.list_bounded(namespace, selector, budget) {
+        for view in &views {
+            match view.list(namespace, selector, budget) {
                 Ok(found) => {
                     budget -= found.iter().map(|(_, json)| json.len()).sum::<usize>();
                     all.extend(found);
                 }
                 Err(_) => {
                     // Counted, not copied: a bound of 0 makes each store count its answer.
-                    let total = self.stores(resource).iter().filter_map(|s| s.list_bounded(namespace, selector, 0).err()).sum();
+                    let total = views.iter().filter_map(|v| v.list(namespace, selector, 0).err()).sum();
                     return Err(total);
                 }
             }
         }
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, app: &str) -> ParsedObject {
+        let json = format!(r#"{{"metadata":{{"name":"{name}","namespace":"n","resourceVersion":"1","labels":{{"app":"{app}"}}}}}}"#);
+        ParsedObject::from_json(json.into()).unwrap()
+    }
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<String>>);
+
+    impl Subscriber for Seen {
+        fn on_event(&self, event: Event<'_>) {
+            let said = match event {
+                Event::Applied { key, old, .. } => format!("applied {} old={}", key.name(), old.is_some()),
+                Event::Deleted { key, .. } => format!("deleted {}", key.name()),
+            };
+            self.0.lock().push(said);
+        }
+    }
+
+    /// A subscriber with a selector hears what a filtered watch of its own would have said.
+    #[test]
+    fn a_selector_sees_its_objects_come_and_go_as_through_its_own_watch() {
+        let seen = Arc::new(Seen::default());
+        let subscribed = Subscribed { id: 1, selector: Some("app=web".parse().unwrap()), subscriber: seen.clone() };
+        let (web, db) = (entry("a", "web"), entry("a", "db"));
+        let key = &web.key;
+        subscribed.deliver(Event::Applied { key, object: &web.entry, old: None });
+        subscribed.deliver(Event::Applied { key, object: &web.entry, old: Some(&web.entry) });
+        subscribed.deliver(Event::Applied { key, object: &db.entry, old: Some(&web.entry) });
+        subscribed.deliver(Event::Applied { key, object: &db.entry, old: Some(&db.entry) });
+        subscribed.deliver(Event::Applied { key, object: &web.entry, old: Some(&db.entry) });
+        subscribed.deliver(Event::Deleted { key, object: &web.entry });
+        subscribed.deliver(Event::Deleted { key, object: &db.entry });
+        assert_eq!(*seen.0.lock(), ["applied a old=false", "applied a old=true", "deleted a", "applied a old=false", "deleted a"]);
+    }
+
+    #[test]
+    fn a_view_reads_only_what_its_selectors_select_unless_one_takes_all() {
+        let writer = Writer::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
+        writer.insert(entry("w", "web"));
+        writer.insert(entry("d", "db"));
+        let resource = Gvk::new("", "v1", "ConfigMap");
+        let (w, d) = (ObjectKey::new(Some("n"), "w"), ObjectKey::new(Some("n"), "d"));
+        let mut view = CacheView::default();
+        view.insert(writer.store().clone(), Some("app=web".parse().unwrap()));
+        assert!(view.get(&resource, &w).is_some() && view.get(&resource, &d).is_none());
+        assert_eq!(view.list(&resource, None, None, usize::MAX).unwrap().len(), 1);
+        view.insert(writer.store().clone(), Some("app=db".parse().unwrap()));
+        assert_eq!(view.list(&resource, None, None, usize::MAX).unwrap().len(), 2, "either selector admits");
+        assert_eq!(view.list(&resource, None, Some(&"app=db".parse().unwrap()), usize::MAX).unwrap().len(), 1, "and the request's selector too");
+        let mut all = CacheView::default();
+        all.insert(writer.store().clone(), Some("app=web".parse().unwrap()));
+        all.insert(writer.store().clone(), None);
+        assert!(all.get(&resource, &d).is_some(), "an unfiltered subscription reads everything");
     }
 }

@@ -42,6 +42,10 @@ impl Entry {
         self.labels.get(key)
     }
 
+    pub fn matches(&self, selector: &LabelSelector) -> bool {
+        selector.matches(|k| self.labels.get(k))
+    }
+
     /// Bytes this entry holds on the heap (for the cache-size benchmark).
     pub fn heap_bytes(&self) -> usize {
         // Arc header (two counters) + text, and the labels' text.
@@ -230,13 +234,19 @@ impl Store {
     /// Like [`Store::list`], but gives up once the objects' text passes `max_bytes`, returning
     /// `Err` with the bytes the whole answer would have had (counted, not copied).
     pub fn list_bounded(&self, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
+        self.list_where(namespace, |entry| selector.is_none_or(|s| entry.matches(s)), max_bytes)
+    }
+
+    /// Like [`Store::list_bounded`], with any filter on the entries.
+    pub fn list_where(&self, namespace: Option<&str>, filter: impl Fn(&Entry) -> bool, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
         let inner = self.inner.read();
+        let filter = &filter;
         let matching = || {
             inner
                 .objects
                 .iter()
                 .filter(move |(key, _)| namespace.is_none() || key.namespace() == namespace)
-                .filter(move |(_, entry)| selector.is_none_or(|s| s.matches(|k| entry.labels.get(k))))
+                .filter(move |(_, entry)| filter(entry))
         };
         let mut found = Vec::new();
         let mut bytes = 0usize;
