@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{ApiClient, ClientLimits, Fence, HostObject};
 use crate::controller::Environment;
+use crate::delivery::PluginResources;
 use crate::discovery::Discovery;
 use crate::events::{EventRecorder, Reporting};
 use crate::identity::{IdentityMode, Identities};
@@ -19,6 +20,7 @@ use crate::informer::Informers;
 use crate::leader::{LeaderConfig, LeaderElector, Leadership};
 use crate::manifest::LimitPolicy;
 use crate::metrics::Metrics;
+use crate::oci::Registries;
 use crate::plugin::Loader;
 use crate::plugin::artifact::ArtifactCache;
 use crate::resource::Gvk;
@@ -29,7 +31,12 @@ use crate::supervisor::status::StatusPublisher;
 /// Everything `kubewasm run` takes from its flags.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    pub plugins: PathBuf,
+    /// The plugin directory, if plugins come from one.
+    pub plugins: Option<PathBuf>,
+    /// Serve the Plugin resources of `identity_namespace`.
+    pub plugin_resources: bool,
+    /// How registries are reached, for Plugin resources.
+    pub registries: crate::oci::RegistryOptions,
     pub kubeconfig: Option<PathBuf>,
     pub namespaces: Vec<String>,
     pub controllers: ControllerFilter,
@@ -65,6 +72,12 @@ pub enum AppError {
     Runtime(#[from] crate::runtime::RuntimeError),
     #[error(transparent)]
     Server(#[from] crate::server::ServerError),
+    #[error("cannot create a directory for the Plugins' files in {dir}: {source}")]
+    ResourcesDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// This host's name in leases and events: the pod's name when set (Downward API), else the
@@ -91,15 +104,38 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     }
 
     // 1. Kubernetes and the host's own endpoints.
-    crate::supervisor::plugin_files(&config.plugins)?;
+    if let Some(dir) = &config.plugins {
+        crate::supervisor::plugin_files(dir)?;
+    }
+    // The Plugins' files and pulled modules live in the artifact cache (an emptyDir in a pod),
+    // else in the temporary directory.
+    let files_root = config.artifacts.clone().unwrap_or_else(std::env::temp_dir);
+    let resources_dir = match config.plugin_resources {
+        true => Some(files_root.join("plugins").join(std::process::id().to_string())).map(|dir| {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).map(|_| dir.clone()).map_err(|source| AppError::ResourcesDir { dir, source })
+        }),
+        false => None,
+    }
+    .transpose()?;
     let instance = identity();
     let client = crate::client::connect(config.kubeconfig.as_deref(), &instance).await?;
     let metrics = Arc::new(Metrics::new());
-    // Ready once the supervisor exists and every plugin's caches have synced.
+    // Ready once the supervisor exists, every plugin's caches have synced and (when served)
+    // the Plugins have been listed.
     let ready_source: Arc<Mutex<Option<Arc<Supervisor>>>> = Arc::default();
+    let ready_resources: Arc<Mutex<Option<Arc<PluginResources>>>> = Arc::default();
     let ready = {
-        let source = ready_source.clone();
-        Arc::new(move || source.lock().as_ref().map_or(Err("starting".to_string()), |s| s.readiness()))
+        let (source, resources) = (ready_source.clone(), ready_resources.clone());
+        let serving_resources = config.plugin_resources;
+        Arc::new(move || {
+            source.lock().as_ref().map_or(Err("starting".to_string()), |s| s.readiness())?;
+            match resources.lock().as_ref() {
+                Some(r) => r.readiness(),
+                None if serving_resources => Err("starting".to_string()),
+                None => Ok(()),
+            }
+        })
     };
     let (metrics_at, health_at) = crate::server::serve(config.metrics_addr, config.health_addr, metrics.clone(), ready, shutdown.clone()).await?;
     tracing::info!(metrics = %metrics_at, health = %health_at, "serving /metrics, /healthz and /readyz");
@@ -158,8 +194,9 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
 
     // 4. The host's own writes and Events (its status ConfigMap), as the host.
     let host_bucket = ClientLimits::default().bucket();
-    let host_fence = Fence { host_objects: Arc::new([]), ..fence };
-    let host_api = Arc::new(ApiClient::new(client.clone(), discovery, informers, "kubewasm".into(), host_bucket.clone(), host_fence, config.request_timeout));
+    // The host's own objects may live outside the namespaces served to plugins.
+    let host_fence = Fence { host_objects: Arc::new([]), namespaces: Arc::new([]), ..fence };
+    let host_api = Arc::new(ApiClient::new(client.clone(), discovery, informers.clone(), "kubewasm".into(), host_bucket.clone(), host_fence, config.request_timeout));
     let events_shutdown = CancellationToken::new();
     let (events, events_task) = EventRecorder::start(
         client,
@@ -170,19 +207,29 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         config.request_timeout,
         events_shutdown.clone(),
     );
-    let status = Arc::new(StatusPublisher::new(config.status.clone(), host_api, events, metrics.clone(), leadership));
+    let status = Arc::new(StatusPublisher::new(config.status.clone(), host_api.clone(), events.clone(), metrics.clone(), leadership.clone()));
 
-    // 5. Plugins: one controller per file of the plugin directory, followed for changes.
+    // 5. Plugins: one controller per file of the plugin directory, followed for changes, and
+    // one per Plugin resource.
     let budget = MemoryBudget::new(config.plugin_memory_budget);
     metrics.memory_budget("total").set(i64::try_from(budget.total()).unwrap_or(i64::MAX));
     let supervisor = Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, budget, shutdown.clone());
     *ready_source.lock() = Some(supervisor.clone());
     supervisor.clone().run(config.watch).await?;
+    let resources_task = resources_dir.map(|dir| {
+        let registries = Registries::new(&config.registries, files_root.join("oci"));
+        let resources = PluginResources::new(config.identity_namespace.clone(), dir, registries, supervisor.clone(), host_api, events, leadership, &metrics);
+        *ready_resources.lock() = Some(resources.clone());
+        tokio::spawn(resources.run(informers, shutdown.clone()))
+    });
 
     // 6. Serve until told to stop.
     shutdown.cancelled().await;
     tracing::info!("shutting down: finishing running reconciles (signal again to stop at once)");
     let graceful = async {
+        if let Some(task) = resources_task {
+            let _ = task.await;
+        }
         supervisor.stopped().await;
         leading.cancel();
         if let Some(elector) = elector {

@@ -1,4 +1,4 @@
-//! The command line: `kubewasm run | check | rbac | new | build | test | finalizers | version`, with
+//! The command line: `kubewasm run | check | rbac | push | pull | new | build | test | finalizers`, with
 //! help that reads like kubectl's. Parses flags into plain values and calls the library; no logic
 //! of its own.
 
@@ -120,13 +120,94 @@ enum Command {
     /// Check a plugin file and print what it declares
     #[command(help_template = COMMAND_TEMPLATE, after_help = "  # Check a plugin and print its manifest\n  kubewasm check ./plugins/sample-controller.wasm")]
     Check(CheckArgs),
+    /// Push a plugin to an OCI registry (the Wasm artifact layout), checked first
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # Push, then run it from a Plugin resource that names ghcr.io/team/sample-controller:1.0\n  \
+                      kubewasm push sample-controller.wasm ghcr.io/team/sample-controller:1.0\n\n  \
+                      # Credentials come from the docker config file (docker login, or $DOCKER_CONFIG)"
+    )]
+    Push(PushArgs),
+    /// Pull a plugin from an OCI registry into a directory, verified by digest
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # Into the plugin directory of a host run with --plugins ./plugins\n  \
+                      kubewasm pull ghcr.io/team/sample-controller:1.0 -o ./plugins"
+    )]
+    Pull(PullArgs),
+}
+
+/// How registries are reached.
+#[derive(Args)]
+struct RegistryArgs {
+    /// A registry (HOST or HOST:PORT) spoken to over plain HTTP; loopback registries always
+    /// are (repeatable)
+    #[arg(long, value_name = "HOST[:PORT]")]
+    insecure_registry: Vec<String>,
+}
+
+impl RegistryArgs {
+    fn options(&self) -> crate::oci::RegistryOptions {
+        crate::oci::RegistryOptions { insecure: self.insecure_registry.clone(), ..Default::default() }
+    }
+}
+
+#[derive(Args)]
+struct PushArgs {
+    /// The plugin file (a WebAssembly component)
+    #[arg(value_name = "PLUGIN.wasm")]
+    file: PathBuf,
+
+    /// Where to push: REGISTRY/REPOSITORY:TAG
+    #[arg(value_name = "REFERENCE")]
+    reference: String,
+
+    #[command(flatten)]
+    registry: RegistryArgs,
+
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+#[derive(Args)]
+struct PullArgs {
+    /// What to pull: REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:DIGEST
+    #[arg(value_name = "REFERENCE")]
+    reference: String,
+
+    /// Directory to write REPOSITORY.wasm into
+    #[arg(long, short = 'o', value_name = "DIR", default_value = ".")]
+    output: PathBuf,
+
+    #[command(flatten)]
+    registry: RegistryArgs,
+
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+/// Where plugins come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum PluginSource {
+    /// The files of --plugins DIR
+    Directory,
+    /// Plugin resources (plugins.kubewasm.io) in --identity-namespace, pulled from registries
+    Resources,
 }
 
 #[derive(Args)]
 struct RunArgs {
     /// Directory of plugins: NAME.wasm files, each with optional settings in NAME.toml
     #[arg(long, value_name = "DIR")]
-    plugins: PathBuf,
+    plugins: Option<PathBuf>,
+
+    /// Where plugins come from: directory (--plugins DIR), resources (Plugin resources in
+    /// --identity-namespace), or both (default: directory)
+    #[arg(long, value_name = "SOURCE", value_enum, value_delimiter = ',')]
+    plugin_source: Vec<PluginSource>,
+
+    #[command(flatten)]
+    registry: RegistryArgs,
 
     /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
     #[arg(long, value_name = "FILE")]
@@ -429,6 +510,8 @@ pub fn main() -> ExitCode {
             Command::Test(args) => test(args).await,
             Command::New(args) => new(args),
             Command::Build(args) => build(args),
+            Command::Push(args) => push(args).await,
+            Command::Pull(args) => pull(args).await,
         }
     });
     match result {
@@ -500,7 +583,16 @@ fn namespaced_name(flag: &str, text: &str) -> Result<(String, String), String> {
 
 async fn run(args: RunArgs) -> Result<ExitCode, String> {
     let (namespace, name) = namespaced_name("status-configmap", &args.status_configmap)?;
+    let sources = if args.plugin_source.is_empty() { vec![PluginSource::Directory] } else { args.plugin_source.clone() };
+    let directory = sources.contains(&PluginSource::Directory);
+    match (&args.plugins, directory) {
+        (None, true) => return Err("give the plugin directory with --plugins DIR, or serve Plugin resources with --plugin-source resources".into()),
+        (Some(_), false) => return Err("--plugins DIR is given but --plugin-source leaves out `directory`: add it (--plugin-source directory,resources)".into()),
+        _ => {}
+    }
     let config = crate::app::RunConfig {
+        plugin_resources: sources.contains(&PluginSource::Resources),
+        registries: crate::oci::RegistryOptions { timeout: args.request_timeout, ..args.registry.options() },
         watch: args.watch,
         status: crate::supervisor::StatusObject { namespace, name },
         artifacts: args.cache.dir(),
@@ -626,6 +718,40 @@ async fn test(args: TestArgs) -> Result<ExitCode, String> {
     print!("{report}");
     let (_, failed) = outcome.map_err(|e| e.to_string())?;
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+async fn push(args: PushArgs) -> Result<ExitCode, String> {
+    let reference = crate::oci::parse_reference(&args.reference).map_err(|e| e.to_string())?;
+    // A registry should never hold what a host would refuse.
+    let plugin = new_loader(&args.cache)?.load(&args.file).await.map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let wasm = std::fs::read(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let registries = registries(&args.registry, &args.cache)?;
+    let digest = registries.push(&reference, wasm).await.map_err(|e| e.to_string())?;
+    let m = &plugin.described.manifest;
+    println!("pushed {} {} to {} ({digest})", m.name, m.version, reference.whole());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn pull(args: PullArgs) -> Result<ExitCode, String> {
+    let reference = crate::oci::parse_reference(&args.reference).map_err(|e| e.to_string())?;
+    let registries = registries(&args.registry, &args.cache)?;
+    let pulled = registries.pull(&reference).await.map_err(|e| e.to_string())?;
+    let name = reference.repository().rsplit('/').next().unwrap_or("plugin");
+    let target = args.output.join(format!("{name}.wasm"));
+    let module = std::fs::read(&pulled.path).map_err(|e| format!("{}: {e}", pulled.path.display()))?;
+    crate::oci::write_atomically(&target, &module).map_err(|e| e.to_string())?;
+    println!("pulled {} ({}) to {}", reference.whole(), pulled.manifest_digest, target.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Registries, with pulled modules cached in the artifact cache (or, without one, for this
+/// command only).
+fn registries(registry: &RegistryArgs, cache: &CacheArgs) -> Result<crate::oci::Registries, String> {
+    let dir = match cache.dir() {
+        Some(dir) => dir.join("oci"),
+        None => tempfile::tempdir().map_err(|e| format!("a temporary directory: {e}"))?.keep(),
+    };
+    Ok(crate::oci::Registries::new(&registry.options(), dir))
 }
 
 async fn check(args: CheckArgs) -> Result<ExitCode, String> {

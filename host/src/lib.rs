@@ -15,6 +15,8 @@
 //!
 //! - [`app`]: `kubewasm run`, wired in phases; owns shutdown. [`cli`]: the command line.
 //!   [`supervisor`]: the plugin directory — starts, hot-swaps and stops controllers.
+//!   [`delivery`]: Plugin resources — pulls their modules and hands them to the supervisor;
+//!   [`oci`]: OCI registries (`kubewasm push`/`pull`).
 //! - [`plugin`]: plugin files — digest, artifact cache, loading. [`manifest`]: what a plugin
 //!   declares, validation, the capability check, the RBAC rules it needs.
 //! - [`identity`]: who each plugin acts as, and RBAC admission. [`leader`]: Lease-based leader
@@ -25,13 +27,15 @@
 //!   [`finalizers`]: `kubewasm finalizers release`. [`scaffold`]: `kubewasm new`.
 //!   [`go_plugin`]: `kubewasm build --lang go`.
 //!
-//! Imports run downward: cli/app → supervisor → controller → runtime → informer, queue, client,
-//! events, identity → discovery → manifest, resource, selector, metrics.
+//! Imports run downward: cli/app → delivery → supervisor → controller → runtime → informer,
+//! queue, client, events, identity → discovery → manifest, resource, selector, metrics; oci
+//! stands alone below delivery and cli.
 
 pub mod app;
 pub mod cli;
 pub mod client;
 pub mod controller;
+pub mod delivery;
 pub mod discovery;
 pub mod events;
 pub mod finalizers;
@@ -41,6 +45,7 @@ pub mod informer;
 pub mod leader;
 pub mod manifest;
 pub mod metrics;
+pub mod oci;
 pub mod offline;
 pub mod plugin;
 pub mod queue;

@@ -1,13 +1,16 @@
-//! Building the Go control-plane binary (`tests/controlplane/`) once per machine.
+//! Building the suite's Go programs once per machine: the control plane (`tests/controlplane/`)
+//! and the tools of `tests/tools/` (an OCI registry, `crane`, `helm`), each from official Go
+//! modules.
 //!
 //! Owns the build cache outside the clone:
-//! `${KUBEWASM_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kubewasm}/controlplane/<key>/controlplane`, where
-//! `<key>` is the SHA-256 of go.mod, go.sum, every `*.go` source and the build recipe. Building
-//! happens under an exclusive file lock into a temporary name that is renamed into place, so
-//! parallel test binaries (or machines sharing a cache) build it once and never see half a file.
-//! `KUBEWASM_CONTROLPLANE_BIN` names a prebuilt binary and skips all of this.
+//! `${KUBEWASM_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kubewasm}/<tool>/<key>/<tool>`, where
+//! `<key>` is the SHA-256 of go.mod, go.sum, every `*.go` source, the package and the build
+//! recipe. Building happens under an exclusive file lock into a temporary name that is renamed
+//! into place, so parallel test binaries (or machines sharing a cache) build it once and never
+//! see half a file. `KUBEWASM_CONTROLPLANE_BIN` names a prebuilt control plane and skips all of
+//! this for it.
 //!
-//! Knows nothing about running the binary.
+//! Knows nothing about running the binaries.
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -20,6 +23,49 @@ use sha2::{Digest, Sha256};
 
 /// Bump when the way the binary is built changes in a way the sources don't show.
 const RECIPE: &str = "kubewasm-controlplane-build/2 CGO_ENABLED=0 -trimpath -ldflags=-s -w";
+
+/// A Go program the suite builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tool {
+    /// kube-apiserver + etcd + parts of kube-controller-manager (`tests/controlplane/`).
+    ControlPlane,
+    /// An in-memory OCI registry (go-containerregistry's, `tests/tools/registry/`).
+    Registry,
+    /// `crane` (go-containerregistry), to push and inspect images.
+    Crane,
+    /// `helm` (helm.sh/helm/v4).
+    Helm,
+}
+
+impl Tool {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::ControlPlane => "controlplane",
+            Tool::Registry => "registry",
+            Tool::Crane => "crane",
+            Tool::Helm => "helm",
+        }
+    }
+
+    /// The Go module it is built in.
+    pub fn module_dir(self) -> PathBuf {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        match self {
+            Tool::ControlPlane => root.join("controlplane"),
+            _ => root.join("tools"),
+        }
+    }
+
+    /// The package `go build` is given, in that module.
+    fn package(self) -> &'static str {
+        match self {
+            Tool::ControlPlane => ".",
+            Tool::Registry => "./registry",
+            Tool::Crane => "github.com/google/go-containerregistry/cmd/crane",
+            Tool::Helm => "helm.sh/helm/v4/cmd/helm",
+        }
+    }
+}
 
 /// Environment variable naming a prebuilt control-plane binary.
 pub const BIN_ENV: &str = "KUBEWASM_CONTROLPLANE_BIN";
@@ -52,12 +98,13 @@ pub enum BuildError {
         source: Arc<io::Error>,
     },
     #[error(
-        "the Go toolchain is needed to build the control plane and `go` could not be run ({0}); \
+        "the Go toolchain is needed to build the suite's Go programs and `go` could not be run ({0}); \
          install Go 1.26 or newer, or set ${BIN_ENV} to a prebuilt binary"
     )]
     GoMissing(Arc<io::Error>),
-    #[error("`go build` of the control plane failed ({status}) after {elapsed:?}:\n{stderr}")]
+    #[error("`go build` of {tool} failed ({status}) after {elapsed:?}:\n{stderr}")]
     GoBuild {
+        tool: &'static str,
         status: String,
         elapsed: Duration,
         stderr: String,
@@ -69,9 +116,9 @@ pub enum BuildError {
     },
 }
 
-/// Where the Go module lives in this checkout.
+/// Where the control plane's Go module lives in this checkout.
 pub fn source_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("controlplane")
+    Tool::ControlPlane.module_dir()
 }
 
 /// The cache root: `$KUBEWASM_CACHE_DIR`, else `$XDG_CACHE_HOME/kubewasm`, else `~/.cache/kubewasm`.
@@ -125,6 +172,19 @@ pub fn ensure_binary() -> Result<Binary, BuildError> {
         .clone()
 }
 
+/// One of the suite's tools, built if needed (once per process, remembered like the control
+/// plane).
+pub fn go_tool(tool: Tool) -> Result<PathBuf, BuildError> {
+    static BINARIES: OnceLock<std::sync::Mutex<std::collections::HashMap<Tool, Result<PathBuf, BuildError>>>> = OnceLock::new();
+    let binaries = BINARIES.get_or_init(Default::default);
+    // Held across the build: a second test asking for the same tool waits for the first.
+    let mut binaries = binaries.lock().unwrap_or_else(|e| e.into_inner());
+    binaries
+        .entry(tool)
+        .or_insert_with(|| build_tool(tool, &BuildSettings::default()).map(|b| b.path))
+        .clone()
+}
+
 /// Knobs for [`build_with`]; the defaults are what [`controlplane_binary`] uses.
 #[derive(Debug, Clone, Default)]
 pub struct BuildSettings {
@@ -136,9 +196,14 @@ pub struct BuildSettings {
     pub ignore_prebuilt: bool,
 }
 
-/// Finds or builds the binary with explicit settings, without the per-process memo.
+/// Finds or builds the control plane with explicit settings, without the per-process memo.
 pub fn build_with(settings: &BuildSettings) -> Result<Binary, BuildError> {
-    if !settings.ignore_prebuilt
+    build_tool(Tool::ControlPlane, settings)
+}
+
+fn build_tool(tool: Tool, settings: &BuildSettings) -> Result<Binary, BuildError> {
+    if tool == Tool::ControlPlane
+        && !settings.ignore_prebuilt
         && let Some(bin) = std::env::var_os(BIN_ENV).filter(|v| !v.is_empty())
     {
         let path = PathBuf::from(bin);
@@ -152,14 +217,14 @@ pub fn build_with(settings: &BuildSettings) -> Result<Binary, BuildError> {
         };
     }
 
-    let src = source_dir();
-    let sources = Sources::read(&src)?;
+    let src = tool.module_dir();
+    let sources = Sources::read(tool, &src)?;
     let root = match &settings.cache_root {
         Some(r) => r.clone(),
         None => cache_root()?,
     };
-    let dir = root.join("controlplane").join(&sources.key);
-    let bin = dir.join("controlplane");
+    let dir = root.join(tool.name()).join(&sources.key);
+    let bin = dir.join(tool.name());
     if is_executable(&bin) {
         return Ok(Binary {
             path: bin,
@@ -185,7 +250,8 @@ pub fn build_with(settings: &BuildSettings) -> Result<Binary, BuildError> {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
             progress(format_args!(
-                "kubewasm-tests: another process is building the control plane into {}; waiting",
+                "kubewasm-tests: another process is building {} into {}; waiting",
+                tool.name(),
                 dir.display()
             ));
             lock.lock().map_err(|e| BuildError::Lock {
@@ -208,7 +274,7 @@ pub fn build_with(settings: &BuildSettings) -> Result<Binary, BuildError> {
         });
     }
 
-    let elapsed = go_build(&src, &sources, &dir, &bin, &settings.env)?;
+    let elapsed = go_build(tool, &src, &sources, &dir, &bin, &settings.env)?;
     drop(lock);
     Ok(Binary {
         path: bin,
@@ -219,32 +285,42 @@ pub fn build_with(settings: &BuildSettings) -> Result<Binary, BuildError> {
 /// The inputs of a build and their digest.
 struct Sources {
     key: String,
-    kubernetes_version: (String, String, String),
+    /// The control plane's, stamped into it.
+    kubernetes_version: Option<(String, String, String)>,
+}
+
+/// The `*.go` files under `dir`, relative to it, sorted.
+fn go_files(dir: &Path) -> io::Result<Vec<String>> {
+    let mut found = Vec::new();
+    let mut pending = vec![PathBuf::new()];
+    while let Some(rel) = pending.pop() {
+        for entry in fs::read_dir(dir.join(&rel))? {
+            let entry = entry?;
+            let path = rel.join(entry.file_name());
+            if entry.file_type()?.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "go") {
+                found.push(path.to_string_lossy().into_owned());
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 impl Sources {
-    fn read(dir: &Path) -> Result<Self, BuildError> {
+    fn read(tool: Tool, dir: &Path) -> Result<Self, BuildError> {
         let err = |e: io::Error| BuildError::ReadSources {
             dir: dir.to_owned(),
             source: e.into(),
         };
         let mut names: Vec<String> = vec!["go.mod".into(), "go.sum".into()];
-        let mut go_files = Vec::new();
-        for entry in fs::read_dir(dir).map_err(err)? {
-            let name = entry
-                .map_err(err)?
-                .file_name()
-                .to_string_lossy()
-                .into_owned();
-            if name.ends_with(".go") {
-                go_files.push(name);
-            }
-        }
-        go_files.sort();
-        names.extend(go_files);
+        names.extend(go_files(dir).map_err(err)?);
 
         let mut hasher = Sha256::new();
         hasher.update(RECIPE.as_bytes());
+        hasher.update([0]);
+        hasher.update(tool.package().as_bytes());
         hasher.update([0]);
         let mut go_mod = String::new();
         for name in &names {
@@ -258,8 +334,13 @@ impl Sources {
             hasher.update(&data);
         }
         let key = format!("{:x}", hasher.finalize());
-        let kubernetes_version = kubernetes_version(&go_mod)
-            .ok_or_else(|| BuildError::KubernetesVersion(dir.to_owned()))?;
+        let kubernetes_version = match tool {
+            Tool::ControlPlane => Some(
+                kubernetes_version(&go_mod)
+                    .ok_or_else(|| BuildError::KubernetesVersion(dir.to_owned()))?,
+            ),
+            _ => None,
+        };
         Ok(Sources {
             key,
             kubernetes_version,
@@ -269,9 +350,11 @@ impl Sources {
     /// `-X` flags stamping the Kubernetes version the module builds, so `/version` and
     /// `kubectl version` report e.g. v1.37.2 instead of `v0.0.0-master+$Format:%H$`.
     fn ldflags(&self) -> String {
-        let (major, minor, patch) = &self.kubernetes_version;
-        let git_version = format!("v{major}.{minor}.{patch}");
         let mut flags = vec!["-s".to_owned(), "-w".to_owned()];
+        let Some((major, minor, patch)) = &self.kubernetes_version else {
+            return flags.join(" ");
+        };
+        let git_version = format!("v{major}.{minor}.{patch}");
         for pkg in [
             "k8s.io/component-base/version",
             "k8s.io/client-go/pkg/version",
@@ -310,17 +393,19 @@ fn kubernetes_version(go_mod: &str) -> Option<(String, String, String)> {
 }
 
 fn go_build(
+    tool: Tool,
     src: &Path,
     sources: &Sources,
     dir: &Path,
     bin: &Path,
     env: &[(String, String)],
 ) -> Result<Duration, BuildError> {
-    let tmp = dir.join(format!("controlplane.tmp-{}", std::process::id()));
+    let tmp = dir.join(format!("{}.tmp-{}", tool.name(), std::process::id()));
     let started = Instant::now();
     progress(format_args!(
-        "kubewasm-tests: building the control plane (kube-apiserver + etcd) from {} into {} — \
-         the first build takes ~10 minutes on 2 cores",
+        "kubewasm-tests: building {} from {} into {} — the first build of the control plane or \
+         helm takes minutes on 2 cores",
+        tool.name(),
         src.display(),
         bin.display()
     ));
@@ -331,7 +416,7 @@ fn go_build(
     cmd.current_dir(src)
         .args(["build", "-trimpath", "-ldflags", &sources.ldflags(), "-o"])
         .arg(&tmp)
-        .arg(".")
+        .arg(tool.package())
         .env("CGO_ENABLED", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -353,6 +438,7 @@ fn go_build(
             Ok(None) => {}
             Err(e) => {
                 return Err(BuildError::GoBuild {
+                    tool: tool.name(),
                     status: format!("waiting for go failed: {e}"),
                     elapsed: started.elapsed(),
                     stderr: String::new(),
@@ -361,7 +447,8 @@ fn go_build(
         }
         if started.elapsed() >= next_note {
             progress(format_args!(
-                "kubewasm-tests: still building the control plane ({} s)",
+                "kubewasm-tests: still building {} ({} s)",
+                tool.name(),
                 next_note.as_secs()
             ));
             next_note += Duration::from_secs(30);
@@ -373,6 +460,7 @@ fn go_build(
     if !status.success() {
         let _ = fs::remove_file(&tmp);
         return Err(BuildError::GoBuild {
+            tool: tool.name(),
             status: status.to_string(),
             elapsed,
             stderr,
@@ -391,7 +479,8 @@ fn go_build(
         ),
     );
     progress(format_args!(
-        "kubewasm-tests: control plane built in {:.0} s",
+        "kubewasm-tests: {} built in {:.0} s",
+        tool.name(),
         elapsed.as_secs_f64()
     ));
     Ok(elapsed)
@@ -435,8 +524,8 @@ mod tests {
 
     #[test]
     fn the_real_go_mod_has_a_version_and_the_key_is_stable() {
-        let a = Sources::read(&source_dir()).unwrap();
-        let b = Sources::read(&source_dir()).unwrap();
+        let a = Sources::read(Tool::ControlPlane, &source_dir()).unwrap();
+        let b = Sources::read(Tool::ControlPlane, &source_dir()).unwrap();
         assert_eq!(a.key, b.key);
         assert_eq!(a.key.len(), 64);
         assert!(

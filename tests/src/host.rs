@@ -88,7 +88,8 @@ fn build_binary() -> Result<PathBuf, HostError> {
 #[derive(Debug, Clone)]
 pub struct HostConfig {
     name: String,
-    plugins: PathBuf,
+    /// `--plugins`; `None` for a host serving only Plugin resources.
+    plugins: Option<PathBuf>,
     kubeconfig: PathBuf,
     namespaces: Vec<String>,
     leader: Option<(String, String)>,
@@ -101,6 +102,8 @@ pub struct HostConfig {
     /// `None`: plugins act as the host (`--plugin-identity=host`); `Some(ns)`: each as its own
     /// ServiceAccount in `ns`.
     identity_namespace: Option<String>,
+    /// Serve the Plugin resources of this namespace (the plugins' identity namespace).
+    resources: Option<String>,
 }
 
 impl HostConfig {
@@ -109,7 +112,7 @@ impl HostConfig {
     pub fn new(name: &str, plugins: &Path, kubeconfig: &Path) -> Self {
         HostConfig {
             name: name.into(),
-            plugins: plugins.into(),
+            plugins: Some(plugins.into()),
             kubeconfig: kubeconfig.into(),
             namespaces: Vec::new(),
             leader: None,
@@ -120,7 +123,16 @@ impl HostConfig {
             log_filter: "info,kubewasm=debug,kube=warn,hyper=warn,tower=warn".into(),
             artifacts: None,
             identity_namespace: None,
+            resources: None,
         }
+    }
+    /// A host serving only the Plugin resources of `namespace` (`--plugin-source=resources
+    /// --identity-namespace`), with no plugin directory.
+    pub fn resources(name: &str, namespace: &str, kubeconfig: &Path) -> Self {
+        let mut config = HostConfig::new(name, Path::new(""), kubeconfig);
+        config.plugins = None;
+        config.resources = Some(namespace.into());
+        config
     }
     /// `--namespace` (repeatable).
     pub fn namespace(mut self, namespace: &str) -> Self {
@@ -177,16 +189,23 @@ impl HostConfig {
     fn command(&self, metrics: SocketAddr, health: SocketAddr, artifacts: &Path) -> Vec<String> {
         let mut args = vec![
             "run".to_string(),
-            format!("--plugins={}", self.plugins.display()),
             format!("--kubeconfig={}", self.kubeconfig.display()),
             format!("--metrics-addr={metrics}"),
             format!("--health-addr={health}"),
             format!("--cache-dir={}", self.artifacts.as_deref().unwrap_or(artifacts).display()),
         ];
+        args.extend(self.plugins.iter().map(|dir| format!("--plugins={}", dir.display())));
         args.extend(self.namespaces.iter().map(|ns| format!("--namespace={ns}")));
-        match &self.identity_namespace {
-            Some(ns) => args.extend(["--plugin-identity=serviceaccount".into(), format!("--identity-namespace={ns}")]),
-            None => args.push("--plugin-identity=host".into()),
+        match (&self.identity_namespace, &self.resources) {
+            (Some(ns), resources) => {
+                assert!(resources.as_ref().is_none_or(|r| r == ns), "Plugin resources are served from the identity namespace");
+                args.extend(["--plugin-identity=serviceaccount".into(), format!("--identity-namespace={ns}")]);
+            }
+            (None, Some(ns)) => args.extend(["--plugin-identity=host".into(), format!("--identity-namespace={ns}")]),
+            (None, None) => args.push("--plugin-identity=host".into()),
+        }
+        if self.resources.is_some() {
+            args.push("--plugin-source=resources".into());
         }
         if let Some((namespace, name)) = &self.leader {
             args.extend(["--leader-elect".into(), format!("--lease-name={name}"), format!("--lease-namespace={namespace}")]);

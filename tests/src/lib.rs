@@ -22,12 +22,14 @@
 //! child process), `plugindir` (a plugin directory and the suite's `e2e-guest` plugin), `prom`
 //! (Prometheus text: the host's metrics and the API server's), `timing` (for the benchmarks),
 //! `proxy` (a fault-injection TCP proxy), `audit` (the API server's audit log), `accounts`
-//! (ServiceAccount kubeconfigs from TokenRequest).
+//! (ServiceAccount kubeconfigs from TokenRequest), `build` also builds the suite's Go tools
+//! (`registry`: an OCI registry on loopback; crane; helm).
 
 pub mod accounts;
 pub mod audit;
 pub mod build;
 pub mod controlplane;
+pub mod crd;
 pub mod guests;
 pub mod host;
 pub mod kubectl;
@@ -36,6 +38,7 @@ pub mod plugindir;
 pub mod process;
 pub mod proxy;
 pub mod prom;
+pub mod registry;
 mod shared;
 pub mod timing;
 pub mod wait;

@@ -1,6 +1,8 @@
-//! The plugin directory and its controllers: starts a controller for each `NAME.wasm`, and —
-//! with hot reload on — swaps, starts and stops them as files are replaced, added and removed,
-//! without restarting the host or losing an event.
+//! The plugins' controllers: starts a controller for each `NAME.wasm` of the plugin directory,
+//! and — with hot reload on — swaps, starts and stops them as files are replaced, added and
+//! removed, without restarting the host or losing an event. Other sources of plugins (Plugin
+//! resources) hand over files with [`Supervisor::apply`] and [`Supervisor::remove`] and follow
+//! them with [`Supervisor::state`]; the same rules hold for them.
 //!
 //! [`files`] says what changed in the directory; [`registry`] keeps the plugins by name
 //! (starting or running); [`status`] tells about them. Each file is looked at by its own task,
@@ -39,19 +41,35 @@ pub use files::DirError;
 pub use status::StatusObject;
 
 /// Why a file does not run.
-struct Rejection {
+#[derive(Debug, Clone)]
+pub struct Rejection {
     /// The plugin (or, unknown, the file's stem).
-    plugin: String,
-    why: String,
+    pub plugin: String,
+    /// What refused it, as a condition reason: `Rejected` (the file), `NameMismatch`,
+    /// `NameTaken`, `Forbidden` (RBAC), `OverBudget` (memory) or `SyncFailed`.
+    pub reason: &'static str,
+    pub why: String,
     /// Whether it may pass without the file changing: look again later.
-    retry: bool,
+    pub retry: bool,
+}
+
+/// Where a plugin stands, for a source that handed it over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginState {
+    /// Serving with synced caches.
+    Running { version: String, digest: String },
+    /// Waiting for a resource to be served or for its caches to sync.
+    Starting,
+    /// Not running; why, if it was refused or failed to start.
+    Stopped { error: Option<String> },
 }
 
 pub struct Supervisor {
     env: Arc<Environment>,
     loader: Loader,
     filter: ControllerFilter,
-    dir: PathBuf,
+    /// The plugin directory, if plugins come from one.
+    dir: Option<PathBuf>,
     status: Arc<StatusPublisher>,
     budget: MemoryBudget,
     shutdown: CancellationToken,
@@ -63,6 +81,8 @@ pub struct Supervisor {
     examining: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     /// Set once the first scan of the directory has loaded (or rejected) every file in it.
     scanned: AtomicBool,
+    /// The last refusal of each plugin not running, for [`Supervisor::state`].
+    refused: Arc<Mutex<HashMap<String, String>>>,
 }
 
 impl Supervisor {
@@ -70,7 +90,7 @@ impl Supervisor {
         env: Arc<Environment>,
         loader: Loader,
         filter: ControllerFilter,
-        dir: PathBuf,
+        dir: Option<PathBuf>,
         status: Arc<StatusPublisher>,
         budget: MemoryBudget,
         shutdown: CancellationToken,
@@ -88,6 +108,7 @@ impl Supervisor {
             removed: Default::default(),
             examining: Default::default(),
             scanned: Default::default(),
+            refused: Default::default(),
         })
     }
 
@@ -106,14 +127,18 @@ impl Supervisor {
 
     /// Loads the directory, then (with `watch`) follows it until shutdown.
     pub async fn run(self: Arc<Self>, watch: bool) -> Result<(), DirError> {
-        plugin_files(&self.dir)?;
-        let first = self.clone().scan(&HashSet::new(), true).await;
+        let Some(dir) = self.dir.clone() else {
+            self.scanned.store(true, Ordering::SeqCst);
+            return Ok(());
+        };
+        plugin_files(&dir)?;
+        let first = self.clone().scan(&dir, &HashSet::new(), true).await;
         for task in first {
             let _ = task.await;
         }
         self.scanned.store(true, Ordering::SeqCst);
         if self.registry.is_empty() {
-            tracing::warn!(dir = %self.dir.display(), "no plugin is running");
+            tracing::warn!(dir = %dir.display(), "no plugin is running");
         }
         let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
         let watcher = watch.then(|| {
@@ -126,11 +151,11 @@ impl Supervisor {
                 }
             });
             if let Ok(w) = watcher.as_mut()
-                && let Err(e) = w.watch(&self.dir, notify::RecursiveMode::NonRecursive)
+                && let Err(e) = w.watch(&dir, notify::RecursiveMode::NonRecursive)
             {
-                tracing::warn!(dir = %self.dir.display(), "cannot watch the plugin directory, polling: {e}");
+                tracing::warn!(dir = %dir.display(), "cannot watch the plugin directory, polling: {e}");
             }
-            tracing::info!(dir = %self.dir.display(), "watching for plugin changes");
+            tracing::info!(dir = %dir.display(), "watching for plugin changes");
             watcher
         });
         let supervisor = self.clone();
@@ -152,9 +177,9 @@ impl Supervisor {
                     }
                 }
                 if watch {
-                    supervisor.clone().scan(&complete, false).await;
+                    supervisor.clone().scan(&dir, &complete, false).await;
                 } else {
-                    supervisor.clone().retry_only().await;
+                    supervisor.clone().retry_only(&dir).await;
                 }
             }
         });
@@ -162,8 +187,8 @@ impl Supervisor {
     }
 
     /// Compares the directory with what runs and starts a task for each difference.
-    async fn scan(self: Arc<Self>, complete: &HashSet<PathBuf>, startup: bool) -> Vec<tokio::task::JoinHandle<()>> {
-        let changes = match self.files.lock().await.scan(&self.dir, complete, startup).await {
+    async fn scan(self: Arc<Self>, dir: &Path, complete: &HashSet<PathBuf>, startup: bool) -> Vec<tokio::task::JoinHandle<()>> {
+        let changes = match self.files.lock().await.scan(dir, complete, startup).await {
             Ok(changes) => changes,
             Err(e) => {
                 tracing::warn!("{e}");
@@ -186,8 +211,8 @@ impl Supervisor {
     }
 
     /// Without hot reload: only the files due for a retry.
-    async fn retry_only(self: Arc<Self>) {
-        let changes = self.files.lock().await.scan(&self.dir, &HashSet::new(), false).await.unwrap_or_default();
+    async fn retry_only(self: Arc<Self>, dir: &Path) {
+        let changes = self.files.lock().await.scan(dir, &HashSet::new(), false).await.unwrap_or_default();
         for change in changes {
             if let Change::Ready(path) = change
                 && self.files.lock().await.loaded(&path).is_none()
@@ -222,14 +247,14 @@ impl Supervisor {
                 // What was loaded, which a writer still at work may have changed since
                 // `read_content` looked: remembering that read instead would load it again.
                 let loaded = (plugin.digest, content.1);
-                self.install(&path, plugin, started).await.map(|running| running.then_some(loaded))
+                self.install(&path, plugin, None, started).await.map(|running| running.then_some(loaded))
             }
             Err(e) if looks_incomplete(&e) && self.files.lock().await.since(&path).is_some_and(|since| since.elapsed() < INCOMPLETE_GRACE) => {
                 tracing::debug!(file = %path.display(), "not a complete component yet, waiting: {e}");
                 self.files.lock().await.unhandle(&path);
                 return;
             }
-            Err(e) => Err(Rejection { plugin: stem(&path), why: load_error(&path, &e), retry: false }),
+            Err(e) => Err(Rejection { plugin: stem(&path), reason: "Rejected", why: load_error(&path, &e), retry: false }),
         };
         let mut files = self.files.lock().await;
         match result {
@@ -246,20 +271,63 @@ impl Supervisor {
         }
     }
 
+    /// Loads a file handed over by another source and admits, starts or swaps it, as for a file
+    /// of the directory; the plugin must declare `name`. `Ok(true)` when it runs or starts,
+    /// `Ok(false)` when `--controllers` disables it. A refusal is reported like any other and the
+    /// version running before keeps serving; nothing retries it here — the source decides when
+    /// to hand it over again.
+    pub async fn apply(self: &Arc<Self>, path: &Path, name: &str) -> Result<bool, Rejection> {
+        let guard = self.examining(path);
+        let _one_at_a_time = guard.lock().await;
+        let started = Instant::now();
+        let result = match self.loader.load(path).await {
+            Ok(plugin) => self.install(path, plugin, Some(name), started).await,
+            Err(e) => Err(Rejection { plugin: name.into(), reason: "Rejected", why: load_error(path, &e), retry: false }),
+        };
+        if let Err(rejection) = &result {
+            let note = format!("rejected {}: {} ({} ms)", path.display(), rejection.why, started.elapsed().as_millis());
+            self.report(name, Outcome::Rejected, note).await;
+        }
+        result
+    }
+
+    /// Stops the plugin a source handed over at `path`, as if its file were removed.
+    pub async fn remove(self: &Arc<Self>, path: &Path) {
+        self.clone().unload(path.to_path_buf()).await;
+    }
+
+    /// Where the plugin `name` stands.
+    pub fn state(&self, name: &str) -> PluginState {
+        match self.registry.controller(name) {
+            Some(controller) if controller.is_synced() => {
+                let version = controller.version();
+                PluginState::Running { version: version.manifest.version.clone(), digest: format!("sha256:{}", version.plugin.digest) }
+            }
+            Some(_) => PluginState::Starting,
+            None if self.registry.waiting().iter().any(|w| w == name) => PluginState::Starting,
+            None => PluginState::Stopped { error: self.refused.lock().get(name).cloned() },
+        }
+    }
+
     /// Admits and starts, swaps or restarts the controller for a loaded plugin. `Ok(true)` when
-    /// it runs (or is starting), `Ok(false)` when it is disabled.
-    async fn install(self: &Arc<Self>, path: &Path, plugin: LoadedPlugin, started: Instant) -> Result<bool, Rejection> {
+    /// it runs (or is starting), `Ok(false)` when it is disabled. With `expected`, the plugin
+    /// must declare that name.
+    async fn install(self: &Arc<Self>, path: &Path, plugin: LoadedPlugin, expected: Option<&str>, started: Instant) -> Result<bool, Rejection> {
         let manifest = plugin.described.manifest.clone();
         let name = manifest.name.clone();
-        let reject = |why: String, retry: bool| Rejection { plugin: name.clone(), why, retry };
+        let reject = |reason: &'static str, why: String, retry: bool| Rejection { plugin: name.clone(), reason, why, retry };
+        if let Some(expected) = expected.filter(|e| *e != name) {
+            let why = format!("the module declares the plugin name {name:?}, not {expected:?}: name the Plugin after the plugin");
+            return Err(Rejection { plugin: expected.into(), reason: "NameMismatch", why, retry: false });
+        }
         if !self.filter.enables(&name) {
             tracing::info!(plugin = %name, file = %path.display(), "disabled by --controllers");
             return Ok(false);
         }
-        self.registry.check(&name, path, manifest.finalizer.as_deref()).map_err(|e| reject(e.to_string(), true))?;
-        self.env.identities.admit(&manifest).await.map_err(|e| reject(e.to_string(), true))?;
+        self.registry.check(&name, path, manifest.finalizer.as_deref()).map_err(|e| reject("NameTaken", e.to_string(), true))?;
+        self.env.identities.admit(&manifest).await.map_err(|e| reject("Forbidden", e.to_string(), true))?;
         let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency);
-        self.budget.reserve(&name, plugin.described.limits.memory_bytes, workers).map_err(|e| reject(e.to_string(), true))?;
+        self.budget.reserve(&name, plugin.described.limits.memory_bytes, workers).map_err(|e| reject("OverBudget", e.to_string(), true))?;
         self.env.metrics.memory_budget("reserved").set(self.budget.reserved() as i64);
         // The file may have held another plugin before: that one goes.
         if let Some(old) = self.registry.name_at(path).filter(|n| *n != name) {
@@ -279,14 +347,15 @@ impl Supervisor {
                         // The old version keeps serving with what it had reserved.
                         let workers = before.plugin.options.max_concurrency.unwrap_or(before.manifest.max_concurrency);
                         let _ = self.budget.reserve(&name, before.plugin.described.limits.memory_bytes, workers);
-                        Err(reject(e.to_string(), matches!(e, ControllerError::SyncTimeout(..))))
+                        let sync = matches!(e, ControllerError::SyncTimeout(..));
+                        Err(reject(if sync { "SyncFailed" } else { "Rejected" }, e.to_string(), sync))
                     }
                 }
             }
             _ => {
                 // Not running, starting, or running with another primary resource (a new queue):
                 // this version takes the name, whatever held it stops, then this version starts.
-                self.start(path, plugin).await.map_err(|e| reject(e.to_string(), true))?;
+                self.start(path, plugin).await.map_err(|e| reject("NameTaken", e.to_string(), true))?;
                 let note = format!("loaded {name} {version} (sha256:{digest}) in {} ms", started.elapsed().as_millis());
                 self.report(&name, Outcome::Loaded, note).await;
                 Ok(true)
@@ -308,7 +377,7 @@ impl Supervisor {
             previous.stop().await;
         }
         self.removed.lock().remove(&name);
-        let (env, registry, status, budget) = (self.env.clone(), self.registry.clone(), self.status.clone(), self.budget.clone());
+        let (env, registry, status, budget, refused) = (self.env.clone(), self.registry.clone(), self.status.clone(), self.budget.clone(), self.refused.clone());
         let path = path.to_path_buf();
         let supervisor_listing = self.listing_source();
         let supervisor = Arc::downgrade(self);
@@ -341,6 +410,7 @@ impl Supervisor {
                     if let Some(after) = retry {
                         note.push_str(&format!("; trying again in {after:?}"));
                     }
+                    refused.lock().insert(name.clone(), note.clone());
                     let uid = status.publish(supervisor_listing).await.unwrap_or(None);
                     status.record(&name, Outcome::Rejected, &note, uid);
                 }
@@ -428,6 +498,10 @@ impl Supervisor {
     /// Logs, counts and reports one load, reload, rejection or unload (status ConfigMap first,
     /// so the Event can name the ConfigMap's uid).
     async fn report(&self, plugin: &str, outcome: Outcome, note: String) {
+        match outcome {
+            Outcome::Rejected => self.refused.lock().insert(plugin.to_string(), note.clone()),
+            _ => self.refused.lock().remove(plugin),
+        };
         let uid = match self.status.publish(self.listing_source()).await {
             Ok(uid) => uid,
             Err(e) => {

@@ -1,0 +1,52 @@
+{{/* The host's name: its ServiceAccount, Deployment, Lease, Service and roles. */}}
+{{- define "kubewasm.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Cluster-scoped objects carry the release namespace: two releases may share a name. */}}
+{{- define "kubewasm.clusterName" -}}
+{{- printf "kubewasm:%s:%s" .Release.Namespace (include "kubewasm.fullname" .) -}}
+{{- end -}}
+
+{{- define "kubewasm.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "kubewasm.labels" -}}
+{{ include "kubewasm.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The plugin's ServiceAccount, as the host names it (identity::service_account). */}}
+{{- define "kubewasm.pluginAccount" -}}
+kubewasm-plugin-{{ . }}
+{{- end -}}
+
+{{/* The status ConfigMap listing the running plugins; plugin load Events are about it. */}}
+{{- define "kubewasm.statusConfigMap" -}}
+{{ include "kubewasm.fullname" . }}-plugins
+{{- end -}}
+
+{{/*
+The host's read of what a plugin rule lets the plugin watch: the shared informer lists and watches
+the whole resource. Empty for rules that grant no watch or name objects.
+*/}}
+{{- define "kubewasm.readRule" -}}
+{{- $verbs := .verbs | default list -}}
+{{- $resources := list -}}
+{{- range .resources -}}
+{{- if not (contains "/" .) }}{{ $resources = append $resources . }}{{ end -}}
+{{- end -}}
+{{- if and (or (has "watch" $verbs) (has "*" $verbs)) (not .resourceNames) $resources -}}
+- apiGroups: {{ toJson .apiGroups }}
+  resources: {{ toJson $resources }}
+  verbs: [get, list, watch]
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,450 @@
+//! Plugin resources (`plugins.kubewasm.io`, `v1alpha1`): the host's own controller, which pulls
+//! each Plugin's module from its OCI registry, hands it to the [`Supervisor`] and writes what
+//! happened into the Plugin's status.
+//!
+//! It keeps the rules the host enforces for plugins: Plugins come from a shared informer (one
+//! watch, in the host's namespace), each key is reconciled by one worker at a time from a
+//! rate-limited [`WorkQueue`], failures back off per key, status is written with
+//! `observedGeneration` by server-side apply (no conflicts to retry), and a change of the
+//! `Ready` condition is an Event on the Plugin. Only the leader writes; every replica pulls and
+//! loads, so standbys stay warm.
+//!
+//! A Plugin's module and settings become `NAME.wasm` and `NAME.toml` in a directory of the
+//! host's own (the supervisor's unit is a file), written whole before they are handed over. A
+//! version that cannot be pulled or is refused leaves the running one serving.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{ApiClient, WriteOp, WriteRequest};
+use crate::events::{EventRecorder, ObjectEvent};
+use crate::informer::{Event, Informers, Store, Subscriber, Subscription, WatchKey};
+use crate::leader::Leadership;
+use crate::metrics::Metrics;
+use crate::oci::{OciError, Pulled, Registries, parse_reference, write_atomically};
+use crate::queue::{RateLimitConfig, WorkQueue};
+use crate::resource::{Gvk, ObjectKey};
+use crate::supervisor::{PluginState, Supervisor};
+
+/// How often a tag is resolved again when the Plugin does not say.
+pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
+/// How often a starting plugin is looked at, until it runs or fails.
+const STARTING_RECHECK: Duration = Duration::from_secs(2);
+/// A standby looks again this often, to write status once it leads.
+const STANDBY_RECHECK: Duration = Duration::from_secs(15);
+const WORKERS: usize = 2;
+
+/// The Plugin kind.
+pub fn plugin_kind() -> Gvk {
+    Gvk::new("kubewasm.io", "v1alpha1", "Plugin")
+}
+
+#[derive(Debug, Deserialize)]
+struct PluginObject {
+    metadata: Metadata,
+    spec: PluginSpec,
+    #[serde(default)]
+    status: serde_json::Value,
+}
+
+#[derive(Debug, Deserialize)]
+struct Metadata {
+    name: String,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    uid: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PluginSpec {
+    module: String,
+    #[serde(default)]
+    settings: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    poll_interval: Option<String>,
+}
+
+/// Why a Plugin's spec does not run (the running version, if any, keeps serving).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Failure {
+    /// The `Ready` condition's reason.
+    reason: &'static str,
+    message: String,
+    /// Whether to try again (with backoff) without a spec change.
+    retry: bool,
+}
+
+impl From<OciError> for Failure {
+    fn from(e: OciError) -> Self {
+        let retry = !matches!(e, OciError::Reference { .. });
+        Failure { reason: e.reason(), message: e.to_string(), retry }
+    }
+}
+
+/// What a reference resolved to, and when.
+struct Resolved {
+    module: String,
+    pulled: Pulled,
+    at: Instant,
+}
+
+/// The Plugin controller.
+pub struct PluginResources {
+    namespace: String,
+    dir: PathBuf,
+    registries: Registries,
+    supervisor: Arc<Supervisor>,
+    api: Arc<ApiClient>,
+    events: EventRecorder,
+    leadership: Leadership,
+    queue: WorkQueue<ObjectKey>,
+    /// Per Plugin: the last resolution of its reference.
+    resolved: Mutex<HashMap<String, Resolved>>,
+    /// Per Plugin: the module digest and settings handed to the supervisor.
+    applied: Mutex<HashMap<String, (String, String)>>,
+    subscription: Mutex<Option<Subscription>>,
+}
+
+/// Queues the key of every Plugin that changes.
+struct Enqueue(WorkQueue<ObjectKey>);
+
+impl Subscriber for Enqueue {
+    fn on_event(&self, event: Event<'_>) {
+        let (Event::Applied { key, .. } | Event::Deleted { key, .. }) = event;
+        self.0.add(key.clone());
+    }
+}
+
+impl PluginResources {
+    /// `dir` is the host's own directory for the Plugins' files (emptied here).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        namespace: String,
+        dir: PathBuf,
+        registries: Registries,
+        supervisor: Arc<Supervisor>,
+        api: Arc<ApiClient>,
+        events: EventRecorder,
+        leadership: Leadership,
+        metrics: &Metrics,
+    ) -> Arc<Self> {
+        let queue = WorkQueue::new(RateLimitConfig { base_delay: Duration::from_secs(1), max_delay: Duration::from_secs(30), ..Default::default() }, metrics.workqueue("kubewasm-plugins"))
+            .expect("a valid rate limit");
+        Arc::new(PluginResources {
+            namespace,
+            dir,
+            registries,
+            supervisor,
+            api,
+            events,
+            leadership,
+            queue,
+            resolved: Default::default(),
+            applied: Default::default(),
+            subscription: Default::default(),
+        })
+    }
+
+    /// `Ok` once every Plugin has been looked at once.
+    pub fn readiness(&self) -> Result<(), String> {
+        match &*self.subscription.lock() {
+            Some(s) if s.is_synced() => Ok(()),
+            _ => Err(format!("not ready: Plugins in {} not listed yet", self.namespace)),
+        }
+    }
+
+    /// Watches the Plugins (waiting for their CRD if it is not installed) and runs the workers
+    /// until `shutdown`.
+    pub async fn run(self: Arc<Self>, informers: Arc<Informers>, shutdown: CancellationToken) {
+        let key = WatchKey { resource: plugin_kind(), namespace: Some(self.namespace.clone()), selector: None };
+        let mut delay = Duration::from_secs(1);
+        let subscription = loop {
+            match informers.subscribe(key.clone(), Arc::new(Enqueue(self.queue.clone()))).await {
+                Ok(subscription) => break subscription,
+                Err(e) => tracing::warn!("cannot watch Plugins yet (is the CRD plugins.kubewasm.io installed?), retrying in {delay:?}: {e}"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(delay) => delay = (delay * 2).min(Duration::from_secs(30)),
+            }
+        };
+        let store = subscription.store().clone();
+        *self.subscription.lock() = Some(subscription);
+        tracing::info!(namespace = %self.namespace, "serving Plugin resources");
+        let workers: Vec<_> = (0..WORKERS).map(|_| tokio::spawn(self.clone().work(store.clone()))).collect();
+        shutdown.cancelled().await;
+        self.queue.shut_down();
+        for worker in workers {
+            let _ = worker.await;
+        }
+    }
+
+    async fn work(self: Arc<Self>, store: Arc<Store>) {
+        while let Some(lease) = self.queue.get().await {
+            let key = lease.key().clone();
+            match self.reconcile(&store, &key).await {
+                Next::Done => self.queue.forget(&key),
+                Next::After(after) => {
+                    self.queue.forget(&key);
+                    self.queue.add_after(key, after);
+                }
+                Next::Backoff => self.queue.add_rate_limited(key),
+            }
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.wasm"))
+    }
+
+    async fn reconcile(&self, store: &Store, key: &ObjectKey) -> Next {
+        let name = key.name();
+        let Some(json) = store.get(key) else {
+            self.resolved.lock().remove(name);
+            if self.applied.lock().remove(name).is_some() {
+                self.supervisor.remove(&self.path(name)).await;
+                let _ = std::fs::remove_file(self.path(name));
+                let _ = std::fs::remove_file(self.path(name).with_extension("toml"));
+                tracing::info!(plugin = name, "Plugin deleted: stopped");
+            }
+            return Next::Done;
+        };
+        let plugin: PluginObject = match serde_json::from_str(&json) {
+            Ok(plugin) => plugin,
+            Err(e) => {
+                tracing::warn!(plugin = name, "skipping a Plugin that does not parse: {e}");
+                return Next::Done;
+            }
+        };
+        let outcome = self.bring_up(&plugin).await;
+        if let Err(failure) = &outcome {
+            tracing::warn!(plugin = name, reason = failure.reason, "{}", failure.message);
+        }
+        let state = self.supervisor.state(name);
+        let poll = plugin.spec.poll_interval.as_deref().and_then(parse_go_duration).unwrap_or(DEFAULT_POLL);
+        let pinned = parse_reference(&plugin.spec.module).is_ok_and(|r| r.digest().is_some());
+        let status = self.status(&plugin, &outcome, &state);
+        let written = self.write_status(&plugin, key, status).await;
+        match (&outcome, &state) {
+            (Err(failure), _) if failure.retry => Next::Backoff,
+            (Ok(()), PluginState::Starting) => Next::After(STARTING_RECHECK),
+            (Ok(()), PluginState::Stopped { error: Some(_) }) => Next::Backoff,
+            _ if !written => Next::After(STANDBY_RECHECK),
+            _ if !pinned => Next::After(poll),
+            _ => Next::Done,
+        }
+    }
+
+    /// Pulls the Plugin's module (resolving a tag at most once per poll interval) and hands it
+    /// with its settings to the supervisor, unless that is what it already has.
+    async fn bring_up(&self, plugin: &PluginObject) -> Result<(), Failure> {
+        let name = plugin.metadata.name.as_str();
+        let reference = parse_reference(&plugin.spec.module)?;
+        let settings = settings_toml(plugin.spec.settings.as_ref())?;
+        let poll = plugin.spec.poll_interval.as_deref().and_then(parse_go_duration).unwrap_or(DEFAULT_POLL);
+        let known = self.resolved.lock().get(name).filter(|r| r.module == plugin.spec.module && r.at.elapsed() < poll).map(|r| r.pulled.clone());
+        let pulled = match known {
+            Some(pulled) => pulled,
+            None => {
+                let pulled = self.registries.pull(&reference).await?;
+                let resolved = Resolved { module: plugin.spec.module.clone(), pulled: pulled.clone(), at: Instant::now() };
+                self.resolved.lock().insert(name.into(), resolved);
+                pulled
+            }
+        };
+        let wanted = (pulled.layer_digest.clone(), settings.clone());
+        let stopped = matches!(self.supervisor.state(name), PluginState::Stopped { .. });
+        if self.applied.lock().get(name) == Some(&wanted) && !stopped {
+            return Ok(());
+        }
+        let path = self.path(name);
+        let write = |p: &Path, bytes: &[u8]| write_atomically(p, bytes).map_err(Failure::from);
+        write(&path.with_extension("toml"), settings.as_bytes())?;
+        let module = std::fs::read(&pulled.path).map_err(|e| Failure { reason: "PullFailed", message: format!("{}: {e}", pulled.path.display()), retry: true })?;
+        write(&path, &module)?;
+        self.applied.lock().insert(name.into(), wanted);
+        match self.supervisor.apply(&path, name).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Failure { reason: "Disabled", message: format!("{name} is disabled by the host's --controllers"), retry: false }),
+            Err(rejection) => {
+                // Handed over again on the next try.
+                self.applied.lock().remove(name);
+                Err(Failure { reason: rejection.reason, message: rejection.why, retry: rejection.retry })
+            }
+        }
+    }
+
+    /// The status the Plugin should have.
+    fn status(&self, plugin: &PluginObject, outcome: &Result<(), Failure>, state: &PluginState) -> serde_json::Value {
+        let (ready, reason, message) = match (outcome, state) {
+            (Err(f), _) => (false, f.reason, f.message.clone()),
+            (Ok(()), PluginState::Running { version, digest }) => (true, "Running", format!("{} {version} ({digest}) runs", plugin.metadata.name)),
+            (Ok(()), PluginState::Starting) => (false, "Syncing", "pulled and admitted; waiting for its caches to sync".into()),
+            (Ok(()), PluginState::Stopped { error }) => (false, "SyncFailed", error.clone().unwrap_or_else(|| "not running".into())),
+        };
+        let (version, digest) = match state {
+            PluginState::Running { version, digest } => (Some(version.clone()), Some(digest.clone())),
+            _ => (None, None),
+        };
+        let status_text = if ready { "True" } else { "False" };
+        let previous = ready_condition(&plugin.status);
+        let unchanged = previous.as_ref().is_some_and(|c| c["status"] == status_text && c["reason"] == reason);
+        let since = match previous {
+            Some(c) if unchanged => c["lastTransitionTime"].clone(),
+            _ => serde_json::Value::String(now_rfc3339()),
+        };
+        serde_json::json!({
+            "observedGeneration": plugin.metadata.generation,
+            "module": plugin.spec.module,
+            "digest": digest,
+            "version": version,
+            "lastError": if ready { String::new() } else { message.clone() },
+            "conditions": [{
+                "type": "Ready",
+                "status": status_text,
+                "reason": reason,
+                "message": truncate(&message, 2048),
+                "observedGeneration": plugin.metadata.generation,
+                "lastTransitionTime": since,
+            }],
+        })
+    }
+
+    /// Writes the status if it changed, as the leader; records a change of `Ready` as an Event.
+    /// `false` on a standby (or when the write failed): look again later.
+    async fn write_status(&self, plugin: &PluginObject, key: &ObjectKey, status: serde_json::Value) -> bool {
+        if !self.leadership.is_leader() {
+            return false;
+        }
+        let mut current = plugin.status.clone();
+        if let Some(map) = current.as_object_mut() {
+            map.retain(|_, v| !v.is_null());
+        }
+        let mut wanted = status.clone();
+        if let Some(map) = wanted.as_object_mut() {
+            map.retain(|_, v| !v.is_null());
+        }
+        if current == wanted {
+            return true;
+        }
+        let before = ready_condition(&plugin.status);
+        let now = ready_condition(&status).expect("a Ready condition");
+        if before.as_ref().is_none_or(|b| b["status"] != now["status"] || b["reason"] != now["reason"] || b["message"] != now["message"]) {
+            let ready = now["status"] == "True";
+            self.events.publish(ObjectEvent {
+                regarding: plugin_kind(),
+                key: key.clone(),
+                uid: plugin.metadata.uid.clone(),
+                warning: !ready,
+                reason: now["reason"].as_str().unwrap_or_default().into(),
+                action: "Load".into(),
+                note: truncate(now["message"].as_str().unwrap_or_default(), 1024),
+            });
+        }
+        let object = serde_json::json!({
+            "apiVersion": plugin_kind().api_version(),
+            "kind": "Plugin",
+            "metadata": {"name": plugin.metadata.name, "namespace": self.namespace},
+            "status": wanted,
+        });
+        let request = WriteRequest {
+            resource: plugin_kind(),
+            namespace: Some(self.namespace.clone()),
+            name: plugin.metadata.name.clone(),
+            op: WriteOp::Apply { object, force: true, status: true },
+        };
+        match self.api.write(request).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(plugin = %plugin.metadata.name, "cannot write the Plugin's status: {e}");
+                false
+            }
+        }
+    }
+}
+
+enum Next {
+    Done,
+    After(Duration),
+    Backoff,
+}
+
+fn ready_condition(status: &serde_json::Value) -> Option<serde_json::Value> {
+    status["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready").cloned()
+}
+
+/// `spec.settings` as `NAME.toml` holds them.
+fn settings_toml(settings: Option<&serde_json::Map<String, serde_json::Value>>) -> Result<String, Failure> {
+    let Some(settings) = settings else { return Ok(String::new()) };
+    toml::to_string(settings).map_err(|e| Failure {
+        reason: "InvalidSettings",
+        message: format!("spec.settings cannot be written as TOML (no nulls; tables inside arrays must be alike): {e}"),
+        retry: false,
+    })
+}
+
+/// A Go duration as the CRD admits it: `30s`, `5m`, `1h30m`, `500ms`.
+fn parse_go_duration(text: &str) -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).filter(|&i| i > 0)?;
+        let (number, tail) = rest.split_at(digits);
+        let n: u64 = number.parse().ok()?;
+        let unit_len = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        total += match unit {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n * 60),
+            "h" => Duration::from_secs(n * 3600),
+            _ => return None,
+        };
+        rest = tail;
+    }
+    (!total.is_zero()).then_some(total)
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}
+
+fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_go_duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_go_duration("0s"), None);
+        assert_eq!(parse_go_duration("5 m"), None);
+        assert_eq!(parse_go_duration("m"), None);
+    }
+
+    #[test]
+    fn settings_become_toml() {
+        let settings: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"replicas": 2, "kubewasm": {"max-concurrency": 3}}"#).unwrap();
+        let toml = settings_toml(Some(&settings)).unwrap();
+        let back: toml::Table = toml.parse().unwrap();
+        assert_eq!(back["replicas"].as_integer(), Some(2));
+        assert_eq!(back["kubewasm"]["max-concurrency"].as_integer(), Some(3));
+        let null: serde_json::Map<String, serde_json::Value> = serde_json::from_str(r#"{"a": null}"#).unwrap();
+        assert_eq!(settings_toml(Some(&null)).unwrap_err().reason, "InvalidSettings");
+        assert_eq!(settings_toml(None).unwrap(), "");
+    }
+}

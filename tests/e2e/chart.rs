@@ -1,0 +1,226 @@
+//! The Helm chart (`charts/kubewasm`): it lints, the API server accepts all it renders, its
+//! Deployment keeps the contract its README states, and its RBAC is all the real host needs to
+//! serve a Plugin.
+//!
+//! `cargo test -p kubewasm-tests --test chart`
+//!
+//! `helm` is built from `tests/tools` (helm.sh/helm/v4) once per machine.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, ensure};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject};
+use kubewasm_tests::build::{Tool, go_tool};
+use kubewasm_tests::crd::install_plugin_crd;
+use kubewasm_tests::guests::workspace_root;
+use kubewasm_tests::plugindir::e2e_variant;
+use kubewasm_tests::registry::Registry;
+use kubewasm_tests::{ControlPlane, Host, HostConfig, accounts, eventually};
+use serde_json::Value;
+use support::*;
+
+const RELEASE: &str = "kubewasm";
+
+fn chart() -> PathBuf {
+    workspace_root().join("charts/kubewasm")
+}
+
+/// `helm ARGS`, requiring success; its stdout.
+async fn helm(args: &[&str]) -> Result<String> {
+    let bin = tokio::task::spawn_blocking(|| go_tool(Tool::Helm)).await??;
+    let out = tokio::process::Command::new(bin).args(args).output().await?;
+    ensure!(out.status.success(), "helm {} failed:\n{}{}", args.join(" "), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// Values declaring two plugins: `writer` (the suite's e2e guest: its rules cluster-wide, its
+/// Plugin from `module`) and `reader` (a Role in `team_ns` only, and no Plugin: applied by hand).
+fn two_plugins(module: &str, team_ns: &str) -> String {
+    format!(
+        r#"
+plugins:
+  - name: writer
+    module: {module}
+    pollInterval: 30s
+    settings: {{name: writer}}
+    rules:
+      - {{apiGroups: [""], resources: [configmaps], verbs: [create, delete, get, list, patch, update, watch]}}
+      - {{apiGroups: [""], resources: [configmaps/finalizers], verbs: [update]}}
+      - {{apiGroups: [events.k8s.io], resources: [events], verbs: [create, patch]}}
+  - name: reader
+    rules:
+      - {{apiGroups: [events.k8s.io], resources: [events], verbs: [create, patch]}}
+    namespaceRules:
+      {team_ns}:
+        - {{apiGroups: [apps], resources: [deployments], verbs: [get, list, watch]}}
+insecureRegistries: ["{registry}"]
+registryCredentials:
+  dockerConfigJson: '{{"auths": {{"registry.example.com": {{"auth": "dTpw"}}}}}}'
+"#,
+        registry = module.split('/').next().unwrap_or_default()
+    )
+}
+
+/// `helm ARGS -f VALUES` with `values` in a file.
+async fn helm_with_values(args: &[&str], values: &str) -> Result<String> {
+    let file = tempfile::NamedTempFile::new()?;
+    std::fs::write(file.path(), values)?;
+    let path = file.path().to_str().context("a UTF-8 temporary path")?;
+    helm(&[args, &["-f", path]].concat()).await
+}
+
+/// What the chart renders for a release in `namespace` with `values`, as YAML.
+async fn template(namespace: &str, values: &str) -> Result<String> {
+    let chart = chart();
+    helm_with_values(&["template", RELEASE, chart.to_str().context("a UTF-8 path")?, "--namespace", namespace], values).await
+}
+
+/// The rendered YAML as objects.
+fn objects(yaml: &str) -> Result<Vec<Value>> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).map_err(|e| anyhow!("the chart renders YAML that does not parse: {e}"))?;
+    Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> Result<&'a Value> {
+    objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name).ok_or_else(|| anyhow!("no {kind} {name} rendered"))
+}
+
+#[tokio::test]
+async fn the_chart_lints_with_its_defaults_and_with_plugins() -> Result<()> {
+    let chart = chart();
+    let chart = chart.to_str().context("a UTF-8 path")?;
+    helm(&["lint", "--strict", chart]).await?;
+    // Every template: plugins, registry credentials, the ServiceMonitor.
+    let values = two_plugins("registry.example.com/team/writer:0.1.0", "team-a");
+    helm_with_values(&["lint", "--strict", chart, "--set", "serviceMonitor.enabled=true"], &values).await?;
+    Ok(())
+}
+
+/// Everything the chart renders passes the API server's validation and admission (a
+/// server-side dry run). The ServiceMonitor stays off: the control plane has no such kind.
+#[tokio::test]
+async fn the_api_server_accepts_what_the_chart_renders() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    // For real: a dry run of a Plugin needs its kind served.
+    install_plugin_crd(&cp.client().await?).await?;
+    let ns = cp.namespace("chart-dry-run").await?;
+    let yaml = template(ns.name(), &two_plugins("registry.example.com/team/writer:0.1.0", ns.name())).await?;
+    cp.kubectl()?.run_with_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&yaml)).await?;
+    Ok(())
+}
+
+/// The contract the README states, on the defaults.
+#[tokio::test]
+async fn the_deployment_elects_a_leader_runs_restricted_and_is_probed() -> Result<()> {
+    let objects = objects(&template("kubewasm", "").await?)?;
+    let deployment = find(&objects, "Deployment", RELEASE)?;
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    for arg in ["--leader-elect", "--lease-namespace=kubewasm", "--plugin-source=resources", "--identity-namespace=kubewasm"] {
+        assert!(args.contains(&arg), "{arg} missing: {args:?}");
+    }
+
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"], serde_json::json!(["ALL"]));
+
+    let port = |name: &str| container["ports"].as_array().and_then(|ports| ports.iter().find(|p| p["name"] == name)).map(|p| p["containerPort"].clone());
+    assert_eq!(port("health"), Some(8081.into()));
+    assert_eq!(port("metrics"), Some(8080.into()));
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(container[probe]["httpGet"], serde_json::json!({"path": path, "port": "health"}), "{probe}");
+    }
+
+    // The cache flag names a writable emptyDir: the root filesystem is read-only.
+    let cache = args.iter().find_map(|a| a.strip_prefix("--cache-dir=")).context("--cache-dir")?;
+    let mount = container["volumeMounts"].as_array().and_then(|m| m.iter().find(|m| m["mountPath"] == cache)).context("no volume mounted at the cache")?;
+    let volume = pod["volumes"].as_array().and_then(|v| v.iter().find(|v| v["name"] == mount["name"])).context("the cache's volume")?;
+    assert!(volume["emptyDir"].is_object(), "{volume}");
+    Ok(())
+}
+
+/// The host may act as exactly the declared plugins: their ServiceAccounts by name, and no
+/// impersonation at all without a plugin (empty resource names would mean every account).
+#[tokio::test]
+async fn the_host_impersonates_exactly_the_declared_plugins() -> Result<()> {
+    let impersonated = |objects: &[Value]| -> Result<Vec<Value>> {
+        let role = find(objects, "Role", RELEASE)?;
+        let rules = role["rules"].as_array().context("rules")?;
+        Ok(rules.iter().filter(|r| r["verbs"].as_array().is_some_and(|v| v.contains(&"impersonate".into()))).cloned().collect())
+    };
+    assert_eq!(impersonated(&objects(&template("kubewasm", "").await?)?)?, Vec::<Value>::new());
+    let with_plugins = objects(&template("kubewasm", &two_plugins("registry.example.com/team/writer:0.1.0", "team-a")).await?)?;
+    let rules = impersonated(&with_plugins)?;
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(rules[0]["resources"], serde_json::json!(["serviceaccounts"]));
+    assert_eq!(rules[0]["resourceNames"], serde_json::json!(["kubewasm-plugin-writer", "kubewasm-plugin-reader"]));
+    Ok(())
+}
+
+/// The chart's RBAC is all the host needs: with only what the chart renders applied (the
+/// Deployment aside), the real host — authenticated as the chart's ServiceAccount with a token,
+/// run with the Deployment's own arguments — takes the Lease, pulls the Plugin's module from a
+/// registry, and the plugin reconciles with the rights the chart gave its ServiceAccount, with
+/// no request forbidden. The test control plane has no kubelet, so the Deployment's pods never
+/// start; this test stands in for them.
+#[tokio::test]
+async fn the_charts_rbac_is_enough_for_the_host_to_serve_a_plugin() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let plugin_kind = install_plugin_crd(&cp.client().await?).await?;
+    let ns = cp.namespace("chart").await?;
+    let registry = tokio::task::spawn_blocking(Registry::start).await??;
+    let module = format!("{}/e2e/writer:v1", registry.host());
+    let store = tempfile::tempdir()?;
+    let registries = kubewasm::oci::Registries::new(&Default::default(), store.path().into());
+    registries.push(&kubewasm::oci::parse_reference(&module)?, e2e_variant("v01")).await?;
+
+    let objects = objects(&template(ns.name(), &two_plugins(&module, ns.name())).await?)?;
+    let deployment = find(&objects, "Deployment", RELEASE)?;
+    let rest: Vec<&Value> = objects.iter().filter(|o| o["kind"] != "Deployment").collect();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rest});
+    cp.kubectl()?.run_with_stdin(&["apply", "-f", "-"], Some(&list.to_string())).await?;
+    let kubeconfig = tempfile::NamedTempFile::new()?;
+    accounts::service_account_kubeconfig(cp, ns.name(), RELEASE, kubeconfig.path()).await?;
+
+    // The Deployment's arguments, but for those the harness sets: its own ports and cache, and
+    // the plugin source and identity namespace (the same: checked).
+    let args: Vec<String> = deployment["spec"]["template"]["spec"]["containers"][0]["args"].as_array().context("args")?.iter().filter_map(|a| a.as_str().map(String::from)).collect();
+    let own = [format!("--identity-namespace={}", ns.name()), "--plugin-source=resources".into()];
+    ensure!(own.iter().all(|a| args.contains(a)), "{args:?}");
+    let harness = ["run", "--metrics-addr=", "--health-addr=", "--cache-dir="];
+    let mut config = HostConfig::resources("chart", ns.name(), kubeconfig.path()).service_accounts(ns.name());
+    for arg in args.into_iter().filter(|a| !own.contains(a) && !harness.iter().any(|h| a.starts_with(h))) {
+        config = config.arg(arg);
+    }
+    let mut host = Host::start(config).await?;
+    host.wait_ready(Duration::from_secs(60)).await?;
+
+    let cms: Api<ConfigMap> = ns.api();
+    let inputs = BTreeMap::from([("a".to_string(), "1".to_string())]);
+    create_primaries(&cms, &inputs).await?;
+    wait_outputs(&cms, "writer", &inputs, Want::default()).await?;
+    let plugins: Api<DynamicObject> = Api::namespaced_with(ns.client().clone(), ns.name(), &plugin_kind);
+    eventually("Plugin writer to be Ready", CONVERGE, || async {
+        let plugin = plugins.get("writer").await.map_err(|e| e.to_string())?;
+        let conditions = plugin.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        match conditions.iter().find(|c| c["type"] == "Ready") {
+            Some(c) if c["status"] == "True" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await?;
+    ensure!(!host.log_text().contains("forbidden"), "forbidden requests with the chart's RBAC:\n{}", host.log_tail(40));
+    host.stop().await?;
+    Ok(())
+}
