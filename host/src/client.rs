@@ -146,7 +146,7 @@ pub enum RequestError {
     #[error("{0} is the host's own object; no plugin may write it")]
     HostObject(String),
     #[error(transparent)]
-    Resolve(#[from] DiscoveryError),
+    Resolve(Box<DiscoveryError>),
     #[error("{0} is namespaced: metadata.namespace is missing")]
     NamespaceMissing(Gvk),
     #[error("{resource} is cluster-scoped, but namespace {namespace:?} was given")]
@@ -299,7 +299,7 @@ impl ApiClient {
     }
 
     async fn api(&self, resource: &Gvk, namespace: Option<&str>) -> Result<Api<RawObject>, RequestError> {
-        let resolved = self.discovery.resolve(resource).await?;
+        let resolved = self.discovery.resolve(resource).await.map_err(|e| RequestError::Resolve(Box::new(e)))?;
         match (resolved.scope, namespace) {
             (Scope::Namespaced, Some(ns)) => Ok(Api::namespaced_with(self.kube.clone(), ns, &resolved.api)),
             (Scope::Cluster, None) => Ok(Api::all_with(self.kube.clone(), &resolved.api)),

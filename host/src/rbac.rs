@@ -39,10 +39,13 @@ pub struct HostNeeds {
     pub namespaces: Vec<String>,
 }
 
+/// Verbs by (API group, resource), then by the resource names they are limited to.
+type ByResource = BTreeMap<(String, String), BTreeMap<Vec<String>, BTreeSet<&'static str>>>;
+
 /// Rules by scope (`None`: cluster-wide), then by (API group, resource names), each with its
 /// resources and verbs.
 #[derive(Default)]
-struct Grants(BTreeMap<Option<String>, BTreeMap<(String, String), BTreeMap<Vec<String>, BTreeSet<&'static str>>>>);
+struct Grants(BTreeMap<Option<String>, ByResource>);
 
 impl Grants {
     /// Grants `verbs` on `resource` (plural, maybe with a subresource) of `group` in `namespace`,
@@ -132,9 +135,10 @@ fn host_grants(manifests: &[Manifest], host: &HostNeeds) -> Grants {
     grants
 }
 
-fn rules(by_resource: &BTreeMap<(String, String), BTreeMap<Vec<String>, BTreeSet<&'static str>>>) -> Vec<PolicyRule> {
+fn rules(by_resource: &ByResource) -> Vec<PolicyRule> {
     // Resources with the same verbs, group and names share one rule, as people write them.
-    let mut merged: BTreeMap<(String, Vec<String>, Vec<&str>), Vec<String>> = BTreeMap::new();
+    type Shape<'a> = (String, Vec<String>, Vec<&'a str>);
+    let mut merged: BTreeMap<Shape, Vec<String>> = BTreeMap::new();
     for ((group, resource), by_names) in by_resource {
         for (names, verbs) in by_names {
             merged.entry((group.clone(), names.clone(), verbs.iter().copied().collect())).or_default().push(resource.clone());

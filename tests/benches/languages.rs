@@ -116,7 +116,7 @@ struct NativeHost {
 impl NativeHost {
     fn get(&self, resource: &Gvk, namespace: &str, name: &str) -> Option<String> {
         let key = ObjectKey::new(Some(namespace), name);
-        self.cache.view().stores(resource).first()?.get(&key).map(|json| json.to_string())
+        self.cache.view().get(resource, &key).map(|json| json.to_string())
     }
 
     fn apply(&self, object: String) -> Result<String, String> {

@@ -43,7 +43,7 @@ struct NativeHost {
 impl bench_logic::Host for NativeHost {
     fn get(&self, namespace: &str, name: &str) -> Option<String> {
         let key = ObjectKey::new(Some(namespace), name);
-        self.cache.view().stores(&Gvk::new("", "v1", "ConfigMap")).first()?.get(&key).map(|json| json.to_string())
+        self.cache.view().get(&Gvk::new("", "v1", "ConfigMap"), &key).map(|json| json.to_string())
     }
 
     fn apply(&self, object: String) -> Result<(), String> {

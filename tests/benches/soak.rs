@@ -106,15 +106,16 @@ async fn soak(total: Duration) {
             }
             next_reload += RELOAD_EVERY;
         }
-        if kills < kill_at.len() && now >= kill_at[kills] {
-            if let Some(i) = leader(&members).await {
-                let mut dead = members.remove(i);
-                println!("[{:>5.0}s] killing the leader {}", now.as_secs_f64(), dead.host.name());
-                dead.host.kill();
-                let name = format!("h{}", 3 + kills);
-                members.push(start_member(&cp, ns.name(), &name, &wasm(version)).await);
-                kills += 1;
-            }
+        if kills < kill_at.len()
+            && now >= kill_at[kills]
+            && let Some(i) = leader(&members).await
+        {
+            let mut dead = members.remove(i);
+            println!("[{:>5.0}s] killing the leader {}", now.as_secs_f64(), dead.host.name());
+            dead.host.kill();
+            let name = format!("h{}", 3 + kills);
+            members.push(start_member(&cp, ns.name(), &name, &wasm(version)).await);
+            kills += 1;
         }
         if !restarted && now >= restart_at {
             println!("[{:>5.0}s] restarting the control plane", now.as_secs_f64());

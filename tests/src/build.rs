@@ -1,6 +1,6 @@
-//! Building the suite's Go programs once per machine: the control plane (`tests/controlplane/`)
-//! and the tools of `tests/tools/` (an OCI registry, `crane`, `helm`), each from official Go
-//! modules.
+//! Building the suite's Go programs once per machine: the control plane (`tests/controlplane/`),
+//! the tools of `tests/tools/` (an OCI registry, `crane`, `helm`) and the controller-runtime peer
+//! of the benchmarks (`tests/peers/controller-runtime/`), each from official Go modules.
 //!
 //! Owns the build cache outside the clone:
 //! `${KUBEWASM_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kubewasm}/<tool>/<key>/<tool>`, where
@@ -35,6 +35,9 @@ pub enum Tool {
     Crane,
     /// `helm` (helm.sh/helm/v4).
     Helm,
+    /// The controller-runtime peer of the e2e guest (`tests/peers/controller-runtime/`), for the
+    /// density benchmark.
+    ControllerRuntime,
 }
 
 impl Tool {
@@ -44,6 +47,7 @@ impl Tool {
             Tool::Registry => "registry",
             Tool::Crane => "crane",
             Tool::Helm => "helm",
+            Tool::ControllerRuntime => "controller-runtime",
         }
     }
 
@@ -52,6 +56,7 @@ impl Tool {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         match self {
             Tool::ControlPlane => root.join("controlplane"),
+            Tool::ControllerRuntime => root.join("peers/controller-runtime"),
             _ => root.join("tools"),
         }
     }
@@ -59,7 +64,7 @@ impl Tool {
     /// The package `go build` is given, in that module.
     fn package(self) -> &'static str {
         match self {
-            Tool::ControlPlane => ".",
+            Tool::ControlPlane | Tool::ControllerRuntime => ".",
             Tool::Registry => "./registry",
             Tool::Crane => "github.com/google/go-containerregistry/cmd/crane",
             Tool::Helm => "helm.sh/helm/v4/cmd/helm",

@@ -264,7 +264,7 @@ impl Runtime {
         let pre = self.linker.instantiate_pre(component).map_err(|e| RuntimeError::Link(chain(&e)))?;
         let world = |e: wasmtime::Error| RuntimeError::World(chain(&e));
         // Interfaces added after 0.1.0 are optional: present, they must be complete.
-        let exported = |interface: &str| component.get_export_index(None, &format!("{PACKAGE}/{interface}@{PACKAGE_VERSION}")).is_some();
+        let exported = |interface: &str| component.get_export_index(None, format!("{PACKAGE}/{interface}@{PACKAGE_VERSION}")).is_some();
         let indices = ExportIndices {
             plugin: plugin_exports::GuestIndices::new(&pre).map_err(world)?,
             reconciler: reconciler_exports::GuestIndices::new(&pre).map_err(world)?,

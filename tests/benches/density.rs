@@ -1,0 +1,350 @@
+//! The density benchmark (issue 13): the same small controller run three ways against one local
+//! control plane, side by side in one run, for N controllers each:
+//! - kubewasm: N copies of the suite's `e2e-guest` plugin (its default `output` mode) in one
+//!   release `kubewasm` host;
+//! - manager: one controller-runtime manager running N controllers (`tests/peers/controller-
+//!   runtime`, which does what the guest does);
+//! - processes: N controller-runtime processes, one controller each.
+//!
+//! Controller `cK` selects the ConfigMaps labelled `bench.kubewasm.io/controller=cK` and applies
+//! an owned output ConfigMap for each. Per run (a fresh namespace each): start the variant and
+//! wait until it is ready (caches synced), create 20 primaries per controller, time until every
+//! output exists, let it settle, then read the summed PSS of the variant's processes
+//! (`/proc/PID/smaps_rollup`) and the watches it holds open on the API server (its gauge before
+//! the start and after the settle); stop it and delete the namespace.
+//!
+//! `cargo bench -p kubewasm-tests --bench density [-- --n 1,10,50]`
+
+use std::collections::HashSet;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, PartialObjectMeta, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kubewasm_tests::build::{Tool, go_tool};
+use kubewasm_tests::host::{Host, HostConfig};
+use kubewasm_tests::plugindir::{E2eSettings, PluginDir};
+use kubewasm_tests::{ControlPlane, guests, process, prom};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const PER_CONTROLLER: usize = 20;
+/// Controller `cK` selects `SELECTOR=cK` (the peer's `selectorKey`).
+const SELECTOR: &str = "bench.kubewasm.io/controller";
+/// Every output carries it (the guest's and the peer's `e2e.kubewasm.io/plugin=NAME`).
+const OUTPUT_LABEL: &str = "e2e.kubewasm.io/plugin";
+const INPUT: &str = "e2e.kubewasm.io/input";
+/// Time after the last output for queues to drain, watches of the bench to close and the
+/// numbers to stop moving.
+const SETTLE: Duration = Duration::from_secs(5);
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+#[derive(Clone, Copy)]
+enum Variant {
+    Kubewasm,
+    Manager,
+    Processes,
+}
+
+impl Variant {
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Kubewasm => "kubewasm",
+            Variant::Manager => "manager",
+            Variant::Processes => "processes",
+        }
+    }
+}
+
+/// What one run measured.
+#[derive(Debug)]
+struct Measured {
+    processes: usize,
+    ready: Duration,
+    converged: Duration,
+    pss: u64,
+    configmap_watches: f64,
+    watches: f64,
+}
+
+/// A running variant, with what must live as long as it does: the host's plugin directory, the
+/// directory of the peers' logs.
+enum Running {
+    Host(Host, PluginDir),
+    Peers(Vec<Peer>, tempfile::TempDir),
+}
+
+/// One controller-runtime process.
+struct Peer {
+    child: Child,
+    health: SocketAddr,
+    log: PathBuf,
+}
+
+impl Running {
+    fn pids(&self) -> Vec<u32> {
+        match self {
+            Running::Host(host, _) => host.pid().into_iter().collect(),
+            Running::Peers(peers, _) => peers.iter().map(|p| p.child.id()).collect(),
+        }
+    }
+
+    async fn stop(self) {
+        match self {
+            Running::Host(host, _dir) => {
+                host.stop().await.expect("the host stops cleanly");
+            }
+            Running::Peers(peers, _logs) => {
+                // All told at once, so that they shut down in parallel; then each reaped.
+                for peer in &peers {
+                    process::signal(peer.child.id(), libc::SIGTERM);
+                }
+                tokio::task::spawn_blocking(move || {
+                    for peer in peers {
+                        process::terminate_pid(peer.child.id(), Duration::from_secs(15));
+                    }
+                })
+                .await
+                .unwrap();
+            }
+        }
+    }
+}
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port")
+}
+
+/// The status code of `GET path` on `addr`, if it answers.
+async fn status_code(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    response.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The proportional set size of process `pid`: its private pages plus its share of the pages it
+/// shares (the peer binary's code among N peers), so that summing it over processes is fair.
+fn pss_bytes(pid: u32) -> u64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).expect("the process runs");
+    let kib: u64 = rollup.lines().find_map(|l| l.strip_prefix("Pss:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse().ok()).expect("a Pss line");
+    kib * 1024
+}
+
+/// Open watches on the API server: (of ConfigMaps, of anything).
+async fn watches(client: &kube::Client) -> (f64, f64) {
+    let text = prom::apiserver_metrics(client).await.expect("the API server's /metrics");
+    let watches = |labels: &[(&str, &str)]| prom::sum(&text, "apiserver_longrunning_requests", labels);
+    (watches(&[("verb", "WATCH"), ("resource", "configmaps")]), watches(&[("verb", "WATCH")]))
+}
+
+/// Waits until the count of open watches has held for ten seconds: a fresh control plane's own
+/// controllers (the garbage collector watches every resource) open theirs for a while after it
+/// is ready, and would otherwise count toward the first run.
+async fn wait_watches_steady(client: &kube::Client) {
+    let (mut last, mut since) = (watches(client).await, Instant::now());
+    while since.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = watches(client).await;
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+}
+
+fn release_host() -> PathBuf {
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .current_dir(guests::workspace_root())
+        .args(["build", "--quiet", "--release", "-p", "kubewasm", "--bin", "kubewasm"])
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the release host failed");
+    guests::target_dir().join("release/kubewasm")
+}
+
+async fn start_host(cp: &ControlPlane, ns: &str, names: &[String]) -> Running {
+    let dir = PluginDir::new();
+    for name in names {
+        dir.install_e2e(&E2eSettings::new(name).selector(&format!("{SELECTOR}={name}")), "v01");
+    }
+    // The budget reserves each plugin's memory limit × (max-concurrency + 1): 192 MiB for the
+    // guest's defaults, so the default 4 GiB admits only 21 plugins. It reserves, it allocates
+    // nothing.
+    let config = HostConfig::new("density", dir.path(), cp.kubeconfig_path()).namespace(ns).arg("--plugin-memory-budget=16Gi").log_filter("warn");
+    let mut host = Host::start(config).await.expect("the host starts");
+    host.wait_ready(TIMEOUT).await.expect("the host gets ready");
+    Running::Host(host, dir)
+}
+
+/// Starts a peer running `controllers` (comma-separated), its output going to `log`.
+fn spawn_peer(bin: &Path, cp: &ControlPlane, ns: &str, controllers: &str, log: &Path) -> Peer {
+    let health = free_port();
+    let file = std::fs::File::create(log).unwrap();
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--kubeconfig={}", cp.kubeconfig_path().display()))
+        .arg(format!("--namespace={ns}"))
+        .arg(format!("--controllers={controllers}"))
+        // Served as kubewasm serves its own, on a port nobody needs to know.
+        .arg("--metrics-addr=127.0.0.1:0")
+        .arg(format!("--health-addr={health}"))
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().unwrap())
+        .stderr(file);
+    let child = process::spawn_tied(cmd).expect("the peer starts");
+    Peer { child, health, log: log.to_path_buf() }
+}
+
+/// Starts one peer process per entry of `groups` (each a comma-separated list of controllers)
+/// and waits until every one is ready.
+async fn start_peers(bin: &Path, cp: &ControlPlane, ns: &str, groups: &[String]) -> Running {
+    let logs = tempfile::Builder::new().prefix("kubewasm-density-").tempdir().unwrap();
+    let mut peers: Vec<Peer> = groups.iter().enumerate().map(|(i, controllers)| spawn_peer(bin, cp, ns, controllers, &logs.path().join(format!("peer-{i}.log")))).collect();
+    let deadline = Instant::now() + TIMEOUT;
+    for (peer, controllers) in peers.iter_mut().zip(groups) {
+        while status_code(peer.health, "/readyz").await != Some(200) {
+            let log = || std::fs::read_to_string(&peer.log).unwrap_or_default();
+            if let Some(status) = peer.child.try_wait().unwrap() {
+                // The port picked for it can be taken before it binds it (another peer's
+                // connection to the API server may get it): start it again on another.
+                assert!(log().contains("address already in use"), "a peer exited ({status}):\n{}", log());
+                *peer = spawn_peer(bin, cp, ns, controllers, &peer.log.clone());
+                continue;
+            }
+            assert!(Instant::now() < deadline, "a peer did not get ready:\n{}", log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Running::Peers(peers, logs)
+}
+
+/// Creates `PER_CONTROLLER` primaries for each controller, 16 requests at a time.
+async fn create_primaries(api: &Api<ConfigMap>, names: &[String]) {
+    let objects = names.iter().flat_map(|name| (0..PER_CONTROLLER).map(move |i| (name.clone(), i)));
+    futures::stream::iter(objects)
+        .map(|(name, i)| {
+            let api = api.clone();
+            async move {
+                let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": format!("{name}-p{i:02}"), "labels": {SELECTOR: name}, "annotations": {INPUT: "1"}},
+                    "data": {"a": "primary"},
+                }))
+                .unwrap();
+                api.create(&PostParams::default(), &cm).await.expect("create a primary");
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+async fn run(cp: &ControlPlane, peer: &Path, variant: Variant, n: usize) -> Measured {
+    let client = cp.client().await.unwrap();
+    let ns = cp.namespace("density").await.unwrap();
+    let api: Api<ConfigMap> = ns.api();
+    let names: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
+    let before = watches(&client).await;
+
+    let started = Instant::now();
+    let running = match variant {
+        Variant::Kubewasm => start_host(cp, ns.name(), &names).await,
+        Variant::Manager => start_peers(peer, cp, ns.name(), &[names.join(",")]).await,
+        Variant::Processes => start_peers(peer, cp, ns.name(), &names).await,
+    };
+    let ready = started.elapsed();
+
+    // The bench's own watch of the outputs is closed before the watches are counted.
+    let expected = n * PER_CONTROLLER;
+    let metadata: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client.clone(), ns.name());
+    let outputs = watcher(metadata, watcher::Config::default().labels(OUTPUT_LABEL)).default_backoff().applied_objects();
+    let counted = tokio::spawn(async move {
+        let mut seen = HashSet::new();
+        let mut outputs = std::pin::pin!(outputs);
+        while seen.len() < expected {
+            // An error is retried by the watcher (after a backoff); the timeout below bounds it.
+            if let Some(Ok(output)) = outputs.next().await {
+                seen.insert(output.metadata.name.unwrap());
+            }
+        }
+    });
+    let created = Instant::now();
+    create_primaries(&api, &names).await;
+    tokio::time::timeout(TIMEOUT, counted).await.unwrap_or_else(|_| panic!("not all {expected} outputs appeared")).unwrap();
+    let converged = created.elapsed();
+
+    tokio::time::sleep(SETTLE).await;
+    let pids = running.pids();
+    let pss = pids.iter().map(|&pid| pss_bytes(pid)).sum();
+    let after = watches(&client).await;
+    running.stop().await;
+
+    // The next run starts on a clean API server: this one's namespace gone, its watches closed.
+    let namespace = ns.name().to_string();
+    drop(ns);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let (present, open) = (namespaces.get_opt(&namespace).await.unwrap().is_some(), watches(&client).await.1);
+        if !present && open <= before.1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "after the run: namespace {namespace} still there: {present}; watches open {open}, before the run {}", before.1);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let measured = Measured { processes: pids.len(), ready, converged, pss, configmap_watches: after.0 - before.0, watches: after.1 - before.1 };
+    eprintln!("N={n} {}: {measured:?}", variant.name());
+    measured
+}
+
+fn print_table(rows: &[(usize, [Measured; 3])]) {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    println!("\n| N | what | kubewasm | manager | processes | kubewasm / manager | kubewasm / processes |");
+    println!("|---:|---|---:|---:|---:|---:|---:|");
+    for (n, [k, m, p]) in rows {
+        let line = |what: &str, f: &dyn Fn(&Measured) -> f64, unit: &str, decimals: usize| {
+            let cell = |x: &Measured| format!("{:.*}{unit}", decimals, f(x));
+            let ratio = |x: &Measured| if f(x) == 0.0 { "—".to_string() } else { format!("{:.2}×", f(k) / f(x)) };
+            println!("| {n} | {what} | {} | {} | {} | {} | {} |", cell(k), cell(m), cell(p), ratio(m), ratio(p));
+        };
+        line("processes", &|x| x.processes as f64, "", 0);
+        line("start → ready", &|x| x.ready.as_secs_f64(), " s", 2);
+        line(&format!("create {} primaries → all outputs", n * PER_CONTROLLER), &|x| x.converged.as_secs_f64(), " s", 2);
+        line("PSS, summed", &|x| mib(x.pss), " MiB", 1);
+        line("ConfigMap watches", &|x| x.configmap_watches, "", 0);
+        line("watches, all resources", &|x| x.watches, "", 0);
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let ns: Vec<usize> = args
+        .iter()
+        .position(|a| a == "--n")
+        .and_then(|i| args.get(i + 1))
+        .map(|list| list.split(',').map(|n| n.parse().expect("--n takes numbers, e.g. 1,10,50")).collect())
+        .unwrap_or_else(|| vec![1, 10, 50]);
+    let host = release_host();
+    // SAFETY: set before the async runtime and any other thread start.
+    unsafe { std::env::set_var("KUBEWASM_BIN", &host) };
+    let peer = go_tool(Tool::ControllerRuntime).expect("the controller-runtime peer builds");
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
+    println!("load average at the start: {}", load());
+    let started = Instant::now();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+        let cp = ControlPlane::start().await.unwrap();
+        wait_watches_steady(&cp.client().await.unwrap()).await;
+        let mut rows = Vec::new();
+        for n in ns {
+            let kubewasm = run(&cp, &peer, Variant::Kubewasm, n).await;
+            let manager = run(&cp, &peer, Variant::Manager, n).await;
+            let processes = run(&cp, &peer, Variant::Processes, n).await;
+            rows.push((n, [kubewasm, manager, processes]));
+        }
+        print_table(&rows);
+    });
+    println!("\nload average at the end: {}; the bench took {:.0} s", load(), started.elapsed().as_secs_f64());
+}
