@@ -60,6 +60,8 @@ pub struct RunConfig {
     pub plugin_memory_budget: u64,
     /// Instances idle this long are released.
     pub idle_instances: Duration,
+    /// Faults in a row on one object that quarantine it; 0 never does.
+    pub quarantine_after: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -190,6 +192,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         request_timeout: config.request_timeout,
         sync_timeout: config.sync_timeout,
         idle_instances: config.idle_instances,
+        quarantine_after: config.quarantine_after,
     });
 
     // 4. The host's own writes and Events (its status ConfigMap), as the host.

@@ -241,6 +241,12 @@ struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     idle_instances: Duration,
 
+    /// Quarantine an object after this many plugin faults in a row on it (trap, deadline,
+    /// memory): it is not reconciled by that plugin again until it changes or the plugin is
+    /// reloaded. 0 never quarantines
+    #[arg(long, value_name = "N", default_value_t = crate::controller::DEFAULT_QUARANTINE_AFTER)]
+    quarantine_after: u32,
+
     /// Log format: text (one line per record) or json
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -612,6 +618,7 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         sync_timeout: args.sync_timeout,
         plugin_memory_budget: args.plugin_memory_budget,
         idle_instances: args.idle_instances,
+        quarantine_after: args.quarantine_after,
     };
     crate::app::run(config).await.map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)

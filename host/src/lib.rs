@@ -11,7 +11,8 @@
 //! in a [`queue`] through the triggers of a [`controller`], reaches the plugin through the
 //! [`runtime`] (wasmtime, limits, the sandbox; `runtime::host` implements the WIT imports and
 //! adapts the Kubernetes layer to them), and leaves as a write through [`client`] or an Event
-//! through [`events`] — made as the plugin's own identity ([`identity`]).
+//! through [`events`] — made as the plugin's own identity ([`identity`]). An object the plugin
+//! keeps faulting on is quarantined by its controller (`controller::quarantine`).
 //!
 //! - [`app`]: `kubewasm run`, wired in phases; owns shutdown. [`cli`]: the command line.
 //!   [`supervisor`]: the plugin directory — starts, hot-swaps and stops controllers.

@@ -105,6 +105,13 @@ impl Metrics {
         self.plugin.events_dropped.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
     }
 
+    /// `kubewasm_plugin_quarantined_objects` and `kubewasm_plugin_quarantines_total` for one
+    /// plugin.
+    pub fn quarantine(&self, plugin: &str) -> QuarantineMetrics {
+        let labels = PluginLabels { plugin: plugin.to_owned() };
+        QuarantineMetrics { objects: self.plugin.quarantined.get_or_create_owned(&labels), entered: self.plugin.quarantines.get_or_create_owned(&labels) }
+    }
+
     /// `kubewasm_plugin_mapped_dropped_total`: watched objects whose `map-related` call was
     /// dropped because the plugin's backlog of them was full.
     pub fn mapped_dropped(&self, plugin: &str) -> Counter {
@@ -407,6 +414,8 @@ struct PluginFamilies {
     mapped_dropped: Family<PluginLabels, Counter>,
     oversized_lists: Family<PluginLabels, Counter>,
     reasons: Family<ReasonLabels, Counter>,
+    quarantined: Family<PluginLabels, Gauge>,
+    quarantines: Family<PluginLabels, Counter>,
 }
 
 impl PluginFamilies {
@@ -423,6 +432,8 @@ impl PluginFamilies {
             mapped_dropped: Family::default(),
             oversized_lists: Family::default(),
             reasons: Family::default(),
+            quarantined: Family::default(),
+            quarantines: Family::default(),
         };
         registry.register(
             "kubewasm_plugin_faults",
@@ -476,6 +487,12 @@ impl PluginFamilies {
             "Reconciles by why their key was queued: changed, owned, mapped, released, resync, retry, requeue",
             families.reasons.clone(),
         );
+        registry.register(
+            "kubewasm_plugin_quarantined_objects",
+            "Objects the plugin faulted on too many times in a row, set aside until they or the plugin change",
+            families.quarantined.clone(),
+        );
+        registry.register("kubewasm_plugin_quarantines", "Objects put in quarantine, each time one entered it", families.quarantines.clone());
         families
     }
 }
@@ -491,6 +508,15 @@ pub struct PluginMetrics {
     pub instances: Gauge,
     pub log_dropped: Counter,
     pub oversized_lists: Counter,
+}
+
+/// One plugin's quarantine series. `Default` gives unregistered handles.
+#[derive(Clone, Default)]
+pub struct QuarantineMetrics {
+    /// Objects quarantined now.
+    pub objects: Gauge,
+    /// Entries into quarantine.
+    pub entered: Counter,
 }
 
 /// `kubewasm_plugin_faults_total` by kind.

@@ -348,6 +348,64 @@ async fn plugin_faults_give_events_and_metrics_and_everything_keeps_serving() ->
     Ok(())
 }
 
+/// A poison object (one that makes the plugin trap) is quarantined after K faults in a row: one
+/// `Quarantined` Event, no more calls or retries, the metrics say so, and the other objects keep
+/// reconciling. A change to the object releases it (here the change also ends the trap, so it is
+/// reconciled); so does a new version of the plugin (which is handed the object again, faults K
+/// times more, and quarantines it again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_object_is_quarantined_until_it_or_the_plugin_changes() -> Result<()> {
+    const K: f64 = 3.0;
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("quarantine").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("victim"), "v01");
+    let config = host_config("quarantine", dir.path(), cp.kubeconfig_path(), ns.name()).arg(format!("--quarantine-after={K}"));
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+    let plugin = [("plugin", "victim")];
+    let traps = [("plugin", "victim"), ("kind", "trap")];
+
+    create_primaries(&cms, &inputs(&["healthy"], "1")).await?;
+    let mut poison = primary("poison", "1");
+    poison.metadata.annotations.get_or_insert_with(Default::default).insert(TRAP.into(), "victim".into());
+    cms.create(&PostParams::default(), &poison).await?;
+    host.wait_metric("kubewasm_plugin_quarantines_total", &plugin, CONVERGE, |n| n == 1.0).await?;
+    wait_event(ns.client(), ns.name(), "poison", "Quarantined", "faulted 3 times in a row").await?;
+    ensure!(host.metric("kubewasm_plugin_quarantined_objects", &plugin).await? == 1.0, "one object quarantined");
+    ensure!(host.metric("kubewasm_plugin_faults_total", &traps).await? == K, "K traps, then no more");
+
+    // The others keep reconciling; the poison object is not retried (with backoff it would have
+    // trapped many times over by now), and its quarantine is one Event, not one per try.
+    set_input(&cms, "healthy", "2").await?;
+    wait_outputs(&cms, "victim", &inputs(&["healthy"], "2"), Want::default()).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    ensure!(host.metric("kubewasm_plugin_faults_total", &traps).await? == K, "a quarantined object must not be retried");
+    let quarantined = |all: &[k8s_openapi::api::events::v1::Event]| {
+        all.iter().filter(|e| e.reason.as_deref() == Some("Quarantined")).map(|e| e.series.as_ref().map_or(1, |s| s.count)).sum::<i32>()
+    };
+    let all = events(ns.client(), ns.name()).await?;
+    ensure!(quarantined(&all) == 1, "one Quarantined Event:\n  {}", describe_events(&all));
+
+    // A change to the object releases it.
+    annotate(&cms, "poison", &[(TRAP, None), (INPUT, Some("2"))]).await?;
+    wait_outputs(&cms, "victim", &inputs(&["poison"], "2"), Want::default()).await?;
+    host.wait_metric("kubewasm_plugin_quarantined_objects", &plugin, CONVERGE, |n| n == 0.0).await?;
+
+    // So does a new version of the plugin: quarantined again, then released by a hot reload.
+    annotate(&cms, "poison", &[(TRAP, Some("victim"))]).await?;
+    host.wait_metric("kubewasm_plugin_quarantines_total", &plugin, CONVERGE, |n| n == 2.0).await?;
+    ensure!(host.metric("kubewasm_plugin_faults_total", &traps).await? == 2.0 * K, "K more traps");
+    dir.install_e2e(&E2eSettings::new("victim"), "v02");
+    wait_outputs(&cms, "victim", &inputs(&["healthy"], "2"), Want { variant: Some("v02"), ..Default::default() }).await?;
+    host.wait_metric("kubewasm_plugin_quarantines_total", &plugin, CONVERGE, |n| n == 3.0).await?;
+    ensure!(host.metric("kubewasm_plugin_faults_total", &traps).await? == 3.0 * K, "the new version was handed the object K times");
+    ensure!(host.metric("kubewasm_plugin_quarantined_objects", &plugin).await? == 1.0, "quarantined again");
+    host.stop().await?;
+    Ok(())
+}
+
 /// The plugin's finalizer is added before its first reconcile; a deletion waits while
 /// `finalize` asks for more time and completes once it is done.
 #[tokio::test]

@@ -3,11 +3,13 @@
 //! Informer events become keys in the plugin's queue ([`trigger`]); a dispatcher hands keys to
 //! up to `max-concurrency` reconciles at once ([`workers`]), only while this host leads and only
 //! after the plugin's caches have synced; each reconcile runs the plugin's current version
-//! ([`reconcile`]); its result forgets, requeues or retries the key. A periodic resync enqueues
-//! every primary again. The controller outlives plugin versions: [`Controller::swap`] replaces
+//! ([`reconcile`]); its result forgets, requeues or retries the key, and an object the plugin
+//! keeps faulting on is set aside ([`quarantine`]). A periodic resync enqueues every primary
+//! again. The controller outlives plugin versions: [`Controller::swap`] replaces
 //! the version while the queue and its backoff state, the plugin's API client (its identity and
 //! rate limit) and its Event recorder stay.
 
+mod quarantine;
 mod reconcile;
 mod trigger;
 mod workers;
@@ -20,6 +22,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use quarantine::{DEFAULT_AFTER as DEFAULT_QUARANTINE_AFTER, Listing as QuarantineListing};
+use quarantine::Quarantine;
 pub use reconcile::Outcome;
 use trigger::{MapBacklog, MapKey, Mapping as TriggerMapping, Released, Trigger};
 use workers::Workers;
@@ -60,6 +64,8 @@ pub struct Environment {
     pub sync_timeout: Duration,
     /// Instances idle this long are released.
     pub idle_instances: Duration,
+    /// Faults in a row on one object that quarantine it; 0 never does.
+    pub quarantine_after: u32,
 }
 
 impl Environment {
@@ -133,6 +139,7 @@ pub struct Controller {
     events: EventRecorder,
     plugin_metrics: PluginMetrics,
     metrics: ControllerMetrics,
+    quarantine: Quarantine,
     current: RwLock<Arc<Version>>,
     mapper: Arc<MapBacklog>,
     released: Released,
@@ -176,6 +183,7 @@ impl Controller {
         let version = build_version(&env, &parts, plugin, Vec::new()).await?;
         let controller = Arc::new(Controller {
             metrics: env.metrics.controller(&name),
+            quarantine: Quarantine::new(env.quarantine_after, env.metrics.quarantine(&name)),
             workers: Workers::new(version.workers),
             name,
             env,
@@ -193,6 +201,8 @@ impl Controller {
             let controller = controller.clone();
             async move {
                 controller.clone().run(shutdown).await;
+                // Gone with the controller: its gauge must not claim objects for it.
+                controller.quarantine.release_all();
                 events_stop.cancel();
                 let _ = events_task.await;
                 controller.finished.send_replace(true);
@@ -225,12 +235,18 @@ impl Controller {
         &self.events
     }
 
+    /// The objects quarantined now: the first `max` keys and how many there are.
+    pub fn quarantined(&self, max: usize) -> QuarantineListing {
+        self.quarantine.listing(max)
+    }
+
     /// Replaces the plugin version. Reconciles already running finish on the old version; every
     /// later one runs the new. Informers the new version needs are started and synced (within
     /// the sync timeout, else the new version is refused and the old one keeps serving) before
-    /// those only the old one needed are released; then every primary is enqueued once
-    /// (level-triggered catch-up). The queue and its backoff state stay. A new version that
-    /// renames its finalizer takes over objects carrying the old name.
+    /// those only the old one needed are released; then quarantined objects are released and
+    /// every primary is enqueued once (level-triggered catch-up). The queue and its backoff
+    /// state stay. A new version that renames its finalizer takes over objects carrying the old
+    /// name.
     pub async fn swap(&self, plugin: LoadedPlugin) -> Result<Arc<Version>, ControllerError> {
         let old = self.version();
         let mut previous = old.previous_finalizers.clone();
@@ -253,6 +269,7 @@ impl Controller {
         let limit = self.workers.resize(version.workers);
         self.metrics.max_concurrent.set(limit as i64);
         drop(old);
+        self.quarantine.release_all();
         for key in version.primary_keys() {
             self.queue.add_for(key, Reason::Resync);
         }
@@ -326,10 +343,16 @@ impl Controller {
                 let key = lease.key().clone();
                 let reasons = lease.reasons();
                 let span = tracing::info_span!("reconcile", plugin = %controller.name, key = %key, reason = %reasons);
-                for reason in reasons.iter() {
-                    controller.metrics.count_reason(reason.as_str());
-                }
-                match controller.process(&version, &key).instrument(span).await {
+                let outcome = if controller.held(&version, &key) {
+                    tracing::debug!(parent: &span, "quarantined: not reconciled");
+                    Outcome::Quarantined
+                } else {
+                    for reason in reasons.iter() {
+                        controller.metrics.count_reason(reason.as_str());
+                    }
+                    controller.process(&version, &key).instrument(span).await
+                };
+                match outcome {
                     Outcome::Success => controller.queue.forget(&key),
                     Outcome::RequeueAfter(after) if after < reconcile::MIN_REQUEUE_AFTER => {
                         // "Again soon": through the limiter, so that no plugin can busy-loop.
@@ -340,6 +363,7 @@ impl Controller {
                         controller.queue.add_after(key, after);
                     }
                     Outcome::Error => controller.queue.add_rate_limited(key),
+                    Outcome::Quarantined => controller.queue.forget(&key),
                 }
                 drop(lease);
                 drop(slot);

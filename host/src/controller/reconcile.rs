@@ -1,16 +1,17 @@
 //! One key through the plugin: finalizer bookkeeping (including names earlier versions used),
 //! the release of primaries that stopped matching the selector, the call, and what its result
-//! means for the queue, the metrics and the object's Events.
+//! means for the queue, the metrics, the quarantine and the object's Events.
 
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::quarantine::{Entered, is_object_fault};
 use super::{Controller, Version};
 use crate::client::{PatchKind, RequestError, WriteOp, WriteRequest};
 use crate::events::ObjectEvent;
 use crate::resource::{ObjectKey, uid_of};
-use crate::runtime::{Action, CallError, GuestErrorCode, Request, code_name};
+use crate::runtime::{Action, CallError, Fault, GuestErrorCode, Request, code_name};
 
 /// A `requeue-after` shorter than this means "again soon" and goes through the rate limiter.
 pub const MIN_REQUEUE_AFTER: Duration = Duration::from_secs(1);
@@ -22,6 +23,9 @@ pub enum Outcome {
     RequeueAfter(Duration),
     /// Failed: retried with backoff.
     Error,
+    /// Quarantined (by this reconcile's fault, or before): not retried until the object or the
+    /// plugin changes.
+    Quarantined,
 }
 
 /// The few fields of the primary object the host itself acts on.
@@ -44,7 +48,9 @@ pub(crate) fn meta(json: &str) -> Meta {
 
 /// Why a reconcile failed.
 enum Failure {
-    Call(CallError),
+    /// The plugin's call failed. `seen` is the resourceVersion of the object it was handed; none
+    /// for a released object, which is not cached any more (and so cannot be quarantined).
+    Call { error: CallError, seen: Option<String> },
     /// Adding or removing the finalizer failed.
     Finalizer(RequestError),
 }
@@ -57,20 +63,47 @@ impl Controller {
         let result = self.reconcile_key(version, key).await;
         self.metrics.active_workers.dec();
         self.metrics.reconcile_time.observe(started.elapsed().as_secs_f64());
+        // A call that ends without a fault breaks the key's streak of faults; a failure before
+        // the call (the finalizer write) or before the object was seen (instantiation) does not.
         let outcome = match result {
-            Ok(Action::Done) => Outcome::Success,
-            Ok(Action::RequeueAfter(after)) => Outcome::RequeueAfter(after),
+            Ok(action) => {
+                self.quarantine.succeeded(key);
+                match action {
+                    Action::Done => Outcome::Success,
+                    Action::RequeueAfter(after) => Outcome::RequeueAfter(after),
+                }
+            }
             Err(failure) => {
-                self.report(version, key, failure);
-                Outcome::Error
+                self.report(version, key, &failure);
+                match failure {
+                    Failure::Call { error: CallError::Fault(fault), seen: Some(seen) } if is_object_fault(&fault) => match self.quarantine.fault(key, &seen) {
+                        Some(entered) => {
+                            self.report_quarantine(version, key, &fault, entered);
+                            Outcome::Quarantined
+                        }
+                        None => Outcome::Error,
+                    },
+                    Failure::Call { error: CallError::Plugin { .. }, .. } => {
+                        self.quarantine.succeeded(key);
+                        Outcome::Error
+                    }
+                    _ => Outcome::Error,
+                }
             }
         };
         match outcome {
             Outcome::Success => self.metrics.count_success(),
             Outcome::RequeueAfter(_) => self.metrics.count_requeue_after(),
-            Outcome::Error => self.metrics.count_error(),
+            Outcome::Error | Outcome::Quarantined => self.metrics.count_error(),
         }
         outcome
+    }
+
+    /// Whether `key` is quarantined at the resourceVersion its object has now (a changed object
+    /// is released).
+    pub(super) fn held(&self, version: &Version, key: &ObjectKey) -> bool {
+        let current = || version.primary.get(&version.manifest.primary, key).map(|json| meta(&json).resource_version.unwrap_or_default());
+        self.quarantine.holds(key, current)
     }
 
     async fn reconcile_key(&self, version: &Version, key: &ObjectKey) -> Result<Action, Failure> {
@@ -83,6 +116,9 @@ impl Controller {
         // Matching again: no longer released.
         self.released.lock().remove(key);
         let meta = meta(&object);
+        // What the plugin is handed, for the quarantine: this state, or the one the finalizer
+        // write below makes.
+        let mut seen = meta.resource_version.clone().unwrap_or_default();
         let retries = self.queue.num_requeues(key);
         let deleting = meta.deletion_timestamp.is_some();
         let ours = |f: &String| Some(f) == manifest.finalizer.as_ref() || version.previous_finalizers.contains(f);
@@ -92,7 +128,7 @@ impl Controller {
                     return Ok(Action::Done);
                 }
                 let request = Request { key: key.clone(), object, retries };
-                return match version.runner.finalize(request).await.map_err(Failure::Call)? {
+                return match version.runner.finalize(request).await.map_err(|error| Failure::Call { error, seen: Some(seen) })? {
                     Action::Done => {
                         let rest = meta.finalizers.iter().filter(|f| !ours(f)).cloned().collect();
                         self.set_finalizers(version, key, &meta, rest).await.map(|_| Action::Done)
@@ -109,11 +145,12 @@ impl Controller {
             }
             if wanted != meta.finalizers {
                 object = self.set_finalizers(version, key, &meta, wanted).await?;
+                seen = self::meta(&object).resource_version.unwrap_or_default();
             }
         } else if deleting {
             return Ok(Action::Done);
         }
-        version.runner.reconcile(Request { key: key.clone(), object, retries }).await.map_err(Failure::Call)
+        version.runner.reconcile(Request { key: key.clone(), object, retries }).await.map_err(|error| Failure::Call { error, seen: Some(seen) })
     }
 
     /// A key whose primary is not in the cache: deleted (nothing to do), or released — it
@@ -123,7 +160,7 @@ impl Controller {
             return Ok(Action::Done);
         };
         let request = Request { key: key.clone(), object: last.clone(), retries: self.queue.num_requeues(key) };
-        let action = version.runner.released(request).await.map_err(Failure::Call)?;
+        let action = version.runner.released(request).await.map_err(|error| Failure::Call { error, seen: None })?;
         if !matches!(action, Some(Action::RequeueAfter(_))) {
             let mut released = self.released.lock();
             // Unless it was released again (a newer state) meanwhile.
@@ -152,18 +189,33 @@ impl Controller {
 
     /// Logs a failure and records a Warning Event on the object, except for conflicts: another
     /// actor changed the object first, which is normal and simply retried.
-    fn report(&self, version: &Version, key: &ObjectKey, failure: Failure) {
-        let (reason, note, conflict) = match &failure {
-            Failure::Call(CallError::Plugin { code, message }) => {
+    fn report(&self, version: &Version, key: &ObjectKey, failure: &Failure) {
+        let (reason, note, conflict) = match failure {
+            Failure::Call { error: CallError::Plugin { code, message }, .. } => {
                 ("ReconcileFailed", format!("{}: {message}", code_name(*code)), *code == GuestErrorCode::Conflict)
             }
-            Failure::Call(CallError::Fault(fault)) => ("PluginFault", format!("the plugin {fault}"), false),
+            Failure::Call { error: CallError::Fault(fault), .. } => ("PluginFault", format!("the plugin {fault}"), false),
             Failure::Finalizer(e) => ("FinalizerUpdateFailed", e.to_string(), e.status() == Some(409)),
         };
         if conflict {
             tracing::debug!(plugin = %self.name, key = %key, "conflict, retrying: {note}");
             return;
         }
+        self.warn(version, key, reason, note);
+    }
+
+    /// Logs and records (once, as it enters) that `key` is quarantined, and how to release it.
+    fn report_quarantine(&self, version: &Version, key: &ObjectKey, fault: &Fault, entered: Entered) {
+        let name = &self.name;
+        let note = format!(
+            "{name} faulted {} times in a row on this object (last: the plugin {fault}); it is not reconciled by {name} again until the object changes (any update) or a new version of {name} is loaded",
+            entered.faults
+        );
+        self.warn(version, key, "Quarantined", note);
+    }
+
+    /// Logs a warning and records it as a Warning Event on the object.
+    fn warn(&self, version: &Version, key: &ObjectKey, reason: &str, note: String) {
         tracing::warn!(plugin = %self.name, key = %key, reason, "{}", note.replace('\n', " "));
         let uid = version.primary.get(&version.manifest.primary, key).and_then(|json| uid_of(&json));
         self.events.publish(ObjectEvent {
