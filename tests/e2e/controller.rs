@@ -375,6 +375,13 @@ async fn a_poison_object_is_quarantined_until_it_or_the_plugin_changes() -> Resu
     wait_event(ns.client(), ns.name(), "poison", "Quarantined", "faulted 3 times in a row").await?;
     ensure!(host.metric("kubewasm_plugin_quarantined_objects", &plugin).await? == 1.0, "one object quarantined");
     ensure!(host.metric("kubewasm_plugin_faults_total", &traps).await? == K, "K traps, then no more");
+    let listed = format!("quarantined=1 keys={}/poison", ns.name());
+    let status_entry = || async { anyhow::Ok(cms.get(STATUS).await?.data.and_then(|d| d.get("victim").cloned()).unwrap_or_default()) };
+    eventually("the status to list the quarantined object", CONVERGE, || async {
+        let entry = status_entry().await?;
+        if entry.contains(&listed) { Ok(()) } else { Err(anyhow!("the status entry is {entry:?}")) }
+    })
+    .await?;
 
     // The others keep reconciling; the poison object is not retried (with backoff it would have
     // trapped many times over by now), and its quarantine is one Event, not one per try.
@@ -392,6 +399,11 @@ async fn a_poison_object_is_quarantined_until_it_or_the_plugin_changes() -> Resu
     annotate(&cms, "poison", &[(TRAP, None), (INPUT, Some("2"))]).await?;
     wait_outputs(&cms, "victim", &inputs(&["poison"], "2"), Want::default()).await?;
     host.wait_metric("kubewasm_plugin_quarantined_objects", &plugin, CONVERGE, |n| n == 0.0).await?;
+    eventually("the status to drop the released object", CONVERGE, || async {
+        let entry = status_entry().await?;
+        if entry.contains("quarantined=") { Err(anyhow!("the status entry is {entry:?}")) } else { Ok(()) }
+    })
+    .await?;
 
     // So does a new version of the plugin: quarantined again, then released by a hot reload.
     annotate(&cms, "poison", &[(TRAP, Some("victim"))]).await?;

@@ -40,6 +40,11 @@ use crate::runtime::MemoryBudget;
 pub use files::DirError;
 pub use status::StatusObject;
 
+/// How often the status listing is compared with what runs, for changes no load makes.
+const STATUS_REFRESH: Duration = Duration::from_secs(5);
+/// Quarantined objects named in a plugin's status entry (all are counted).
+const QUARANTINE_LISTED: usize = 10;
+
 /// Why a file does not run.
 #[derive(Debug, Clone)]
 pub struct Rejection {
@@ -79,6 +84,9 @@ pub struct Supervisor {
     removed: Arc<Mutex<BTreeMap<String, String>>>,
     /// One look at a file at a time.
     examining: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    /// Files read and loaded at once, one per core: fifty plugins starting together would
+    /// otherwise each hold their whole module in memory while they queue for the compiler.
+    loading: tokio::sync::Semaphore,
     /// Set once the first scan of the directory has loaded (or rejected) every file in it.
     scanned: AtomicBool,
     /// The last refusal of each plugin not running, for [`Supervisor::state`].
@@ -107,6 +115,7 @@ impl Supervisor {
             registry: Default::default(),
             removed: Default::default(),
             examining: Default::default(),
+            loading: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, usize::from)),
             scanned: Default::default(),
             refused: Default::default(),
         })
@@ -125,8 +134,10 @@ impl Supervisor {
         self.registry.running().into_iter().map(|(c, _)| c).collect()
     }
 
-    /// Loads the directory, then (with `watch`) follows it until shutdown.
+    /// Loads the directory, then (with `watch`) follows it until shutdown; keeps the status
+    /// listing current meanwhile.
     pub async fn run(self: Arc<Self>, watch: bool) -> Result<(), DirError> {
+        tokio::spawn(self.clone().refresh_status());
         let Some(dir) = self.dir.clone() else {
             self.scanned.store(true, Ordering::SeqCst);
             return Ok(());
@@ -230,6 +241,7 @@ impl Supervisor {
     async fn examine(self: Arc<Self>, path: PathBuf) {
         let guard = self.examining(&path);
         let _one_at_a_time = guard.lock().await;
+        let loading = self.loading.acquire().await.expect("never closed");
         let content = match read_content(&path).await {
             Ok(content) => content,
             Err(e) => {
@@ -242,7 +254,9 @@ impl Supervisor {
             return;
         }
         let started = Instant::now();
-        let result = match self.loader.load(&path).await {
+        let loaded = self.loader.load(&path).await;
+        drop(loading);
+        let result = match loaded {
             Ok(plugin) => {
                 // What was loaded, which a writer still at work may have changed since
                 // `read_content` looked: remembering that read instead would load it again.
@@ -280,7 +294,11 @@ impl Supervisor {
         let guard = self.examining(path);
         let _one_at_a_time = guard.lock().await;
         let started = Instant::now();
-        let result = match self.loader.load(path).await {
+        let loaded = {
+            let _loading = self.loading.acquire().await.expect("never closed");
+            self.loader.load(path).await
+        };
+        let result = match loaded {
             Ok(plugin) => self.install(path, plugin, Some(name), started).await,
             Err(e) => Err(Rejection { plugin: name.into(), reason: "Rejected", why: load_error(path, &e), retry: false }),
         };
@@ -426,6 +444,20 @@ impl Supervisor {
         Ok(())
     }
 
+    /// Rewrites the status listing when what it shows changed without a load or an unload
+    /// (objects quarantined or released), until shutdown.
+    async fn refresh_status(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(STATUS_REFRESH) => {}
+            }
+            if let Err(e) = self.status.refresh(self.listing_source()).await {
+                tracing::warn!("cannot update the status ConfigMap: {e}");
+            }
+        }
+    }
+
     /// A snapshot source of the status listing, for tasks.
     fn listing_source(&self) -> impl FnOnce() -> BTreeMap<String, String> + Send + 'static {
         let registry = self.registry.clone();
@@ -526,7 +558,8 @@ fn listing(registry: &Registry, removed: &Mutex<BTreeMap<String, String>>) -> BT
     let mut listing = removed.lock().clone();
     for (controller, path) in registry.running() {
         let v = controller.version();
-        let entry = status::running_entry(&v.manifest.version, &v.plugin.digest.to_string(), &path.display().to_string(), v.manifest.finalizer.as_deref());
+        let mut entry = status::running_entry(&v.manifest.version, &v.plugin.digest.to_string(), &path.display().to_string(), v.manifest.finalizer.as_deref());
+        entry.extend(status::quarantine_fields(&controller.quarantined(QUARANTINE_LISTED)));
         listing.insert(controller.name().to_string(), entry);
     }
     listing

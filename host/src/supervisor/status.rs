@@ -5,8 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::client::{ApiClient, RequestError, WriteOp, WriteRequest};
+use crate::controller::QuarantineListing;
 use crate::events::{EventRecorder, ObjectEvent};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -56,14 +58,24 @@ pub struct StatusPublisher {
     events: EventRecorder,
     metrics: Arc<Metrics>,
     leadership: Leadership,
+    /// Publications asked for so far; a caller's ticket is this count after its own.
+    requested: AtomicU64,
     /// One write at a time, each listing what runs when it is made, so that writes finishing
     /// out of order cannot leave an older listing behind.
-    publishing: tokio::sync::Mutex<()>,
+    publishing: tokio::sync::Mutex<Published>,
+}
+
+/// The last write: the tickets it covered, the status object's uid and the listing written.
+#[derive(Default)]
+struct Published {
+    covers: u64,
+    uid: Option<String>,
+    listing: Option<BTreeMap<String, String>>,
 }
 
 impl StatusPublisher {
     pub fn new(object: StatusObject, api: Arc<ApiClient>, events: EventRecorder, metrics: Arc<Metrics>, leadership: Leadership) -> Self {
-        StatusPublisher { object, api, events, metrics, leadership, publishing: Default::default() }
+        StatusPublisher { object, api, events, metrics, leadership, requested: AtomicU64::new(0), publishing: Default::default() }
     }
 
     pub fn object(&self) -> &StatusObject {
@@ -71,17 +83,43 @@ impl StatusPublisher {
     }
 
     /// Writes the listing into the status ConfigMap (server-side apply) and returns its uid.
-    /// Nothing on a standby.
+    /// Nothing on a standby. Callers that queue behind a write share the next one: its listing,
+    /// taken after they asked, holds what each of them changed (fifty plugins starting make a
+    /// few writes, not a hundred in a row).
     pub async fn publish(&self, listing: impl FnOnce() -> BTreeMap<String, String>) -> Result<Option<String>, RequestError> {
         if !self.leadership.is_leader() {
             return Ok(None);
         }
-        let _one_at_a_time = self.publishing.lock().await;
+        let ticket = self.requested.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut published = self.publishing.lock().await;
+        if published.covers >= ticket {
+            return Ok(published.uid.clone());
+        }
+        let covers = self.requested.load(Ordering::SeqCst);
+        self.write(&mut published, covers, listing()).await
+    }
+
+    /// Writes the listing if it differs from the last one written: for what changes without a
+    /// load or an unload (objects quarantined and released). Nothing on a standby.
+    pub async fn refresh(&self, listing: impl FnOnce() -> BTreeMap<String, String>) -> Result<(), RequestError> {
+        if !self.leadership.is_leader() {
+            return Ok(());
+        }
+        let mut published = self.publishing.lock().await;
+        let listing = listing();
+        if published.listing.as_ref() != Some(&listing) {
+            let covers = published.covers;
+            self.write(&mut published, covers, listing).await?;
+        }
+        Ok(())
+    }
+
+    async fn write(&self, published: &mut Published, covers: u64, listing: BTreeMap<String, String>) -> Result<Option<String>, RequestError> {
         let object = serde_json::json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": self.object.name, "namespace": self.object.namespace, "labels": {"app.kubernetes.io/managed-by": "kubewasm"}},
-            "data": listing(),
+            "data": &listing,
         });
         let request = WriteRequest {
             resource: Gvk::new("", "v1", "ConfigMap"),
@@ -90,7 +128,8 @@ impl StatusPublisher {
             op: WriteOp::Apply { object, force: true, status: false },
         };
         let stored = self.api.write(request).await?;
-        Ok(stored.and_then(|json| uid_of(&json)))
+        *published = Published { covers, uid: stored.and_then(|json| uid_of(&json)), listing: Some(listing) };
+        Ok(published.uid.clone())
     }
 
     /// Logs and counts one load, reload, rejection or unload, and records it as an Event on the
@@ -127,6 +166,15 @@ pub fn running_entry(version: &str, digest: &str, file: &str, finalizer: Option<
     entry
 }
 
+/// The fields a running plugin's entry gets while objects are quarantined for it: how many and
+/// the first of them (`quarantined=2 keys=ns/a,ns/b`).
+pub fn quarantine_fields(quarantined: &QuarantineListing) -> Option<String> {
+    (quarantined.count > 0).then(|| {
+        let keys: Vec<String> = quarantined.first.iter().map(ToString::to_string).collect();
+        format!(" quarantined={} keys={}", quarantined.count, keys.join(","))
+    })
+}
+
 /// A removed plugin whose finalizer objects still carry: what `kubewasm finalizers release`
 /// reads back.
 pub fn removed_entry(finalizer: &str, primary: &Gvk, objects: usize) -> String {
@@ -151,5 +199,10 @@ mod tests {
         assert_eq!(fields["primary"], "Foo.v1.example.com");
         let running = running_entry("1.0", "abc", "/p/a.wasm", Some("x.io/y"));
         assert_eq!(parse_entry(&running)["finalizer"], "x.io/y");
+        let quarantined = QuarantineListing { count: 3, first: vec![ObjectKey::new(Some("ns"), "a"), ObjectKey::new(Some("ns"), "b")] };
+        let entry = running + &quarantine_fields(&quarantined).unwrap();
+        assert_eq!(parse_entry(&entry)["quarantined"], "3");
+        assert_eq!(parse_entry(&entry)["keys"], "ns/a,ns/b");
+        assert_eq!(quarantine_fields(&QuarantineListing::default()), None);
     }
 }
