@@ -130,9 +130,7 @@ async fn status_code(addr: SocketAddr, path: &str) -> Option<u16> {
 /// The proportional set size of process `pid`: its private pages plus its share of the pages it
 /// shares (the peer binary's code among N peers), so that summing it over processes is fair.
 fn pss_bytes(pid: u32) -> u64 {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).expect("the process runs");
-    let kib: u64 = rollup.lines().find_map(|l| l.strip_prefix("Pss:")).and_then(|v| v.split_whitespace().next()).and_then(|v| v.parse().ok()).expect("a Pss line");
-    kib * 1024
+    process::pss_bytes(pid).expect("the process runs")
 }
 
 /// Open watches on the API server: (of ConfigMaps, of anything).

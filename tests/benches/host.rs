@@ -2,14 +2,15 @@
 //! `kubewasm` binary, numbers side by side in one run:
 //! - end-to-end reconciles per second of a no-op Rust plugin fed from the cache;
 //! - cache bytes per object against the objects' JSON bytes (from the host's resident memory);
-//! - host memory with 1 vs 50 copies of a small plugin;
+//! - what one plugin costs in memory with a live instance and idle (instances released), per
+//!   language, and its first reconcile after the release;
 //! - hot-swap latency, from the file in place to the first reconcile on the new version: a Rust
 //!   plugin with the artifact cache cold and warm, and a Python and a JS plugin likewise;
 //! - writes per second of one plugin acting as the host vs as its own ServiceAccount
 //!   (impersonated), to show what per-plugin identity costs.
 //!
-//! `cargo bench -p kubewasm-tests --bench host [-- reconciles|copies|identity|swap]` (needs
-//! `kubewasm-py` and `node` for the last part, as `make test` installs them).
+//! `cargo bench -p kubewasm-tests --bench host [-- reconciles|idle|identity|swap]` (needs
+//! `kubewasm-py` and `node` for the last two parts, as `make test` installs them).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,7 +20,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use kubewasm_tests::host::{Host, HostConfig};
 use kubewasm_tests::plugindir::{E2eSettings, PluginDir, e2e_guest, variant_of};
-use kubewasm_tests::{ControlPlane, TestNamespace, guests, prom};
+use kubewasm_tests::{ControlPlane, TestNamespace, guests, process, prom};
 
 const LABEL: &str = "e2e.kubewasm.io/primary";
 
@@ -35,7 +36,7 @@ fn release_host() -> PathBuf {
 }
 
 fn rss_bytes(pid: u32) -> u64 {
-    kubewasm_tests::process::rss_bytes(pid).expect("the host runs")
+    process::rss_bytes(pid).expect("the host runs")
 }
 
 async fn metric(host: &Host, name: &str, labels: &[(&str, &str)]) -> f64 {
@@ -108,29 +109,69 @@ async fn reconciles_and_cache(cp: &ControlPlane) {
     println!("  host memory per object {per_object:>8.0} bytes   = {:.2}x the JSON (target <= 1.2x)", per_object / json_bytes as f64);
 }
 
-async fn plugin_copies(cp: &ControlPlane) {
-    let ns = cp.namespace("bench-copies").await.unwrap();
-    let api: Api<ConfigMap> = ns.api();
-    let cm: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": "one", "labels": {LABEL: "true"}}})).unwrap();
-    api.create(&PostParams::default(), &cm).await.unwrap();
-    let mut rss = Vec::new();
-    for copies in [1usize, 50] {
-        let dir = PluginDir::new();
-        for i in 0..copies {
-            dir.install_e2e(&E2eSettings::new(&format!("copy-{i:02}")).mode("noop").max_concurrency(1), "v01");
+/// One plugin of the idle and swap parts: a small Rust, Python or JS plugin reconciling the
+/// ConfigMaps labeled `label=true`.
+struct BenchPlugin {
+    language: &'static str,
+    name: String,
+    wasm: Vec<u8>,
+    settings: Option<String>,
+    label: String,
+}
+
+fn pss_bytes(pid: u32) -> u64 {
+    process::pss_bytes(pid).expect("the process runs")
+}
+
+/// What one plugin costs the host (PSS) while it has a live instance and once its instances are
+/// released for idleness, against a host without plugins; and the first reconcile after the
+/// release, which instantiates afresh. One plugin per language.
+async fn idle_cost(cp: &ControlPlane, plugins: &[BenchPlugin]) {
+    const IDLE: &str = "--idle-instances=2s";
+    let pss_settled = |host: &Host| {
+        let pid = host.pid().unwrap();
+        async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            pss_bytes(pid)
         }
-        let mut host = Host::start(HostConfig::new("copies", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).log_filter("warn")).await.unwrap();
-        host.wait_ready(Duration::from_secs(300)).await.unwrap();
-        // Every copy reconciles the object once: one live instance each.
-        until(&host, "controller_runtime_reconcile_total", &[], |n| n >= copies as f64).await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        rss.push(rss_bytes(host.pid().unwrap()));
-        host.stop().await.unwrap();
-    }
+    };
+    let ns = cp.namespace("bench-idle").await.unwrap();
+    let empty = PluginDir::new();
+    let mut host = Host::start(HostConfig::new("idle", empty.path(), cp.kubeconfig_path()).namespace(ns.name()).arg(IDLE).log_filter("warn")).await.unwrap();
+    host.wait_ready(Duration::from_secs(60)).await.unwrap();
+    let baseline = pss_settled(&host).await;
+    host.stop().await.unwrap();
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    println!("\nhost memory (RSS) with copies of a small Rust plugin, each with one live instance");
-    println!("  1 copy   {:>7.1} MiB", mib(rss[0]));
-    println!("  50 copies {:>6.1} MiB   ({:.2}x; {:.2} MiB per additional copy)", mib(rss[1]), rss[1] as f64 / rss[0] as f64, (mib(rss[1]) - mib(rss[0])) / 49.0);
+    println!("
+one plugin's cost to the host (PSS; host without plugins: {:.1} MiB), instances released after 2 s idle", mib(baseline));
+    println!("  {:<8} {:>18} {:>20} {:>14} {:>32}", "", "one live instance", "released (idle)", "the instance", "reconcile after the release");
+    for BenchPlugin { language, name, wasm, settings, label } in plugins {
+        let ns = cp.namespace("bench-idle").await.unwrap();
+        let api: Api<ConfigMap> = ns.api();
+        let dir = PluginDir::new();
+        dir.install(name, wasm, settings.as_deref());
+        let mut host = Host::start(HostConfig::new("idle", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).arg(IDLE).log_filter("warn")).await.unwrap();
+        host.wait_ready(Duration::from_secs(300)).await.unwrap();
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": "one", "labels": {label.as_str(): "true"}}})).unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+        until(&host, "controller_runtime_reconcile_total", &[("controller", name)], |n| n >= 1.0).await;
+        let live = pss_settled(&host).await;
+        until(&host, "kubewasm_plugin_instances", &[("plugin", name)], |n| n == 0.0).await;
+        let idle = pss_settled(&host).await;
+        let before = metric(&host, "controller_runtime_reconcile_total", &[("controller", name)]).await;
+        let started = Instant::now();
+        let patch = serde_json::json!({"data": {"touched": "yes"}});
+        api.patch("one", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.unwrap();
+        let first = until(&host, "controller_runtime_reconcile_total", &[("controller", name)], |n| n > before).await.duration_since(started);
+        host.stop().await.unwrap();
+        println!(
+            "  {language:<8} {:>14.1} MiB {:>16.1} MiB {:>10.1} MiB {:>28.1} ms",
+            mib(live),
+            mib(idle),
+            mib(live.saturating_sub(idle)),
+            first.as_secs_f64() * 1e3
+        );
+    }
 }
 
 /// Appends a custom section: the same plugin under a new digest.
@@ -286,23 +327,30 @@ fn main() {
         if wanted("reconciles") {
             reconciles_and_cache(&cp).await;
         }
-        if wanted("copies") {
-            plugin_copies(&cp).await;
-        }
         if wanted("identity") {
             identity_cost(&cp).await;
         }
-        if !wanted("swap") {
+        if !wanted("idle") && !wanted("swap") {
             return;
         }
-        println!("\nhot swap: a new version in place (atomic rename) to the first reconcile on it (median of 3)");
         let rust = std::fs::read(e2e_guest()).unwrap();
-        swap_latency(&cp, "swap", "Rust", variant_of(&rust, "v01"), Some("name = \"swap\"\nmode = \"noop\"\n"), LABEL).await;
+        let settings = Some("name = \"swap\"\nmode = \"noop\"\n".to_string());
+        let mut plugins = vec![BenchPlugin { language: "Rust", name: "swap".into(), wasm: variant_of(&rust, "v01"), settings, label: LABEL.into() }];
         for (lang, language, app) in [("python", "Python", "app.py"), ("js", "JS", "app.js")] {
             let name = format!("swap-{lang}");
             let project = scaffold(lang, &name);
             let wasm = std::fs::read(guests::cached_plugin(lang, &project.path().join(&name).join(app), &name)).unwrap();
-            swap_latency(&cp, &name, language, wasm, None, &format!("{name}.example.com/enabled")).await;
+            let label = format!("{name}.example.com/enabled");
+            plugins.push(BenchPlugin { language, name, wasm, settings: None, label });
+        }
+        if wanted("idle") {
+            idle_cost(&cp, &plugins).await;
+        }
+        if wanted("swap") {
+            println!("\nhot swap: a new version in place (atomic rename) to the first reconcile on it (median of 3)");
+            for BenchPlugin { language, name, wasm, settings, label } in &plugins {
+                swap_latency(&cp, name, language, wasm.clone(), settings.as_deref(), label).await;
+            }
         }
     });
 }

@@ -114,3 +114,11 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     let kib: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.split_whitespace().next()?.parse().ok()?;
     Some(kib * 1024)
 }
+
+/// The proportional set size of process `pid` in bytes (`Pss` of `/proc/PID/smaps_rollup`: pages
+/// shared with other processes count by their share); `None` once it is gone.
+pub fn pss_bytes(pid: u32) -> Option<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let kib: u64 = rollup.lines().find_map(|l| l.strip_prefix("Pss:"))?.split_whitespace().next()?.parse().ok()?;
+    Some(kib * 1024)
+}
