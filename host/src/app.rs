@@ -62,6 +62,8 @@ pub struct RunConfig {
     pub idle_instances: Duration,
     /// Faults in a row on one object that quarantine it; 0 never does.
     pub quarantine_after: u32,
+    /// When a hot-reloaded version is rolled back.
+    pub rollback: crate::supervisor::rollback::Policy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -216,7 +218,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     // one per Plugin resource.
     let budget = MemoryBudget::new(config.plugin_memory_budget);
     metrics.memory_budget("total").set(i64::try_from(budget.total()).unwrap_or(i64::MAX));
-    let supervisor = Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, budget, shutdown.clone());
+    let supervisor = Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, budget, config.rollback, shutdown.clone());
     *ready_source.lock() = Some(supervisor.clone());
     supervisor.clone().run(config.watch).await?;
     let resources_task = resources_dir.map(|dir| {

@@ -247,6 +247,19 @@ struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = crate::controller::DEFAULT_QUARANTINE_AFTER)]
     quarantine_after: u32,
 
+    /// Roll a hot-reloaded version back to the one before when it fails (faults or errors) on
+    /// at least this share of its objects, and on a quarter more of them than the version
+    /// before did. 0 never rolls back; `rollback-threshold` in a plugin's [kubewasm] options
+    /// overrides it
+    #[arg(long, value_name = "SHARE", default_value_t = crate::supervisor::rollback::DEFAULT_THRESHOLD, value_parser = parse_rollback_threshold)]
+    rollback_threshold: f64,
+
+    /// How long a hot-reloaded version is watched for a rollback (the version before is kept
+    /// in memory meanwhile)
+    // The default is rollback::DEFAULT_WINDOW, which runs without a command line (tests).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    rollback_window: Duration,
+
     /// Log format: text (one line per record) or json
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -310,6 +323,11 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
         _ => return Err(format!("{text:?}: the unit must be one of Ki, Mi, Gi, Ti, k, M, G")),
     };
     n.checked_mul(scale).ok_or_else(|| format!("{text:?} is too large"))
+}
+
+fn parse_rollback_threshold(text: &str) -> Result<f64, String> {
+    let threshold: f64 = text.parse().map_err(|_| format!("{text:?} is not a number such as 0.5"))?;
+    crate::plugin::check_rollback_threshold(threshold)
 }
 
 /// Durations as kubectl writes them: `500ms`, `30s`, `5m`, `1h`.
@@ -619,6 +637,11 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         plugin_memory_budget: args.plugin_memory_budget,
         idle_instances: args.idle_instances,
         quarantine_after: args.quarantine_after,
+        rollback: crate::supervisor::rollback::Policy {
+            threshold: args.rollback_threshold,
+            window: args.rollback_window,
+            ..Default::default()
+        },
     };
     crate::app::run(config).await.map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)

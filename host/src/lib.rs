@@ -12,7 +12,10 @@
 //! [`runtime`] (wasmtime, limits, the sandbox; `runtime::host` implements the WIT imports and
 //! adapts the Kubernetes layer to them), and leaves as a write through [`client`] or an Event
 //! through [`events`] — made as the plugin's own identity ([`identity`]). An object the plugin
-//! keeps faulting on is quarantined by its controller (`controller::quarantine`).
+//! keeps faulting on is quarantined by its controller (`controller::quarantine`). Each version
+//! keeps a tally of the objects it fails on (`controller::health`); after a hot reload the
+//! supervisor judges the new version by it and swaps the previous one back when it is clearly
+//! worse (`supervisor::rollback`).
 //!
 //! - [`app`]: `kubewasm run`, wired in phases; owns shutdown. [`cli`]: the command line.
 //!   [`supervisor`]: the plugin directory — starts, hot-swaps and stops controllers.

@@ -112,6 +112,11 @@ impl Metrics {
         QuarantineMetrics { objects: self.plugin.quarantined.get_or_create_owned(&labels), entered: self.plugin.quarantines.get_or_create_owned(&labels) }
     }
 
+    /// `kubewasm_plugin_rollbacks_total` for one plugin.
+    pub fn rollbacks(&self, plugin: &str) -> Counter {
+        self.plugin.rollbacks.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
+    }
+
     /// `kubewasm_plugin_mapped_dropped_total`: watched objects whose `map-related` call was
     /// dropped because the plugin's backlog of them was full.
     pub fn mapped_dropped(&self, plugin: &str) -> Counter {
@@ -125,7 +130,7 @@ impl Metrics {
     }
 
     /// `kubewasm_plugin_reloads_total` for one plugin and result (`loaded`, `reloaded`,
-    /// `rejected`, `unloaded`).
+    /// `rejected`, `rolled_back`, `unloaded`).
     pub fn reloads(&self, plugin: &str, result: &str) -> Counter {
         self.plugin.reloads.get_or_create_owned(&ReloadLabels { plugin: plugin.to_owned(), result: result.to_owned() })
     }
@@ -416,6 +421,7 @@ struct PluginFamilies {
     reasons: Family<ReasonLabels, Counter>,
     quarantined: Family<PluginLabels, Gauge>,
     quarantines: Family<PluginLabels, Counter>,
+    rollbacks: Family<PluginLabels, Counter>,
 }
 
 impl PluginFamilies {
@@ -434,6 +440,7 @@ impl PluginFamilies {
             reasons: Family::default(),
             quarantined: Family::default(),
             quarantines: Family::default(),
+            rollbacks: Family::default(),
         };
         registry.register(
             "kubewasm_plugin_faults",
@@ -493,6 +500,11 @@ impl PluginFamilies {
             families.quarantined.clone(),
         );
         registry.register("kubewasm_plugin_quarantines", "Objects put in quarantine, each time one entered it", families.quarantines.clone());
+        registry.register(
+            "kubewasm_plugin_rollbacks",
+            "Hot-reloaded versions swapped back to the version before because they failed on clearly more objects",
+            families.rollbacks.clone(),
+        );
         families
     }
 }

@@ -453,3 +453,70 @@ async fn concurrency_down_and_up_under_load_never_exceeds_the_setting() -> Resul
     host.stop().await?;
     Ok(())
 }
+
+/// Automatic rollback (issue 14): a new version that faults on 6 of 10 objects the version
+/// before handled is swapped back, with a Warning Event and a metric; the file left in place is
+/// not loaded again, even rewritten with the same content, until it changes — and a fixed
+/// version then loads as any reload does.
+#[tokio::test]
+async fn a_version_failing_on_most_objects_is_rolled_back_until_the_file_changes() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("reload-rollback").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    let settings = E2eSettings::new("wobbly");
+    dir.install_e2e(&settings, "v01");
+    let mut host = Host::start(host_config("rollback", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+    let plugin = [("plugin", "wobbly")];
+    let traps = [("plugin", "wobbly"), ("kind", "trap")];
+
+    let want: BTreeMap<String, String> = (0..10).map(|i| (format!("k{i}"), "1".to_string())).collect();
+    for (i, name) in want.keys().enumerate() {
+        let mut object = primary(name, "1");
+        if i < 6 {
+            object.metadata.annotations.get_or_insert_with(Default::default).insert(TRAP_VARIANT.into(), "v02".into());
+        }
+        cms.create(&PostParams::default(), &object).await?;
+    }
+    wait_outputs(&cms, "wobbly", &want, Want { variant: Some("v01"), ..Want::default() }).await?;
+    ensure!(host.metric("kubewasm_plugin_faults_total", &plugin).await? == 0.0, "v01 handles every object");
+
+    dir.install_e2e(&settings, "v02");
+    host.wait_metric("kubewasm_plugin_rollbacks_total", &plugin, CONVERGE, |n| n == 1.0).await.context("v02 must be rolled back")?;
+    ensure!(host.metric("kubewasm_plugin_faults_total", &traps).await? > 0.0, "v02 ran and trapped");
+    let event = wait_event(ns.client(), ns.name(), STATUS, "RolledBack", "rolled back wobbly v02").await?;
+    ensure!(event.type_.as_deref() == Some("Warning"), "{event:?}");
+    let note = event.note.unwrap_or_default();
+    ensure!(note.contains("to v01") && note.contains("of 10 objects"), "{note}");
+    // v01 serves again: every object is reconciled by it after the swap back.
+    let changed: BTreeMap<String, String> = want.keys().map(|k| (k.clone(), "2".to_string())).collect();
+    for name in changed.keys() {
+        set_input(&cms, name, "2").await?;
+    }
+    wait_outputs(&cms, "wobbly", &changed, Want { variant: Some("v01"), ..Want::default() }).await?;
+    eventually("the status ConfigMap to list wobbly v01", CONVERGE, || async {
+        let line = status_line(&cms, "wobbly").await?;
+        if line.starts_with("version=v01 ") { Ok(()) } else { Err(anyhow!("{line}")) }
+    })
+    .await?;
+
+    // The v02 file stays, and is written again with the same content: not loaded again.
+    let faults = host.metric("kubewasm_plugin_faults_total", &traps).await?;
+    dir.install_e2e(&settings, "v02");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    ensure!(status_line(&cms, "wobbly").await?.starts_with("version=v01 "), "v02 was loaded again");
+    ensure!(host.metric(RELOADS, &reloads("wobbly", "reloaded")).await? == 1.0, "only the first v02 was a reload");
+    ensure!(host.metric("kubewasm_plugin_rollbacks_total", &plugin).await? == 1.0);
+    ensure!(host.metric("kubewasm_plugin_faults_total", &traps).await? == faults, "nothing ran v02 again");
+
+    // A fixed version changes the file: loaded as usual, and kept.
+    dir.install_e2e(&settings, "v03");
+    host.wait_metric(RELOADS, &reloads("wobbly", "reloaded"), CONVERGE, |n| n == 2.0).await?;
+    wait_outputs(&cms, "wobbly", &changed, Want { variant: Some("v03"), ..Want::default() }).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ensure!(host.metric("kubewasm_plugin_rollbacks_total", &plugin).await? == 1.0, "v03 is not rolled back");
+    ensure!(status_line(&cms, "wobbly").await?.starts_with("version=v03 "));
+    host.stop().await?;
+    Ok(())
+}

@@ -4,11 +4,13 @@
 //! up to `max-concurrency` reconciles at once ([`workers`]), only while this host leads and only
 //! after the plugin's caches have synced; each reconcile runs the plugin's current version
 //! ([`reconcile`]); its result forgets, requeues or retries the key, and an object the plugin
-//! keeps faulting on is set aside ([`quarantine`]). A periodic resync enqueues every primary
-//! again. The controller outlives plugin versions: [`Controller::swap`] replaces
-//! the version while the queue and its backoff state, the plugin's API client (its identity and
-//! rate limit) and its Event recorder stay.
+//! keeps faulting on is set aside ([`quarantine`]); each version keeps a tally of the objects it
+//! fails on ([`health`]), which the supervisor reads after a hot reload. A periodic resync
+//! enqueues every primary again. The controller outlives plugin versions: [`Controller::swap`]
+//! replaces the version while the queue and its backoff state, the plugin's API client (its
+//! identity and rate limit) and its Event recorder stay.
 
+mod health;
 mod quarantine;
 mod reconcile;
 mod trigger;
@@ -22,6 +24,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use health::Health;
+use health::Tally;
 pub use quarantine::{DEFAULT_AFTER as DEFAULT_QUARANTINE_AFTER, Listing as QuarantineListing};
 use quarantine::Quarantine;
 pub use reconcile::Outcome;
@@ -102,12 +106,19 @@ pub struct Version {
     subscriptions: Vec<Subscription>,
     /// Finalizers earlier versions used and this one took over.
     pub previous_finalizers: Vec<String>,
+    tally: Tally,
 }
 
 impl Version {
     /// The informers this version listens to.
     pub fn watches(&self) -> impl Iterator<Item = &WatchKey> {
         self.subscriptions.iter().map(Subscription::key)
+    }
+
+    /// How this version is doing: its reconciles and the objects it fails on now.
+    pub fn health(&self) -> Health {
+        let objects = self.primary_objects().len();
+        self.tally.health(|key| self.primary.get(&self.manifest.primary, key).is_some(), objects)
     }
 
     fn primary_keys(&self) -> Vec<ObjectKey> {
@@ -537,5 +548,5 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
     let services = Services { cache: Arc::new(cache), api: parts.api.clone(), events: Arc::new(parts.events.clone()) };
     let runner = env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings);
     let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency) as usize;
-    Ok(Version { plugin, manifest, runner: Arc::new(runner), primary, workers, subscriptions, previous_finalizers })
+    Ok(Version { plugin, manifest, runner: Arc::new(runner), primary, workers, subscriptions, previous_finalizers, tally: Tally::default() })
 }

@@ -1,6 +1,7 @@
 //! One key through the plugin: finalizer bookkeeping (including names earlier versions used),
 //! the release of primaries that stopped matching the selector, the call, and what its result
-//! means for the queue, the metrics, the quarantine and the object's Events.
+//! means for the queue, the metrics, the quarantine, the version's tally and the object's
+//! Events.
 
 use std::time::{Duration, Instant};
 
@@ -68,6 +69,7 @@ impl Controller {
         let outcome = match result {
             Ok(action) => {
                 self.quarantine.succeeded(key);
+                version.tally.record(key, false);
                 match action {
                     Action::Done => Outcome::Success,
                     Action::RequeueAfter(after) => Outcome::RequeueAfter(after),
@@ -75,6 +77,13 @@ impl Controller {
             }
             Err(failure) => {
                 self.report(version, key, &failure);
+                // Only the plugin's own failures say how this version does: a conflict is
+                // another actor's doing, a finalizer write the host's.
+                match &failure {
+                    Failure::Call { error: CallError::Plugin { code: GuestErrorCode::Conflict, .. }, .. } => version.tally.record(key, false),
+                    Failure::Call { .. } => version.tally.record(key, true),
+                    Failure::Finalizer(_) => {}
+                }
                 match failure {
                     Failure::Call { error: CallError::Fault(fault), seen: Some(seen) } if is_object_fault(&fault) => match self.quarantine.fault(key, &seen) {
                         Some(entered) => {

@@ -79,6 +79,20 @@ pub struct PluginOptions {
     pub deadline_ms: Option<u64>,
     /// Memory per instance in MiB, instead of the manifest's.
     pub memory_mib: Option<u64>,
+    /// Share of failing objects that rolls a hot-reloaded version back, instead of the host's
+    /// `--rollback-threshold` (0 turns rollback off for this plugin).
+    pub rollback_threshold: Option<f64>,
+    /// Reconciles a hot-reloaded version runs before it may be rolled back (default 20).
+    pub rollback_min_reconciles: Option<u64>,
+}
+
+/// Checks a rollback threshold, from the command line or `NAME.toml`: a share of objects.
+pub fn check_rollback_threshold(threshold: f64) -> Result<f64, String> {
+    if (0.0..=1.0).contains(&threshold) {
+        Ok(threshold)
+    } else {
+        Err(format!("rollback threshold {threshold} is not a share between 0 and 1 (0 turns rollback off)"))
+    }
 }
 
 /// The host-side table in `NAME.toml`.
@@ -188,6 +202,9 @@ impl Loader {
     /// The limits in force: the manifest's, overridden by the operator's options, checked
     /// against the host's maxima.
     fn apply_overrides(&self, manifest: &crate::manifest::Manifest, options: &PluginOptions) -> Result<crate::manifest::Limits, LoadError> {
+        if let Some(threshold) = options.rollback_threshold {
+            check_rollback_threshold(threshold).map_err(LoadError::Options)?;
+        }
         let mut manifest = manifest.clone();
         if let Some(ms) = options.deadline_ms {
             manifest.limits.deadline = Some(Duration::from_millis(ms));
@@ -242,6 +259,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn rollback_thresholds_are_shares() {
+        assert_eq!(check_rollback_threshold(0.5), Ok(0.5));
+        assert_eq!(check_rollback_threshold(0.0), Ok(0.0));
+        assert!(check_rollback_threshold(1.5).unwrap_err().contains("between 0 and 1"));
+        assert!(check_rollback_threshold(-0.1).is_err());
+    }
+
+    #[test]
     fn headers_are_told_apart() {
         assert!(matches!(check_header(b"hello world"), Err(LoadError::NotWebAssembly)));
         assert!(matches!(check_header(b"\0asm\x0d"), Err(LoadError::Truncated(5))));
@@ -262,6 +287,9 @@ mod tests {
         std::fs::write(dir.path().join("p.toml"), "[kubewasm]\nqsp = 5.0\n").unwrap();
         let err = read_settings(&wasm).await.unwrap_err().to_string();
         assert!(err.contains("unknown field `qsp`"), "{err}");
+        std::fs::write(dir.path().join("p.toml"), "[kubewasm]\nrollback-threshold = 0.3\nrollback-min-reconciles = 5\n").unwrap();
+        let (_, options) = read_settings(&wasm).await.unwrap();
+        assert_eq!(options, PluginOptions { rollback_threshold: Some(0.3), rollback_min_reconciles: Some(5), ..Default::default() });
         std::fs::write(dir.path().join("p.toml"), "maxUnavailable = ").unwrap();
         let err = read_settings(&wasm).await.unwrap_err().to_string();
         assert!(err.contains("p.toml"), "{err}");

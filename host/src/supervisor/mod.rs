@@ -11,11 +11,15 @@
 //! admitted (its identity's RBAC, the memory budget, a name and finalizer of its own), then
 //! swapped in ([`Controller::swap`], bounded by the sync timeout); a refused one is rejected
 //! while the old version keeps serving, and refusals that may pass (RBAC applied later, memory
-//! freed, a name given up) are looked at again after a growing delay. Every load, reload,
-//! rejection and unload is logged, counted and recorded as an Event on the status ConfigMap.
+//! freed, a name given up) are looked at again after a growing delay. A version swapped in is
+//! watched for a while, the one it replaced kept at hand: if it fails on clearly more objects
+//! ([`rollback`]), the previous version is swapped back, and the rolled-back content is not loaded
+//! again from that file until it changes. Every load, reload, rejection, rollback and unload is
+//! logged, counted and recorded as an Event on the status ConfigMap.
 
 pub mod files;
 pub mod registry;
+pub mod rollback;
 pub mod status;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -32,9 +36,9 @@ use files::{Change, Files, INCOMPLETE_GRACE, read_content, stem};
 use registry::{Registry, Slot};
 use status::{Outcome, StatusPublisher};
 
-use crate::controller::{Controller, ControllerError, Environment};
+use crate::controller::{Controller, ControllerError, Environment, Health, Version};
 use crate::events::ObjectEvent;
-use crate::plugin::{LoadError, LoadedPlugin, Loader};
+use crate::plugin::{Digest, LoadError, LoadedPlugin, Loader, PluginOptions};
 use crate::runtime::MemoryBudget;
 
 pub use files::DirError;
@@ -44,6 +48,8 @@ pub use status::StatusObject;
 const STATUS_REFRESH: Duration = Duration::from_secs(5);
 /// Quarantined objects named in a plugin's status entry (all are counted).
 const QUARANTINE_LISTED: usize = 10;
+/// How often a version in its rollback window is judged.
+const ROLLBACK_CHECK: Duration = Duration::from_secs(1);
 
 /// Why a file does not run.
 #[derive(Debug, Clone)]
@@ -51,7 +57,8 @@ pub struct Rejection {
     /// The plugin (or, unknown, the file's stem).
     pub plugin: String,
     /// What refused it, as a condition reason: `Rejected` (the file), `NameMismatch`,
-    /// `NameTaken`, `Forbidden` (RBAC), `OverBudget` (memory) or `SyncFailed`.
+    /// `NameTaken`, `Forbidden` (RBAC), `OverBudget` (memory), `SyncFailed` or `RolledBack` (the
+    /// content was rolled back and has not changed since).
     pub reason: &'static str,
     pub why: String,
     /// Whether it may pass without the file changing: look again later.
@@ -91,9 +98,39 @@ pub struct Supervisor {
     scanned: AtomicBool,
     /// The last refusal of each plugin not running, for [`Supervisor::state`].
     refused: Arc<Mutex<HashMap<String, String>>>,
+    rollback: rollback::Policy,
+    /// What was rolled back from each file: refused until the file changes.
+    rolled_back: Mutex<HashMap<PathBuf, RolledBack>>,
+}
+
+/// Content of a file that was rolled back: its module, settings and options.
+#[derive(PartialEq)]
+struct RolledBack {
+    digest: Digest,
+    settings: String,
+    options: PluginOptions,
+}
+
+impl RolledBack {
+    fn of(plugin: &LoadedPlugin) -> Self {
+        RolledBack { digest: plugin.digest, settings: plugin.settings.clone(), options: plugin.options.clone() }
+    }
+}
+
+/// A version just swapped in, on watch, and what to swap back to.
+struct Promotion {
+    name: String,
+    path: PathBuf,
+    /// The version judged; gone (or another one serving) ends the watch.
+    version: std::sync::Weak<Version>,
+    previous: LoadedPlugin,
+    /// How the previous version did over its life.
+    baseline: Health,
+    policy: rollback::Policy,
 }
 
 impl Supervisor {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         env: Arc<Environment>,
         loader: Loader,
@@ -101,6 +138,7 @@ impl Supervisor {
         dir: Option<PathBuf>,
         status: Arc<StatusPublisher>,
         budget: MemoryBudget,
+        rollback: rollback::Policy,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         Arc::new(Supervisor {
@@ -118,6 +156,8 @@ impl Supervisor {
             loading: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, usize::from)),
             scanned: Default::default(),
             refused: Default::default(),
+            rollback,
+            rolled_back: Default::default(),
         })
     }
 
@@ -338,6 +378,10 @@ impl Supervisor {
             let why = format!("the module declares the plugin name {name:?}, not {expected:?}: name the Plugin after the plugin");
             return Err(Rejection { plugin: expected.into(), reason: "NameMismatch", why, retry: false });
         }
+        if self.rolled_back.lock().get(path).is_some_and(|r| *r == RolledBack::of(&plugin)) {
+            let why = format!("{name} {} (sha256:{}) was rolled back; it is not loaded again until the module or its settings change", manifest.version, plugin.digest);
+            return Err(reject("RolledBack", why, false));
+        }
         if !self.filter.enables(&name) {
             tracing::info!(plugin = %name, file = %path.display(), "disabled by --controllers");
             return Ok(false);
@@ -355,10 +399,24 @@ impl Supervisor {
         match self.registry.controller(&name) {
             Some(controller) if controller.version().manifest.primary == manifest.primary => {
                 let before = controller.version();
+                let baseline = before.health();
                 match controller.swap(plugin).await {
-                    Ok(_) => {
+                    Ok(swapped) => {
+                        self.rolled_back.lock().remove(path);
                         let note = format!("reloaded {name} {version} (sha256:{digest}) in {} ms", started.elapsed().as_millis());
                         self.report(&name, Outcome::Reloaded, note).await;
+                        let policy = self.rollback.for_plugin(&swapped.plugin.options);
+                        if !policy.is_off() {
+                            let promotion = Promotion {
+                                name: name.clone(),
+                                path: path.to_path_buf(),
+                                version: Arc::downgrade(&swapped),
+                                previous: before.plugin.clone(),
+                                baseline,
+                                policy,
+                            };
+                            tokio::spawn(self.clone().watch(promotion));
+                        }
                         Ok(true)
                     }
                     Err(e) => {
@@ -374,10 +432,83 @@ impl Supervisor {
                 // Not running, starting, or running with another primary resource (a new queue):
                 // this version takes the name, whatever held it stops, then this version starts.
                 self.start(path, plugin).await.map_err(|e| reject("NameTaken", e.to_string(), true))?;
+                self.rolled_back.lock().remove(path);
                 let note = format!("loaded {name} {version} (sha256:{digest}) in {} ms", started.elapsed().as_millis());
                 self.report(&name, Outcome::Loaded, note).await;
                 Ok(true)
             }
+        }
+    }
+
+    /// Judges a version just swapped in until its window ends, and swaps the previous version
+    /// back if it is clearly worse. Ends early when another version replaces it or the plugin
+    /// stops.
+    async fn watch(self: Arc<Self>, promotion: Promotion) {
+        let swapped = Instant::now();
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(ROLLBACK_CHECK) => {}
+            }
+            let Some(current) = self.judged(&promotion) else { return };
+            let health = current.health();
+            drop(current);
+            match promotion.policy.judge(&promotion.baseline, &health, swapped.elapsed()) {
+                rollback::Verdict::Watch => {}
+                rollback::Verdict::Keep => {
+                    tracing::debug!(plugin = %promotion.name, "rollback window over: the new version stays");
+                    return;
+                }
+                rollback::Verdict::RollBack { before, after } => {
+                    let why = format!(
+                        "it failed on {} of {} objects ({:.0}%) after {} reconciles, the version before on {:.0}%",
+                        health.failing,
+                        health.objects,
+                        after * 100.0,
+                        health.reconciles,
+                        before * 100.0
+                    );
+                    self.roll_back(promotion, why).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The version on watch, if it still serves.
+    fn judged(&self, promotion: &Promotion) -> Option<Arc<Version>> {
+        let current = self.registry.controller(&promotion.name)?.version();
+        std::ptr::eq(Arc::as_ptr(&current), promotion.version.as_ptr()).then_some(current)
+    }
+
+    /// Swaps the previous version back in place of the one on watch, and marks what was rolled
+    /// back so that the file is not loaded again until it changes.
+    async fn roll_back(self: &Arc<Self>, promotion: Promotion, why: String) {
+        let guard = self.examining(&promotion.path);
+        let _one_at_a_time = guard.lock().await;
+        let started = Instant::now();
+        // Replaced while waiting for the file: that version has a window of its own.
+        let (Some(bad), Some(controller)) = (self.judged(&promotion), self.registry.controller(&promotion.name)) else { return };
+        let (name, previous) = (&promotion.name, promotion.previous);
+        let (from, to) = (format!("{} (sha256:{})", bad.manifest.version, bad.plugin.digest), format!("{} (sha256:{})", previous.described.manifest.version, previous.digest));
+        let mark = RolledBack::of(&bad.plugin);
+        drop(bad);
+        let workers = previous.options.max_concurrency.unwrap_or(previous.described.manifest.max_concurrency);
+        let memory = previous.described.limits.memory_bytes;
+        match controller.swap(previous).await {
+            Ok(_) => {
+                // What it had reserved before the reload; it ran within it then.
+                let _ = self.budget.reserve(name, memory, workers);
+                self.env.metrics.memory_budget("reserved").set(self.budget.reserved() as i64);
+                self.rolled_back.lock().insert(promotion.path.clone(), mark);
+                let note = format!(
+                    "rolled back {name} {from} to {to} in {} ms: {why}; {} is not loaded again until it changes",
+                    started.elapsed().as_millis(),
+                    promotion.path.display()
+                );
+                self.report(name, Outcome::RolledBack, note).await;
+            }
+            Err(e) => tracing::warn!(plugin = %name, "cannot roll {from} back to {to}, it keeps serving: {e}"),
         }
     }
 
@@ -483,6 +614,7 @@ impl Supervisor {
         let guard = self.examining(&path);
         let _one_at_a_time = guard.lock().await;
         let started = Instant::now();
+        self.rolled_back.lock().remove(&path);
         let Some(name) = self.registry.name_at(&path) else { return };
         if let Some(controller) = self.registry.controller(&name) {
             self.report_leftover_finalizers(&name, &controller);
@@ -527,8 +659,8 @@ impl Supervisor {
         self.removed.lock().insert(name.to_string(), status::removed_entry(finalizer, &version.manifest.primary, carrying.len()));
     }
 
-    /// Logs, counts and reports one load, reload, rejection or unload (status ConfigMap first,
-    /// so the Event can name the ConfigMap's uid).
+    /// Logs, counts and reports one load, reload, rejection, rollback or unload (status
+    /// ConfigMap first, so the Event can name the ConfigMap's uid).
     async fn report(&self, plugin: &str, outcome: Outcome, note: String) {
         match outcome {
             Outcome::Rejected => self.refused.lock().insert(plugin.to_string(), note.clone()),

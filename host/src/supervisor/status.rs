@@ -1,6 +1,6 @@
 //! What the host tells about its plugins: the status ConfigMap listing each plugin (version,
 //! digest, file, finalizer; and plugins removed while objects still carry their finalizer), and
-//! the log lines, metrics and Events of every load, reload, rejection and unload. Written by the
+//! the log lines, metrics and Events of every load, reload, rejection, rollback and unload. Written by the
 //! leader only, through the host's own API client.
 
 use std::collections::BTreeMap;
@@ -27,6 +27,8 @@ pub enum Outcome {
     Loaded,
     Reloaded,
     Rejected,
+    /// Swapped back to the version before, which failed on clearly fewer objects.
+    RolledBack,
     Unloaded,
 }
 
@@ -37,6 +39,7 @@ impl Outcome {
             Outcome::Loaded => "loaded",
             Outcome::Reloaded => "reloaded",
             Outcome::Rejected => "rejected",
+            Outcome::RolledBack => "rolled_back",
             Outcome::Unloaded => "unloaded",
         }
     }
@@ -46,6 +49,7 @@ impl Outcome {
             Outcome::Loaded => "PluginLoaded",
             Outcome::Reloaded => "PluginReloaded",
             Outcome::Rejected => "PluginRejected",
+            Outcome::RolledBack => "RolledBack",
             Outcome::Unloaded => "PluginUnloaded",
         }
     }
@@ -132,16 +136,20 @@ impl StatusPublisher {
         Ok(published.uid.clone())
     }
 
-    /// Logs and counts one load, reload, rejection or unload, and records it as an Event on the
-    /// status ConfigMap (after `uid` says which one it is).
+    /// Logs and counts one load, reload, rejection, rollback or unload, and records it as an
+    /// Event on the status ConfigMap (after `uid` says which one it is).
     pub fn record(&self, plugin: &str, outcome: Outcome, note: &str, uid: Option<String>) {
         let note = note.replace('\n', " ");
-        if outcome == Outcome::Rejected {
+        let warning = matches!(outcome, Outcome::Rejected | Outcome::RolledBack);
+        if warning {
             tracing::warn!(plugin, result = outcome.label(), "{note}");
         } else {
             tracing::info!(plugin, result = outcome.label(), "{note}");
         }
         self.metrics.reloads(plugin, outcome.label()).inc();
+        if outcome == Outcome::RolledBack {
+            self.metrics.rollbacks(plugin).inc();
+        }
         if !self.leadership.is_leader() {
             return;
         }
@@ -149,7 +157,7 @@ impl StatusPublisher {
             regarding: Gvk::new("", "v1", "ConfigMap"),
             key: ObjectKey::new(Some(&self.object.namespace), &self.object.name),
             uid,
-            warning: outcome == Outcome::Rejected,
+            warning,
             reason: outcome.reason().into(),
             action: "Load".into(),
             note: note.chars().take(1024).collect(),

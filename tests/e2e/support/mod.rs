@@ -28,6 +28,8 @@ pub const SLEEP_MS: &str = "e2e.kubewasm.io/sleep-ms";
 pub const FAIL: &str = "e2e.kubewasm.io/fail";
 /// Names a plugin that traps when it reconciles the object.
 pub const TRAP: &str = "e2e.kubewasm.io/trap";
+/// Names a variant of the plugin that traps when it reconciles the object.
+pub const TRAP_VARIANT: &str = "e2e.kubewasm.io/trap-variant";
 /// Names a plugin that computes forever when it reconciles the object (stopped at its deadline).
 pub const SPIN: &str = "e2e.kubewasm.io/spin";
 /// `"true"` lets `finalize` finish.

@@ -26,6 +26,9 @@ const FAIL: &str = "e2e.kubewasm.io/fail";
 const RELEASE: &str = "e2e.kubewasm.io/release";
 /// Names a plugin that traps (panics) when it reconciles the object.
 const TRAP: &str = "e2e.kubewasm.io/trap";
+/// Names a variant that traps when it reconciles the object: a new version that breaks on
+/// objects the one before handled.
+const TRAP_VARIANT: &str = "e2e.kubewasm.io/trap-variant";
 /// Names a plugin that computes forever when it reconciles the object (until its deadline).
 const SPIN: &str = "e2e.kubewasm.io/spin";
 const DEFAULT_SELECTOR: &str = "e2e.kubewasm.io/primary";
@@ -170,6 +173,9 @@ impl Controller for E2e {
         }
         if annotation(&primary, TRAP) == Some(self.name.as_str()) {
             panic!("{} asks {} to trap", primary.name(), self.name);
+        }
+        if annotation(&primary, TRAP_VARIANT) == Some(self.variant.as_str()) {
+            panic!("{} asks variant {} to trap", primary.name(), self.variant);
         }
         if annotation(&primary, SPIN) == Some(self.name.as_str()) {
             let mut n = 0u64;

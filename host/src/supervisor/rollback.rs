@@ -1,0 +1,140 @@
+//! Automatic rollback: whether a version just swapped in by a hot reload is clearly worse than
+//! the one it replaced. Owns the policy (host flags, overridden per plugin in `NAME.toml`) and
+//! the verdict; the supervisor keeps the previous version during the window and swaps it back.
+//!
+//! A version is judged by the share of the cached objects whose last reconcile by it failed (a
+//! fault or an error result; see `controller::Health`): an object counts once however often it
+//! is retried. The new version is rolled back when, with enough evidence, its share is at least
+//! the threshold and at least [`MARGIN`] above the previous version's share (measured over its
+//! life, when it was replaced). Objects every version fails on do not make a new one worse.
+
+use std::time::Duration;
+
+use crate::controller::Health;
+use crate::plugin::PluginOptions;
+
+/// Share of failing objects that rolls a new version back, unless told otherwise.
+pub const DEFAULT_THRESHOLD: f64 = 0.5;
+/// How much worse than the previous version a new one must be: objects that already failed
+/// before are not the new version's doing.
+pub const MARGIN: f64 = 0.25;
+/// Reconciles a new version must have run before it is judged, unless told otherwise.
+pub const DEFAULT_MIN_RECONCILES: u64 = 20;
+/// How long a new version is watched (and the previous one kept to swap back to).
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Policy {
+    /// Share of failing objects that rolls back; 0 turns rollback off.
+    pub threshold: f64,
+    pub min_reconciles: u64,
+    pub window: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy { threshold: DEFAULT_THRESHOLD, min_reconciles: DEFAULT_MIN_RECONCILES, window: DEFAULT_WINDOW }
+    }
+}
+
+/// What to do about a new version now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verdict {
+    /// Not enough evidence yet, or not worse yet: look again.
+    Watch,
+    /// The window is over: the new version stays, the previous one is let go.
+    Keep,
+    /// Clearly worse: swap the previous version back. The shares of failing objects.
+    RollBack { before: f64, after: f64 },
+}
+
+impl Policy {
+    /// This policy with a plugin's `[kubewasm]` overrides.
+    pub fn for_plugin(&self, options: &PluginOptions) -> Policy {
+        Policy {
+            threshold: options.rollback_threshold.unwrap_or(self.threshold),
+            min_reconciles: options.rollback_min_reconciles.unwrap_or(self.min_reconciles),
+            window: self.window,
+        }
+    }
+
+    pub fn is_off(&self) -> bool {
+        self.threshold <= 0.0
+    }
+
+    /// Judges the new version (`after`, `elapsed` since it was swapped in) against the one it
+    /// replaced (`before`). A controller with few objects cannot run `min_reconciles`
+    /// reconciles: for it, two per object are enough evidence (a failing object has been
+    /// retried once).
+    pub fn judge(&self, before: &Health, after: &Health, elapsed: Duration) -> Verdict {
+        let evidence = after.objects > 0 && after.reconciles >= self.min_reconciles.min(2 * after.objects as u64);
+        let (before, after) = (failing_share(before), failing_share(after));
+        if !self.is_off() && evidence && after >= self.threshold && after >= before + MARGIN {
+            Verdict::RollBack { before, after }
+        } else if elapsed >= self.window {
+            Verdict::Keep
+        } else {
+            Verdict::Watch
+        }
+    }
+}
+
+/// The share of cached objects a version fails on.
+pub fn failing_share(health: &Health) -> f64 {
+    if health.objects == 0 { 0.0 } else { (health.failing as f64 / health.objects as f64).min(1.0) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: Duration = Duration::from_secs(60);
+
+    fn health(reconciles: u64, failing: usize, objects: usize) -> Health {
+        Health { reconciles, failing, objects }
+    }
+
+    #[test]
+    fn a_version_failing_on_a_share_above_the_threshold_is_rolled_back() {
+        let policy = Policy::default();
+        let before = health(1000, 0, 10);
+        assert_eq!(policy.judge(&before, &health(40, 6, 10), MINUTE), Verdict::RollBack { before: 0.0, after: 0.6 });
+        // Below the threshold: watched until the window ends, then kept.
+        assert_eq!(policy.judge(&before, &health(40, 4, 10), MINUTE), Verdict::Watch);
+        assert_eq!(policy.judge(&before, &health(40, 4, 10), DEFAULT_WINDOW), Verdict::Keep);
+    }
+
+    #[test]
+    fn not_before_enough_reconciles() {
+        let policy = Policy::default();
+        let before = health(1000, 0, 100);
+        assert_eq!(policy.judge(&before, &health(19, 19, 100), MINUTE), Verdict::Watch);
+        assert_eq!(policy.judge(&before, &health(20, 19, 100), MINUTE), Verdict::Watch, "19 of 100 objects is not half");
+        assert_eq!(policy.judge(&before, &health(200, 60, 100), MINUTE), Verdict::RollBack { before: 0.0, after: 0.6 });
+        // Few objects: two reconciles per object are enough.
+        assert_eq!(policy.judge(&health(10, 0, 3), &health(5, 3, 3), MINUTE), Verdict::Watch);
+        assert_eq!(policy.judge(&health(10, 0, 3), &health(6, 3, 3), MINUTE), Verdict::RollBack { before: 0.0, after: 1.0 });
+        // No objects, no judgement.
+        assert_eq!(policy.judge(&before, &health(100, 0, 0), MINUTE), Verdict::Watch);
+    }
+
+    #[test]
+    fn only_clearly_worse_than_the_version_before() {
+        let policy = Policy::default();
+        // The previous version failed on 40% already: 60% is not a quarter worse.
+        assert_eq!(policy.judge(&health(1000, 4, 10), &health(40, 6, 10), MINUTE), Verdict::Watch);
+        assert_eq!(policy.judge(&health(1000, 4, 10), &health(40, 7, 10), MINUTE), Verdict::RollBack { before: 0.4, after: 0.7 });
+    }
+
+    #[test]
+    fn zero_turns_it_off_and_plugins_override_the_host() {
+        let off = Policy { threshold: 0.0, ..Policy::default() };
+        assert!(off.is_off());
+        assert_eq!(off.judge(&health(100, 0, 10), &health(100, 10, 10), MINUTE), Verdict::Watch);
+        let options = PluginOptions { rollback_threshold: Some(0.2), rollback_min_reconciles: Some(5), ..Default::default() };
+        let policy = Policy::default().for_plugin(&options);
+        assert_eq!(policy, Policy { threshold: 0.2, min_reconciles: 5, window: DEFAULT_WINDOW });
+        assert_eq!(policy.judge(&health(100, 0, 100), &health(5, 30, 100), MINUTE), Verdict::RollBack { before: 0.0, after: 0.3 });
+        assert!(Policy::default().for_plugin(&PluginOptions { rollback_threshold: Some(0.0), ..Default::default() }).is_off());
+    }
+}
