@@ -296,6 +296,7 @@ impl Supervisor {
         let started = Instant::now();
         let loaded = self.loader.load(&path).await;
         drop(loading);
+        crate::plugin::release_freed_memory();
         let result = match loaded {
             Ok(plugin) => {
                 // What was loaded, which a writer still at work may have changed since
@@ -338,6 +339,7 @@ impl Supervisor {
             let _loading = self.loading.acquire().await.expect("never closed");
             self.loader.load(path).await
         };
+        crate::plugin::release_freed_memory();
         let result = match loaded {
             Ok(plugin) => self.install(path, plugin, Some(name), started).await,
             Err(e) => Err(Rejection { plugin: name.into(), reason: "Rejected", why: load_error(path, &e), retry: false }),
