@@ -11,7 +11,9 @@
 //! wait until it is ready (caches synced), create 20 primaries per controller, time until every
 //! output exists, let it settle, then read the summed PSS of the variant's processes
 //! (`/proc/PID/smaps_rollup`) and the watches it holds open on the API server (its gauge before
-//! the start and after the settle); stop it and delete the namespace.
+//! the start and after the settle); for kubewasm also the PSS once the plugins' instances were
+//! released for idleness, and the time a second host over the same plugins takes to get ready
+//! with the artifact cache the first one filled; stop it and delete the namespace.
 //!
 //! `cargo bench -p kubewasm-tests --bench density [-- --n 1,10,50]`
 
@@ -68,12 +70,17 @@ struct Measured {
     pss: u64,
     configmap_watches: f64,
     watches: f64,
+    /// kubewasm only: the PSS once every plugin's instances were released for idleness.
+    idle_pss: Option<u64>,
+    /// kubewasm only: a second host over the same plugins, from start to ready, with the
+    /// artifact cache the first one filled.
+    warm_ready: Option<Duration>,
 }
 
-/// A running variant, with what must live as long as it does: the host's plugin directory, the
-/// directory of the peers' logs.
+/// A running variant, with what must live as long as it does: the host's plugin directory and
+/// artifact cache, the directory of the peers' logs.
 enum Running {
-    Host(Host, PluginDir),
+    Host(Box<Host>, PluginDir, tempfile::TempDir),
     Peers(Vec<Peer>, tempfile::TempDir),
 }
 
@@ -87,14 +94,14 @@ struct Peer {
 impl Running {
     fn pids(&self) -> Vec<u32> {
         match self {
-            Running::Host(host, _) => host.pid().into_iter().collect(),
+            Running::Host(host, ..) => host.pid().into_iter().collect(),
             Running::Peers(peers, _) => peers.iter().map(|p| p.child.id()).collect(),
         }
     }
 
     async fn stop(self) {
         match self {
-            Running::Host(host, _dir) => {
+            Running::Host(host, ..) => {
                 host.stop().await.expect("the host stops cleanly");
             }
             Running::Peers(peers, _logs) => {
@@ -164,18 +171,48 @@ fn release_host() -> PathBuf {
     guests::target_dir().join("release/kubewasm")
 }
 
+/// Instances idle this long are released (the default is 60 s): after the settle, so that the
+/// main measurement sees live instances, and soon enough for the idle one.
+const IDLE_INSTANCES: &str = "--idle-instances=12s";
+
 async fn start_host(cp: &ControlPlane, ns: &str, names: &[String]) -> Running {
     let dir = PluginDir::new();
     for name in names {
         dir.install_e2e(&E2eSettings::new(name).selector(&format!("{SELECTOR}={name}")), "v01");
     }
+    let artifacts = tempfile::Builder::new().prefix("kubewasm-density-artifacts-").tempdir().unwrap();
+    let host = host_over(cp, ns, &dir, artifacts.path()).await;
+    Running::Host(Box::new(host), dir, artifacts)
+}
+
+async fn host_over(cp: &ControlPlane, ns: &str, dir: &PluginDir, artifacts: &Path) -> Host {
     // The budget reserves each plugin's memory limit × (max-concurrency + 1): 192 MiB for the
     // guest's defaults, so the default 4 GiB admits only 21 plugins. It reserves, it allocates
     // nothing.
-    let config = HostConfig::new("density", dir.path(), cp.kubeconfig_path()).namespace(ns).arg("--plugin-memory-budget=16Gi").log_filter("warn");
+    let config = HostConfig::new("density", dir.path(), cp.kubeconfig_path())
+        .namespace(ns)
+        .artifacts(artifacts)
+        .arg("--plugin-memory-budget=16Gi")
+        .arg(IDLE_INSTANCES)
+        .log_filter("warn");
     let mut host = Host::start(config).await.expect("the host starts");
     host.wait_ready(TIMEOUT).await.expect("the host gets ready");
-    Running::Host(host, dir)
+    host
+}
+
+/// kubewasm only: the PSS once the plugins' instances are released, then the time a second host
+/// over the same plugins and artifact cache takes to get ready. Stops the host.
+async fn idle_and_warm_restart(cp: &ControlPlane, ns: &str, running: Running) -> (u64, Duration) {
+    let Running::Host(mut host, dir, artifacts) = running else { unreachable!("kubewasm runs a host") };
+    host.wait_metric("kubewasm_plugin_instances", &[], TIMEOUT, |live| live == 0.0).await.expect("the idle instances are released");
+    tokio::time::sleep(SETTLE).await;
+    let idle = pss_bytes(host.pid().unwrap());
+    host.stop().await.expect("the host stops cleanly");
+    let started = Instant::now();
+    let again = host_over(cp, ns, &dir, artifacts.path()).await;
+    let warm = started.elapsed();
+    again.stop().await.expect("the host stops cleanly");
+    (idle, warm)
 }
 
 /// Starts a peer running `controllers` (comma-separated), its output going to `log`.
@@ -278,7 +315,16 @@ async fn run(cp: &ControlPlane, peer: &Path, variant: Variant, n: usize) -> Meas
     let pids = running.pids();
     let pss = pids.iter().map(|&pid| pss_bytes(pid)).sum();
     let after = watches(&client).await;
-    running.stop().await;
+    let (idle_pss, warm_ready) = match variant {
+        Variant::Kubewasm => {
+            let (idle, warm) = idle_and_warm_restart(cp, ns.name(), running).await;
+            (Some(idle), Some(warm))
+        }
+        _ => {
+            running.stop().await;
+            (None, None)
+        }
+    };
 
     // The next run starts on a clean API server: this one's namespace gone, its watches closed.
     let namespace = ns.name().to_string();
@@ -293,7 +339,7 @@ async fn run(cp: &ControlPlane, peer: &Path, variant: Variant, n: usize) -> Meas
         assert!(Instant::now() < deadline, "after the run: namespace {namespace} still there: {present}; watches open {open}, before the run {}", before.1);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let measured = Measured { processes: pids.len(), ready, converged, pss, configmap_watches: after.0 - before.0, watches: after.1 - before.1 };
+    let measured = Measured { processes: pids.len(), ready, converged, pss, configmap_watches: after.0 - before.0, watches: after.1 - before.1, idle_pss, warm_ready };
     eprintln!("N={n} {}: {measured:?}", variant.name());
     measured
 }
@@ -303,17 +349,23 @@ fn print_table(rows: &[(usize, [Measured; 3])]) {
     println!("\n| N | what | kubewasm | manager | processes | kubewasm / manager | kubewasm / processes |");
     println!("|---:|---|---:|---:|---:|---:|---:|");
     for (n, [k, m, p]) in rows {
-        let line = |what: &str, f: &dyn Fn(&Measured) -> f64, unit: &str, decimals: usize| {
-            let cell = |x: &Measured| format!("{:.*}{unit}", decimals, f(x));
-            let ratio = |x: &Measured| if f(x) == 0.0 { "—".to_string() } else { format!("{:.2}×", f(k) / f(x)) };
+        // A row's value, `None` where the variant has no such thing.
+        let line = |what: &str, f: &dyn Fn(&Measured) -> Option<f64>, unit: &str, decimals: usize| {
+            let cell = |x: &Measured| f(x).map_or("—".to_string(), |v| format!("{v:.decimals$}{unit}"));
+            let ratio = |x: &Measured| match (f(k), f(x)) {
+                (Some(a), Some(b)) if b != 0.0 => format!("{:.2}×", a / b),
+                _ => "—".to_string(),
+            };
             println!("| {n} | {what} | {} | {} | {} | {} | {} |", cell(k), cell(m), cell(p), ratio(m), ratio(p));
         };
-        line("processes", &|x| x.processes as f64, "", 0);
-        line("start → ready", &|x| x.ready.as_secs_f64(), " s", 2);
-        line(&format!("create {} primaries → all outputs", n * PER_CONTROLLER), &|x| x.converged.as_secs_f64(), " s", 2);
-        line("PSS, summed", &|x| mib(x.pss), " MiB", 1);
-        line("ConfigMap watches", &|x| x.configmap_watches, "", 0);
-        line("watches, all resources", &|x| x.watches, "", 0);
+        line("processes", &|x| Some(x.processes as f64), "", 0);
+        line("start → ready", &|x| Some(x.ready.as_secs_f64()), " s", 2);
+        line("restart → ready, warm artifact cache", &|x| x.warm_ready.map(|d| d.as_secs_f64()), " s", 2);
+        line(&format!("create {} primaries → all outputs", n * PER_CONTROLLER), &|x| Some(x.converged.as_secs_f64()), " s", 2);
+        line("PSS, summed", &|x| Some(mib(x.pss)), " MiB", 1);
+        line("PSS, instances released (idle)", &|x| x.idle_pss.map(mib), " MiB", 1);
+        line("ConfigMap watches", &|x| Some(x.configmap_watches), "", 0);
+        line("watches, all resources", &|x| Some(x.watches), "", 0);
     }
 }
 
