@@ -33,7 +33,7 @@ until grep -qx ready "$DEMO/controlplane.out" 2>/dev/null; do
     sleep 1
 done
 
-step "building the example plugins: sample-controller in Rust, reboot-coordinator in Python, a scaffolded starter in JavaScript"
+step "building the example plugins: sample-controller in Rust, reboot-coordinator in Python, scaffolded starters in JavaScript and Go"
 cargo build -q --release --target wasm32-wasip2 -p sample-controller
 cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/sample_controller.wasm" "$DEMO/plugins/sample-controller.wasm"
 kubewasm-py build examples/reboot-coordinator/python/reboot_coordinator.py -o "$DEMO/reboot-coordinator.wasm"
@@ -42,6 +42,10 @@ mv "$DEMO/reboot-coordinator.wasm" "$DEMO/plugins/"
 if "$BIN/kubewasm" new --lang js hello-js --dir "$DEMO/hello-js" >/dev/null 2>&1; then
     (cd "$DEMO/hello-js" && npm install --no-audit --no-fund --loglevel=error >/dev/null && npm run --silent build >/dev/null) &&
         cp "$DEMO/hello-js/hello-js.wasm" "$DEMO/plugins/" || echo "(the JavaScript starter did not build; going on without it)"
+fi
+if "$BIN/kubewasm" new --lang go hello-go --dir "$DEMO/hello-go" >/dev/null 2>&1; then
+    (cd "$DEMO/hello-go" && make --silent KUBEWASM="$BIN/kubewasm" >/dev/null) &&
+        cp "$DEMO/hello-go/hello-go.wasm" "$DEMO/plugins/" || echo "(the Go starter did not build; going on without it)"
 fi
 for plugin in "$DEMO"/plugins/*.wasm; do "$BIN/kubewasm" check "$plugin" | head -2; done
 
@@ -109,6 +113,14 @@ if [ -f "$DEMO/plugins/hello-js.wasm" ]; then
     kubectl label configmap settings hello-js.example.com/enabled=true
     sleep 3
     kubectl get configmap settings-summary -o jsonpath='{"settings-summary: "}{.data}{"\n"}'
+fi
+
+if [ -f "$DEMO/plugins/hello-go.wasm" ]; then
+    say "5b. The scaffolded Go starter (kubewasm new --lang go hello-go; standard Go, built by kubewasm build --lang go): the same, in Go"
+    kubectl create configmap go-settings --from-literal=region=eu --from-literal=tier=gold
+    kubectl label configmap go-settings hello-go.example.com/enabled=true
+    sleep 3
+    kubectl get configmap go-settings-summary -o jsonpath='{"go-settings-summary: "}{.data}{"\n"}'
 fi
 
 say "6. Who may do what: the API server authorizes each plugin's requests as its own ServiceAccount"
