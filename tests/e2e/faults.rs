@@ -282,6 +282,42 @@ async fn plugins_from_one_module_share_its_code_and_a_restart_compiles_nothing()
     assert_eq!(new_loader().load(&a).await.unwrap().origin, Origin::Cache, "a restart compiles nothing");
 }
 
+/// A corrupt, truncated or unverifiable artifact cache entry is recompiled, never mapped, and the
+/// fresh entry then serves the next start.
+#[tokio::test]
+async fn a_damaged_artifact_is_recompiled_never_loaded() {
+    use kubewasm::plugin::artifact::Origin;
+    let cache = tempfile::tempdir().unwrap();
+    let new_loader = || Loader::new(Arc::new(Runtime::new(RuntimeConfig::default()).unwrap()), Some(ArtifactCache::new(cache.path())), LimitPolicy::default());
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = guests::install(&faulty_wasm(), dir.path(), "a", Some(""));
+    assert_eq!(new_loader().load(&plugin).await.unwrap().origin, Origin::Compiled);
+    let entry = |extension: &str| {
+        std::fs::read_dir(cache.path()).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().ends_with(extension)).expect("a cache entry")
+    };
+    let (artifact, checksum) = (entry(".cwasm"), entry(".cwasm.sha256"));
+    let damages: [(&str, Box<dyn Fn()>); 3] = [
+        ("a flipped byte", Box::new(|| {
+            let mut bytes = std::fs::read(&artifact).unwrap();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0xff;
+            std::fs::write(&artifact, bytes).unwrap();
+        })),
+        ("a truncated file", Box::new(|| {
+            let bytes = std::fs::read(&artifact).unwrap();
+            std::fs::write(&artifact, &bytes[..bytes.len() / 3]).unwrap();
+        })),
+        ("no checksum", Box::new(|| std::fs::remove_file(&checksum).unwrap())),
+    ];
+    for (damage, apply) in damages {
+        assert_eq!(new_loader().load(&plugin).await.unwrap().origin, Origin::Cache, "before {damage}: from the cache");
+        apply();
+        let loaded = new_loader().load(&plugin).await.unwrap_or_else(|e| panic!("with {damage}: {e}"));
+        assert_eq!(loaded.origin, Origin::Compiled, "with {damage}: recompiled");
+    }
+    assert_eq!(new_loader().load(&plugin).await.unwrap().origin, Origin::Cache, "the recompiled entry serves again");
+}
+
 /// Contract 0.1.1 added exports; a plugin built for 0.1.0 (without them) still loads, describes
 /// itself and reconciles, and simply gets no `released` call.
 #[tokio::test]

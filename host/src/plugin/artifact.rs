@@ -1,7 +1,9 @@
 //! Precompiled plugins on disk, keyed by the sha256 of the `.wasm` file and the engine
-//! configuration: a restart with cached plugins compiles nothing. Each artifact carries a
-//! checksum of itself, verified before loading, so a corrupt or truncated entry is recompiled —
-//! never handed to wasmtime's (unsafe) deserializer.
+//! configuration: a restart with cached plugins compiles nothing. Each artifact has a checksum
+//! beside it (`.sha256`), verified before loading, so a corrupt or truncated entry is recompiled —
+//! never handed to wasmtime's (unsafe) deserializer. A verified artifact is mapped from its file,
+//! not copied into memory: its code pages are the page cache's, read in as they run and shared
+//! with every other host on the node that maps them (a Python or JS plugin's is 35 MB).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -60,15 +62,16 @@ impl ArtifactCache {
     }
 
     fn load(&self, runtime: &Runtime, path: &Path) -> Option<Component> {
-        let bytes = std::fs::read(path).ok()?;
-        let verified = bytes.split_at_checked(32).filter(|(sum, body)| Sha256::digest(body).as_slice() == *sum);
-        let Some((_, body)) = verified else {
+        let expected = std::fs::read(checksum_path(path)).ok()?;
+        if file_sha256(path).ok()?.as_slice() != expected.as_slice() {
             tracing::warn!(path = %path.display(), "artifact cache entry is corrupt; recompiling");
             return None;
-        };
-        // SAFETY: the body is, byte for byte, what `store` wrote from `Runtime::serialize` with
-        // this artifact tag (the checksum above proves it is unmodified).
-        match unsafe { runtime.deserialize(body) } {
+        }
+        // SAFETY: the file is, byte for byte, what `store` wrote from `Runtime::serialize` with
+        // this artifact tag (the checksum above proves it is unmodified), and entries are only
+        // ever replaced by renaming a new file over them, never rewritten in place, so the
+        // mapping keeps the verified bytes.
+        match unsafe { runtime.deserialize_file(path) } {
             Ok(component) => Some(component),
             Err(e) => {
                 tracing::warn!(path = %path.display(), "artifact cache entry unusable ({e}); recompiling");
@@ -80,11 +83,26 @@ impl ArtifactCache {
     fn store(&self, runtime: &Runtime, component: &Component, path: &Path) -> std::io::Result<()> {
         let body = runtime.serialize(component).map_err(std::io::Error::other)?;
         std::fs::create_dir_all(&self.dir)?;
-        // Written to a temporary file and renamed: a reader never sees half an artifact.
-        let mut file = tempfile::NamedTempFile::new_in(&self.dir)?;
-        file.write_all(&Sha256::digest(&body))?;
-        file.write_all(&body)?;
-        file.persist(path).map_err(|e| e.error)?;
-        Ok(())
+        // Each written to a temporary file and renamed: a reader never sees half of one. The
+        // checksum goes last, so an artifact without a matching one is never loaded.
+        let persist = |bytes: &[u8], to: &Path| -> std::io::Result<()> {
+            let mut file = tempfile::NamedTempFile::new_in(&self.dir)?;
+            file.write_all(bytes)?;
+            file.persist(to).map_err(|e| e.error)?;
+            Ok(())
+        };
+        persist(&body, path)?;
+        persist(&Sha256::digest(&body), &checksum_path(path))
     }
+}
+
+fn checksum_path(artifact: &Path) -> PathBuf {
+    artifact.with_extension("cwasm.sha256")
+}
+
+/// The sha256 of a file, read in pieces (an artifact is tens of MB).
+fn file_sha256(path: &Path) -> std::io::Result<[u8; 32]> {
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    Ok(hasher.finalize().into())
 }

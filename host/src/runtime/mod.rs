@@ -238,14 +238,15 @@ impl Runtime {
         component.serialize().map_err(|e| RuntimeError::Serialize(chain(&e)))
     }
 
-    /// Loads a compiled artifact.
+    /// Loads a compiled artifact by mapping its file.
     ///
     /// # Safety
-    /// `bytes` must come from [`Runtime::serialize`] of an engine with the same
-    /// [`Runtime::artifact_tag`], unmodified (the artifact cache verifies a checksum first).
-    pub unsafe fn deserialize(&self, bytes: &[u8]) -> Result<Component, RuntimeError> {
+    /// The file must hold what [`Runtime::serialize`] wrote under the same
+    /// [`Runtime::artifact_tag`], unmodified (the artifact cache verifies a checksum first), and
+    /// must not change while the component lives (replace it by renaming another file over it).
+    pub unsafe fn deserialize_file(&self, path: &std::path::Path) -> Result<Component, RuntimeError> {
         // SAFETY: forwarded to the caller.
-        unsafe { Component::deserialize(&self.engine, bytes) }.map_err(|e| RuntimeError::Deserialize(chain(&e)))
+        unsafe { Component::deserialize_file(&self.engine, path) }.map_err(|e| RuntimeError::Deserialize(chain(&e)))
     }
 
     /// Identifies the engine configuration: artifacts compiled under another tag are unusable.
