@@ -113,8 +113,7 @@ enum Command {
     /// Run table tests (YAML cases) against a plugin, without a cluster
     #[command(
         help_template = COMMAND_TEMPLATE,
-        after_help = "  # Run every case in ./cases against the plugin\n  \
-                      kubewasm test sample-controller.wasm ./cases"
+        after_help = TEST_HELP
     )]
     Test(TestArgs),
     /// Check a plugin file and print what it declares
@@ -471,6 +470,36 @@ struct BuildArgs {
     #[arg(long, short = 'o', value_name = "FILE")]
     output: Option<PathBuf>,
 }
+
+/// `kubewasm test --help`: the examples and the case format, which is documented nowhere else.
+const TEST_HELP: &str = "  # Run every case in ./cases against the plugin
+  kubewasm test sample-controller.wasm ./cases
+
+A case is one YAML file:
+
+  description: A Foo gets a Deployment it owns
+  settings: {replicas: 2}          # optional: instead of NAME.toml beside the plugin
+  cache:                           # what the host's cache holds; every kind the plugin reads
+    - {apiVersion: samplecontroller.k8s.io/v1alpha1, kind: Foo,
+       metadata: {name: a, namespace: ns, uid: u1}, spec: {deploymentName: a-web, replicas: 1}}
+  reconcile: {namespace: ns, name: a}   # the key; no namespace for a cluster-scoped kind
+  # or  finalize: {namespace: ns, name: a}
+  # or  map: OBJECT                     (map-related of a watched object; expect keys:)
+  expect:
+    result: done                   # or {requeueAfter: MS}, or {error: CODE, message: SUBSTRING}
+    calls:                         # every client call, in order, compared exactly
+      - apply: OBJECT              # server-side apply (forced); applyStatus: OBJECT
+      - create: OBJECT             # also update: OBJECT, updateStatus: OBJECT
+      - patch: {apiVersion: v1, kind: Node, name: n1, type: merge, body: {...}}
+                                   # type: merge, json or strategic
+      - delete: {apiVersion: v1, kind: ConfigMap, namespace: ns, name: x}
+    events:                        # compared on the fields given
+      - {type: Warning, reason: ErrResourceExists, action: Reconcile, note: \"...\",
+         regarding: Foo/ns/a}     # KIND/NAMESPACE/NAME, or KIND/NAME when cluster-scoped
+    keys: [ns/a]                   # map cases: the primary keys returned
+
+A case that checks a refusal gives settings, no reconcile, finalize or map, and
+  expect: {refused: \"suffix must be\"}   # describe must refuse them, saying this";
 
 #[derive(Args)]
 struct TestArgs {

@@ -92,6 +92,7 @@ macro_rules! template {
 }
 
 const CASE: Template = template!("cases/summarizes-data.yaml", "cases/summarizes-data.yaml");
+const REFUSED_CASE: Template = template!("cases/refuses-an-empty-suffix.yaml", "cases/refuses-an-empty-suffix.yaml");
 
 const RUST: &[Template] = &[
     template!("Cargo.toml", "rust/Cargo.toml.tmpl"),
@@ -100,6 +101,7 @@ const RUST: &[Template] = &[
     template!("Makefile", "rust/Makefile"),
     template!(".gitignore", "rust/gitignore"),
     CASE,
+    REFUSED_CASE,
 ];
 
 const PYTHON: &[Template] = &[
@@ -109,6 +111,7 @@ const PYTHON: &[Template] = &[
     template!("Makefile", "python/Makefile"),
     template!(".gitignore", "python/gitignore"),
     CASE,
+    REFUSED_CASE,
 ];
 
 const JS: &[Template] = &[
@@ -118,6 +121,7 @@ const JS: &[Template] = &[
     template!("Makefile", "js/Makefile"),
     template!(".gitignore", "js/gitignore"),
     CASE,
+    REFUSED_CASE,
 ];
 
 const GO: &[Template] = &[
@@ -128,6 +132,7 @@ const GO: &[Template] = &[
     template!("Makefile", "go/Makefile"),
     template!(".gitignore", "go/gitignore"),
     CASE,
+    REFUSED_CASE,
 ];
 
 /// The environment variable naming the SDKs directory when `--sdk` is not given (it wins over the

@@ -8,7 +8,8 @@
 //! settings: {}                      # optional, as NAME.toml would give them
 //! cache:
 //!   - {apiVersion: samplecontroller.k8s.io/v1alpha1, kind: Foo, metadata: {name: a, namespace: ns}, spec: {...}}
-//! reconcile: {namespace: ns, name: a}   # or `finalize:` (or `map: OBJECT`, expecting `keys:`)
+//! reconcile: {namespace: ns, name: a}   # or `finalize:` (or `map: OBJECT`, expecting `keys:`;
+//!                                   # or none, with `settings:` and `expect: {refused: SUBSTRING}`)
 //! expect:
 //!   result: done                    # or {requeueAfter: MS}, or {error: CODE, message: SUBSTRING}
 //!   calls:                          # every client call, in order, compared exactly
@@ -77,6 +78,9 @@ pub struct Expect {
     /// For `map:` cases: the keys returned, as `namespace/name` or `name`.
     #[serde(default)]
     pub keys: Option<Vec<String>>,
+    /// The case's `settings` must be refused, with a message containing this.
+    #[serde(default)]
+    pub refused: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +117,11 @@ pub fn read_case(path: &Path) -> Result<Case, CaseError> {
     let text = std::fs::read_to_string(path).map_err(|source| CaseError::Read { path: path.into(), source })?;
     let case: Case = serde_saphyr::from_str(&text).map_err(|e| CaseError::Invalid { path: path.into(), message: e.to_string() })?;
     let targets = usize::from(case.reconcile.is_some()) + usize::from(case.finalize.is_some()) + usize::from(case.map.is_some());
-    if targets != 1 {
+    if case.expect.refused.is_some() {
+        if case.settings.is_none() || targets != 0 {
+            return Err(CaseError::Invalid { path: path.into(), message: "a case expecting `refused` gives `settings` and no `reconcile`, `finalize` or `map`".into() });
+        }
+    } else if targets != 1 {
         return Err(CaseError::Invalid { path: path.into(), message: "give exactly one of `reconcile`, `finalize` or `map`".into() });
     }
     Ok(case)
@@ -126,7 +134,16 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
         None => plugin.settings.clone(),
     };
     let described = match &case.settings {
-        Some(_) => runtime.describe(&plugin.prepared, "case", &settings, policy, plugin.described.limits).await.map_err(|e| e.to_string())?,
+        Some(_) => {
+            let described = runtime.describe(&plugin.prepared, "case", &settings, policy, plugin.described.limits).await;
+            match (described, &case.expect.refused) {
+                (Ok(described), None) => described,
+                (Err(e), None) => return Err(e.to_string()),
+                (Err(e), Some(want)) if e.to_string().contains(want.as_str()) => return Ok(None),
+                (Err(e), Some(want)) => return Ok(Some(format!("the settings were refused, but not with {want:?}: {e}\n"))),
+                (Ok(_), Some(want)) => return Ok(Some(format!("the settings were accepted; expected a refusal with {want:?}\n"))),
+            }
+        }
         None => plugin.described.clone(),
     };
     let mut cache = FixtureCache::default();

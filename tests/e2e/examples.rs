@@ -609,7 +609,14 @@ async fn scaffold(lang: &'static str) -> Result<()> {
         ensure!(check.contains(&format!("Name:            {name}\n")), "kubewasm check printed:\n{check}");
         ensure!(check.contains(&format!("selector {name}.example.com/enabled=true")), "kubewasm check printed:\n{check}");
         let test = kubewasm(&project, &["test", &cache, &wasm.to_string_lossy(), "cases"])?;
-        ensure!(test.contains("test result: ok. 1 passed; 0 failed"), "kubewasm test printed:\n{}", quoted(&test));
+        ensure!(test.contains("test result: ok. 2 passed; 0 failed"), "kubewasm test printed:\n{}", quoted(&test));
+        // A refusal the plugin does not make fails the case.
+        let wrong = project.join("wrong-cases");
+        std::fs::create_dir(&wrong)?;
+        std::fs::write(wrong.join("refuses-a-good-suffix.yaml"), "settings: {suffix: fine}\nexpect: {refused: suffix must be}\n")?;
+        let failed = Command::new(kubewasm_binary()?).current_dir(&project).args(["test", &cache, &wasm.to_string_lossy(), "wrong-cases"]).output()?;
+        let report = String::from_utf8_lossy(&failed.stdout);
+        ensure!(!failed.status.success() && report.contains("the settings were accepted"), "kubewasm test of a wrong refusal printed:\n{}", quoted(&report));
         // Nothing is overwritten.
         let again = Command::new(kubewasm_binary()?).current_dir(dir.path()).args(["new", "--lang", lang, name]).output()?;
         ensure!(!again.status.success(), "kubewasm new overwrote a project");

@@ -296,7 +296,8 @@ async fn a_damaged_artifact_is_recompiled_never_loaded() {
         std::fs::read_dir(cache.path()).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().ends_with(extension)).expect("a cache entry")
     };
     let (artifact, checksum) = (entry(".cwasm"), entry(".cwasm.sha256"));
-    let damages: [(&str, Box<dyn Fn()>); 3] = [
+    type Damage<'a> = (&'static str, Box<dyn Fn() + 'a>);
+    let damages: [Damage; 3] = [
         ("a flipped byte", Box::new(|| {
             let mut bytes = std::fs::read(&artifact).unwrap();
             let middle = bytes.len() / 2;
