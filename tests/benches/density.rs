@@ -28,9 +28,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, PartialObjectMeta, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kubewasm_tests::build::{Tool, go_tool};
-use kubewasm_tests::host::{Host, HostConfig};
+use kubewasm_tests::host::{Host, HostConfig, release_binary};
 use kubewasm_tests::plugindir::{E2eSettings, PluginDir};
-use kubewasm_tests::{ControlPlane, guests, process, prom};
+use kubewasm_tests::{ControlPlane, process, prom};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const PER_CONTROLLER: usize = 20;
@@ -161,15 +161,6 @@ async fn wait_watches_steady(client: &kube::Client) {
     }
 }
 
-fn release_host() -> PathBuf {
-    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .current_dir(guests::workspace_root())
-        .args(["build", "--quiet", "--release", "-p", "kubewasm", "--bin", "kubewasm"])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building the release host failed");
-    guests::target_dir().join("release/kubewasm")
-}
 
 /// Instances idle this long are released (the default is 60 s): after the settle, so that the
 /// main measurement sees live instances, and soon enough for the idle one.
@@ -377,7 +368,7 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|list| list.split(',').map(|n| n.parse().expect("--n takes numbers, e.g. 1,10,50")).collect())
         .unwrap_or_else(|| vec![1, 10, 50]);
-    let host = release_host();
+    let host = release_binary();
     // SAFETY: set before the async runtime and any other thread start.
     unsafe { std::env::set_var("KUBEWASM_BIN", &host) };
     let peer = go_tool(Tool::ControllerRuntime).expect("the controller-runtime peer builds");

@@ -12,28 +12,18 @@
 //! `cargo bench -p kubewasm-tests --bench host [-- reconciles|idle|identity|swap]` (needs
 //! `kubewasm-py` and `node` for the last two parts, as `make test` installs them).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use kubewasm_tests::host::{Host, HostConfig};
+use kubewasm_tests::host::{Host, HostConfig, release_binary};
 use kubewasm_tests::plugindir::{E2eSettings, PluginDir, e2e_guest, variant_of};
 use kubewasm_tests::{ControlPlane, TestNamespace, guests, process, prom};
 
 const LABEL: &str = "e2e.kubewasm.io/primary";
 
-fn release_host() -> PathBuf {
-    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .current_dir(guests::workspace_root())
-        .args(["build", "--quiet", "--release", "-p", "kubewasm", "--bin", "kubewasm"])
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building the release host failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| guests::workspace_root().join("target"));
-    target.join("release/kubewasm")
-}
 
 fn rss_bytes(pid: u32) -> u64 {
     process::rss_bytes(pid).expect("the host runs")
@@ -324,7 +314,7 @@ fn wanted(name: &str) -> bool {
 }
 
 fn main() {
-    let bin = release_host();
+    let bin = release_binary();
     // SAFETY: set before the async runtime and any other thread start.
     unsafe { std::env::set_var("KUBEWASM_BIN", &bin) };
     tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {

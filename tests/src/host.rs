@@ -48,6 +48,18 @@ fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> HostError {
     move |source| HostError::Io { what, source: source.into() }
 }
 
+/// The release `kubewasm` binary, built now (cargo decides whether anything is rebuilt), for the
+/// benchmarks. Panics if the build fails.
+pub fn release_binary() -> PathBuf {
+    let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .current_dir(crate::guests::workspace_root())
+        .args(["build", "--quiet", "--release", "-p", "kubewasm", "--bin", "kubewasm"])
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the release host failed");
+    crate::guests::target_dir().join("release/kubewasm")
+}
+
 /// The `kubewasm` binary: `$KUBEWASM_BIN` if set, else `target/debug/kubewasm` after
 /// `cargo build -p kubewasm` (once per process; cargo decides whether anything is rebuilt).
 /// Blocking: call it from a blocking thread.
