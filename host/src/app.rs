@@ -63,7 +63,7 @@ pub struct RunConfig {
     /// Faults in a row on one object that quarantine it; 0 never does.
     pub quarantine_after: u32,
     /// When a hot-reloaded version is rolled back.
-    pub rollback: crate::supervisor::rollback::Policy,
+    pub rollback: crate::supervisor::rollout::Policy,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,4 @@
-//! The command line: `kubewasm run | check | rbac | push | pull | new | build | test | finalizers`, with
+//! The command line: `kubewasm run | check | rbac | push | pull | new | build | test | finalizers | rollout`, with
 //! help that reads like kubectl's. Parses flags into plain values and calls the library; no logic
 //! of its own.
 
@@ -87,6 +87,17 @@ enum Command {
                       kubewasm finalizers release sample-controller --finalizer example.com/cleanup --resource Foo.v1alpha1.samplecontroller.k8s.io"
     )]
     Finalizers(FinalizersArgs),
+    /// See how a candidate version (NAME.next.wasm) compares in its shadow run, and promote it
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # Copy a new version beside the live one: the host runs it in the shadow (dry runs only)\n  \
+                      cp sample-controller.wasm ./plugins/sample-controller.next.wasm\n\n  \
+                      # How its reconciles compared with the live version's, and the first diffs\n  \
+                      kubewasm rollout status sample-controller\n\n  \
+                      # Make it the live version (the host reloads it, and rolls it back if it fails)\n  \
+                      kubewasm rollout promote sample-controller --plugins ./plugins"
+    )]
+    Rollout(RolloutArgs),
     /// Create a plugin project: a small working controller, a README and a table-test case
     #[command(
         help_template = COMMAND_TEMPLATE,
@@ -250,14 +261,21 @@ struct RunArgs {
     /// at least this share of its objects, and on a quarter more of them than the version
     /// before did. 0 never rolls back; `rollback-threshold` in a plugin's [kubewasm] options
     /// overrides it
-    #[arg(long, value_name = "SHARE", default_value_t = crate::supervisor::rollback::DEFAULT_THRESHOLD, value_parser = parse_rollback_threshold)]
+    #[arg(long, value_name = "SHARE", default_value_t = crate::supervisor::rollout::DEFAULT_THRESHOLD, value_parser = parse_rollback_threshold)]
     rollback_threshold: f64,
 
     /// How long a hot-reloaded version is watched for a rollback (the version before is kept
     /// in memory meanwhile)
-    // The default is rollback::DEFAULT_WINDOW, which runs without a command line (tests).
+    // The default is rollout::DEFAULT_WINDOW, which runs without a command line (tests).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     rollback_window: Duration,
+
+    /// Promote a candidate (`NAME.next.wasm`, run in the shadow of `NAME.wasm`) once it has
+    /// agreed with the live version on this many reconciles and never differed, erred or
+    /// faulted: the host renames it over `NAME.wasm`. 0 leaves promotion to `kubewasm rollout
+    /// promote`; `promote-after` in the candidate's [kubewasm] options overrides it
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    promote_after: u64,
 
     /// Log format: text (one line per record) or json
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
@@ -437,6 +455,52 @@ struct ReleaseArgs {
 }
 
 #[derive(Args)]
+struct RolloutArgs {
+    #[command(subcommand)]
+    command: RolloutCommand,
+}
+
+#[derive(Subcommand)]
+enum RolloutCommand {
+    /// Print how the candidate's shadow reconciles compared with the live version's: counts,
+    /// the keys that did not agree, and the first diffs (from the host's status ConfigMap)
+    Status(RolloutStatusArgs),
+    /// Make the candidate the live version: renames NAME.next.wasm (and NAME.next.toml, if any)
+    /// over NAME.wasm in the plugin directory
+    Promote(PromoteArgs),
+}
+
+#[derive(Args)]
+struct RolloutStatusArgs {
+    /// The plugin's name
+    #[arg(value_name = "NAME")]
+    plugin: String,
+
+    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+
+    /// The host's status ConfigMap (NAMESPACE/NAME)
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        default_value = "default/kubewasm-plugins"
+    )]
+    status_configmap: String,
+}
+
+#[derive(Args)]
+struct PromoteArgs {
+    /// The plugin's name
+    #[arg(value_name = "NAME")]
+    plugin: String,
+
+    /// The host's plugin directory
+    #[arg(long, value_name = "DIR")]
+    plugins: PathBuf,
+}
+
+#[derive(Args)]
 struct NewArgs {
     /// The plugin's name: a DNS-1123 label (lowercase letters, digits and '-')
     #[arg(value_name = "NAME")]
@@ -560,6 +624,8 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run(args).await,
             Command::Rbac(args) => rbac(args).await,
             Command::Finalizers(FinalizersArgs { command: FinalizersCommand::Release(args) }) => release_finalizers(args).await,
+            Command::Rollout(RolloutArgs { command: RolloutCommand::Status(args) }) => rollout_status(args).await,
+            Command::Rollout(RolloutArgs { command: RolloutCommand::Promote(args) }) => promote(args),
             Command::Test(args) => test(args).await,
             Command::New(args) => new(args),
             Command::Build(args) => build(args),
@@ -666,9 +732,10 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         plugin_memory_budget: args.plugin_memory_budget,
         idle_instances: args.idle_instances,
         quarantine_after: args.quarantine_after,
-        rollback: crate::supervisor::rollback::Policy {
+        rollback: crate::supervisor::rollout::Policy {
             threshold: args.rollback_threshold,
             window: args.rollback_window,
+            promote_after: args.promote_after,
             ..Default::default()
         },
     };
@@ -732,6 +799,49 @@ async fn release_finalizers(args: ReleaseArgs) -> Result<ExitCode, String> {
         println!("released {} {key}", target.primary.kind);
     }
     println!("{} object(s) no longer carry {}", released.len(), target.finalizer);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn rollout_status(args: RolloutStatusArgs) -> Result<ExitCode, String> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let (namespace, name) = namespaced_name("status-configmap", &args.status_configmap)?;
+    let client = crate::client::connect(args.kubeconfig.as_deref(), "rollout-status")
+        .await
+        .map_err(|e| e.to_string())?;
+    let configmap = kube::Api::<ConfigMap>::namespaced(client, &namespace)
+        .get(&name)
+        .await
+        .map_err(|e| format!("cannot read the status ConfigMap {namespace}/{name}: {e} (is --status-configmap the host's?)"))?;
+    let data = configmap.data.unwrap_or_default();
+    match (
+        data.get(&crate::supervisor::status::rollout_key(&args.plugin)),
+        data.get(&args.plugin),
+    ) {
+        (Some(report), _) => {
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        (None, Some(entry)) => Err(format!(
+            "no candidate runs in the shadow of {}: copy one to NAME.next.wasm beside it (it runs {entry})",
+            args.plugin
+        )),
+        (None, None) => Err(format!(
+            "the status ConfigMap {namespace}/{name} lists no plugin {:?}",
+            args.plugin
+        )),
+    }
+}
+
+fn promote(args: PromoteArgs) -> Result<ExitCode, String> {
+    let live = args.plugins.join(format!("{}.wasm", args.plugin));
+    crate::plugin::promote(&live)
+        .map_err(|e| format!("cannot promote {}'s candidate: {e}", args.plugin))?;
+    println!(
+        "promoted {}: {} is now {}; the host reloads it and watches it for a rollback",
+        args.plugin,
+        crate::plugin::candidate_of(&live).display(),
+        live.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

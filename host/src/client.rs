@@ -261,6 +261,8 @@ pub struct ApiClient {
     bucket: SharedBucket,
     fence: Fence,
     timeout: Duration,
+    /// Every write is a dry run (`dryRun=All`): admitted and validated, never stored.
+    dry_run: bool,
 }
 
 impl ApiClient {
@@ -273,7 +275,22 @@ impl ApiClient {
         fence: Fence,
         timeout: Duration,
     ) -> Self {
-        ApiClient { kube, discovery, informers, field_manager, bucket, fence, timeout }
+        ApiClient { kube, discovery, informers, field_manager, bucket, fence, timeout, dry_run: false }
+    }
+
+    /// The same identity whose writes are all dry runs (`dryRun=All`: real admission and
+    /// validation, nothing stored, the caches untouched), under a rate limit of its own.
+    pub fn dry_running(&self, bucket: SharedBucket) -> Self {
+        ApiClient {
+            kube: self.kube.clone(),
+            discovery: self.discovery.clone(),
+            informers: self.informers.clone(),
+            field_manager: self.field_manager.clone(),
+            bucket,
+            fence: self.fence.clone(),
+            timeout: self.timeout,
+            dry_run: true,
+        }
     }
 
     /// The kube client this one sends through (as the same identity).
@@ -341,6 +358,9 @@ impl ApiClient {
             performed = tokio::time::timeout(self.timeout, self.perform(api, request)) => performed,
         };
         match performed.map_err(|_| RequestError::Timeout(self.timeout))?? {
+            // What a dry run returns was never stored: the caches must not see it.
+            Some(stored) if self.dry_run => Ok(Some(stored.json().into())),
+            None if self.dry_run => Ok(None),
             Some(stored) => {
                 let json: Arc<str> = stored.json().into();
                 self.informers.observe_write(&resource, stored);
@@ -356,7 +376,7 @@ impl ApiClient {
     /// Sends the request; `None` when a delete removed the object.
     async fn perform(&self, api: Api<RawObject>, request: WriteRequest) -> Result<Option<RawObject>, RequestError> {
         let fm = Some(self.field_manager.clone());
-        let post = PostParams { field_manager: fm.clone(), ..Default::default() };
+        let post = PostParams { field_manager: fm.clone(), dry_run: self.dry_run };
         let name = request.name.as_str();
         let raw = |v: serde_json::Value| RawObject::from_json(v.to_string()).map_err(RequestError::Body);
         let api_error = RequestError::Api;
@@ -364,6 +384,7 @@ impl ApiClient {
             WriteOp::Apply { object, force, status } => {
                 let mut params = PatchParams::apply(&self.field_manager);
                 params.force = force;
+                params.dry_run = self.dry_run;
                 let patch = Patch::Apply(raw(object)?);
                 let stored = if status { api.patch_status(name, &params, &patch).await } else { api.patch(name, &params, &patch).await };
                 stored.map_err(api_error)?
@@ -372,7 +393,7 @@ impl ApiClient {
             WriteOp::Update { object, status: false } => api.replace(name, &post, &raw(object)?).await.map_err(api_error)?,
             WriteOp::Update { object, status: true } => api.replace_status(name, &post, &raw(object)?).await.map_err(api_error)?,
             WriteOp::Patch { patch_type, body } => {
-                let params = PatchParams { field_manager: fm, ..Default::default() };
+                let params = PatchParams { field_manager: fm, dry_run: self.dry_run, ..Default::default() };
                 let stored = match patch_type {
                     PatchKind::Merge => api.patch(name, &params, &Patch::Merge(body)).await,
                     PatchKind::Strategic => api.patch(name, &params, &Patch::Strategic(body)).await,
@@ -383,7 +404,7 @@ impl ApiClient {
                 };
                 stored.map_err(api_error)?
             }
-            WriteOp::Delete => match api.delete(name, &DeleteParams::background()).await.map_err(api_error)? {
+            WriteOp::Delete => match api.delete(name, &DeleteParams { dry_run: self.dry_run, ..DeleteParams::background() }).await.map_err(api_error)? {
                 // Still there: finalizers hold it, with its deletion timestamp set.
                 either::Either::Left(object) => object,
                 either::Either::Right(_) => return Ok(None),

@@ -36,6 +36,7 @@
 //! stands alone below delivery and cli.
 
 pub mod app;
+pub mod case;
 pub mod cli;
 pub mod client;
 pub mod controller;

@@ -123,6 +123,15 @@ impl Metrics {
         self.plugin.mapped_dropped.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
     }
 
+    /// `kubewasm_shadow_reconciles_total` for one plugin and result (`same`, `differs`,
+    /// `error`, `fault`, `skipped`).
+    pub fn shadow(&self, plugin: &str, result: &str) -> Counter {
+        self.plugin.shadow.get_or_create_owned(&ReloadLabels {
+            plugin: plugin.to_owned(),
+            result: result.to_owned(),
+        })
+    }
+
     /// `kubewasm_plugin_memory_budget_bytes`: the host's plugin memory budget and what is
     /// reserved of it (`state="total|reserved"`).
     pub fn memory_budget(&self, state: &str) -> Gauge {
@@ -422,6 +431,7 @@ struct PluginFamilies {
     quarantined: Family<PluginLabels, Gauge>,
     quarantines: Family<PluginLabels, Counter>,
     rollbacks: Family<PluginLabels, Counter>,
+    shadow: Family<ReloadLabels, Counter>,
 }
 
 impl PluginFamilies {
@@ -441,6 +451,7 @@ impl PluginFamilies {
             quarantined: Family::default(),
             quarantines: Family::default(),
             rollbacks: Family::default(),
+            shadow: Family::default(),
         };
         registry.register(
             "kubewasm_plugin_faults",
@@ -504,6 +515,11 @@ impl PluginFamilies {
             "kubewasm_plugin_rollbacks",
             "Hot-reloaded versions swapped back to the version before because they failed on clearly more objects",
             families.rollbacks.clone(),
+        );
+        registry.register(
+            "kubewasm_shadow_reconciles",
+            "Reconciles a candidate version replayed in the shadow of the live one, by how they compared: same, differs, error, fault, or skipped (the live version moved on faster than the shadow's share of time allowed)",
+            families.shadow.clone(),
         );
         families
     }

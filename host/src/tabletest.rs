@@ -29,14 +29,14 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::case;
+use crate::events::ObjectEvent;
 use crate::manifest::LimitPolicy;
 use crate::metrics::PluginMetrics;
 use crate::offline::{FixtureCache, Recorder};
 use crate::plugin::LoadedPlugin;
 use crate::resource::{Gvk, ObjectKey};
-use crate::client::{PatchKind, WriteOp, WriteRequest};
-use crate::events::ObjectEvent;
-use crate::runtime::{Action, CallError, Described, Request, Runtime, code_name};
+use crate::runtime::{Action, CallError, Described, Request, Runtime};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -185,7 +185,7 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
             let _ = writeln!(failures, "the call failed: {e}");
         }
     }
-    let calls: Vec<Value> = recorder.writes().iter().map(call).collect();
+    let calls: Vec<Value> = recorder.writes().iter().map(case::call).collect();
     compare(&mut failures, "calls", &Value::Array(case.expect.calls.clone()), &Value::Array(calls));
     check_events(&mut failures, &case.expect.events, &recorder.events());
     Ok((!failures.is_empty()).then_some(failures))
@@ -195,46 +195,8 @@ fn gvk_of(object: &Value) -> Option<Gvk> {
     Some(Gvk::from_api_version(object.get("apiVersion")?.as_str()?, object.get("kind")?.as_str()?))
 }
 
-/// A recorded write as the case files spell it.
-fn call(write: &WriteRequest) -> Value {
-    let target = || {
-        let mut t = json!({"apiVersion": write.resource.api_version(), "kind": write.resource.kind, "name": write.name});
-        if let Some(ns) = &write.namespace {
-            t["namespace"] = json!(ns);
-        }
-        t
-    };
-    match &write.op {
-        WriteOp::Apply { object, force, status } => {
-            let mut call = json!({ if *status { "applyStatus" } else { "apply" }: object });
-            if !force {
-                call["force"] = json!(false);
-            }
-            call
-        }
-        WriteOp::Create { object } => json!({ "create": object }),
-        WriteOp::Update { object, status } => json!({ if *status { "updateStatus" } else { "update" }: object }),
-        WriteOp::Patch { patch_type, body } => {
-            let mut t = target();
-            t["type"] = json!(match patch_type {
-                PatchKind::Merge => "merge",
-                PatchKind::Json => "json",
-                PatchKind::Strategic => "strategic",
-            });
-            t["body"] = body.clone();
-            json!({ "patch": t })
-        }
-        WriteOp::Delete => json!({ "delete": target() }),
-    }
-}
-
 fn check_result(failures: &mut String, expected: &Value, actual: &Result<Action, CallError>) {
-    let actual_value = match actual {
-        Ok(Action::Done) => json!("done"),
-        Ok(Action::RequeueAfter(after)) => json!({"requeueAfter": after.as_millis() as u64}),
-        Err(CallError::Plugin { code, message }) => json!({"error": code_name(*code), "message": message}),
-        Err(CallError::Fault(fault)) => json!({"fault": fault.to_string()}),
-    };
+    let actual_value = case::result(actual);
     // An expected error message is a substring of the actual one.
     let matches = match (expected, &actual_value) {
         (Value::Object(e), Value::Object(a)) if e.contains_key("error") => {
@@ -249,18 +211,7 @@ fn check_result(failures: &mut String, expected: &Value, actual: &Result<Action,
 }
 
 fn check_events(failures: &mut String, expected: &[Value], actual: &[ObjectEvent]) {
-    let actual: Vec<Value> = actual
-        .iter()
-        .map(|e| {
-            json!({
-                "type": if e.warning { "Warning" } else { "Normal" },
-                "reason": e.reason,
-                "action": e.action,
-                "note": e.note,
-                "regarding": format!("{}/{}", e.regarding.kind, e.key),
-            })
-        })
-        .collect();
+    let actual: Vec<Value> = actual.iter().map(case::event).collect();
     // Each expected event is compared on the fields it gives.
     let projected: Vec<Value> = actual
         .iter()
@@ -275,14 +226,9 @@ fn check_events(failures: &mut String, expected: &[Value], actual: &[ObjectEvent
 
 /// Appends a unified diff of expected and actual, as YAML, when they differ.
 fn compare(failures: &mut String, what: &str, expected: &Value, actual: &Value) {
-    if expected == actual {
-        return;
+    if let Some(diff) = case::diff(what, expected, actual) {
+        failures.push_str(&diff);
     }
-    let yaml = |v: &Value| serde_saphyr::to_string(v).unwrap_or_else(|_| v.to_string());
-    let (expected, actual) = (yaml(expected), yaml(actual));
-    let diff = similar::TextDiff::from_lines(&expected, &actual);
-    let _ = writeln!(failures, "{what} differ:");
-    let _ = write!(failures, "{}", diff.unified_diff().context_radius(3).header("expected", "actual"));
 }
 
 /// Runs every case of `dir` and prints a test runner's report. Returns (passed, failed).

@@ -13,6 +13,7 @@
 mod health;
 mod quarantine;
 mod reconcile;
+mod shadow;
 mod trigger;
 mod workers;
 
@@ -29,6 +30,8 @@ use health::Tally;
 pub use quarantine::{DEFAULT_AFTER as DEFAULT_QUARANTINE_AFTER, Listing as QuarantineListing};
 use quarantine::Quarantine;
 pub use reconcile::Outcome;
+use shadow::Shadow;
+pub use shadow::{Agreement, Report as ShadowReport};
 use trigger::{MapBacklog, MapKey, Mapping as TriggerMapping, Released, Trigger};
 use workers::Workers;
 
@@ -43,7 +46,7 @@ use crate::metrics::{ControllerMetrics, Metrics};
 use crate::plugin::LoadedPlugin;
 use crate::queue::{QueueError, RateLimitConfig, Reason, WorkQueue};
 use crate::resource::{Gvk, ObjectKey, Scope};
-use crate::runtime::host::Services;
+use crate::runtime::host::{Api, EventSink, Services};
 use crate::runtime::{PluginMetrics, PluginRunner, Runtime};
 
 /// Watched objects a plugin may have waiting for `map-related` at once.
@@ -110,6 +113,11 @@ pub struct Version {
 }
 
 impl Version {
+    /// What this version's calls reach by default.
+    fn runner_services(&self) -> &Services {
+        self.runner.services()
+    }
+
     /// The informers this version listens to.
     pub fn watches(&self) -> impl Iterator<Item = &WatchKey> {
         self.subscriptions.iter().map(Subscription::key)
@@ -158,6 +166,9 @@ pub struct Controller {
     synced: watch::Sender<bool>,
     /// Set once the controller's tasks have all ended.
     finished: watch::Sender<bool>,
+    /// A candidate version run in the shadow of the current one, if any.
+    shadow: RwLock<Option<Arc<Shadow>>>,
+    shutdown: CancellationToken,
 }
 
 impl Controller {
@@ -190,7 +201,15 @@ impl Controller {
         let mapper = Arc::new(MapBacklog::new(map_queue, MAP_BACKLOG, env.metrics.mapped_dropped(&name)));
         let plugin_metrics = env.metrics.plugin(&name);
         let released = Released::default();
-        let parts = Parts { queue: &queue, mapper: &mapper, released: &released, api: &api, events: &events, metrics: &plugin_metrics };
+        let parts = Parts {
+            queue: &queue,
+            mapper: &mapper,
+            released: &released,
+            api: api.clone(),
+            events: Arc::new(events.clone()),
+            metrics: &plugin_metrics,
+            inert: false,
+        };
         let version = build_version(&env, &parts, plugin, Vec::new()).await?;
         let controller = Arc::new(Controller {
             metrics: env.metrics.controller(&name),
@@ -207,6 +226,8 @@ impl Controller {
             released,
             synced: watch::channel(false).0,
             finished: watch::channel(false).0,
+            shadow: RwLock::new(None),
+            shutdown: shutdown.clone(),
         });
         tokio::spawn({
             let controller = controller.clone();
@@ -268,9 +289,10 @@ impl Controller {
             queue: &self.queue,
             mapper: &self.mapper,
             released: &self.released,
-            api: &self.api,
-            events: &self.events,
+            api: self.api.clone(),
+            events: Arc::new(self.events.clone()),
             metrics: &self.plugin_metrics,
+            inert: false,
         };
         let version = build_version(&self.env, &parts, plugin, previous).await?;
         version.synced(self.env.sync_timeout).await?;
@@ -285,6 +307,72 @@ impl Controller {
             self.queue.add_for(key, Reason::Resync);
         }
         Ok(version)
+    }
+
+    /// Runs `plugin` in the shadow of the current version ([`shadow`]), in place of any
+    /// candidate before: its watches are started and synced (within the sync timeout) without
+    /// triggering anything, its writes are dry runs under a rate limit of its own, and its Events
+    /// are never sent.
+    pub async fn shadow_with(&self, plugin: LoadedPlugin) -> Result<Arc<Version>, ControllerError> {
+        let bucket = ClientLimits {
+            qps: plugin.options.qps.unwrap_or(ClientLimits::default().qps),
+            burst: plugin
+                .options
+                .burst
+                .unwrap_or(ClientLimits::default().burst),
+        }
+        .bucket();
+        let api: Arc<dyn Api> = Arc::new(self.api.dry_running(bucket));
+        // The candidate's faults count as the shadow's, not as the live plugin's.
+        let metrics = PluginMetrics::default();
+        let parts = Parts {
+            queue: &self.queue,
+            mapper: &self.mapper,
+            released: &self.released,
+            api: api.clone(),
+            events: Arc::new(Unsent),
+            metrics: &metrics,
+            inert: true,
+        };
+        let version = build_version(&self.env, &parts, plugin, Vec::new()).await?;
+        version.synced(self.env.sync_timeout).await?;
+        let version = Arc::new(version);
+        let queue = self.queue.clone();
+        let active = self.metrics.active_workers.clone();
+        let live_busy = move || !queue.is_empty() || active.get() > 0;
+        let shadow = Shadow::start(
+            &self.name,
+            version.clone(),
+            api,
+            &self.env.metrics,
+            live_busy,
+            self.shutdown.child_token(),
+        );
+        if let Some(before) = self.shadow.write().replace(shadow) {
+            before.stop();
+        }
+        Ok(version)
+    }
+
+    /// Ends the shadow run, if any; returns its last report.
+    pub fn end_shadow(&self) -> Option<ShadowReport> {
+        let shadow = self.shadow.write().take()?;
+        shadow.stop();
+        Some(shadow.report())
+    }
+
+    /// What the shadow run found so far, if a candidate runs.
+    pub fn shadow_report(&self) -> Option<ShadowReport> {
+        self.shadow.read().as_ref().map(|s| s.report())
+    }
+
+    /// The candidate running in the shadow, if any.
+    pub fn candidate(&self) -> Option<Arc<Version>> {
+        self.shadow.read().as_ref().map(|s| s.candidate().clone())
+    }
+
+    fn current_shadow(&self) -> Option<Arc<Shadow>> {
+        self.shadow.read().clone()
     }
 
     /// Waits until the controller has stopped after shutdown: no reconcile is running and its
@@ -465,9 +553,18 @@ struct Parts<'a> {
     queue: &'a WorkQueue<ObjectKey>,
     mapper: &'a Arc<MapBacklog>,
     released: &'a Released,
-    api: &'a Arc<ApiClient>,
-    events: &'a EventRecorder,
+    api: Arc<dyn Api>,
+    events: Arc<dyn EventSink>,
     metrics: &'a PluginMetrics,
+    /// Watches that trigger nothing: a shadow candidate's.
+    inert: bool,
+}
+
+/// The Event sink of a shadow candidate: its Events are compared, never sent.
+struct Unsent;
+
+impl EventSink for Unsent {
+    fn publish(&self, _: crate::events::ObjectEvent) {}
 }
 
 /// Subscribes the informers a plugin version needs and makes its runner.
@@ -527,7 +624,11 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
                 primary: manifest.primary.clone(),
                 primary_namespaced,
                 resource: resource.clone(),
-                mapping: mapping.clone(),
+                mapping: if parts.inert {
+                    TriggerMapping::None
+                } else {
+                    mapping.clone()
+                },
                 mapper: parts.mapper.clone(),
                 released: parts.released.clone(),
             });
@@ -545,7 +646,7 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
     for subscription in &subscriptions {
         cache.insert(subscription.store().clone(), subscription.selector().cloned());
     }
-    let services = Services { cache: Arc::new(cache), api: parts.api.clone(), events: Arc::new(parts.events.clone()) };
+    let services = Services { cache: Arc::new(cache), api: parts.api.clone(), events: parts.events.clone() };
     let runner = env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings);
     let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency) as usize;
     Ok(Version { plugin, manifest, runner: Arc::new(runner), primary, workers, subscriptions, previous_finalizers, tally: Tally::default() })

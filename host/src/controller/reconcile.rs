@@ -1,5 +1,6 @@
 //! One key through the plugin: finalizer bookkeeping (including names earlier versions used),
-//! the release of primaries that stopped matching the selector, the call, and what its result
+//! the release of primaries that stopped matching the selector, the call (journaled for a
+//! shadow candidate when one runs), and what its result
 //! means for the queue, the metrics, the quarantine, the version's tally and the object's
 //! Events.
 
@@ -8,10 +9,12 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::quarantine::{Entered, is_object_fault};
+use super::shadow::Trace;
 use super::{Controller, Version};
 use crate::client::{PatchKind, RequestError, WriteOp, WriteRequest};
 use crate::events::ObjectEvent;
 use crate::resource::{ObjectKey, uid_of};
+use crate::runtime::journal::Journal;
 use crate::runtime::{Action, CallError, Fault, GuestErrorCode, Request, code_name};
 
 /// A `requeue-after` shorter than this means "again soon" and goes through the rate limiter.
@@ -159,7 +162,18 @@ impl Controller {
         } else if deleting {
             return Ok(Action::Done);
         }
-        version.runner.reconcile(Request { key: key.clone(), object, retries }).await.map_err(|error| Failure::Call { error, seen: Some(seen) })
+        let request = Request { key: key.clone(), object, retries };
+        let result = match self.current_shadow() {
+            None => version.runner.reconcile(request).await,
+            // Journaled for the candidate to replay.
+            Some(shadow) => {
+                let journal = Journal::new(version.runner.services().clone());
+                let result = version.runner.reconcile_with(request.clone(), journal.services()).await;
+                shadow.offer(Trace { request, live: journal.entries(), result: result.clone() });
+                result
+            }
+        };
+        result.map_err(|error| Failure::Call { error, seen: Some(seen) })
     }
 
     /// A key whose primary is not in the cache: deleted (nothing to do), or released — it

@@ -84,6 +84,11 @@ pub struct PluginOptions {
     pub rollback_threshold: Option<f64>,
     /// Reconciles a hot-reloaded version runs before it may be rolled back (default 20).
     pub rollback_min_reconciles: Option<u64>,
+    /// A candidate (`NAME.next.wasm`) that agrees with the live version on this many reconciles
+    /// in its shadow run, and never differs, errs or faults, is promoted; 0 never promotes
+    /// automatically. Instead of the host's `--promote-after`; read from the candidate's
+    /// settings.
+    pub promote_after: Option<u64>,
 }
 
 /// Checks a rollback threshold, from the command line or `NAME.toml`: a share of objects.
@@ -246,10 +251,57 @@ fn check_header(wasm: &[u8]) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// The settings beside the plugin (`NAME.toml`): the plugin's part as JSON text ("{}" when
-/// there is none), and the host's `[kubewasm]` options.
+/// What marks a candidate version: `NAME.next.wasm` beside `NAME.wasm`.
+const CANDIDATE: &str = ".next";
+
+/// The live plugin file a candidate file (`NAME.next.wasm`) is a candidate for (`NAME.wasm`).
+pub fn candidate_for(wasm: &Path) -> Option<PathBuf> {
+    let stem = wasm.file_stem()?.to_str()?;
+    let live = stem.strip_suffix(CANDIDATE).filter(|s| !s.is_empty())?;
+    Some(wasm.with_file_name(format!("{live}.wasm")))
+}
+
+/// The candidate file of a live plugin file.
+pub fn candidate_of(wasm: &Path) -> PathBuf {
+    let stem = wasm
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    wasm.with_file_name(format!("{stem}{CANDIDATE}.wasm"))
+}
+
+/// Where a plugin file's settings are: `NAME.toml`; for a candidate `NAME.next.toml`, or the
+/// live version's `NAME.toml` when it has none of its own.
+pub fn settings_path(wasm: &Path) -> PathBuf {
+    let own = wasm.with_extension("toml");
+    match candidate_for(wasm) {
+        Some(live) if !own.exists() => live.with_extension("toml"),
+        _ => own,
+    }
+}
+
+/// Promotes the candidate of the plugin file `live`: its settings (if it has its own) and then
+/// its module are renamed over the live version's, each atomically; the directory's watcher
+/// reloads the plugin from them as from any new version.
+pub fn promote(live: &Path) -> std::io::Result<()> {
+    let candidate = candidate_of(live);
+    if !candidate.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("there is no candidate {}", candidate.display()),
+        ));
+    }
+    let settings = candidate.with_extension("toml");
+    if settings.is_file() {
+        std::fs::rename(&settings, live.with_extension("toml"))?;
+    }
+    std::fs::rename(&candidate, live)
+}
+
+/// The settings beside the plugin (`NAME.toml`, see [`settings_path`]): the plugin's part as
+/// JSON text ("{}" when there is none), and the host's `[kubewasm]` options.
 pub async fn read_settings(wasm: &Path) -> Result<(String, PluginOptions), LoadError> {
-    let path = wasm.with_extension("toml");
+    let path = settings_path(wasm);
     let text = match tokio::fs::read_to_string(&path).await {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(("{}".into(), PluginOptions::default())),

@@ -10,7 +10,7 @@ use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{access_exports, plugin_exports, reconciler_exports, release_exports};
-use super::host::{HostContext, HostState};
+use super::host::{HostContext, HostState, Services};
 use crate::metrics::PluginMetrics;
 use crate::resource::ObjectKey;
 
@@ -24,6 +24,8 @@ pub struct InstanceState {
     pub(super) key: Option<ObjectKey>,
     /// When the current call must end.
     pub(super) deadline: Instant,
+    /// Services for the current call alone, instead of the plugin's.
+    pub(super) services: Option<Services>,
 }
 
 impl HostState for InstanceState {
@@ -35,6 +37,9 @@ impl HostState for InstanceState {
     }
     fn key(&self) -> Option<&ObjectKey> {
         self.key.as_ref()
+    }
+    fn services(&self) -> &Services {
+        self.services.as_ref().unwrap_or(&self.host.services)
     }
 }
 
@@ -122,6 +127,7 @@ impl Instance {
             host,
             key: None,
             deadline,
+            services: None,
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.memory);

@@ -12,6 +12,7 @@ pub mod bindings;
 mod describe;
 pub mod host;
 mod instance;
+pub mod journal;
 mod sandbox;
 
 use std::sync::Arc;
@@ -432,12 +433,30 @@ impl PluginRunner {
         self.host.manifest.as_deref()
     }
 
+    /// What calls reach unless given other services.
+    pub fn services(&self) -> &Services {
+        &self.host.services
+    }
+
     pub async fn reconcile(&self, request: Request) -> Result<Action, CallError> {
-        self.action(self.invoke(Call::Reconcile(request)).await?)
+        self.action(self.invoke(Call::Reconcile(request), None).await?)
+    }
+
+    /// Reconciles with `services` instead of the plugin's for this call alone: what a journal
+    /// records, or a shadow run replays.
+    pub async fn reconcile_with(
+        &self,
+        request: Request,
+        services: Services,
+    ) -> Result<Action, CallError> {
+        self.action(
+            self.invoke(Call::Reconcile(request), Some(services))
+                .await?,
+        )
     }
 
     pub async fn finalize(&self, request: Request) -> Result<Action, CallError> {
-        self.action(self.invoke(Call::Finalize(request)).await?)
+        self.action(self.invoke(Call::Finalize(request), None).await?)
     }
 
     /// Lets the plugin go of a primary that stopped matching its selector; `None` when the
@@ -446,7 +465,7 @@ impl PluginRunner {
         if !self.prepared.releases() {
             return Ok(None);
         }
-        self.action(self.invoke(Call::Released(request)).await?).map(Some)
+        self.action(self.invoke(Call::Released(request), None).await?).map(Some)
     }
 
     /// Drops the instances that have had nothing to do for `idle`; returns how many.
@@ -461,7 +480,7 @@ impl PluginRunner {
 
     /// Keys of primary objects related to a watched object, for a `map-related` watch.
     pub async fn map_related(&self, resource: &Gvk, object: Arc<str>) -> Result<Vec<ObjectKey>, CallError> {
-        match self.invoke(Call::MapRelated(resource.clone(), object)).await? {
+        match self.invoke(Call::MapRelated(resource.clone(), object), None).await? {
             Output::Keys(keys) => Ok(keys.iter().map(|k| ObjectKey::new(k.namespace.as_deref(), &k.name)).collect()),
             Output::Action(_) => unreachable!("map-related returns keys"),
         }
@@ -479,7 +498,7 @@ impl PluginRunner {
     /// Runs one call in an idle instance (or a new one), enforcing the deadline. An instance
     /// that faulted is dropped; one that succeeded goes back to the pool until it has served
     /// `max_calls_per_instance` calls.
-    async fn invoke(&self, call: Call) -> Result<Output, CallError> {
+    async fn invoke(&self, call: Call, services: Option<Services>) -> Result<Output, CallError> {
         let deadline = Instant::now() + self.limits.deadline;
         let idle = self.idle.lock().pop();
         let mut instance = match idle {
@@ -492,9 +511,11 @@ impl PluginRunner {
             Call::Reconcile(r) | Call::Finalize(r) | Call::Released(r) => Some(r.key.clone()),
             Call::MapRelated(..) => None,
         };
+        state.services = services;
         let result = self.run(&mut instance, call, deadline).await;
         match result {
             Ok(output) => {
+                instance.store.data_mut().services = None;
                 instance.calls += 1;
                 instance.idle_since = Instant::now();
                 if instance.calls < self.max_calls_per_instance {

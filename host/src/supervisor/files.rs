@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::plugin::Digest;
+use crate::plugin::{Digest, candidate_for, settings_path};
 use crate::resource::is_dns_label;
 
 /// How long a file's size and mtime must stay put before it is looked at (without an inotify
@@ -121,7 +121,7 @@ struct Stamp {
 
 fn stamp_of(path: &Path) -> Option<Stamp> {
     let meta = |p: &Path| std::fs::metadata(p).ok().filter(|m| m.is_file()).map(|m| (m.len(), m.modified().ok()));
-    Some(Stamp { wasm: meta(path)?, settings: meta(&path.with_extension("toml")) })
+    Some(Stamp { wasm: meta(path)?, settings: meta(&settings_path(path)) })
 }
 
 impl Files {
@@ -162,7 +162,11 @@ impl Files {
         for path in ready {
             // Same content as a loaded file that just disappeared: it moved.
             let from = match read_content(&path).await {
-                Ok(content) => gone.iter().find(|g| !renamed.contains(*g) && self.0.get(*g).and_then(|s| s.loaded.as_ref()) == Some(&content)).cloned(),
+                // A candidate renamed over its live file is a new version of it, not a move.
+                Ok(content) => gone
+                    .iter()
+                    .find(|g| !renamed.contains(*g) && candidate_for(g).is_none() && self.0.get(*g).and_then(|s| s.loaded.as_ref()) == Some(&content))
+                    .cloned(),
                 Err(_) => None,
             };
             match from {
@@ -222,7 +226,7 @@ impl Files {
 /// The plugin's identity on disk: the digest of the `.wasm` and the settings text.
 pub async fn read_content(path: &Path) -> std::io::Result<Content> {
     let wasm = tokio::fs::read(path).await?;
-    let settings = tokio::fs::read_to_string(path.with_extension("toml")).await.unwrap_or_default();
+    let settings = tokio::fs::read_to_string(settings_path(path)).await.unwrap_or_default();
     Ok((Digest::of(&wasm), settings))
 }
 

@@ -13,13 +13,13 @@
 //! while the old version keeps serving, and refusals that may pass (RBAC applied later, memory
 //! freed, a name given up) are looked at again after a growing delay. A version swapped in is
 //! watched for a while, the one it replaced kept at hand: if it fails on clearly more objects
-//! ([`rollback`]), the previous version is swapped back, and the rolled-back content is not loaded
+//! ([`rollout`]), the previous version is swapped back, and the rolled-back content is not loaded
 //! again from that file until it changes. Every load, reload, rejection, rollback and unload is
 //! logged, counted and recorded as an Event on the status ConfigMap.
 
 pub mod files;
 pub mod registry;
-pub mod rollback;
+pub mod rollout;
 pub mod status;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -36,9 +36,9 @@ use files::{Change, Files, INCOMPLETE_GRACE, read_content, stem};
 use registry::{Registry, Slot};
 use status::{Outcome, StatusPublisher};
 
-use crate::controller::{Controller, ControllerError, Environment, Health, Version};
+use crate::controller::{Agreement, Controller, ControllerError, Environment, Health, Version};
 use crate::events::ObjectEvent;
-use crate::plugin::{Digest, LoadError, LoadedPlugin, Loader, PluginOptions};
+use crate::plugin::{Digest, LoadError, LoadedPlugin, Loader, PluginOptions, candidate_for};
 use crate::runtime::MemoryBudget;
 
 pub use files::DirError;
@@ -98,7 +98,7 @@ pub struct Supervisor {
     scanned: AtomicBool,
     /// The last refusal of each plugin not running, for [`Supervisor::state`].
     refused: Arc<Mutex<HashMap<String, String>>>,
-    rollback: rollback::Policy,
+    rollback: rollout::Policy,
     /// What was rolled back from each file: refused until the file changes.
     rolled_back: Mutex<HashMap<PathBuf, RolledBack>>,
 }
@@ -126,7 +126,7 @@ struct Promotion {
     previous: LoadedPlugin,
     /// How the previous version did over its life.
     baseline: Health,
-    policy: rollback::Policy,
+    policy: rollout::Policy,
 }
 
 impl Supervisor {
@@ -138,7 +138,7 @@ impl Supervisor {
         dir: Option<PathBuf>,
         status: Arc<StatusPublisher>,
         budget: MemoryBudget,
-        rollback: rollback::Policy,
+        rollback: rollout::Policy,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         Arc::new(Supervisor {
@@ -302,7 +302,11 @@ impl Supervisor {
                 // What was loaded, which a writer still at work may have changed since
                 // `read_content` looked: remembering that read instead would load it again.
                 let loaded = (plugin.digest, content.1);
-                self.install(&path, plugin, None, started).await.map(|running| running.then_some(loaded))
+                let installed = match candidate_for(&path) {
+                    Some(live) => self.shadow(&path, &live, plugin, started).await,
+                    None => self.install(&path, plugin, None, started).await,
+                };
+                installed.map(|running| running.then_some(loaded))
             }
             Err(e) if looks_incomplete(&e) && self.files.lock().await.since(&path).is_some_and(|since| since.elapsed() < INCOMPLETE_GRACE) => {
                 tracing::debug!(file = %path.display(), "not a complete component yet, waiting: {e}");
@@ -405,8 +409,19 @@ impl Supervisor {
                 match controller.swap(plugin).await {
                     Ok(swapped) => {
                         self.rolled_back.lock().remove(path);
-                        let note = format!("reloaded {name} {version} (sha256:{digest}) in {} ms", started.elapsed().as_millis());
-                        self.report(&name, Outcome::Reloaded, note).await;
+                        // The candidate that ran in the shadow is live now: its run is over.
+                        let promoted = controller.candidate().is_some_and(|c| c.plugin.digest == digest);
+                        let report = if promoted { controller.end_shadow() } else { None };
+                        if promoted {
+                            self.budget.release(&candidate_budget(&name));
+                        }
+                        let (outcome, verb) = if promoted { (Outcome::Promoted, "promoted") } else { (Outcome::Reloaded, "reloaded") };
+                        let mut note = format!("{verb} {name} {version} (sha256:{digest}) in {} ms", started.elapsed().as_millis());
+                        if let Some(report) = report {
+                            let counts: Vec<String> = Agreement::ALL.iter().map(|a| format!("{} {}", report.count(*a), a.label())).collect();
+                            note.push_str(&format!(" after a shadow run of {}", counts.join(", ")));
+                        }
+                        self.report(&name, outcome, note).await;
                         let policy = self.rollback.for_plugin(&swapped.plugin.options);
                         if !policy.is_off() {
                             let promotion = Promotion {
@@ -442,6 +457,202 @@ impl Supervisor {
         }
     }
 
+    /// Runs a candidate file (`NAME.next.wasm`) in the shadow of the live plugin of `live`,
+    /// admitted as a new version would be (its identity's RBAC, the memory budget — one worker's
+    /// worth); a candidate before it ends. `Ok(true)` when it runs.
+    async fn shadow(
+        self: &Arc<Self>,
+        path: &Path,
+        live: &Path,
+        plugin: LoadedPlugin,
+        started: Instant,
+    ) -> Result<bool, Rejection> {
+        let manifest = plugin.described.manifest.clone();
+        let name = manifest.name.clone();
+        let reject = |reason: &'static str, why: String, retry: bool| Rejection {
+            plugin: name.clone(),
+            reason,
+            why,
+            retry,
+        };
+        let running = self
+            .registry
+            .name_at(live)
+            .and_then(|n| self.registry.controller(&n).filter(|c| c.is_synced()));
+        let Some(controller) = running else {
+            return Err(reject(
+                "NotRunning",
+                format!(
+                    "{} is a candidate for {}, which does not run (yet)",
+                    path.display(),
+                    live.display()
+                ),
+                true,
+            ));
+        };
+        if controller.name() != name {
+            let why = format!(
+                "the candidate declares the plugin name {name:?}, but {} runs {:?}",
+                live.display(),
+                controller.name()
+            );
+            return Err(reject("NameMismatch", why, false));
+        }
+        if controller.version().manifest.primary != manifest.primary {
+            let why = format!(
+                "the candidate's primary is {}, the live version's {}: a new primary is a new controller, load it as one",
+                manifest.primary,
+                controller.version().manifest.primary
+            );
+            return Err(reject("Rejected", why, false));
+        }
+        self.env
+            .identities
+            .admit(&manifest)
+            .await
+            .map_err(|e| reject("Forbidden", e.to_string(), true))?;
+        self.budget
+            .reserve(
+                &candidate_budget(&name),
+                plugin.described.limits.memory_bytes,
+                1,
+            )
+            .map_err(|e| reject("OverBudget", e.to_string(), true))?;
+        self.env
+            .metrics
+            .memory_budget("reserved")
+            .set(self.budget.reserved() as i64);
+        let (version, digest) = (manifest.version.clone(), plugin.digest);
+        let policy = self.rollback.for_plugin(&plugin.options);
+        match controller.shadow_with(plugin).await {
+            Ok(candidate) => {
+                let live_version = controller.version().manifest.version.clone();
+                let mut note = format!(
+                    "shadowing {name} {live_version} with the candidate {version} (sha256:{digest}) from {} in {} ms",
+                    path.display(),
+                    started.elapsed().as_millis()
+                );
+                if policy.promote_after > 0 {
+                    note.push_str(&format!(
+                        "; promoted once it agrees on {} reconciles",
+                        policy.promote_after
+                    ));
+                }
+                self.report(&name, Outcome::Candidate, note).await;
+                if policy.promote_after > 0 {
+                    tokio::spawn(self.clone().promote_when_agreed(
+                        controller,
+                        Arc::downgrade(&candidate),
+                        live.to_path_buf(),
+                        policy.promote_after,
+                    ));
+                }
+                Ok(true)
+            }
+            Err(e) => {
+                self.budget.release(&candidate_budget(&name));
+                let sync = matches!(e, ControllerError::SyncTimeout(..));
+                Err(reject(
+                    if sync { "SyncFailed" } else { "Rejected" },
+                    e.to_string(),
+                    sync,
+                ))
+            }
+        }
+    }
+
+    /// A candidate file went: its shadow run ends — unless it was renamed over the live file
+    /// (promoted), which the live file's reload takes care of.
+    async fn candidate_gone(&self, path: &Path, live: &Path) {
+        let Some(controller) = self
+            .registry
+            .name_at(live)
+            .and_then(|n| self.registry.controller(&n))
+        else {
+            return;
+        };
+        let promoted = match (controller.candidate(), read_content(live).await) {
+            (Some(candidate), Ok((digest, _))) => candidate.plugin.digest == digest,
+            _ => false,
+        };
+        if promoted {
+            tracing::debug!(plugin = %controller.name(), "the candidate was renamed over {}: its reload ends the shadow run", live.display());
+            return;
+        }
+        let Some(report) = controller.end_shadow() else {
+            return;
+        };
+        let why = format!("{} was removed", path.display());
+        let name = controller.name().to_string();
+        self.budget.release(&candidate_budget(&name));
+        self.env
+            .metrics
+            .memory_budget("reserved")
+            .set(self.budget.reserved() as i64);
+        let counts: Vec<String> = Agreement::ALL
+            .iter()
+            .map(|a| format!("{} {}", report.count(*a), a.label()))
+            .collect();
+        let note = format!(
+            "ended the shadow run of {name}'s candidate {} (sha256:{}): {why}; it compared {}",
+            report.version,
+            report.digest,
+            counts.join(", ")
+        );
+        self.report(&name, Outcome::CandidateRemoved, note).await;
+    }
+
+    /// Promotes the candidate once it has agreed `after` times and never otherwise, by renaming
+    /// its file over the live one (the directory's watcher then loads it as a new version, and
+    /// the rollback window watches it). Ends when the candidate is replaced or gone, or cannot
+    /// ever qualify.
+    async fn promote_when_agreed(
+        self: Arc<Self>,
+        controller: Arc<Controller>,
+        candidate: std::sync::Weak<Version>,
+        live: PathBuf,
+        after: u64,
+    ) {
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(ROLLBACK_CHECK) => {}
+            }
+            let current = controller.candidate();
+            if !current.is_some_and(|c| std::ptr::eq(Arc::as_ptr(&c), candidate.as_ptr())) {
+                return;
+            }
+            let Some(report) = controller.shadow_report() else {
+                return;
+            };
+            if !report.agreed(after) {
+                if [Agreement::Differs, Agreement::Error, Agreement::Fault]
+                    .iter()
+                    .any(|a| report.count(*a) > 0)
+                {
+                    tracing::info!(plugin = %controller.name(), "the candidate did not agree with the live version: it is left for `kubewasm rollout promote`");
+                    return;
+                }
+                continue;
+            }
+            let name = controller.name().to_string();
+            match crate::plugin::promote(&live) {
+                Ok(()) => {
+                    tracing::info!(plugin = %name, "the candidate agreed on {} reconciles: promoting it", report.count(Agreement::Same))
+                }
+                Err(e) => {
+                    let note = format!(
+                        "cannot promote {name}'s candidate {} (it agreed on {} reconciles): {e}; promote it by hand",
+                        report.version,
+                        report.count(Agreement::Same)
+                    );
+                    self.report(&name, Outcome::Rejected, note).await;
+                }
+            }
+            return;
+        }
+    }
+
     /// Judges a version just swapped in until its window ends, and swaps the previous version
     /// back if it is clearly worse. Ends early when another version replaces it or the plugin
     /// stops.
@@ -456,12 +667,12 @@ impl Supervisor {
             let health = current.health();
             drop(current);
             match promotion.policy.judge(&promotion.baseline, &health, swapped.elapsed()) {
-                rollback::Verdict::Watch => {}
-                rollback::Verdict::Keep => {
+                rollout::Verdict::Watch => {}
+                rollout::Verdict::Keep => {
                     tracing::debug!(plugin = %promotion.name, "rollback window over: the new version stays");
                     return;
                 }
-                rollback::Verdict::RollBack { before, after } => {
+                rollout::Verdict::RollBack { before, after } => {
                     let why = format!(
                         "it failed on {} of {} objects ({:.0}%) after {} reconciles, the version before on {:.0}%",
                         health.failing,
@@ -603,6 +814,7 @@ impl Supervisor {
     async fn stop(&self, name: &str) {
         self.stop_slot(name).await;
         self.budget.release(name);
+        self.budget.release(&candidate_budget(name));
         self.env.metrics.memory_budget("reserved").set(self.budget.reserved() as i64);
     }
 
@@ -616,6 +828,10 @@ impl Supervisor {
         let guard = self.examining(&path);
         let _one_at_a_time = guard.lock().await;
         let started = Instant::now();
+        if let Some(live) = candidate_for(&path) {
+            self.candidate_gone(&path, &live).await;
+            return;
+        }
         self.rolled_back.lock().remove(&path);
         let Some(name) = self.registry.name_at(&path) else { return };
         if let Some(controller) = self.registry.controller(&name) {
@@ -694,9 +910,18 @@ fn listing(registry: &Registry, removed: &Mutex<BTreeMap<String, String>>) -> BT
         let v = controller.version();
         let mut entry = status::running_entry(&v.manifest.version, &v.plugin.digest.to_string(), &path.display().to_string(), v.manifest.finalizer.as_deref());
         entry.extend(status::quarantine_fields(&controller.quarantined(QUARANTINE_LISTED)));
+        if let Some(report) = controller.shadow_report() {
+            entry.push_str(&status::shadow_fields(&report));
+            listing.insert(status::rollout_key(controller.name()), status::rollout_report(controller.name(), &v.manifest.version, &report));
+        }
         listing.insert(controller.name().to_string(), entry);
     }
     listing
+}
+
+/// What a plugin's candidate reserves of the memory budget under.
+fn candidate_budget(name: &str) -> String {
+    format!("{name}.next")
 }
 
 /// A one-line reason a file could not be loaded, naming the file at fault: a bad `NAME.toml`

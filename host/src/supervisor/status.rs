@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::client::{ApiClient, RequestError, WriteOp, WriteRequest};
-use crate::controller::QuarantineListing;
+use crate::controller::{Agreement, QuarantineListing, ShadowReport};
 use crate::events::{EventRecorder, ObjectEvent};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -30,6 +30,12 @@ pub enum Outcome {
     /// Swapped back to the version before, which failed on clearly fewer objects.
     RolledBack,
     Unloaded,
+    /// A candidate version started in the shadow of the live one.
+    Candidate,
+    /// A candidate's shadow run ended without a promotion (its file went, or it was refused).
+    CandidateRemoved,
+    /// A candidate that ran in the shadow became the live version.
+    Promoted,
 }
 
 impl Outcome {
@@ -41,6 +47,9 @@ impl Outcome {
             Outcome::Rejected => "rejected",
             Outcome::RolledBack => "rolled_back",
             Outcome::Unloaded => "unloaded",
+            Outcome::Candidate => "candidate",
+            Outcome::CandidateRemoved => "candidate_removed",
+            Outcome::Promoted => "promoted",
         }
     }
 
@@ -51,6 +60,9 @@ impl Outcome {
             Outcome::Rejected => "PluginRejected",
             Outcome::RolledBack => "RolledBack",
             Outcome::Unloaded => "PluginUnloaded",
+            Outcome::Candidate => "CandidateShadowed",
+            Outcome::CandidateRemoved => "CandidateRemoved",
+            Outcome::Promoted => "CandidatePromoted",
         }
     }
 }
@@ -181,6 +193,65 @@ pub fn quarantine_fields(quarantined: &QuarantineListing) -> Option<String> {
         let keys: Vec<String> = quarantined.first.iter().map(ToString::to_string).collect();
         format!(" quarantined={} keys={}", quarantined.count, keys.join(","))
     })
+}
+
+/// The fields a running plugin's entry gets while a candidate runs in its shadow: the
+/// candidate and how its reconciles compared (`candidate=1.1 candidate-digest=sha256:…
+/// shadow=same:12,differs:1,error:0,fault:0,skipped:0`).
+pub fn shadow_fields(report: &ShadowReport) -> String {
+    let counts: Vec<String> = Agreement::ALL
+        .iter()
+        .map(|a| format!("{}:{}", a.label(), report.count(*a)))
+        .collect();
+    format!(
+        " candidate={} candidate-digest=sha256:{} shadow={}",
+        report.version,
+        report.digest,
+        counts.join(",")
+    )
+}
+
+/// The key of a plugin's shadow report in the status ConfigMap (plugin names have no dots).
+pub fn rollout_key(plugin: &str) -> String {
+    format!("{plugin}.rollout")
+}
+
+/// A shadow run's report for people (`kubewasm rollout status`): the counts, the keys that
+/// did not agree, and the first diffs.
+pub fn rollout_report(plugin: &str, live: &str, report: &ShadowReport) -> String {
+    let mut out = format!(
+        "candidate {} (sha256:{}) in the shadow of {plugin} {live}\n",
+        report.version, report.digest
+    );
+    let reconciles: Vec<String> = Agreement::ALL
+        .iter()
+        .map(|a| format!("{} {}", report.count(*a), a.label()))
+        .collect();
+    out.push_str(&format!("reconciles: {}\n", reconciles.join(", ")));
+    let agreeing = report
+        .keys
+        .values()
+        .filter(|a| **a == Agreement::Same)
+        .count();
+    out.push_str(&format!(
+        "keys: {} agree, {} do not\n",
+        agreeing,
+        report.keys.len() - agreeing
+    ));
+    let others: Vec<String> = report
+        .keys
+        .iter()
+        .filter(|(_, a)| **a != Agreement::Same)
+        .take(20)
+        .map(|(k, a)| format!("{k} ({})", a.label()))
+        .collect();
+    if !others.is_empty() {
+        out.push_str(&format!("not agreeing: {}\n", others.join(", ")));
+    }
+    for (key, diff) in &report.diffs {
+        out.push_str(&format!("\n--- {key}\n{diff}"));
+    }
+    out
 }
 
 /// A removed plugin whose finalizer objects still carry: what `kubewasm finalizers release`

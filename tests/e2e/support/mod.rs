@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::Client;
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kubewasm_tests::{HostConfig, TestNamespace, eventually};
 use serde_json::json;
 
@@ -187,9 +187,5 @@ pub async fn assert_no_warnings_but_sentinel(ns: &TestNamespace, sentinel: &str)
         .filter(|e| e.type_.as_deref() == Some("Warning"))
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) != Some(sentinel))
         .collect();
-    if warnings.is_empty() {
-        Ok(())
-    } else {
-        Err(anyhow!("unexpected Warning Events:\n  {}", describe_events(&warnings)))
-    }
+    if warnings.is_empty() { Ok(()) } else { Err(anyhow!("unexpected Warning Events:\n  {}", describe_events(&warnings))) }
 }

@@ -9,7 +9,7 @@ use wasmtime::component::HasData;
 
 use super::super::bindings::cache::Host;
 use super::super::bindings::types::{self, Error as GuestError, ErrorCode, Gvk as WitGvk};
-use super::{HostContext, HostState, error};
+use super::{HostContext, HostState, Services, error};
 use crate::informer::CacheView;
 use crate::manifest::Verb;
 use crate::resource::{Gvk, ObjectKey, Scope};
@@ -41,6 +41,7 @@ impl CacheReader for CacheView {
 
 pub struct CacheCtx<'a> {
     host: &'a HostContext,
+    services: &'a Services,
     /// The plugin's memory limit: an answer may take a quarter of it.
     memory_bytes: u64,
 }
@@ -52,7 +53,7 @@ impl HasData for CacheData {
 }
 
 pub fn context<T: HostState>(state: &mut T) -> CacheCtx<'_> {
-    CacheCtx { memory_bytes: state.memory_limit(), host: state.host() }
+    CacheCtx { memory_bytes: state.memory_limit(), host: state.host(), services: state.services() }
 }
 
 impl types::Host for CacheCtx<'_> {}
@@ -65,7 +66,7 @@ pub fn list_bound(memory_bytes: u64) -> usize {
 impl CacheCtx<'_> {
     /// Checks that `resource` is cached and that `namespace` fits its scope.
     fn scope_check(&self, resource: &Gvk, namespace: Option<&str>, name: Option<&str>) -> Result<(), GuestError> {
-        match (self.host.services.cache.scope(resource), namespace, name) {
+        match (self.services.cache.scope(resource), namespace, name) {
             (None, _, _) => Err(error(
                 ErrorCode::Invalid,
                 format!("{resource} is not cached: the API server does not serve it, it is not ready yet, or the plugin holds no list or watch grant on it"),
@@ -83,11 +84,11 @@ impl CacheCtx<'_> {
     async fn get(&self, resource: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, GuestError> {
         let manifest = self.host.check(Verb::Get, resource, None, namespace, Some(name))?;
         if manifest.reads_live(resource) {
-            return self.host.services.api.get(resource, namespace, name).await.map_err(super::client::guest_error);
+            return self.services.api.get(resource, namespace, name).await.map_err(super::client::guest_error);
         }
         self.scope_check(resource, namespace, Some(name))?;
         let key = ObjectKey::new(namespace, name);
-        Ok(self.host.services.cache.get(resource, &key).map(|json| json.to_string()))
+        Ok(self.services.cache.get(resource, &key).map(|json| json.to_string()))
     }
 
     fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, GuestError> {
@@ -105,7 +106,7 @@ impl CacheCtx<'_> {
             .transpose()
             .map_err(|e| error(ErrorCode::Invalid, e.to_string()))?;
         let bound = list_bound(self.memory_bytes);
-        let objects = self.host.services.cache.list(resource, namespace, selector.as_ref(), bound).map_err(|bytes| {
+        let objects = self.services.cache.list(resource, namespace, selector.as_ref(), bound).map_err(|bytes| {
             self.host.metrics.oversized_lists.inc();
             let scope = namespace.map_or("in every namespace".to_string(), |ns| format!("in namespace {ns}"));
             error(

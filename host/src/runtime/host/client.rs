@@ -10,7 +10,7 @@ use wasmtime::component::HasData;
 
 use super::super::bindings::client::{Host, PatchType};
 use super::super::bindings::types::{Error as GuestError, ErrorCode, Gvk as WitGvk};
-use super::{HostContext, HostState, MAX_OBJECT_BYTES, error};
+use super::{HostContext, HostState, MAX_OBJECT_BYTES, Services, error};
 use crate::client::{ApiClient, PatchKind, RequestError, WriteOp, WriteRequest};
 use crate::manifest::Verb;
 use crate::resource::{Gvk, ObjectKey};
@@ -64,6 +64,7 @@ pub fn guest_error(e: RequestError) -> GuestError {
 
 pub struct ClientCtx<'a> {
     host: &'a HostContext,
+    services: &'a Services,
 }
 
 pub struct ClientData;
@@ -73,7 +74,10 @@ impl HasData for ClientData {
 }
 
 pub fn context<T: HostState>(state: &mut T) -> ClientCtx<'_> {
-    ClientCtx { host: state.host() }
+    ClientCtx {
+        host: state.host(),
+        services: state.services(),
+    }
 }
 
 /// The verb a write needs.
@@ -103,7 +107,7 @@ impl ClientCtx<'_> {
         {
             return Ok(Err(e));
         }
-        Ok(self.host.services.api.write(request).await.map(|stored| stored.map(|s| s.to_string()).unwrap_or_default()).map_err(guest_error))
+        Ok(self.services.api.write(request).await.map(|stored| stored.map(|s| s.to_string()).unwrap_or_default()).map_err(guest_error))
     }
 
     /// Refuses an apply that would create the object when the plugin may not `create`. The
@@ -111,7 +115,7 @@ impl ClientCtx<'_> {
     /// identity may not even read it, the write goes ahead and RBAC decides.
     async fn apply_creates(&self, request: &WriteRequest) -> Result<(), GuestError> {
         let key = ObjectKey::new(request.namespace.as_deref(), &request.name);
-        let services = &self.host.services;
+        let services = self.services;
         if services.cache.get(&request.resource, &key).is_some() {
             return Ok(());
         }

@@ -6,7 +6,7 @@ use wasmtime::component::HasData;
 
 use super::super::bindings::events::{Event, EventType, Host};
 use super::super::bindings::types::{Error as GuestError, ErrorCode};
-use super::{HostContext, HostState, error};
+use super::{HostContext, HostState, Services, error};
 use crate::events::{EventRecorder, ObjectEvent};
 use crate::manifest::Verb;
 use crate::resource::{Gvk, ObjectKey, uid_of};
@@ -24,6 +24,7 @@ impl EventSink for EventRecorder {
 
 pub struct EventsCtx<'a> {
     host: &'a HostContext,
+    services: &'a Services,
 }
 
 pub struct EventsData;
@@ -33,7 +34,10 @@ impl HasData for EventsData {
 }
 
 pub fn context<T: HostState>(state: &mut T) -> EventsCtx<'_> {
-    EventsCtx { host: state.host() }
+    EventsCtx {
+        host: state.host(),
+        services: state.services(),
+    }
 }
 
 /// Kubernetes' limits on the fields.
@@ -54,8 +58,8 @@ impl EventsCtx<'_> {
             return Err(error(ErrorCode::Invalid, format!("the event note is {} bytes; at most {MAX_NOTE}", event.note.len())));
         }
         let key = ObjectKey::new(namespace, &event.regarding.name);
-        let uid = self.host.services.cache.get(&regarding, &key).and_then(|json| uid_of(&json));
-        self.host.services.events.publish(ObjectEvent {
+        let uid = self.services.cache.get(&regarding, &key).and_then(|json| uid_of(&json));
+        self.services.events.publish(ObjectEvent {
             regarding,
             key,
             uid,

@@ -104,6 +104,9 @@ pub trait HostState: Send + 'static {
     fn memory_limit(&self) -> u64;
     /// The key being reconciled, for log context.
     fn key(&self) -> Option<&ObjectKey>;
+    /// What this call's requests reach: the plugin's services, or the ones the caller gave for
+    /// this call alone ([`crate::runtime::PluginRunner::reconcile_with`]).
+    fn services(&self) -> &Services;
 }
 
 /// Registers the four kubewasm interfaces, each with its own narrow context (`log` by hand).

@@ -1,6 +1,8 @@
-//! Automatic rollback: whether a version just swapped in by a hot reload is clearly worse than
-//! the one it replaced. Owns the policy (host flags, overridden per plugin in `NAME.toml`) and
-//! the verdict; the supervisor keeps the previous version during the window and swaps it back.
+//! The rollout policy (host flags, overridden per plugin in `NAME.toml`): when a candidate that
+//! agreed with the live version in its shadow run is promoted, and when a version just swapped
+//! in by a hot reload is clearly worse than the one it replaced and is rolled back. Owns the
+//! verdicts; the supervisor acts on them (it keeps the previous version during the rollback
+//! window and swaps it back).
 //!
 //! A version is judged by the share of the cached objects whose last reconcile by it failed (a
 //! fault or an error result; see `controller::Health`): an object counts once however often it
@@ -29,11 +31,13 @@ pub struct Policy {
     pub threshold: f64,
     pub min_reconciles: u64,
     pub window: Duration,
+    /// Agreeing shadow reconciles that promote a candidate; 0 never promotes automatically.
+    pub promote_after: u64,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy { threshold: DEFAULT_THRESHOLD, min_reconciles: DEFAULT_MIN_RECONCILES, window: DEFAULT_WINDOW }
+        Policy { threshold: DEFAULT_THRESHOLD, min_reconciles: DEFAULT_MIN_RECONCILES, window: DEFAULT_WINDOW, promote_after: 0 }
     }
 }
 
@@ -55,6 +59,7 @@ impl Policy {
             threshold: options.rollback_threshold.unwrap_or(self.threshold),
             min_reconciles: options.rollback_min_reconciles.unwrap_or(self.min_reconciles),
             window: self.window,
+            promote_after: options.promote_after.unwrap_or(self.promote_after),
         }
     }
 
@@ -133,7 +138,7 @@ mod tests {
         assert_eq!(off.judge(&health(100, 0, 10), &health(100, 10, 10), MINUTE), Verdict::Watch);
         let options = PluginOptions { rollback_threshold: Some(0.2), rollback_min_reconciles: Some(5), ..Default::default() };
         let policy = Policy::default().for_plugin(&options);
-        assert_eq!(policy, Policy { threshold: 0.2, min_reconciles: 5, window: DEFAULT_WINDOW });
+        assert_eq!(policy, Policy { threshold: 0.2, min_reconciles: 5, window: DEFAULT_WINDOW, promote_after: 0 });
         assert_eq!(policy.judge(&health(100, 0, 100), &health(5, 30, 100), MINUTE), Verdict::RollBack { before: 0.0, after: 0.3 });
         assert!(Policy::default().for_plugin(&PluginOptions { rollback_threshold: Some(0.0), ..Default::default() }).is_off());
     }
