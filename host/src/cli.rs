@@ -1,4 +1,4 @@
-//! The command line: `kubewasm run | check | rbac | push | pull | new | build | test | finalizers | rollout`, with
+//! The command line: `kubewasm run | check | rbac | push | pull | new | build | test | record | finalizers | rollout`, with
 //! help that reads like kubectl's. Parses flags into plain values and calls the library; no logic
 //! of its own.
 
@@ -127,6 +127,18 @@ enum Command {
         after_help = TEST_HELP
     )]
     Test(TestArgs),
+    /// Record what a plugin reads and does for objects in the cluster as table-test cases
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # Turn what the plugin does with Foo team-a/web now into a case, replayable offline\n  \
+                      kubewasm record sample-controller.wasm team-a/web -o cases/\n  \
+                      kubewasm test sample-controller.wasm cases/\n\n  \
+                      # Check a new version against recorded cases\n  \
+                      kubewasm test sample-controller-v2.wasm cases/\n\n  \
+                      The plugin runs against a snapshot of what it may read, listed as the kubeconfig's user;\n  \
+                      its writes and Events are recorded, never sent. Secrets' values are never written out."
+    )]
+    Record(RecordArgs),
     /// Check a plugin file and print what it declares
     #[command(help_template = COMMAND_TEMPLATE, after_help = "  # Check a plugin and print its manifest\n  kubewasm check ./plugins/sample-controller.wasm")]
     Check(CheckArgs),
@@ -580,6 +592,28 @@ struct TestArgs {
 }
 
 #[derive(Args)]
+struct RecordArgs {
+    /// The plugin file (a WebAssembly component)
+    #[arg(value_name = "PLUGIN.wasm")]
+    plugin: PathBuf,
+
+    /// The primary objects to record, as NAMESPACE/NAME (NAME for a cluster-scoped kind)
+    #[arg(value_name = "KEY", required = true)]
+    keys: Vec<String>,
+
+    /// Directory to write the cases to (one KEY.yaml each)
+    #[arg(short, long, value_name = "DIR", default_value = "cases")]
+    out: PathBuf,
+
+    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+#[derive(Args)]
 struct CacheArgs {
     /// Directory for precompiled plugins (default: $XDG_CACHE_HOME/kubewasm/artifacts)
     #[arg(long, value_name = "DIR")]
@@ -627,6 +661,7 @@ pub fn main() -> ExitCode {
             Command::Rollout(RolloutArgs { command: RolloutCommand::Status(args) }) => rollout_status(args).await,
             Command::Rollout(RolloutArgs { command: RolloutCommand::Promote(args) }) => promote(args),
             Command::Test(args) => test(args).await,
+            Command::Record(args) => record(args).await,
             Command::New(args) => new(args),
             Command::Build(args) => build(args),
             Command::Push(args) => push(args).await,
@@ -887,6 +922,27 @@ async fn test(args: TestArgs) -> Result<ExitCode, String> {
     print!("{report}");
     let (_, failed) = outcome.map_err(|e| e.to_string())?;
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+async fn record(args: RecordArgs) -> Result<ExitCode, String> {
+    use crate::resource::ObjectKey;
+    let keys: Vec<ObjectKey> = args
+        .keys
+        .iter()
+        .map(|key| match key.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => Ok(ObjectKey::new(Some(ns), name)),
+            None if !key.is_empty() => Ok(ObjectKey::new(None, key)),
+            _ => Err(format!("{key:?} is not a key: write NAMESPACE/NAME, or NAME for a cluster-scoped kind")),
+        })
+        .collect::<Result<_, _>>()?;
+    let loader = new_loader(&args.cache)?;
+    let plugin = loader.load(&args.plugin).await.map_err(|e| format!("{}: {e}", args.plugin.display()))?;
+    let client = crate::client::connect(args.kubeconfig.as_deref(), "record").await.map_err(|e| e.to_string())?;
+    let written = crate::recording::record(loader.runtime(), &plugin, client, &keys, &args.out).await.map_err(|e| e.to_string())?;
+    for path in &written {
+        println!("recorded {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn push(args: PushArgs) -> Result<ExitCode, String> {

@@ -55,6 +55,7 @@ pub mod offline;
 pub mod plugin;
 pub mod queue;
 pub mod rbac;
+pub mod recording;
 pub mod resource;
 pub mod runtime;
 pub mod scaffold;

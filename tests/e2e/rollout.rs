@@ -213,3 +213,52 @@ async fn a_candidate_that_agrees_is_promoted() -> Result<()> {
     host.stop().await?;
     Ok(())
 }
+
+/// `kubewasm` with `args`; its output, and whether it succeeded.
+async fn kubewasm(args: &[&str]) -> Result<(bool, String)> {
+    let output = tokio::process::Command::new(kubewasm_binary()?).args(args).output().await?;
+    Ok((output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr)))
+}
+
+/// `kubewasm record` turns what the plugin does with three Foos into cases: they replay green
+/// against the version they were recorded from and red, on exactly the Foo whose replicas the
+/// capped candidate changes, against it.
+#[tokio::test]
+async fn a_recorded_case_replays_green_against_its_version_and_red_against_another() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ar = foo_resource(cp).await?;
+    let ns = cp.namespace("rollout-record").await?;
+    let live = guests::example(PLUGIN, "rust");
+    let capped = tokio::task::spawn_blocking(capped_candidate).await?;
+    let foos: Api<DynamicObject> = Api::namespaced_with(ns.client().clone(), ns.name(), &ar);
+    let deployments: Api<Deployment> = ns.api();
+    let taken: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "taken"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "taken"}}, "template": {"metadata": {"labels": {"app": "taken"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+    }))?;
+    deployments.create(&PostParams::default(), &taken).await?;
+    for (name, spec) in [("f1", json!({"deploymentName": "f1-web", "replicas": 1})), ("f3", json!({"deploymentName": "taken", "replicas": 3})), ("f4", json!({"deploymentName": "f4-web", "replicas": 4}))] {
+        foos.create(&PostParams::default(), &DynamicObject::new(name, &ar).data(json!({ "spec": spec }))).await?;
+    }
+    let cases = tempfile::tempdir()?;
+    let artifacts = guests::target_dir().join("kubewasm-tests/artifacts");
+    let (artifacts, cases_dir, kubeconfig) = (artifacts.to_string_lossy().into_owned(), cases.path().to_string_lossy().into_owned(), cp.kubeconfig_path().to_string_lossy().into_owned());
+    let keys: Vec<String> = ["f1", "f3", "f4"].iter().map(|n| format!("{}/{n}", ns.name())).collect();
+    let mut record = vec!["record", live.to_str().context("path")?];
+    record.extend(keys.iter().map(String::as_str));
+    record.extend(["-o", &cases_dir, "--kubeconfig", &kubeconfig, "--cache-dir", &artifacts]);
+    let (ok, output) = kubewasm(&record).await?;
+    ensure!(ok, "kubewasm record failed: {output}");
+    let taken_case = std::fs::read_to_string(cases.path().join(format!("{}-f3.yaml", ns.name())))?;
+    ensure!(taken_case.contains("name: taken") && taken_case.contains("ErrResourceExists"), "f3's case holds the Deployment it read and its Warning:\n{taken_case}");
+    ensure!(!taken_case.contains("managedFields"), "{taken_case}");
+
+    let (ok, report) = kubewasm(&["test", live.to_str().context("path")?, &cases_dir, "--cache-dir", &artifacts]).await?;
+    ensure!(ok && report.contains("3 passed; 0 failed"), "the recorded cases must pass against the version they were recorded from:\n{report}");
+    let (ok, report) = kubewasm(&["test", capped.to_str().context("path")?, &cases_dir, "--cache-dir", &artifacts]).await?;
+    ensure!(!ok && report.contains("2 passed; 1 failed"), "only f4 asks for more than 2 replicas:\n{report}");
+    ensure!(report.contains(&format!("case {}-f4 ... FAILED", ns.name())), "{report}");
+    // Nothing was written to the cluster: f1 has no Deployment.
+    ensure!(deployments.get_opt("f1-web").await?.is_none(), "kubewasm record must not write");
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! `kubewasm record`: turns what a plugin sees and does for chosen objects into table-test
+//! cases, so that an incident becomes a regression case in one command. The objects the plugin
+//! may read are listed from the cluster (as the caller of the command), the plugin reconciles
+//! each chosen key against that snapshot the way `kubewasm test` runs it (writes and Events are
+//! recorded, never sent), and a journal of the call ([`crate::runtime::journal`]) says which
+//! objects it read. The case holds those objects (the primary first), the key, and the calls,
+//! Events and result as expectations: it replays green against the version it was recorded
+//! from, and `kubewasm test NEW.wasm DIR` checks a new version against it. Secrets' values are
+//! never written out (each becomes an empty string; the keys stay).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+
+use crate::case;
+use crate::discovery::{Discovery, DiscoveryError};
+use crate::informer::raw::RawObject;
+use crate::metrics::PluginMetrics;
+use crate::offline::{FixtureCache, Recorder};
+use crate::plugin::LoadedPlugin;
+use crate::resource::{Gvk, ObjectKey};
+use crate::runtime::journal::{Journal, Read};
+use crate::runtime::{Request, Runtime};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Resolve(#[from] DiscoveryError),
+    #[error("cannot list {0}: {1}")]
+    List(Gvk, #[source] kube::Error),
+    #[error("{0}: {1}")]
+    Object(Gvk, String),
+    #[error("{key} is not a {primary} in the cluster (give NAMESPACE/NAME, or NAME for a cluster-scoped kind)")]
+    NotFound { key: ObjectKey, primary: Gvk },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Records one case per key into `dir`; returns the files written.
+pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Client, keys: &[ObjectKey], dir: &Path) -> Result<Vec<PathBuf>, RecordError> {
+    let manifest = &plugin.described.manifest;
+    let discovery = Discovery::new(client.clone(), Duration::from_secs(30));
+    let mut cache = FixtureCache::default();
+    for resource in manifest.cached_resources() {
+        let resolved = discovery.resolve(resource).await?;
+        cache.add_resource(resource.clone(), resolved.scope);
+        let list = Api::<RawObject>::all_with(client.clone(), &resolved.api).list(&ListParams::default()).await.map_err(|e| RecordError::List(resource.clone(), e))?;
+        for object in list.items {
+            let mut json: Value = serde_json::from_str(object.json()).map_err(|e| RecordError::Object(resource.clone(), e.to_string()))?;
+            // List items of built-in kinds come without their type.
+            json["apiVersion"] = json!(resource.api_version());
+            json["kind"] = json!(resource.kind);
+            cache.insert(resource, &json.to_string()).map_err(|e| RecordError::Object(resource.clone(), e.to_string()))?;
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|source| RecordError::Write { path: dir.into(), source })?;
+    let mut written = Vec::new();
+    for key in keys {
+        let object = cache.view().get(&manifest.primary, key).ok_or_else(|| RecordError::NotFound { key: key.clone(), primary: manifest.primary.clone() })?;
+        let recorder = Arc::new(Recorder::default());
+        let journal = Journal::new(crate::offline::services(&cache, &recorder));
+        let runner = runtime.runner(plugin.prepared.clone(), &plugin.described, journal.services(), PluginMetrics::default(), &plugin.settings);
+        let result = runner.reconcile_with(Request { key: key.clone(), object: object.clone(), retries: 0 }, journal.services()).await;
+        let entries = journal.entries();
+
+        // The primary, then every object a read returned, once each.
+        let mut seen = BTreeSet::new();
+        let mut objects = Vec::new();
+        let mut add = |resource: &Gvk, key: &ObjectKey, json: &str| {
+            if seen.insert((resource.to_string(), key.clone())) {
+                objects.push(cached(json));
+            }
+        };
+        add(&manifest.primary, key, &object);
+        for read in &entries.reads {
+            match read {
+                Read::Get { resource, key, answer: Some(json) } => add(resource, key, json),
+                Read::List { resource, answer: Ok(items), .. } => items.iter().for_each(|(key, json)| add(resource, key, json)),
+                Read::Live { resource, key, answer: Some(Some(json)) } => add(resource, key, json),
+                _ => {}
+            }
+        }
+        let calls: Vec<Value> = entries.writes.iter().map(|w| redacted(case::call(&w.request))).collect();
+        let events: Vec<Value> = entries.events.iter().map(case::event).collect();
+        let version_seen = object_field(&object, "resourceVersion");
+        let spec = match key.namespace() {
+            Some(ns) => json!({"namespace": ns, "name": key.name()}),
+            None => json!({"name": key.name()}),
+        };
+        let case = json!({
+            "description": format!("{} {key} at resourceVersion {version_seen}, recorded with {} {} by kubewasm record", manifest.primary.kind, manifest.name, manifest.version),
+            "cache": objects,
+            "reconcile": spec,
+            "expect": {"result": case::result(&result), "calls": calls, "events": events},
+        });
+        let text = serde_saphyr::to_string(&case).map_err(|e| RecordError::Object(manifest.primary.clone(), e.to_string()))?;
+        let path = dir.join(format!("{}.yaml", key.to_string().replace('/', "-")));
+        std::fs::write(&path, text).map_err(|source| RecordError::Write { path: path.clone(), source })?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn object_field(json: &str, field: &str) -> String {
+    serde_json::from_str::<Value>(json).ok().and_then(|v| v["metadata"][field].as_str().map(String::from)).unwrap_or_default()
+}
+
+/// A cached object as a case holds it: without the server's bookkeeping of field owners, and
+/// with a Secret's values emptied.
+fn cached(json: &str) -> Value {
+    let mut object: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("managedFields");
+    }
+    redacted(object)
+}
+
+/// `value` with the values of every Secret in it emptied: a Secret object, or a call whose
+/// body is one.
+fn redacted(mut value: Value) -> Value {
+    let is_secret = |v: &Value| v.get("kind").and_then(Value::as_str) == Some("Secret") && v.get("apiVersion").and_then(Value::as_str) == Some("v1");
+    let empty = |object: &mut Value| {
+        for field in ["data", "stringData"] {
+            if let Some(map) = object.get_mut(field).and_then(Value::as_object_mut) {
+                map.values_mut().for_each(|v| *v = json!(""));
+            }
+        }
+    };
+    if is_secret(&value) {
+        empty(&mut value);
+    } else if let Some(call) = value.as_object_mut() {
+        for body in call.values_mut() {
+            if is_secret(body) {
+                empty(body);
+            }
+            // A patch carries its target's kind beside the body.
+            if is_secret(&json!({"kind": body.get("kind"), "apiVersion": body.get("apiVersion")}))
+                && let Some(patch) = body.get_mut("body")
+            {
+                empty(patch);
+            }
+        }
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_values_are_never_written_out() {
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "managedFields": [{}]}, "data": {"password": "aHVudGVyMg=="}, "stringData": {"token": "t"}});
+        let object = cached(&secret.to_string());
+        assert_eq!(object["data"], json!({"password": ""}));
+        assert_eq!(object["stringData"], json!({"token": ""}));
+        assert!(object["metadata"].get("managedFields").is_none());
+        let call = redacted(json!({"apply": secret}));
+        assert_eq!(call["apply"]["data"]["password"], "");
+        let patch = redacted(json!({"patch": {"apiVersion": "v1", "kind": "Secret", "name": "s", "type": "merge", "body": {"data": {"k": "c2VjcmV0"}}}}));
+        assert_eq!(patch["patch"]["body"]["data"]["k"], "");
+        let configmap = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}});
+        assert_eq!(redacted(configmap.clone()), configmap, "other kinds keep their data");
+    }
+}
