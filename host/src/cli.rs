@@ -478,7 +478,8 @@ enum RolloutCommand {
     /// the keys that did not agree, and the first diffs (from the host's status ConfigMap)
     Status(RolloutStatusArgs),
     /// Make the candidate the live version: renames NAME.next.wasm (and NAME.next.toml, if any)
-    /// over NAME.wasm in the plugin directory
+    /// over NAME.wasm in the plugin directory, or sets a Plugin resource's module to its
+    /// candidate
     Promote(PromoteArgs),
 }
 
@@ -507,9 +508,18 @@ struct PromoteArgs {
     #[arg(value_name = "NAME")]
     plugin: String,
 
-    /// The host's plugin directory
-    #[arg(long, value_name = "DIR")]
-    plugins: PathBuf,
+    /// The host's plugin directory (for a plugin from a directory)
+    #[arg(long, value_name = "DIR", required_unless_present = "resource", conflicts_with = "resource")]
+    plugins: Option<PathBuf>,
+
+    /// The namespace of the Plugin resource (for a plugin from one): its module becomes its
+    /// candidate
+    #[arg(long, value_name = "NAMESPACE")]
+    resource: Option<String>,
+
+    /// Path to the kubeconfig file, with --resource
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -659,7 +669,7 @@ pub fn main() -> ExitCode {
             Command::Rbac(args) => rbac(args).await,
             Command::Finalizers(FinalizersArgs { command: FinalizersCommand::Release(args) }) => release_finalizers(args).await,
             Command::Rollout(RolloutArgs { command: RolloutCommand::Status(args) }) => rollout_status(args).await,
-            Command::Rollout(RolloutArgs { command: RolloutCommand::Promote(args) }) => promote(args),
+            Command::Rollout(RolloutArgs { command: RolloutCommand::Promote(args) }) => promote(args).await,
             Command::Test(args) => test(args).await,
             Command::Record(args) => record(args).await,
             Command::New(args) => new(args),
@@ -867,8 +877,14 @@ async fn rollout_status(args: RolloutStatusArgs) -> Result<ExitCode, String> {
     }
 }
 
-fn promote(args: PromoteArgs) -> Result<ExitCode, String> {
-    let live = args.plugins.join(format!("{}.wasm", args.plugin));
+async fn promote(args: PromoteArgs) -> Result<ExitCode, String> {
+    if let Some(namespace) = &args.resource {
+        let client = crate::client::connect(args.kubeconfig.as_deref(), "rollout-promote").await.map_err(|e| e.to_string())?;
+        let module = crate::delivery::promote(&client, namespace, &args.plugin).await.map_err(|e| e.to_string())?;
+        println!("promoted {}: Plugin {namespace}/{} now runs {module}; the host reloads it and watches it for a rollback", args.plugin, args.plugin);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let live = args.plugins.unwrap_or_default().join(format!("{}.wasm", args.plugin));
     crate::plugin::promote(&live)
         .map_err(|e| format!("cannot promote {}'s candidate: {e}", args.plugin))?;
     println!(

@@ -11,7 +11,12 @@
 //!
 //! A Plugin's module and settings become `NAME.wasm` and `NAME.toml` in a directory of the
 //! host's own (the supervisor's unit is a file), written whole before they are handed over. A
-//! version that cannot be pulled or is refused leaves the running one serving.
+//! version that cannot be pulled or is refused leaves the running one serving. A Plugin's
+//! `spec.candidate` becomes `NAME.next.wasm`, run in the shadow of the live version; its status
+//! shows how the shadow run compares, and whether the candidate has agreed long enough to be
+//! promoted. Promotion is the Plugin's owner's edit (`module` set to the candidate — `kubewasm
+//! rollout promote NAME --resource NS` makes it): the host never rewrites a spec, which a
+//! GitOps tool would only revert.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -29,6 +34,7 @@ use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::oci::{OciError, Pulled, Registries, parse_reference, write_atomically};
 use crate::queue::{RateLimitConfig, WorkQueue};
+use crate::plugin::candidate_of;
 use crate::resource::{Gvk, ObjectKey};
 use crate::supervisor::{PluginState, Supervisor};
 
@@ -70,6 +76,9 @@ struct PluginSpec {
     settings: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(default)]
     poll_interval: Option<String>,
+    /// A version to run in the shadow of `module`.
+    #[serde(default)]
+    candidate: Option<String>,
 }
 
 /// Why a Plugin's spec does not run (the running version, if any, keeps serving).
@@ -110,6 +119,8 @@ pub struct PluginResources {
     resolved: Mutex<HashMap<String, Resolved>>,
     /// Per Plugin: the module digest and settings handed to the supervisor.
     applied: Mutex<HashMap<String, (String, String)>>,
+    /// Per Plugin: the candidate's reference, resolution and digest handed to the supervisor.
+    candidates: Mutex<HashMap<String, Resolved>>,
     subscription: Mutex<Option<Subscription>>,
 }
 
@@ -149,6 +160,7 @@ impl PluginResources {
             queue,
             resolved: Default::default(),
             applied: Default::default(),
+            candidates: Default::default(),
             subscription: Default::default(),
         })
     }
@@ -209,6 +221,7 @@ impl PluginResources {
         let name = key.name();
         let Some(json) = store.get(key) else {
             self.resolved.lock().remove(name);
+            self.drop_candidate(name).await;
             if self.applied.lock().remove(name).is_some() {
                 self.supervisor.remove(&self.path(name)).await;
                 let _ = std::fs::remove_file(self.path(name));
@@ -229,10 +242,25 @@ impl PluginResources {
             tracing::warn!(plugin = name, reason = failure.reason, "{}", failure.message);
         }
         let state = self.supervisor.state(name);
+        let candidate = match (&plugin.spec.candidate, &state) {
+            (Some(reference), PluginState::Running { .. }) => Some(self.bring_up_candidate(&plugin, reference).await),
+            (Some(_), _) => Some(Err(Failure { reason: "NotRunning", message: "waits for the live version to run".into(), retry: true })),
+            (None, _) => {
+                self.drop_candidate(name).await;
+                None
+            }
+        };
         let poll = plugin.spec.poll_interval.as_deref().and_then(parse_go_duration).unwrap_or(DEFAULT_POLL);
         let pinned = parse_reference(&plugin.spec.module).is_ok_and(|r| r.digest().is_some());
-        let status = self.status(&plugin, &outcome, &state);
+        let mut status = self.status(&plugin, &outcome, &state);
+        if let Some(candidate) = &candidate {
+            status["candidate"] = self.candidate_status(&plugin, candidate);
+        }
         let written = self.write_status(&plugin, key, status).await;
+        if candidate.is_some() && outcome.is_ok() {
+            // The shadow run's counts change as it runs.
+            return Next::After(STARTING_RECHECK.max(Duration::from_secs(5)));
+        }
         match (&outcome, &state) {
             (Err(failure), _) if failure.retry => Next::Backoff,
             (Ok(()), PluginState::Starting) => Next::After(STARTING_RECHECK),
@@ -280,6 +308,58 @@ impl PluginResources {
                 Err(Failure { reason: rejection.reason, message: rejection.why, retry: rejection.retry })
             }
         }
+    }
+
+    /// Pulls the Plugin's candidate and hands it to the supervisor as `NAME.next.wasm` (with the
+    /// Plugin's settings), unless that is what it already has.
+    async fn bring_up_candidate(&self, plugin: &PluginObject, module: &str) -> Result<(), Failure> {
+        let name = plugin.metadata.name.as_str();
+        let reference = parse_reference(module)?;
+        let poll = plugin.spec.poll_interval.as_deref().and_then(parse_go_duration).unwrap_or(DEFAULT_POLL);
+        let known = self.candidates.lock().get(name).filter(|r| r.module == module && r.at.elapsed() < poll).map(|r| r.pulled.layer_digest.clone());
+        let running = self.supervisor.shadow_report(name).map(|r| format!("sha256:{}", r.digest));
+        if known.is_some() && known == running {
+            return Ok(());
+        }
+        let pulled = self.registries.pull(&reference).await?;
+        if running.as_deref() == Some(pulled.layer_digest.as_str()) {
+            self.candidates.lock().insert(name.into(), Resolved { module: module.into(), pulled, at: Instant::now() });
+            return Ok(());
+        }
+        let path = candidate_of(&self.path(name));
+        let bytes = std::fs::read(&pulled.path).map_err(|e| Failure { reason: "PullFailed", message: format!("{}: {e}", pulled.path.display()), retry: true })?;
+        write_atomically(&path, &bytes).map_err(Failure::from)?;
+        match self.supervisor.apply(&path, name).await {
+            Ok(_) => {
+                self.candidates.lock().insert(name.into(), Resolved { module: module.into(), pulled, at: Instant::now() });
+                Ok(())
+            }
+            Err(rejection) => Err(Failure { reason: rejection.reason, message: rejection.why, retry: rejection.retry }),
+        }
+    }
+
+    /// Ends the shadow run of a Plugin whose candidate went.
+    async fn drop_candidate(&self, name: &str) {
+        if self.candidates.lock().remove(name).is_some() {
+            let path = candidate_of(&self.path(name));
+            self.supervisor.remove(&path).await;
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// `status.candidate`: the candidate that runs in the shadow and how it compares so far.
+    fn candidate_status(&self, plugin: &PluginObject, outcome: &Result<(), Failure>) -> serde_json::Value {
+        let name = plugin.metadata.name.as_str();
+        let report = self.supervisor.shadow_report(name);
+        let agreed = report.as_ref().is_some_and(|r| r.agreed(self.supervisor.promote_after(name).max(1)));
+        serde_json::json!({
+            "module": plugin.spec.candidate,
+            "digest": report.as_ref().map(|r| format!("sha256:{}", r.digest)),
+            "version": report.as_ref().map(|r| r.version.clone()),
+            "shadow": report.as_ref().map(|r| crate::controller::Agreement::ALL.iter().map(|a| format!("{}:{}", a.label(), r.count(*a))).collect::<Vec<_>>().join(",")),
+            "agreed": agreed,
+            "lastError": outcome.as_ref().err().map(|f| truncate(&format!("{}: {}", f.reason, f.message), 2048)).unwrap_or_default(),
+        })
     }
 
     /// The status the Plugin should have.
@@ -369,6 +449,34 @@ impl PluginResources {
             }
         }
     }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PromoteError {
+    #[error("cannot read Plugin {0}: {1}")]
+    Read(String, #[source] kube::Error),
+    #[error("Plugin {0} has no spec.candidate to promote")]
+    NoCandidate(String),
+    #[error("cannot update Plugin {0}: {1}")]
+    Update(String, #[source] kube::Error),
+}
+
+/// Promotes a Plugin's candidate, as its owner (`kubewasm rollout promote NAME --resource NS`):
+/// `module` becomes the candidate, which goes; conditional on the Plugin not having changed
+/// since it was read. Returns the module that runs now.
+pub async fn promote(client: &kube::Client, namespace: &str, name: &str) -> Result<String, PromoteError> {
+    use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+    let resource = ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("kubewasm.io", "v1alpha1", "Plugin"));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let full = format!("{namespace}/{name}");
+    let plugin = api.get(name).await.map_err(|e| PromoteError::Read(full.clone(), e))?;
+    let candidate = plugin.data["spec"]["candidate"].as_str().map(String::from).ok_or_else(|| PromoteError::NoCandidate(full.clone()))?;
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": plugin.metadata.resource_version},
+        "spec": {"module": candidate, "candidate": null},
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|e| PromoteError::Update(full, e))?;
+    Ok(candidate)
 }
 
 enum Next {

@@ -15,7 +15,9 @@
 //! keeps faulting on is quarantined by its controller (`controller::quarantine`). Each version
 //! keeps a tally of the objects it fails on (`controller::health`); after a hot reload the
 //! supervisor judges the new version by it and swaps the previous one back when it is clearly
-//! worse (`supervisor::rollback`).
+//! worse (`supervisor::rollout`). A candidate version (`NAME.next.wasm`) runs in the shadow of
+//! the live one (`controller::shadow`): each live reconcile is journaled (`runtime::journal`)
+//! and replayed against the candidate, whose writes are dry runs, and the two are compared.
 //!
 //! - [`app`]: `kubewasm run`, wired in phases; owns shutdown. [`cli`]: the command line.
 //!   [`supervisor`]: the plugin directory — starts, hot-swaps and stops controllers.
@@ -28,7 +30,8 @@
 //! - [`discovery`], [`resource`], [`selector`]: kinds, keys and label selectors.
 //! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`offline`]: running
 //!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
-//!   [`finalizers`]: `kubewasm finalizers release`. [`scaffold`]: `kubewasm new`.
+//!   [`recording`]: `kubewasm record`. [`case`]: how cases spell calls, Events and results,
+//!   and their diffs. [`finalizers`]: `kubewasm finalizers release`. [`scaffold`]: `kubewasm new`.
 //!   [`go_plugin`]: `kubewasm build --lang go`.
 //!
 //! Imports run downward: cli/app → delivery → supervisor → controller → runtime → informer,

@@ -7,9 +7,11 @@
 //! - hot-swap latency, from the file in place to the first reconcile on the new version: a Rust
 //!   plugin with the artifact cache cold and warm, and a Python and a JS plugin likewise;
 //! - writes per second of one plugin acting as the host vs as its own ServiceAccount
-//!   (impersonated), to show what per-plugin identity costs.
+//!   (impersonated), to show what per-plugin identity costs;
+//! - what a shadow candidate costs the live version: its reconciles per second without and with
+//!   a candidate (`NAME.next.wasm`) in its shadow.
 //!
-//! `cargo bench -p kubewasm-tests --bench host [-- reconciles|idle|identity|swap]` (needs
+//! `cargo bench -p kubewasm-tests --bench host [-- reconciles|idle|identity|shadow|swap]` (needs
 //! `kubewasm-py` and `node` for the last two parts, as `make test` installs them).
 
 use std::path::Path;
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use kubewasm_tests::host::{Host, HostConfig, release_binary};
-use kubewasm_tests::plugindir::{E2eSettings, PluginDir, e2e_guest, variant_of};
+use kubewasm_tests::plugindir::{E2eSettings, PluginDir, e2e_guest, e2e_variant, variant_of};
 use kubewasm_tests::{ControlPlane, TestNamespace, guests, process, prom};
 
 const LABEL: &str = "e2e.kubewasm.io/primary";
@@ -308,6 +310,58 @@ async fn identity_cost(cp: &ControlPlane) {
     println!("  as its own ServiceAccount {:>8.0}/s   ({:.2}x)", rates[1], rates[1] / rates[0]);
 }
 
+/// Reconciles/s of a no-op plugin draining all its keys after a hot swap (which enqueues every
+/// primary), without and with a candidate in its shadow, in alternating rounds.
+async fn shadow_cost(cp: &ControlPlane) {
+    let ns = cp.namespace("bench-shadow").await.unwrap();
+    let dir = PluginDir::new();
+    let settings = E2eSettings::new("noop").mode("noop").max_concurrency(2);
+    dir.install_e2e(&settings, "v01");
+    let count = 10_000;
+    create_configmaps(&ns, count, 1024).await;
+    let mut host = Host::start(HostConfig::new("bench-shadow", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).log_filter("warn")).await.unwrap();
+    host.wait_ready(Duration::from_secs(120)).await.unwrap();
+    until(&host, "controller_runtime_reconcile_total", &[("controller", "noop")], |n| n >= count as f64).await;
+    let reloads = |result: &'static str| [("plugin", "noop"), ("result", result)];
+    let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let rounds = 6;
+    for round in 0..rounds {
+        let shadowed = round % 2 == 1;
+        if shadowed {
+            // The same logic, another build: a candidate that agrees on every key.
+            let candidates = metric(&host, "kubewasm_plugin_reloads_total", &reloads("candidate")).await;
+            dir.write_atomic("noop.next.wasm", &e2e_variant(&format!("s{round:02}")));
+            until(&host, "kubewasm_plugin_reloads_total", &reloads("candidate"), |n| n > candidates).await;
+        }
+        let before = metric(&host, "controller_runtime_reconcile_total", &[("controller", "noop")]).await;
+        let reloaded = metric(&host, "kubewasm_plugin_reloads_total", &reloads("reloaded")).await;
+        dir.replace("noop", &e2e_variant(&format!("v{:02}", round + 2)));
+        let swapped = until(&host, "kubewasm_plugin_reloads_total", &reloads("reloaded"), |n| n > reloaded).await;
+        let done = until(&host, "controller_runtime_reconcile_total", &[("controller", "noop")], |n| n >= before + count as f64).await;
+        rates[usize::from(shadowed)].push(count as f64 / done.duration_since(swapped).as_secs_f64());
+        if shadowed {
+            let removed = metric(&host, "kubewasm_plugin_reloads_total", &reloads("candidate_removed")).await;
+            std::fs::remove_file(dir.path().join("noop.next.wasm")).unwrap();
+            until(&host, "kubewasm_plugin_reloads_total", &reloads("candidate_removed"), |n| n > removed).await;
+        }
+    }
+    let shadow = |result: &'static str| {
+        let host = &host;
+        async move { metric(host, "kubewasm_shadow_reconciles_total", &[("plugin", "noop"), ("result", result)]).await }
+    };
+    let (same, skipped, other) = (shadow("same").await, shadow("skipped").await, shadow("differs").await + shadow("error").await + shadow("fault").await);
+    host.stop().await.unwrap();
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (alone, beside) = (median(&mut rates[0]), median(&mut rates[1]));
+    println!("\nreconciles/s of a no-op Rust plugin draining {count} keys after a hot swap (2 workers, median of {})", rounds / 2);
+    println!("  live alone                   {alone:>8.0}/s");
+    println!("  live with a shadow candidate {beside:>8.0}/s   ({:.2}x; target >= 0.90x)", beside / alone);
+    println!("  the shadow replayed {same:.0} reconciles (all agreeing: {}), skipped {skipped:.0} under load", other == 0.0);
+}
+
 fn wanted(name: &str) -> bool {
     let named: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     named.is_empty() || named.iter().any(|n| n == name)
@@ -324,6 +378,9 @@ fn main() {
         }
         if wanted("identity") {
             identity_cost(&cp).await;
+        }
+        if wanted("shadow") {
+            shadow_cost(&cp).await;
         }
         if !wanted("idle") && !wanted("swap") {
             return;

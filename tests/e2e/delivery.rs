@@ -176,6 +176,67 @@ async fn a_pushed_plugin_runs_from_its_resource_and_follows_it() -> Result<()> {
     Ok(())
 }
 
+/// A Plugin's `spec.candidate` runs in the shadow of its module: its writes are dry runs (the
+/// outputs stay the live version's), the Plugin's status and `kubewasm rollout status` show how
+/// it compares, and `kubewasm rollout promote NAME --resource NS` makes it the module.
+#[tokio::test]
+async fn a_plugin_candidate_runs_in_the_shadow_until_its_owner_promotes_it() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let registry = Registry::start()?;
+    let Setup { ns, plugins, cms, mut host } = setup(cp, "delivery-shadow").await?;
+    let (live_ref, candidate_ref) = (format!("{}/team/shad:1", registry.host()), format!("{}/team/shad:2", registry.host()));
+    let v01 = push("v01", &live_ref).await?;
+    let v02 = push("v02", &candidate_ref).await?;
+    plugins.create(&PostParams::default(), &plugin("shad", &live_ref, &E2eSettings::new("shad"))).await?;
+    wait_ready(&plugins, "shad", "True", "Running").await?;
+    let inputs = BTreeMap::from([("a".to_string(), "1".to_string()), ("b".to_string(), "1".to_string())]);
+    create_primaries(&cms, &inputs).await?;
+    wait_outputs(&cms, "shad", &inputs, Want { variant: Some("v01"), ..Want::default() }).await?;
+
+    // v02 stamps its variant into the outputs: it differs from v01 on every key.
+    set_spec(&plugins, "shad", json!({"candidate": candidate_ref})).await?;
+    host.wait_metric("kubewasm_plugin_reloads_total", &[("plugin", "shad"), ("result", "candidate")], CONVERGE, |v| v == 1.0).await?;
+    let changed = BTreeMap::from([("a".to_string(), "2".to_string()), ("b".to_string(), "2".to_string())]);
+    for (name, input) in &changed {
+        set_input(&cms, name, input).await?;
+    }
+    wait_outputs(&cms, "shad", &changed, Want { variant: Some("v01"), ..Want::default() }).await?;
+    let candidate = eventually("status.candidate to show two differing reconciles", CONVERGE, || async {
+        let candidate = plugins.get("shad").await?.data["status"]["candidate"].clone();
+        let shadow = candidate["shadow"].as_str().unwrap_or_default().to_string();
+        if shadow.contains("differs:2") || shadow.contains("differs:3") || shadow.contains("differs:4") { Ok(candidate) } else { Err(anyhow!("{candidate}")) }
+    })
+    .await?;
+    ensure!(candidate["digest"] == v02.as_str() && candidate["agreed"] == false && candidate["module"] == candidate_ref.as_str(), "{candidate}");
+    let status_args = ["rollout", "status", "shad", "--status-configmap", &format!("{}/{STATUS}", ns.name()), "--kubeconfig", &cp.kubeconfig_path().display().to_string()];
+    // The status ConfigMap is rewritten within 5 s of a change.
+    eventually("rollout status to show the diff", CONVERGE, || async {
+        let out = tokio::process::Command::new(kubewasm_binary()?).args(status_args).output().await?;
+        let report = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        if out.status.success() && report.contains("-      variant: v01") && report.contains("+      variant: v02") { Ok(()) } else { Err(anyhow!("{report}")) }
+    })
+    .await?;
+    ensure!(output(&cms, "a", "shad").await?.unwrap_or_default().get("variant").map(String::as_str) == Some("v01"), "nothing the candidate did is stored");
+
+    // The owner promotes it: the module becomes the candidate, which goes.
+    let promote = ["rollout", "promote", "shad", "--resource", ns.name(), "--kubeconfig", &cp.kubeconfig_path().display().to_string()];
+    let out = tokio::process::Command::new(kubewasm_binary()?).args(promote).output().await?;
+    ensure!(out.status.success(), "kubewasm rollout promote: {}", String::from_utf8_lossy(&out.stderr));
+    let spec = plugins.get("shad").await?.data["spec"].clone();
+    ensure!(spec["module"] == candidate_ref.as_str() && spec.get("candidate").is_none(), "{spec}");
+    host.wait_metric("kubewasm_plugin_reloads_total", &[("plugin", "shad"), ("result", "promoted")], CONVERGE, |v| v == 1.0).await?;
+    eventually("the status to show v02 and no candidate", CONVERGE, || async {
+        let status = plugins.get("shad").await?.data["status"].clone();
+        if status["digest"] == v02.as_str() && status.get("candidate").is_none() { Ok::<_, anyhow::Error>(()) } else { Err(anyhow!("{status}")) }
+    })
+    .await?;
+    set_input(&cms, "a", "3").await?;
+    wait_outputs(&cms, "shad", &BTreeMap::from([("a".to_string(), "3".to_string())]), Want { variant: Some("v02"), ..Want::default() }).await?;
+    ensure!(v01 != v02);
+    host.stop().await?;
+    Ok(())
+}
+
 /// Every way a pull can fail — a reference without a registry, a tag that isn't there, an
 /// image that isn't a Wasm artifact, a blob that doesn't match its digest, a registry that is
 /// down — gives `Ready=False` with its reason and an Event, while the version already running

@@ -5,7 +5,8 @@
 //! after the plugin's caches have synced; each reconcile runs the plugin's current version
 //! ([`reconcile`]); its result forgets, requeues or retries the key, and an object the plugin
 //! keeps faulting on is set aside ([`quarantine`]); each version keeps a tally of the objects it
-//! fails on ([`health`]), which the supervisor reads after a hot reload. A periodic resync
+//! fails on ([`health`]), which the supervisor reads after a hot reload; a candidate version may
+//! run in the shadow of the current one ([`shadow`]). A periodic resync
 //! enqueues every primary again. The controller outlives plugin versions: [`Controller::swap`]
 //! replaces the version while the queue and its backoff state, the plugin's API client (its
 //! identity and rate limit) and its Event recorder stay.

@@ -15,13 +15,16 @@ use crate::events::ObjectEvent;
 use crate::resource::{Gvk, ObjectKey, Scope};
 use crate::selector::LabelSelector;
 
+/// What a list answered: the objects by key, or the size of an answer too large to give.
+pub type ListAnswer = Result<Vec<(ObjectKey, Arc<str>)>, usize>;
+
 /// One read and the answer it got.
 #[derive(Debug, Clone)]
 pub enum Read {
     /// From the cache.
     Get { resource: Gvk, key: ObjectKey, answer: Option<Arc<str>> },
     /// From the cache; `Err` is the size of an answer too large to give.
-    List { resource: Gvk, namespace: Option<String>, selector: Option<String>, answer: Result<Vec<(ObjectKey, Arc<str>)>, usize> },
+    List { resource: Gvk, namespace: Option<String>, selector: Option<String>, answer: ListAnswer },
     /// From the API server (a resource the plugin may `get` but that is not cached); `None`
     /// when the request failed.
     Live { resource: Gvk, key: ObjectKey, answer: Option<Option<String>> },
@@ -53,7 +56,7 @@ impl Entries {
 
     /// The recorded answer of a list, if the call asked it (same resource, namespace and
     /// selector text).
-    pub fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Option<Result<Vec<(ObjectKey, Arc<str>)>, usize>> {
+    pub fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Option<ListAnswer> {
         self.reads.iter().find_map(|read| match read {
             Read::List { resource: r, namespace: n, selector: s, answer } if r == resource && n.as_deref() == namespace && s.as_deref() == selector => {
                 Some(answer.clone())

@@ -14,8 +14,11 @@
 //! freed, a name given up) are looked at again after a growing delay. A version swapped in is
 //! watched for a while, the one it replaced kept at hand: if it fails on clearly more objects
 //! ([`rollout`]), the previous version is swapped back, and the rolled-back content is not loaded
-//! again from that file until it changes. Every load, reload, rejection, rollback and unload is
-//! logged, counted and recorded as an Event on the status ConfigMap.
+//! again from that file until it changes. A candidate file (`NAME.next.wasm`) is admitted the
+//! same way and run in the shadow of its plugin (`Controller::shadow_with`); it is promoted by
+//! renaming it over the live file — by hand, or here once it has agreed long enough — and the
+//! live file's reload does the rest. Every load, reload, rejection, rollback, shadow run,
+//! promotion and unload is logged, counted and recorded as an Event on the status ConfigMap.
 
 pub mod files;
 pub mod registry;
@@ -303,7 +306,7 @@ impl Supervisor {
                 // `read_content` looked: remembering that read instead would load it again.
                 let loaded = (plugin.digest, content.1);
                 let installed = match candidate_for(&path) {
-                    Some(live) => self.shadow(&path, &live, plugin, started).await,
+                    Some(live) => self.shadow(&path, &live, plugin, started, true).await,
                     None => self.install(&path, plugin, None, started).await,
                 };
                 installed.map(|running| running.then_some(loaded))
@@ -344,9 +347,11 @@ impl Supervisor {
             self.loader.load(path).await
         };
         crate::plugin::release_freed_memory();
-        let result = match loaded {
-            Ok(plugin) => self.install(path, plugin, Some(name), started).await,
-            Err(e) => Err(Rejection { plugin: name.into(), reason: "Rejected", why: load_error(path, &e), retry: false }),
+        let result = match (loaded, candidate_for(path)) {
+            // A candidate handed over is promoted by its source, not by renaming its file.
+            (Ok(plugin), Some(live)) => self.shadow(path, &live, plugin, started, false).await,
+            (Ok(plugin), None) => self.install(path, plugin, Some(name), started).await,
+            (Err(e), _) => Err(Rejection { plugin: name.into(), reason: "Rejected", why: load_error(path, &e), retry: false }),
         };
         if let Err(rejection) = &result {
             let note = format!("rejected {}: {} ({} ms)", path.display(), rejection.why, started.elapsed().as_millis());
@@ -371,6 +376,18 @@ impl Supervisor {
             None if self.registry.waiting().iter().any(|w| w == name) => PluginState::Starting,
             None => PluginState::Stopped { error: self.refused.lock().get(name).cloned() },
         }
+    }
+
+    /// How the shadow run of the plugin `name`'s candidate compares so far, if one runs.
+    pub fn shadow_report(&self, name: &str) -> Option<crate::controller::ShadowReport> {
+        self.registry.controller(name)?.shadow_report()
+    }
+
+    /// The agreeing reconciles that make the plugin `name`'s candidate promotable (its options,
+    /// else `--promote-after`); 0 when none runs or never.
+    pub fn promote_after(&self, name: &str) -> u64 {
+        let candidate = self.registry.controller(name).and_then(|c| c.candidate());
+        candidate.map_or(0, |c| self.rollback.for_plugin(&c.plugin.options).promote_after)
     }
 
     /// Admits and starts, swaps or restarts the controller for a loaded plugin. `Ok(true)` when
@@ -466,6 +483,7 @@ impl Supervisor {
         live: &Path,
         plugin: LoadedPlugin,
         started: Instant,
+        promote_files: bool,
     ) -> Result<bool, Rejection> {
         let manifest = plugin.described.manifest.clone();
         let name = manifest.name.clone();
@@ -539,7 +557,7 @@ impl Supervisor {
                     ));
                 }
                 self.report(&name, Outcome::Candidate, note).await;
-                if policy.promote_after > 0 {
+                if policy.promote_after > 0 && promote_files {
                     tokio::spawn(self.clone().promote_when_agreed(
                         controller,
                         Arc::downgrade(&candidate),
