@@ -966,7 +966,7 @@ async fn push(args: PushArgs) -> Result<ExitCode, String> {
     // A registry should never hold what a host would refuse.
     let plugin = new_loader(&args.cache)?.load(&args.file).await.map_err(|e| format!("{}: {e}", args.file.display()))?;
     let wasm = std::fs::read(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
-    let registries = registries(&args.registry, &args.cache)?;
+    let (registries, _scratch) = registries(&args.registry, &args.cache)?;
     let digest = registries.push(&reference, wasm).await.map_err(|e| e.to_string())?;
     let m = &plugin.described.manifest;
     println!("pushed {} {} to {} ({digest})", m.name, m.version, reference.whole());
@@ -975,7 +975,7 @@ async fn push(args: PushArgs) -> Result<ExitCode, String> {
 
 async fn pull(args: PullArgs) -> Result<ExitCode, String> {
     let reference = crate::oci::parse_reference(&args.reference).map_err(|e| e.to_string())?;
-    let registries = registries(&args.registry, &args.cache)?;
+    let (registries, _scratch) = registries(&args.registry, &args.cache)?;
     let pulled = registries.pull(&reference).await.map_err(|e| e.to_string())?;
     let name = reference.repository().rsplit('/').next().unwrap_or("plugin");
     let target = args.output.join(format!("{name}.wasm"));
@@ -985,14 +985,17 @@ async fn pull(args: PullArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Registries, with pulled modules cached in the artifact cache (or, without one, for this
-/// command only).
-fn registries(registry: &RegistryArgs, cache: &CacheArgs) -> Result<crate::oci::Registries, String> {
-    let dir = match cache.dir() {
-        Some(dir) => dir.join("oci"),
-        None => tempfile::tempdir().map_err(|e| format!("a temporary directory: {e}"))?.keep(),
+/// Registries, with pulled modules cached in the artifact cache (or, without one, in a
+/// directory of this command's own, removed when the returned guard drops).
+fn registries(registry: &RegistryArgs, cache: &CacheArgs) -> Result<(crate::oci::Registries, Option<tempfile::TempDir>), String> {
+    let (dir, scratch) = match cache.dir() {
+        Some(dir) => (dir.join("oci"), None),
+        None => {
+            let scratch = tempfile::tempdir().map_err(|e| format!("a temporary directory: {e}"))?;
+            (scratch.path().to_path_buf(), Some(scratch))
+        }
     };
-    Ok(crate::oci::Registries::new(&registry.options(), dir))
+    Ok((crate::oci::Registries::new(&registry.options(), dir), scratch))
 }
 
 async fn check(args: CheckArgs) -> Result<ExitCode, String> {

@@ -44,6 +44,8 @@ pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
 const STARTING_RECHECK: Duration = Duration::from_secs(2);
 /// A standby looks again this often, to write status once it leads.
 const STANDBY_RECHECK: Duration = Duration::from_secs(15);
+/// A Plugin whose module is pinned is looked at again this often, for a rollback since.
+const ROLLBACK_RECHECK: Duration = Duration::from_secs(30);
 const WORKERS: usize = 2;
 
 /// The Plugin kind.
@@ -267,7 +269,8 @@ impl PluginResources {
             (Ok(()), PluginState::Stopped { error: Some(_) }) => Next::Backoff,
             _ if !written => Next::After(STANDBY_RECHECK),
             _ if !pinned => Next::After(poll),
-            _ => Next::Done,
+            // A version just loaded may still be rolled back: its status must follow.
+            _ => Next::After(ROLLBACK_RECHECK),
         }
     }
 
@@ -364,8 +367,17 @@ impl PluginResources {
 
     /// The status the Plugin should have.
     fn status(&self, plugin: &PluginObject, outcome: &Result<(), Failure>, state: &PluginState) -> serde_json::Value {
+        let rolled_back = self.supervisor.rolled_back(&self.path(&plugin.metadata.name));
         let (ready, reason, message) = match (outcome, state) {
             (Err(f), _) => (false, f.reason, f.message.clone()),
+            (Ok(()), PluginState::Running { version, digest }) if rolled_back.is_some() => (
+                false,
+                "RolledBack",
+                format!(
+                    "the module (sha256:{}) failed on clearly more objects than the version before and was rolled back: {version} ({digest}) runs; it is not loaded again until the module or its settings change",
+                    rolled_back.as_deref().unwrap_or_default()
+                ),
+            ),
             (Ok(()), PluginState::Running { version, digest }) => (true, "Running", format!("{} {version} ({digest}) runs", plugin.metadata.name)),
             (Ok(()), PluginState::Starting) => (false, "Syncing", "pulled and admitted; waiting for its caches to sync".into()),
             (Ok(()), PluginState::Stopped { error }) => (false, "SyncFailed", error.clone().unwrap_or_else(|| "not running".into())),

@@ -237,6 +237,44 @@ async fn a_plugin_candidate_runs_in_the_shadow_until_its_owner_promotes_it() -> 
     Ok(())
 }
 
+/// A Plugin whose new module is rolled back (it traps on most objects the module before handled)
+/// says so in its status: `Ready=False`, reason `RolledBack`, naming both digests, while the
+/// module before serves; a fixed module is loaded as usual.
+#[tokio::test]
+async fn a_rolled_back_module_shows_in_the_plugins_status() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let registry = Registry::start()?;
+    let Setup { ns: _ns, plugins, cms, mut host } = setup(cp, "delivery-rollback").await?;
+    let reference = format!("{}/team/wobbly", registry.host());
+    let v01 = push("v01", &format!("{reference}:1")).await?;
+    let v02 = push("v02", &format!("{reference}:2")).await?;
+    let v03 = push("v03", &format!("{reference}:3")).await?;
+    let tag = |n: u32| format!("{reference}:{n}");
+    plugins.create(&PostParams::default(), &plugin("wobbly", &tag(1), &E2eSettings::new("wobbly"))).await?;
+    wait_ready(&plugins, "wobbly", "True", "Running").await?;
+    let inputs: BTreeMap<String, String> = (0..10).map(|i| (format!("k{i}"), "1".to_string())).collect();
+    for (i, name) in inputs.keys().enumerate() {
+        let mut object = primary(name, "1");
+        if i < 6 {
+            object.metadata.annotations.get_or_insert_with(Default::default).insert(TRAP_VARIANT.into(), "v02".into());
+        }
+        cms.create(&PostParams::default(), &object).await?;
+    }
+    wait_outputs(&cms, "wobbly", &inputs, Want { variant: Some("v01"), ..Want::default() }).await?;
+
+    set_spec(&plugins, "wobbly", json!({"module": tag(2)})).await?;
+    host.wait_metric("kubewasm_plugin_rollbacks_total", &[("plugin", "wobbly")], CONVERGE, |n| n == 1.0).await.context("v02 must be rolled back")?;
+    let status = wait_ready(&plugins, "wobbly", "False", "RolledBack").await?;
+    let message = status["conditions"][0]["message"].as_str().unwrap_or_default();
+    ensure!(message.contains(&v02) && status["digest"] == v01.as_str(), "the status names the rolled-back module and what runs: {status}");
+
+    set_spec(&plugins, "wobbly", json!({"module": tag(3)})).await?;
+    let status = wait_ready(&plugins, "wobbly", "True", "Running").await?;
+    ensure!(status["digest"] == v03.as_str(), "{status}");
+    host.stop().await?;
+    Ok(())
+}
+
 /// Every way a pull can fail — a reference without a registry, a tag that isn't there, an
 /// image that isn't a Wasm artifact, a blob that doesn't match its digest, a registry that is
 /// down — gives `Ready=False` with its reason and an Event, while the version already running

@@ -277,7 +277,7 @@ async fn a_broken_describe_is_refused_at_load() {
 async fn plugins_from_one_module_share_its_code_and_a_restart_compiles_nothing() {
     use kubewasm::plugin::artifact::Origin;
     let cache = tempfile::tempdir().unwrap();
-    let new_loader = || Loader::new(Arc::new(Runtime::new(RuntimeConfig::default()).unwrap()), Some(ArtifactCache::new(cache.path())), LimitPolicy::default());
+    let new_loader = || loader_with_cache(cache.path());
     let dir = tempfile::tempdir().unwrap();
     let a = guests::install(&faulty_wasm(), dir.path(), "a", Some(""));
     let b = guests::install(&faulty_wasm(), dir.path(), "b", Some("describe = \"ok\""));
@@ -297,7 +297,7 @@ async fn plugins_from_one_module_share_its_code_and_a_restart_compiles_nothing()
 async fn a_damaged_artifact_is_recompiled_never_loaded() {
     use kubewasm::plugin::artifact::Origin;
     let cache = tempfile::tempdir().unwrap();
-    let new_loader = || Loader::new(Arc::new(Runtime::new(RuntimeConfig::default()).unwrap()), Some(ArtifactCache::new(cache.path())), LimitPolicy::default());
+    let new_loader = || loader_with_cache(cache.path());
     let dir = tempfile::tempdir().unwrap();
     let plugin = guests::install(&faulty_wasm(), dir.path(), "a", Some(""));
     assert_eq!(new_loader().load(&plugin).await.unwrap().origin, Origin::Compiled);
@@ -346,4 +346,10 @@ async fn a_plugin_built_for_contract_0_1_0_still_loads_and_reconciles() {
     assert_eq!(runner.reconcile(request()).await, Ok(Action::Done));
     assert_eq!(recorder.writes()[0].name, "p.legacy");
     assert_eq!(runner.released(request()).await, Ok(None), "released is a no-op for a 0.1.0 plugin");
+}
+
+
+/// A loader with a fresh runtime and the artifact cache in `dir`: what a host (re)start makes.
+fn loader_with_cache(dir: &std::path::Path) -> Loader {
+    Loader::new(Arc::new(Runtime::new(RuntimeConfig::default()).unwrap()), Some(ArtifactCache::new(dir)), LimitPolicy::default())
 }

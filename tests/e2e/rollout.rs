@@ -55,8 +55,8 @@ async fn foo_resource(cp: &ControlPlane) -> Result<ApiResource> {
 /// Foos `f1`..`f4`, asking for 1 to 4 replicas of a Deployment `fN-web`.
 async fn create_foos(foos: &Api<DynamicObject>, ar: &ApiResource) -> Result<()> {
     for n in 1..=4 {
-        let foo = DynamicObject::new(&format!("f{n}"), ar).data(json!({"spec": {"deploymentName": format!("f{n}-web"), "replicas": n}}));
-        foos.create(&PostParams::default(), &foo).await?;
+        let object = DynamicObject::new(&format!("f{n}"), ar).data(json!({"spec": {"deploymentName": format!("f{n}-web"), "replicas": n}}));
+        foos.create(&PostParams::default(), &object).await?;
     }
     Ok(())
 }

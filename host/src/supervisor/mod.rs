@@ -378,6 +378,11 @@ impl Supervisor {
         }
     }
 
+    /// The digest of what was rolled back from `path`, while that content is refused.
+    pub fn rolled_back(&self, path: &Path) -> Option<String> {
+        self.rolled_back.lock().get(path).map(|r| r.digest.to_string())
+    }
+
     /// How the shadow run of the plugin `name`'s candidate compares so far, if one runs.
     pub fn shadow_report(&self, name: &str) -> Option<crate::controller::ShadowReport> {
         self.registry.controller(name)?.shadow_report()
