@@ -770,6 +770,51 @@ async fn a_removed_plugins_leftover_finalizers_are_reported_and_released() -> Re
     Ok(())
 }
 
+/// A watched object `map-related` keeps trapping on is set aside after `--quarantine-after`
+/// faults in a row (a Warning Event on it), not retried forever; once it changes it is mapped
+/// again, and its primary reconciled.
+#[tokio::test]
+async fn a_watched_object_that_map_related_keeps_faulting_on_is_set_aside_until_it_changes() -> Result<()> {
+    const PARENT: &str = "e2e.kubewasm.io/parent";
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("map-poison").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("mapper").map_label(PARENT), "v01");
+    let mut host = Host::start(host_config("map-poison", dir.path(), cp.kubeconfig_path(), ns.name()).arg("--quarantine-after=3")).await?;
+    host.wait_ready(READY).await?;
+    create_primaries(&cms, &inputs(&["a"], "1")).await?;
+    wait_outputs(&cms, "mapper", &inputs(&["a"], "1"), Want::default()).await?;
+    let child = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("poison".into()),
+            labels: Some([(PARENT.to_string(), "a".to_string())].into()),
+            annotations: Some([(TRAP.to_string(), "mapper".to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    cms.create(&PostParams::default(), &child).await?;
+    let event = wait_event(ns.client(), ns.name(), "poison", "Quarantined", "map-related of mapper faulted 3 times").await?;
+    ensure!(event.type_.as_deref() == Some("Warning"), "{event:?}");
+    let traps = [("plugin", "mapper"), ("kind", "trap")];
+    let faults = host.metric("kubewasm_plugin_faults_total", &traps).await?;
+    ensure!(faults == 3.0, "three faults, then set aside: {faults}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ensure!(host.metric("kubewasm_plugin_faults_total", &traps).await? == faults, "not retried once set aside");
+
+    // Changed (no longer asking to trap): mapped again, and `a` reconciled because of it.
+    let reconciles = |log: &str| log.lines().filter(|l| l.contains(&format!("key={}/a ", ns.name())) && l.contains("mapped") && l.contains("reconciled a ")).count();
+    let before = reconciles(&host.log_text());
+    cms.patch("poison", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {TRAP: null}}}))).await?;
+    eventually("a mapped reconcile of a", CONVERGE, || async {
+        if reconciles(&host.log_text()) > before { Ok(()) } else { Err(anyhow!("no mapped reconcile of a since the change")) }
+    })
+    .await?;
+    host.stop().await?;
+    Ok(())
+}
+
 /// A watched child whose label moves from primary `a` to primary `b` makes the host reconcile
 /// both: `map-related` sees its old state (mapping to `a`) as well as its new one (to `b`).
 #[tokio::test]

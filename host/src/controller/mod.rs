@@ -501,9 +501,32 @@ impl Controller {
                     let primary = &version.manifest.primary;
                     keys.into_iter().filter(|key| version.primary.get(primary, key).is_some()).for_each(|key| self.queue.add_for(key, Reason::Mapped));
                 }
+                // A fault (map-related returns no errors). One watched object the plugin keeps
+                // faulting on is set aside as a poison primary is: until it changes.
                 Err(e) => {
-                    tracing::warn!(plugin = %self.name, %resource, object = %slot.1, "map-related failed, retrying with backoff: {e}");
-                    self.mapper.queue.add_rate_limited(slot.clone());
+                    let faults = self.mapper.queue.num_requeues(slot) + 1;
+                    let after = self.env.quarantine_after;
+                    if after == 0 || faults < after {
+                        tracing::warn!(plugin = %self.name, %resource, object = %slot.1, "map-related failed, retrying with backoff: {e}");
+                        self.mapper.queue.add_rate_limited(slot.clone());
+                        continue;
+                    }
+                    self.mapper.mapped(slot, &object);
+                    self.mapper.queue.forget(slot);
+                    let note = format!(
+                        "map-related of {} faulted {faults} times in a row on this object (last: the plugin {e}); it is not mapped again until the object changes",
+                        self.name
+                    );
+                    tracing::warn!(plugin = %self.name, %resource, object = %slot.1, "{note}");
+                    self.events.publish(crate::events::ObjectEvent {
+                        regarding: resource.clone(),
+                        key: slot.1.clone(),
+                        uid: crate::resource::uid_of(&object),
+                        warning: true,
+                        reason: "Quarantined".into(),
+                        action: "MapRelated".into(),
+                        note,
+                    });
                 }
             }
         }

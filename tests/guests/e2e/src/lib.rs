@@ -24,7 +24,7 @@ const OUTPUT: &str = "e2e.kubewasm.io/output";
 const SLEEP_MS: &str = "e2e.kubewasm.io/sleep-ms";
 const FAIL: &str = "e2e.kubewasm.io/fail";
 const RELEASE: &str = "e2e.kubewasm.io/release";
-/// Names a plugin that traps (panics) when it reconciles the object.
+/// Names a plugin that traps (panics) when it reconciles (or maps) the object.
 const TRAP: &str = "e2e.kubewasm.io/trap";
 /// Names a variant that traps when it reconciles the object: a new version that breaks on
 /// objects the one before handled.
@@ -225,6 +225,9 @@ impl Controller for E2e {
     }
 
     fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Vec<ObjectKey> {
+        if annotation(&object, TRAP) == Some(self.name.as_str()) {
+            panic!("{} asks {} to trap in map-related", object.name(), self.name);
+        }
         let parent = self.map_label.as_deref().and_then(|label| object.label(label));
         parent.map(|name| ObjectKey::new(object.namespace(), name)).into_iter().collect()
     }
