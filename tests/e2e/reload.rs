@@ -520,3 +520,59 @@ async fn a_version_failing_on_most_objects_is_rolled_back_until_the_file_changes
     host.stop().await?;
     Ok(())
 }
+
+/// A standby judges a hot-reloaded version by its own reconciles once it leads: its rollback
+/// window counts time spent leading only. Two hosts share a plugin directory; v02 (trapping on
+/// 6 of 10 objects) is installed; the leader rolls it back; the standby, past the window on the
+/// clock but never having led, still holds v01 at hand — when the leader dies, the standby takes
+/// over, runs v02, and rolls it back too.
+#[tokio::test]
+async fn a_standby_judges_a_new_version_once_it_takes_over() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("reload-takeover").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    let settings = E2eSettings::new("wobbly");
+    dir.install_e2e(&settings, "v01");
+    let lease = "e2e-takeover";
+    let status = [("name", lease)];
+    let elected = |name: &str| {
+        host_config(name, dir.path(), cp.kubeconfig_path(), ns.name()).leader_elect(ns.name(), lease).arg("--rollback-window=5s").status_configmap(ns.name(), &format!("{STATUS}-{name}"))
+    };
+    let mut h1 = Host::start(elected("h1")).await?;
+    h1.wait_ready(READY).await?;
+    h1.wait_metric("leader_election_master_status", &status, CONVERGE, |v| v == 1.0).await?;
+    let mut h2 = Host::start(elected("h2")).await?;
+    h2.wait_ready(READY).await?;
+    let want: BTreeMap<String, String> = (0..10).map(|i| (format!("k{i}"), "1".to_string())).collect();
+    for (i, name) in want.keys().enumerate() {
+        let mut object = primary(name, "1");
+        if i < 6 {
+            object.metadata.annotations.get_or_insert_with(Default::default).insert(TRAP_VARIANT.into(), "v02".into());
+        }
+        cms.create(&PostParams::default(), &object).await?;
+    }
+    wait_outputs(&cms, "wobbly", &want, Want { variant: Some("v01"), ..Want::default() }).await?;
+
+    dir.install_e2e(&settings, "v02");
+    let plugin = [("plugin", "wobbly")];
+    h1.wait_metric("kubewasm_plugin_rollbacks_total", &plugin, CONVERGE, |n| n == 1.0).await.context("the leader rolls v02 back")?;
+    h2.wait_metric(RELOADS, &reloads("wobbly", "reloaded"), CONVERGE, |n| n == 1.0).await.context("the standby loads v02 too")?;
+    // Past the 5 s window on the clock; the standby has not led, so nothing is decided yet.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    ensure!(h2.metric("kubewasm_plugin_rollbacks_total", &plugin).await? == 0.0, "a standby reconciles nothing and judges nothing");
+    ensure!(h2.metric("controller_runtime_reconcile_total", &[("controller", "wobbly")]).await? == 0.0);
+
+    h1.kill();
+    h1.wait_exit(Duration::from_secs(10)).await?;
+    h2.wait_metric("leader_election_master_status", &status, CONVERGE, |v| v == 1.0).await?;
+    h2.wait_metric("kubewasm_plugin_rollbacks_total", &plugin, CONVERGE, |n| n == 1.0).await.context("the new leader judges v02 by its own reconciles and rolls it back")?;
+    let changed: BTreeMap<String, String> = want.keys().map(|k| (k.clone(), "2".to_string())).collect();
+    for name in changed.keys() {
+        set_input(&cms, name, "2").await?;
+    }
+    wait_outputs(&cms, "wobbly", &changed, Want { variant: Some("v01"), ..Want::default() }).await?;
+    h2.stop().await?;
+    Ok(())
+}
+

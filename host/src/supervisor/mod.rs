@@ -678,18 +678,25 @@ impl Supervisor {
 
     /// Judges a version just swapped in until its window ends, and swaps the previous version
     /// back if it is clearly worse. Ends early when another version replaces it or the plugin
-    /// stops.
+    /// stops. The window counts time spent leading only: a standby reconciles nothing, so it
+    /// keeps the previous version at hand and judges the new one once it takes over.
     async fn watch(self: Arc<Self>, promotion: Promotion) {
-        let swapped = Instant::now();
+        let mut judged_for = Duration::ZERO;
+        let mut tick = Instant::now();
         loop {
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
                 _ = tokio::time::sleep(ROLLBACK_CHECK) => {}
             }
+            let now = Instant::now();
+            if self.env.leadership().is_leader() {
+                judged_for += now - tick;
+            }
+            tick = now;
             let Some(current) = self.judged(&promotion) else { return };
             let health = current.health();
             drop(current);
-            match promotion.policy.judge(&promotion.baseline, &health, swapped.elapsed()) {
+            match promotion.policy.judge(&promotion.baseline, &health, judged_for) {
                 rollout::Verdict::Watch => {}
                 rollout::Verdict::Keep => {
                     tracing::debug!(plugin = %promotion.name, "rollback window over: the new version stays");
