@@ -216,7 +216,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
 
     // 5. Plugins: one controller per file of the plugin directory, followed for changes, and
     // one per Plugin resource.
-    let budget = MemoryBudget::new(config.plugin_memory_budget);
+    let budget = MemoryBudget::new(config.plugin_memory_budget, metrics.memory_budget("reserved"));
     metrics.memory_budget("total").set(i64::try_from(budget.total()).unwrap_or(i64::MAX));
     let supervisor = Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, budget, config.rollback, shutdown.clone());
     *ready_source.lock() = Some(supervisor.clone());

@@ -339,6 +339,9 @@ impl Drop for Runtime {
 pub struct MemoryBudget {
     total: u64,
     reserved: Arc<Mutex<std::collections::BTreeMap<String, u64>>>,
+    /// The bytes reserved by all plugins together, kept current on every reservation and
+    /// release (`kubewasm_plugin_memory_budget_bytes{state="reserved"}`).
+    gauge: prometheus_client::metrics::gauge::Gauge,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -356,8 +359,9 @@ pub struct BudgetError {
 }
 
 impl MemoryBudget {
-    pub fn new(total: u64) -> Self {
-        MemoryBudget { total, reserved: Arc::default() }
+    /// A budget of `total` bytes whose reservations `gauge` follows.
+    pub fn new(total: u64, gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
+        MemoryBudget { total, reserved: Arc::default(), gauge }
     }
 
     /// Reserves room for `plugin`'s instances, replacing what it held before.
@@ -371,17 +375,15 @@ impl MemoryBudget {
             return Err(BudgetError { needed, per_instance, instances, available, total: self.total });
         }
         reserved.insert(plugin.to_string(), needed);
+        self.gauge.set(reserved.values().sum::<u64>() as i64);
         Ok(())
     }
 
     /// Gives back what `plugin` reserved.
     pub fn release(&self, plugin: &str) {
-        self.reserved.lock().remove(plugin);
-    }
-
-    /// Bytes reserved by all plugins together.
-    pub fn reserved(&self) -> u64 {
-        self.reserved.lock().values().sum()
+        let mut reserved = self.reserved.lock();
+        reserved.remove(plugin);
+        self.gauge.set(reserved.values().sum::<u64>() as i64);
     }
 
     pub fn total(&self) -> u64 {
@@ -719,9 +721,10 @@ mod tests {
 
     #[test]
     fn the_memory_budget_counts_every_worker_and_lets_a_new_version_replace_the_old() {
-        let budget = MemoryBudget::new(1000);
+        let gauge = prometheus_client::metrics::gauge::Gauge::default();
+        let budget = MemoryBudget::new(1000, gauge.clone());
         budget.reserve("a", 100, 3).unwrap();
-        assert_eq!(budget.reserved(), 400, "limit × (max-concurrency + 1)");
+        assert_eq!(gauge.get(), 400, "limit × (max-concurrency + 1)");
         let refused = budget.reserve("b", 100, 6).unwrap_err();
         assert_eq!((refused.needed, refused.available), (700, 600));
         assert!(refused.to_string().contains("--plugin-memory-budget"), "{refused}");
@@ -729,8 +732,8 @@ mod tests {
         // A new version of `a` asking for more than is free besides its own reservation.
         assert!(budget.reserve("a", 100, 4).is_err());
         budget.reserve("a", 50, 7).unwrap();
-        assert_eq!(budget.reserved(), 1000);
+        assert_eq!(gauge.get(), 1000);
         budget.release("b");
-        assert_eq!(budget.reserved(), 400);
+        assert_eq!(gauge.get(), 400);
     }
 }

@@ -418,7 +418,6 @@ impl Supervisor {
         self.env.identities.admit(&manifest).await.map_err(|e| reject("Forbidden", e.to_string(), true))?;
         let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency);
         self.budget.reserve(&name, plugin.described.limits.memory_bytes, workers).map_err(|e| reject("OverBudget", e.to_string(), true))?;
-        self.env.metrics.memory_budget("reserved").set(self.budget.reserved() as i64);
         // The file may have held another plugin before: that one goes.
         if let Some(old) = self.registry.name_at(path).filter(|n| *n != name) {
             self.stop(&old).await;
@@ -541,10 +540,6 @@ impl Supervisor {
                 1,
             )
             .map_err(|e| reject("OverBudget", e.to_string(), true))?;
-        self.env
-            .metrics
-            .memory_budget("reserved")
-            .set(self.budget.reserved() as i64);
         let (version, digest) = (manifest.version.clone(), plugin.digest);
         let policy = self.rollback.for_plugin(&plugin.options);
         match controller.shadow_with(plugin).await {
@@ -608,10 +603,6 @@ impl Supervisor {
         let why = format!("{} was removed", path.display());
         let name = controller.name().to_string();
         self.budget.release(&candidate_budget(&name));
-        self.env
-            .metrics
-            .memory_budget("reserved")
-            .set(self.budget.reserved() as i64);
         let counts: Vec<String> = Agreement::ALL
             .iter()
             .map(|a| format!("{} {}", report.count(*a), a.label()))
@@ -742,8 +733,7 @@ impl Supervisor {
             Ok(_) => {
                 // What it had reserved before the reload; it ran within it then.
                 let _ = self.budget.reserve(name, memory, workers);
-                self.env.metrics.memory_budget("reserved").set(self.budget.reserved() as i64);
-                self.rolled_back.lock().insert(promotion.path.clone(), mark);
+                        self.rolled_back.lock().insert(promotion.path.clone(), mark);
                 let note = format!(
                     "rolled back {name} {from} to {to} in {} ms: {why}; {} is not loaded again until it changes",
                     started.elapsed().as_millis(),
@@ -845,7 +835,6 @@ impl Supervisor {
         self.stop_slot(name).await;
         self.budget.release(name);
         self.budget.release(&candidate_budget(name));
-        self.env.metrics.memory_budget("reserved").set(self.budget.reserved() as i64);
     }
 
     async fn stop_slot(&self, name: &str) {
