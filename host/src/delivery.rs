@@ -359,7 +359,7 @@ impl PluginResources {
             "module": plugin.spec.candidate,
             "digest": report.as_ref().map(|r| format!("sha256:{}", r.digest)),
             "version": report.as_ref().map(|r| r.version.clone()),
-            "shadow": report.as_ref().map(|r| crate::controller::Agreement::ALL.iter().map(|a| format!("{}:{}", a.label(), r.count(*a))).collect::<Vec<_>>().join(",")),
+            "shadow": report.as_ref().map(|r| r.counts_field()),
             "agreed": agreed,
             "lastError": outcome.as_ref().err().map(|f| truncate(&format!("{}: {}", f.reason, f.message), 2048)).unwrap_or_default(),
         })

@@ -96,6 +96,16 @@ impl Report {
         self.counts.get(&agreement).copied().unwrap_or(0)
     }
 
+    /// The counts for people: `4 same, 1 differs, 0 error, 0 fault, 0 skipped`.
+    pub fn summary(&self) -> String {
+        Agreement::ALL.iter().map(|a| format!("{} {}", self.count(*a), a.label())).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The counts as one field: `same:4,differs:1,error:0,fault:0,skipped:0`.
+    pub fn counts_field(&self) -> String {
+        Agreement::ALL.iter().map(|a| format!("{}:{}", a.label(), self.count(*a))).collect::<Vec<_>>().join(",")
+    }
+
     /// Whether the candidate agreed at least `n` times and never did otherwise (skips aside).
     pub fn agreed(&self, n: u64) -> bool {
         n > 0 && self.count(Agreement::Same) >= n && [Agreement::Differs, Agreement::Error, Agreement::Fault].iter().all(|a| self.count(*a) == 0)

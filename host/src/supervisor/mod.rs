@@ -439,8 +439,7 @@ impl Supervisor {
                         let (outcome, verb) = if promoted { (Outcome::Promoted, "promoted") } else { (Outcome::Reloaded, "reloaded") };
                         let mut note = format!("{verb} {name} {version} (sha256:{digest}) in {} ms", started.elapsed().as_millis());
                         if let Some(report) = report {
-                            let counts: Vec<String> = Agreement::ALL.iter().map(|a| format!("{} {}", report.count(*a), a.label())).collect();
-                            note.push_str(&format!(" after a shadow run of {}", counts.join(", ")));
+                            note.push_str(&format!(" after a shadow run of {}", report.summary()));
                         }
                         self.report(&name, outcome, note).await;
                         let policy = self.rollback.for_plugin(&swapped.plugin.options);
@@ -603,16 +602,7 @@ impl Supervisor {
         let why = format!("{} was removed", path.display());
         let name = controller.name().to_string();
         self.budget.release(&candidate_budget(&name));
-        let counts: Vec<String> = Agreement::ALL
-            .iter()
-            .map(|a| format!("{} {}", report.count(*a), a.label()))
-            .collect();
-        let note = format!(
-            "ended the shadow run of {name}'s candidate {} (sha256:{}): {why}; it compared {}",
-            report.version,
-            report.digest,
-            counts.join(", ")
-        );
+        let note = format!("ended the shadow run of {name}'s candidate {} (sha256:{}): {why}; it compared {}", report.version, report.digest, report.summary());
         self.report(&name, Outcome::CandidateRemoved, note).await;
     }
 

@@ -199,16 +199,7 @@ pub fn quarantine_fields(quarantined: &QuarantineListing) -> Option<String> {
 /// candidate and how its reconciles compared (`candidate=1.1 candidate-digest=sha256:…
 /// shadow=same:12,differs:1,error:0,fault:0,skipped:0`).
 pub fn shadow_fields(report: &ShadowReport) -> String {
-    let counts: Vec<String> = Agreement::ALL
-        .iter()
-        .map(|a| format!("{}:{}", a.label(), report.count(*a)))
-        .collect();
-    format!(
-        " candidate={} candidate-digest=sha256:{} shadow={}",
-        report.version,
-        report.digest,
-        counts.join(",")
-    )
+    format!(" candidate={} candidate-digest=sha256:{} shadow={}", report.version, report.digest, report.counts_field())
 }
 
 /// The key of a plugin's shadow report in the status ConfigMap (plugin names have no dots).
@@ -223,11 +214,7 @@ pub fn rollout_report(plugin: &str, live: &str, report: &ShadowReport) -> String
         "candidate {} (sha256:{}) in the shadow of {plugin} {live}\n",
         report.version, report.digest
     );
-    let reconciles: Vec<String> = Agreement::ALL
-        .iter()
-        .map(|a| format!("{} {}", report.count(*a), a.label()))
-        .collect();
-    out.push_str(&format!("reconciles: {}\n", reconciles.join(", ")));
+    out.push_str(&format!("reconciles: {}\n", report.summary()));
     let agreeing = report
         .keys
         .values()
