@@ -44,6 +44,8 @@ pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
 const STARTING_RECHECK: Duration = Duration::from_secs(2);
 /// A standby looks again this often, to write status once it leads.
 const STANDBY_RECHECK: Duration = Duration::from_secs(15);
+/// A Plugin with a candidate is looked at again this often: its shadow counts change as it runs.
+const CANDIDATE_RECHECK: Duration = Duration::from_secs(5);
 /// A Plugin whose module is pinned is looked at again this often, for a rollback since.
 const ROLLBACK_RECHECK: Duration = Duration::from_secs(30);
 const WORKERS: usize = 2;
@@ -260,8 +262,7 @@ impl PluginResources {
         }
         let written = self.write_status(&plugin, key, status).await;
         if candidate.is_some() && outcome.is_ok() {
-            // The shadow run's counts change as it runs.
-            return Next::After(STARTING_RECHECK.max(Duration::from_secs(5)));
+            return Next::After(CANDIDATE_RECHECK);
         }
         match (&outcome, &state) {
             (Err(failure), _) if failure.retry => Next::Backoff,

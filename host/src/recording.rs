@@ -68,7 +68,7 @@ pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Clie
         let recorder = Arc::new(Recorder::default());
         let journal = Journal::new(crate::offline::services(&cache, &recorder));
         let runner = runtime.runner(plugin.prepared.clone(), &plugin.described, journal.services(), PluginMetrics::default(), &plugin.settings);
-        let result = runner.reconcile_with(Request { key: key.clone(), object: object.clone(), retries: 0 }, journal.services()).await;
+        let result = runner.reconcile(Request { key: key.clone(), object: object.clone(), retries: 0 }).await;
         let entries = journal.entries();
 
         // The primary, then every object a read returned, once each.

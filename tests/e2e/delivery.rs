@@ -252,14 +252,7 @@ async fn a_rolled_back_module_shows_in_the_plugins_status() -> Result<()> {
     let tag = |n: u32| format!("{reference}:{n}");
     plugins.create(&PostParams::default(), &plugin("wobbly", &tag(1), &E2eSettings::new("wobbly"))).await?;
     wait_ready(&plugins, "wobbly", "True", "Running").await?;
-    let inputs: BTreeMap<String, String> = (0..10).map(|i| (format!("k{i}"), "1".to_string())).collect();
-    for (i, name) in inputs.keys().enumerate() {
-        let mut object = primary(name, "1");
-        if i < 6 {
-            object.metadata.annotations.get_or_insert_with(Default::default).insert(TRAP_VARIANT.into(), "v02".into());
-        }
-        cms.create(&PostParams::default(), &object).await?;
-    }
+    let inputs = create_trapping_primaries(&cms, 10, 6, "v02").await?;
     wait_outputs(&cms, "wobbly", &inputs, Want { variant: Some("v01"), ..Want::default() }).await?;
 
     set_spec(&plugins, "wobbly", json!({"module": tag(2)})).await?;

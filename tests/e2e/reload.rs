@@ -471,14 +471,7 @@ async fn a_version_failing_on_most_objects_is_rolled_back_until_the_file_changes
     let plugin = [("plugin", "wobbly")];
     let traps = [("plugin", "wobbly"), ("kind", "trap")];
 
-    let want: BTreeMap<String, String> = (0..10).map(|i| (format!("k{i}"), "1".to_string())).collect();
-    for (i, name) in want.keys().enumerate() {
-        let mut object = primary(name, "1");
-        if i < 6 {
-            object.metadata.annotations.get_or_insert_with(Default::default).insert(TRAP_VARIANT.into(), "v02".into());
-        }
-        cms.create(&PostParams::default(), &object).await?;
-    }
+    let want = create_trapping_primaries(&cms, 10, 6, "v02").await?;
     wait_outputs(&cms, "wobbly", &want, Want { variant: Some("v01"), ..Want::default() }).await?;
     ensure!(host.metric("kubewasm_plugin_faults_total", &plugin).await? == 0.0, "v01 handles every object");
 
@@ -544,14 +537,7 @@ async fn a_standby_judges_a_new_version_once_it_takes_over() -> Result<()> {
     h1.wait_metric("leader_election_master_status", &status, CONVERGE, |v| v == 1.0).await?;
     let mut h2 = Host::start(elected("h2")).await?;
     h2.wait_ready(READY).await?;
-    let want: BTreeMap<String, String> = (0..10).map(|i| (format!("k{i}"), "1".to_string())).collect();
-    for (i, name) in want.keys().enumerate() {
-        let mut object = primary(name, "1");
-        if i < 6 {
-            object.metadata.annotations.get_or_insert_with(Default::default).insert(TRAP_VARIANT.into(), "v02".into());
-        }
-        cms.create(&PostParams::default(), &object).await?;
-    }
+    let want = create_trapping_primaries(&cms, 10, 6, "v02").await?;
     wait_outputs(&cms, "wobbly", &want, Want { variant: Some("v01"), ..Want::default() }).await?;
 
     dir.install_e2e(&settings, "v02");

@@ -52,12 +52,18 @@ async fn foo_resource(cp: &ControlPlane) -> Result<ApiResource> {
     Ok(apply_crd(&cp.client().await?, &crd, CONVERGE).await?)
 }
 
-/// Foos `f1`..`f4`, asking for 1 to 4 replicas of a Deployment `fN-web`.
-async fn create_foos(foos: &Api<DynamicObject>, ar: &ApiResource) -> Result<()> {
+/// Foos `f1`..`f4`, asking for 1 to 4 replicas of a Deployment `fN-web`; returns once the live
+/// version has made those Deployments.
+async fn create_foos(foos: &Api<DynamicObject>, ar: &ApiResource, deployments: &Api<Deployment>) -> Result<()> {
     for n in 1..=4 {
         let object = DynamicObject::new(&format!("f{n}"), ar).data(json!({"spec": {"deploymentName": format!("f{n}-web"), "replicas": n}}));
         foos.create(&PostParams::default(), &object).await?;
     }
+    eventually("the live version's Deployments", CONVERGE, || async {
+        let counts = replicas(deployments).await?;
+        if counts == [1, 2, 3, 4] { Ok(()) } else { Err(anyhow!("replicas {counts:?}")) }
+    })
+    .await?;
     Ok(())
 }
 
@@ -112,12 +118,7 @@ async fn a_candidate_is_compared_with_the_live_version_and_nothing_it_does_is_st
     host.wait_ready(READY).await?;
     let foos: Api<DynamicObject> = Api::namespaced_with(ns.client().clone(), ns.name(), &ar);
     let deployments: Api<Deployment> = ns.api();
-    create_foos(&foos, &ar).await?;
-    eventually("the live version's Deployments", CONVERGE, || async {
-        let counts = replicas(&deployments).await?;
-        if counts == [1, 2, 3, 4] { Ok(()) } else { Err(anyhow!("replicas {counts:?}")) }
-    })
-    .await?;
+    create_foos(&foos, &ar, &deployments).await?;
 
     // The same logic in another language agrees on every key.
     install_candidate(dir.path(), &same_logic);
@@ -187,12 +188,7 @@ async fn a_candidate_that_agrees_is_promoted() -> Result<()> {
     host.wait_ready(READY).await?;
     let foos: Api<DynamicObject> = Api::namespaced_with(ns.client().clone(), ns.name(), &ar);
     let deployments: Api<Deployment> = ns.api();
-    create_foos(&foos, &ar).await?;
-    eventually("the live version's Deployments", CONVERGE, || async {
-        let counts = replicas(&deployments).await?;
-        if counts == [1, 2, 3, 4] { Ok(()) } else { Err(anyhow!("replicas {counts:?}")) }
-    })
-    .await?;
+    create_foos(&foos, &ar, &deployments).await?;
 
     install_candidate(dir.path(), &same_logic);
     host.wait_metric(RELOADS, &[("plugin", PLUGIN), ("result", "candidate")], READY, |n| n == 1.0).await?;

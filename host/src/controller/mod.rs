@@ -114,11 +114,6 @@ pub struct Version {
 }
 
 impl Version {
-    /// What this version's calls reach by default.
-    fn runner_services(&self) -> &Services {
-        self.runner.services()
-    }
-
     /// The informers this version listens to.
     pub fn watches(&self) -> impl Iterator<Item = &WatchKey> {
         self.subscriptions.iter().map(Subscription::key)

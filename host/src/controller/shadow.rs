@@ -228,7 +228,7 @@ impl Shadow {
     async fn replay(&self, trace: Trace) {
         let replay = Arc::new(Replay {
             live: trace.live,
-            cache: self.candidate.runner_services().cache.clone(),
+            cache: self.candidate.runner.services().cache.clone(),
             api: self.api.clone(),
             used: Mutex::default(),
             own: Mutex::default(),

@@ -59,6 +59,21 @@ pub fn primary(name: &str, input: &str) -> ConfigMap {
     }
 }
 
+/// Creates primaries `k0`..`k{count-1}` with input `1`, the first `trapping` of them asking
+/// variant `variant` to trap (a new version that breaks on objects the one before handled);
+/// returns their inputs.
+pub async fn create_trapping_primaries(cms: &Api<ConfigMap>, count: usize, trapping: usize, variant: &str) -> Result<BTreeMap<String, String>> {
+    let inputs: BTreeMap<String, String> = (0..count).map(|i| (format!("k{i}"), "1".to_string())).collect();
+    for (i, name) in inputs.keys().enumerate() {
+        let mut object = primary(name, "1");
+        if i < trapping {
+            object.metadata.annotations.get_or_insert_with(Default::default).insert(TRAP_VARIANT.into(), variant.into());
+        }
+        cms.create(&PostParams::default(), &object).await?;
+    }
+    Ok(inputs)
+}
+
 pub async fn create_primaries(cms: &Api<ConfigMap>, inputs: &BTreeMap<String, String>) -> Result<()> {
     for (name, input) in inputs {
         cms.create(&PostParams::default(), &primary(name, input)).await?;
