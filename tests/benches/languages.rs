@@ -25,7 +25,7 @@ use kubewasm::plugin::{LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
 use kubewasm::runtime::{PluginRunner, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::guests;
-use kubewasm_tests::timing::measure;
+use kubewasm_tests::timing::{measure, side_by_side};
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -244,7 +244,7 @@ async fn main() {
     let policy = LimitPolicy::default;
 
     // Loading: compiled every time (no artifact cache) vs from a warm artifact cache.
-    println!("languages benchmark: the sample-controller (mean per call; {budget:?} per measurement)\n");
+    println!("languages benchmark: the sample-controller (mean per call; {budget:?} per measurement; each plugin and native in alternating rounds, median)\n");
     println!("loading a plugin (read + compile or deserialize + describe)");
     println!("{:<8} {:>9} {:>11} {:>14} {:>11} {:>9}", "", "wasm", "artifact", "no cache", "cached", "speedup");
     let mut plugins = Vec::new();
@@ -275,22 +275,21 @@ async fn main() {
     for (scenario, with_deployment) in [("new Foo: no Deployment yet", false), ("steady state: the Foo's Deployment in the cache", true)] {
         println!("\nper reconcile, {scenario} (one cache read, two applies)");
         let native = NativeHost { cache: fixture(with_deployment), recorded: Mutex::default() };
-        let native_time = measure(budget, async || native_reconcile(&object, &native).unwrap()).await;
-        println!("{:<8} {:>12} {:>10} {:>10}", "", "per call", "vs native", "vs Rust");
-        println!("{:<8} {:>12} {:>9.2}x {:>10}", "native", micros(native_time), 1.0, "");
-        let mut rust_time = None;
+        println!("{:<8} {:>12} {:>12} {:>10} {:>10}", "", "per call", "native", "vs native", "vs Rust");
+        let mut rust_ratio = None;
         for (lang, plugin) in &plugins {
             let cache = fixture(with_deployment);
             let recorder = Arc::new(Recorder::default());
             let wasm = runner(&runtime, plugin, &cache, &recorder, PluginMetrics::default());
-            let time = measure(budget, async || reconcile(&wasm, &recorder, &object).await).await;
-            let rust = *rust_time.get_or_insert(time);
-            println!(
-                "{lang:<8} {:>12} {:>9.1}x {:>9.1}x",
-                micros(time),
-                time.as_secs_f64() / native_time.as_secs_f64(),
-                time.as_secs_f64() / rust.as_secs_f64()
-            );
+            let (native_time, time) = side_by_side(
+                2 * budget,
+                async || native_reconcile(&object, &native).unwrap(),
+                async || reconcile(&wasm, &recorder, &object).await,
+            )
+            .await;
+            let ratio = time.as_secs_f64() / native_time.as_secs_f64();
+            let rust = *rust_ratio.get_or_insert(ratio);
+            println!("{lang:<8} {:>12} {:>12} {:>9.1}x {:>9.1}x", micros(time), micros(native_time), ratio, ratio / rust);
         }
     }
 

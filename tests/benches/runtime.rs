@@ -17,7 +17,7 @@ use kubewasm::plugin::{LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
 use kubewasm::runtime::{PluginRunner, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::guests;
-use kubewasm_tests::timing::measure;
+use kubewasm_tests::timing::{measure, side_by_side};
 use parking_lot::Mutex;
 
 fn primary(bytes: usize) -> String {
@@ -99,16 +99,20 @@ async fn main() {
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default()).unwrap());
     let (plugin, _) = load(runtime.clone(), cache_dir.path(), &guest).await;
 
-    println!("runtime benchmark (mean per call; {budget:?} per measurement)\n");
+    println!("runtime benchmark (mean per call; {budget:?} per measurement; native and plugin in alternating rounds, median)\n");
     println!("per reconcile: parse the primary, one cache read, one apply into an in-process recorder");
     println!("{:<10} {:>12} {:>12} {:>8}", "object", "native", "plugin", "ratio");
     for size in [1024, 16 * 1024] {
         let object: Arc<str> = primary(size).into();
         let native = NativeHost { cache: fixture(), recorded: Mutex::default() };
-        let native_time = measure(budget, async || bench_logic::reconcile(&object, &native).unwrap()).await;
         let recorder = Arc::new(Recorder::default());
         let wasm = runner(&runtime, &plugin, &recorder);
-        let wasm_time = measure(budget, async || wasm_reconcile(&wasm, &recorder, &object).await).await;
+        let (native_time, wasm_time) = side_by_side(
+            2 * budget,
+            async || bench_logic::reconcile(&object, &native).unwrap(),
+            async || wasm_reconcile(&wasm, &recorder, &object).await,
+        )
+        .await;
         let ratio = wasm_time.as_secs_f64() / native_time.as_secs_f64();
         println!("{:<10} {:>12} {:>12} {:>7.2}x", format!("{} KiB", object.len() / 1024), micros(native_time), micros(wasm_time), ratio);
     }

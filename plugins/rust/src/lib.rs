@@ -34,6 +34,7 @@
 //! types. Everything the host offers — cache reads, writes, events, logs — is a method of
 //! [`Context`].
 
+mod builtins;
 mod context;
 mod error;
 mod manifest;

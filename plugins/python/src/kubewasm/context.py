@@ -33,6 +33,10 @@ class Host(Protocol):
     def log(self, level: LogLevel, message: str, fields: Sequence[tuple[str, str]]) -> None: ...
 
 
+# One encoder for every write: `json.dumps` with options builds a new one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _parse(text: str) -> Object:
     try:
         parsed = json.loads(text)
@@ -45,7 +49,7 @@ def _parse(text: str) -> Object:
 
 def _dump(obj: Any) -> str:
     try:
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+        return _ENCODER.encode(obj)
     except (TypeError, ValueError) as e:
         raise Invalid(f"object is not JSON: {e}") from None
 

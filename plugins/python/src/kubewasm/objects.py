@@ -15,6 +15,7 @@ parents they need.
 """
 
 import datetime as _dt
+from collections import abc as _abc
 from typing import Any, Iterable, Mapping, MutableMapping, Sequence
 
 from .core import Gvk, ObjectKey
@@ -97,10 +98,13 @@ def field(obj: Mapping[str, Any], path: str | Sequence[str | int], default: Any 
     steps: Sequence[str | int] = path.split(".") if isinstance(path, str) else path
     current: Any = obj
     for step in steps:
-        if isinstance(current, Mapping) and not isinstance(step, int):
-            current = current.get(step, _MISSING)
-        elif isinstance(current, list) and isinstance(step, int) and -len(current) <= step < len(current):
+        if isinstance(step, int):
+            if not (isinstance(current, list) and -len(current) <= step < len(current)):
+                return default
             current = current[step]
+        # Parsed JSON is made of dicts: check for one before the slower abstract Mapping.
+        elif isinstance(current, dict) or isinstance(current, _abc.Mapping):
+            current = current.get(step, _MISSING)
         else:
             return default
         if current is _MISSING or current is None:
