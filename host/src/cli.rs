@@ -919,7 +919,7 @@ fn build(args: BuildArgs) -> Result<ExitCode, String> {
             dir.join(format!("{name}.wasm"))
         }
     };
-    let built = crate::go_plugin::build(&crate::go_plugin::GoBuild::new(&args.dir, &output)).map_err(|e| e.to_string())?;
+    let built = crate::gobuild::build(&crate::gobuild::GoBuild::new(&args.dir, &output)).map_err(|e| e.to_string())?;
     println!(
         "built {} ({} KiB) with {} in {:.1}s",
         built.output.display(),

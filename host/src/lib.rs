@@ -32,7 +32,7 @@
 //!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
 //!   [`recording`]: `kubewasm record`. [`case`]: how cases spell calls, Events and results,
 //!   and their diffs. [`finalizers`]: `kubewasm finalizers release`. [`scaffold`]: `kubewasm new`.
-//!   [`go_plugin`]: `kubewasm build --lang go`.
+//!   [`gobuild`]: `kubewasm build --lang go`.
 //!
 //! Imports run downward: cli/app → delivery → supervisor → controller → runtime → informer,
 //! queue, client, events, identity → discovery → manifest, resource, selector, metrics; oci
@@ -47,7 +47,7 @@ pub mod delivery;
 pub mod discovery;
 pub mod events;
 pub mod finalizers;
-pub mod go_plugin;
+pub mod gobuild;
 pub mod identity;
 pub mod informer;
 pub mod leader;

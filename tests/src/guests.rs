@@ -164,7 +164,7 @@ fn hex(bytes: &[u8]) -> String {
 /// or the Go ("go") plugin whose source is the directory `app`, built with [`python_plugin`],
 /// [`js_plugin`] or [`go_plugin`] and kept in `target/kubewasm-tests/plugins/` as
 /// `<stem>-<digest>.wasm`, the digest covering the app, its SDK and the WIT (for Go also the
-/// host's build recipe, `host/src/go_plugin.rs`): rebuilt only when one of them changes.
+/// host's build recipe, `host/src/gobuild.rs`): rebuilt only when one of them changes.
 pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
     let root = workspace_root();
     let mut inputs = match lang {
@@ -179,7 +179,7 @@ pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
             sdk
         }
         "go" => {
-            let mut sdk = vec![root.join("host/src/go_plugin.rs")];
+            let mut sdk = vec![root.join("host/src/gobuild.rs")];
             files_under(&root.join("plugins/go"), &["go", "s", "mod"], &mut sdk);
             files_under(app, &["go", "mod", "sum"], &mut sdk);
             sdk

@@ -216,7 +216,7 @@ mod tests {
             .collect();
         on_disk.sort();
         let embedded: Vec<String> = WIT.iter().map(|(n, _)| n.to_string()).collect();
-        assert_eq!(embedded, on_disk, "list every file of wit/ in go_plugin::WIT");
+        assert_eq!(embedded, on_disk, "list every file of wit/ in gobuild::WIT");
         let (resolve, world) = world().unwrap();
         assert_eq!(resolve.worlds[world].name, WORLD);
     }
