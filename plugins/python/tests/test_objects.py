@@ -1,3 +1,5 @@
+from types import MappingProxyType
+
 from kubewasm import Gvk, ObjectKey, kinds
 from kubewasm import objects as o
 
@@ -61,6 +63,10 @@ def test_field():
     assert o.field({"a": [1]}, ["a", 3]) is None
     annotated = {"metadata": {"annotations": {"example.com/x": "y"}}}
     assert o.field(annotated, ["metadata", "annotations", "example.com/x"]) == "y"
+    # Any Mapping, not only the dicts JSON parses into; an index into a mapping is no key.
+    assert o.field(MappingProxyType({"a": MappingProxyType({"b": 2})}), "a.b") == 2
+    assert o.field({"a": {0: "x"}}, ["a", 0], "d") == "d"
+    assert o.field({"a": ["x"]}, "a.0", "d") == "d"
 
 
 def test_set_field():
