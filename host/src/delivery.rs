@@ -439,7 +439,7 @@ impl PluginResources {
                 warning: !ready,
                 reason: now["reason"].as_str().unwrap_or_default().into(),
                 action: "Load".into(),
-                note: truncate(now["message"].as_str().unwrap_or_default(), 1024),
+                note: now["message"].as_str().unwrap_or_default().into(),
             });
         }
         let object = serde_json::json!({

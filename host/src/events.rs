@@ -32,6 +32,8 @@ const SPAM_REFILL: Duration = Duration::from_secs(300);
 const SPAM_BUCKETS: usize = 4096;
 /// Series caches kept (one per note) before they are all forgotten.
 const MAX_SERIES: usize = 256;
+/// The longest note the API server accepts, in bytes (events.k8s.io/v1 `note`).
+pub const MAX_NOTE: usize = 1024;
 
 /// One Event about an object, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,8 +63,17 @@ pub struct Reporting {
 }
 
 impl EventRecorder {
-    /// Queues an Event without waiting; a full queue drops it (and counts it).
-    pub fn publish(&self, event: ObjectEvent) {
+    /// Queues an Event without waiting; a full queue drops it (and counts it). A note longer than
+    /// the API server accepts is cut to fit, ending in `...`.
+    pub fn publish(&self, mut event: ObjectEvent) {
+        if event.note.len() > MAX_NOTE {
+            let mut end = MAX_NOTE - 3;
+            while !event.note.is_char_boundary(end) {
+                end -= 1;
+            }
+            event.note.truncate(end);
+            event.note.push_str("...");
+        }
         if self.queue.try_send(event).is_err() {
             self.dropped.inc();
         }
@@ -188,5 +199,32 @@ impl Sender {
             Err(_) => format!("no answer within {:?}", self.timeout),
         };
         tracing::warn!(reporter = %self.reporting.controller, object = %event.key, reason = %event.reason, "could not record an event: {failure}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_too_long_for_the_api_server_is_cut_to_fit_at_a_character() {
+        let (queue, mut sent) = mpsc::channel(2);
+        let recorder = EventRecorder { queue, dropped: Counter::default() };
+        let event = |note: String| ObjectEvent {
+            regarding: Gvk::new("", "v1", "ConfigMap"),
+            key: ObjectKey::new(Some("ns"), "cm"),
+            uid: None,
+            warning: true,
+            reason: "Test".into(),
+            action: "Test".into(),
+            note,
+        };
+        recorder.publish(event("é".repeat(MAX_NOTE)));
+        let cut = sent.try_recv().unwrap().note;
+        assert!(cut.len() <= MAX_NOTE && cut.ends_with("..."), "{} bytes: {cut:?}", cut.len());
+        assert_eq!(cut.trim_end_matches('.'), "é".repeat((MAX_NOTE - 3) / 2));
+        let fits = "x".repeat(MAX_NOTE);
+        recorder.publish(event(fits.clone()));
+        assert_eq!(sent.try_recv().unwrap().note, fits);
     }
 }

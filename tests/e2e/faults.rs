@@ -348,7 +348,6 @@ async fn a_plugin_built_for_contract_0_1_0_still_loads_and_reconciles() {
     assert_eq!(runner.released(request()).await, Ok(None), "released is a no-op for a 0.1.0 plugin");
 }
 
-
 /// A loader with a fresh runtime and the artifact cache in `dir`: what a host (re)start makes.
 fn loader_with_cache(dir: &std::path::Path) -> Loader {
     Loader::new(Arc::new(Runtime::new(RuntimeConfig::default()).unwrap()), Some(ArtifactCache::new(dir)), LimitPolicy::default())

@@ -248,19 +248,7 @@ impl Controller {
             warning: true,
             reason: reason.into(),
             action: "Reconcile".into(),
-            note: truncate(note, 1024),
+            note,
         });
     }
-}
-
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max - 3;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push_str("...");
-    }
-    text
 }

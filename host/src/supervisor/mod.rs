@@ -723,7 +723,7 @@ impl Supervisor {
             Ok(_) => {
                 // What it had reserved before the reload; it ran within it then.
                 let _ = self.budget.reserve(name, memory, workers);
-                        self.rolled_back.lock().insert(promotion.path.clone(), mark);
+                self.rolled_back.lock().insert(promotion.path.clone(), mark);
                 let note = format!(
                     "rolled back {name} {from} to {to} in {} ms: {why}; {} is not loaded again until it changes",
                     started.elapsed().as_millis(),

@@ -172,7 +172,7 @@ impl StatusPublisher {
             warning,
             reason: outcome.reason().into(),
             action: "Load".into(),
-            note: note.chars().take(1024).collect(),
+            note,
         });
     }
 }

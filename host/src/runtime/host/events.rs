@@ -7,7 +7,7 @@ use wasmtime::component::HasData;
 use super::super::bindings::events::{Event, EventType, Host};
 use super::super::bindings::types::{Error as GuestError, ErrorCode};
 use super::{HostContext, HostState, Services, error};
-use crate::events::{EventRecorder, ObjectEvent};
+use crate::events::{EventRecorder, MAX_NOTE, ObjectEvent};
 use crate::manifest::Verb;
 use crate::resource::{Gvk, ObjectKey, uid_of};
 
@@ -40,9 +40,9 @@ pub fn context<T: HostState>(state: &mut T) -> EventsCtx<'_> {
     }
 }
 
-/// Kubernetes' limits on the fields.
+/// Kubernetes' limit on `reason` and `action` (the note's is [`MAX_NOTE`]). A guest's Event
+/// beyond them is refused, not cut: the plugin should hear that its note did not fit.
 const MAX_REASON: usize = 128;
-const MAX_NOTE: usize = 1024;
 
 impl EventsCtx<'_> {
     fn publish(&self, event: Event) -> Result<(), GuestError> {
