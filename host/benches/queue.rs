@@ -31,11 +31,7 @@ fn main() {
     // One queue per case, reused by its rounds: each round leaves it as it found it.
     let q = || WorkQueue::new(RateLimitConfig::default(), metrics.workqueue("bench")).unwrap();
     let queue = q();
-    compare(
-        "1 task: add→get→done per key",
-        measure(&single, || interleaved(queue.clone(), keys.clone())),
-        measure(&single, || mpsc_interleaved(keys.clone())),
-    );
+    compare("1 task: add→get→done per key", measure(&single, || interleaved(queue.clone(), keys.clone())), measure(&single, || mpsc_interleaved(keys.clone())));
     let queue = q();
     compare(
         "1 task: add all keys, then get→done all",

@@ -15,7 +15,7 @@ use crate::controller::Environment;
 use crate::delivery::PluginResources;
 use crate::discovery::Discovery;
 use crate::events::{EventRecorder, Reporting};
-use crate::identity::{IdentityMode, Identities};
+use crate::identity::{Identities, IdentityMode};
 use crate::informer::Informers;
 use crate::leader::{LeaderConfig, LeaderElector, Leadership};
 use crate::manifest::LimitPolicy;
@@ -25,8 +25,8 @@ use crate::plugin::Loader;
 use crate::plugin::artifact::ArtifactCache;
 use crate::resource::Gvk;
 use crate::runtime::{MemoryBudget, Runtime, RuntimeConfig};
-use crate::supervisor::{ControllerFilter, StatusObject, Supervisor};
 use crate::supervisor::status::StatusPublisher;
+use crate::supervisor::{ControllerFilter, StatusObject, Supervisor};
 
 /// Everything `kubewasm run` takes from its flags.
 #[derive(Debug, Clone)]
@@ -161,11 +161,8 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     let loader = Loader::new(runtime.clone(), config.artifacts.clone().map(ArtifactCache::new), LimitPolicy::default());
     let discovery = Arc::new(Discovery::new(client.clone(), config.request_timeout));
     let namespaces: Arc<[String]> = config.namespaces.clone().into();
-    let mut host_objects = vec![HostObject {
-        resource: Gvk::new("", "v1", "ConfigMap"),
-        namespace: Some(config.status.namespace.clone()),
-        name: config.status.name.clone(),
-    }];
+    let mut host_objects =
+        vec![HostObject { resource: Gvk::new("", "v1", "ConfigMap"), namespace: Some(config.status.namespace.clone()), name: config.status.name.clone() }];
     if config.leader_elect {
         host_objects.push(HostObject {
             resource: Gvk::new("coordination.k8s.io", "v1", "Lease"),
@@ -201,7 +198,8 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     let host_bucket = ClientLimits::default().bucket();
     // The host's own objects may live outside the namespaces served to plugins.
     let host_fence = Fence { host_objects: Arc::new([]), namespaces: Arc::new([]), ..fence };
-    let host_api = Arc::new(ApiClient::new(client.clone(), discovery, informers.clone(), "kubewasm".into(), host_bucket.clone(), host_fence, config.request_timeout));
+    let host_api =
+        Arc::new(ApiClient::new(client.clone(), discovery, informers.clone(), "kubewasm".into(), host_bucket.clone(), host_fence, config.request_timeout));
     let events_shutdown = CancellationToken::new();
     let (events, events_task) = EventRecorder::start(
         client,

@@ -4,17 +4,17 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::manifest::{LimitPolicy, Manifest};
-use crate::supervisor::ControllerFilter;
 use crate::plugin::artifact::ArtifactCache;
 use crate::plugin::{LoadedPlugin, Loader};
 use crate::runtime::{Runtime, RuntimeConfig};
+use crate::supervisor::ControllerFilter;
 
 const ROOT_TEMPLATE: &str = "\
 {about}
@@ -494,11 +494,7 @@ struct RolloutStatusArgs {
     kubeconfig: Option<PathBuf>,
 
     /// The host's status ConfigMap (NAMESPACE/NAME)
-    #[arg(
-        long,
-        value_name = "NAMESPACE/NAME",
-        default_value = "default/kubewasm-plugins"
-    )]
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/kubewasm-plugins")]
     status_configmap: String,
 }
 
@@ -751,7 +747,9 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
     let directory = sources.contains(&PluginSource::Directory);
     match (&args.plugins, directory) {
         (None, true) => return Err("give the plugin directory with --plugins DIR, or serve Plugin resources with --plugin-source resources".into()),
-        (Some(_), false) => return Err("--plugins DIR is given but --plugin-source leaves out `directory`: add it (--plugin-source directory,resources)".into()),
+        (Some(_), false) => {
+            return Err("--plugins DIR is given but --plugin-source leaves out `directory`: add it (--plugin-source directory,resources)".into());
+        }
         _ => {}
     }
     let config = crate::app::RunConfig {
@@ -836,7 +834,9 @@ async fn release_finalizers(args: ReleaseArgs) -> Result<ExitCode, String> {
     let (namespace, name) = namespaced_name("status-configmap", &args.status_configmap)?;
     let client = crate::client::connect(args.kubeconfig.as_deref(), "finalizers-release").await.map_err(|e| e.to_string())?;
     let target = match (args.finalizer, args.resource) {
-        (Some(finalizer), Some(resource)) => crate::finalizers::Leftover { finalizer, primary: resource.parse().map_err(|e: String| format!("--resource: {e}"))? },
+        (Some(finalizer), Some(resource)) => {
+            crate::finalizers::Leftover { finalizer, primary: resource.parse().map_err(|e: String| format!("--resource: {e}"))? }
+        }
         _ => crate::finalizers::recorded(&client, &namespace, &name, &args.plugin).await.map_err(|e| e.to_string())?,
     };
     let released = crate::finalizers::release(&client, &target).await.map_err(|e| e.to_string())?;
@@ -850,30 +850,19 @@ async fn release_finalizers(args: ReleaseArgs) -> Result<ExitCode, String> {
 async fn rollout_status(args: RolloutStatusArgs) -> Result<ExitCode, String> {
     use k8s_openapi::api::core::v1::ConfigMap;
     let (namespace, name) = namespaced_name("status-configmap", &args.status_configmap)?;
-    let client = crate::client::connect(args.kubeconfig.as_deref(), "rollout-status")
-        .await
-        .map_err(|e| e.to_string())?;
+    let client = crate::client::connect(args.kubeconfig.as_deref(), "rollout-status").await.map_err(|e| e.to_string())?;
     let configmap = kube::Api::<ConfigMap>::namespaced(client, &namespace)
         .get(&name)
         .await
         .map_err(|e| format!("cannot read the status ConfigMap {namespace}/{name}: {e} (is --status-configmap the host's?)"))?;
     let data = configmap.data.unwrap_or_default();
-    match (
-        data.get(&crate::supervisor::status::rollout_key(&args.plugin)),
-        data.get(&args.plugin),
-    ) {
+    match (data.get(&crate::supervisor::status::rollout_key(&args.plugin)), data.get(&args.plugin)) {
         (Some(report), _) => {
             print!("{report}");
             Ok(ExitCode::SUCCESS)
         }
-        (None, Some(entry)) => Err(format!(
-            "no candidate runs in the shadow of {}: copy one to NAME.next.wasm beside it (it runs {entry})",
-            args.plugin
-        )),
-        (None, None) => Err(format!(
-            "the status ConfigMap {namespace}/{name} lists no plugin {:?}",
-            args.plugin
-        )),
+        (None, Some(entry)) => Err(format!("no candidate runs in the shadow of {}: copy one to NAME.next.wasm beside it (it runs {entry})", args.plugin)),
+        (None, None) => Err(format!("the status ConfigMap {namespace}/{name} lists no plugin {:?}", args.plugin)),
     }
 }
 
@@ -885,8 +874,7 @@ async fn promote(args: PromoteArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     let live = args.plugins.unwrap_or_default().join(format!("{}.wasm", args.plugin));
-    crate::plugin::promote(&live)
-        .map_err(|e| format!("cannot promote {}'s candidate: {e}", args.plugin))?;
+    crate::plugin::promote(&live).map_err(|e| format!("cannot promote {}'s candidate: {e}", args.plugin))?;
     println!(
         "promoted {}: {} is now {}; the host reloads it and watches it for a rollback",
         args.plugin,

@@ -109,11 +109,23 @@ pub struct WriteRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub enum WriteOp {
     /// Server-side apply of the object (or of its status).
-    Apply { object: serde_json::Value, force: bool, status: bool },
-    Create { object: serde_json::Value },
+    Apply {
+        object: serde_json::Value,
+        force: bool,
+        status: bool,
+    },
+    Create {
+        object: serde_json::Value,
+    },
     /// Replace with optimistic concurrency on `metadata.resourceVersion`.
-    Update { object: serde_json::Value, status: bool },
-    Patch { patch_type: PatchKind, body: serde_json::Value },
+    Update {
+        object: serde_json::Value,
+        status: bool,
+    },
+    Patch {
+        patch_type: PatchKind,
+        body: serde_json::Value,
+    },
     Delete,
 }
 
@@ -421,8 +433,12 @@ mod tests {
         Fence {
             leadership: Leadership::always(),
             namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
-            host_objects: vec![HostObject { resource: Gvk::new("coordination.k8s.io", "v1", "Lease"), namespace: Some("kubewasm".into()), name: "kubewasm".into() }]
-                .into(),
+            host_objects: vec![HostObject {
+                resource: Gvk::new("coordination.k8s.io", "v1", "Lease"),
+                namespace: Some("kubewasm".into()),
+                name: "kubewasm".into(),
+            }]
+            .into(),
         }
     }
 

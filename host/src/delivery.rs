@@ -33,8 +33,8 @@ use crate::informer::{Event, Informers, Store, Subscriber, Subscription, WatchKe
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::oci::{OciError, Pulled, Registries, parse_reference, write_atomically};
-use crate::queue::{RateLimitConfig, WorkQueue};
 use crate::plugin::candidate_of;
+use crate::queue::{RateLimitConfig, WorkQueue};
 use crate::resource::{Gvk, ObjectKey};
 use crate::supervisor::{PluginState, Supervisor};
 
@@ -151,8 +151,11 @@ impl PluginResources {
         leadership: Leadership,
         metrics: &Metrics,
     ) -> Arc<Self> {
-        let queue = WorkQueue::new(RateLimitConfig { base_delay: Duration::from_secs(1), max_delay: Duration::from_secs(30), ..Default::default() }, metrics.workqueue("kubewasm-plugins"))
-            .expect("a valid rate limit");
+        let queue = WorkQueue::new(
+            RateLimitConfig { base_delay: Duration::from_secs(1), max_delay: Duration::from_secs(30), ..Default::default() },
+            metrics.workqueue("kubewasm-plugins"),
+        )
+        .expect("a valid rate limit");
         Arc::new(PluginResources {
             namespace,
             dir,
@@ -300,7 +303,8 @@ impl PluginResources {
         let path = self.path(name);
         let write = |p: &Path, bytes: &[u8]| write_atomically(p, bytes).map_err(Failure::from);
         write(&path.with_extension("toml"), settings.as_bytes())?;
-        let module = std::fs::read(&pulled.path).map_err(|e| Failure { reason: "PullFailed", message: format!("{}: {e}", pulled.path.display()), retry: true })?;
+        let module =
+            std::fs::read(&pulled.path).map_err(|e| Failure { reason: "PullFailed", message: format!("{}: {e}", pulled.path.display()), retry: true })?;
         write(&path, &module)?;
         self.applied.lock().insert(name.into(), wanted);
         match self.supervisor.apply(&path, name).await {
@@ -331,7 +335,8 @@ impl PluginResources {
             return Ok(());
         }
         let path = candidate_of(&self.path(name));
-        let bytes = std::fs::read(&pulled.path).map_err(|e| Failure { reason: "PullFailed", message: format!("{}: {e}", pulled.path.display()), retry: true })?;
+        let bytes =
+            std::fs::read(&pulled.path).map_err(|e| Failure { reason: "PullFailed", message: format!("{}: {e}", pulled.path.display()), retry: true })?;
         write_atomically(&path, &bytes).map_err(Failure::from)?;
         match self.supervisor.apply(&path, name).await {
             Ok(_) => {
@@ -558,8 +563,7 @@ mod tests {
 
     #[test]
     fn settings_become_toml() {
-        let settings: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(r#"{"replicas": 2, "kubewasm": {"max-concurrency": 3}}"#).unwrap();
+        let settings: serde_json::Map<String, serde_json::Value> = serde_json::from_str(r#"{"replicas": 2, "kubewasm": {"max-concurrency": 3}}"#).unwrap();
         let toml = settings_toml(Some(&settings)).unwrap();
         let back: toml::Table = toml.parse().unwrap();
         assert_eq!(back["replicas"].as_integer(), Some(2));

@@ -110,11 +110,8 @@ fn in_module(dir: &Path) -> bool {
 /// `go version`'s answer (`go1.26.8`), checked against [`MIN_GO`].
 fn go_version(go: &OsString) -> Result<String, GoBuildError> {
     let go_name = go.to_string_lossy().into_owned();
-    let output = Command::new(go)
-        .args(["env", "GOVERSION"])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| GoBuildError::GoMissing { go: go_name.clone(), source })?;
+    let output =
+        Command::new(go).args(["env", "GOVERSION"]).stdin(Stdio::null()).output().map_err(|source| GoBuildError::GoMissing { go: go_name.clone(), source })?;
     let version = String::from_utf8_lossy(&output.stdout).trim().to_string();
     let numbers: Vec<u32> = version.trim_start_matches("go").split(['.', '-', ' ']).take(2).map_while(|n| n.parse().ok()).collect();
     match numbers.as_slice() {
@@ -208,12 +205,8 @@ mod tests {
     #[test]
     fn the_embedded_wit_is_the_whole_package() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
-        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".wit"))
-            .collect();
+        let mut on_disk: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".wit")).collect();
         on_disk.sort();
         let embedded: Vec<String> = WIT.iter().map(|(n, _)| n.to_string()).collect();
         assert_eq!(embedded, on_disk, "list every file of wit/ in gobuild::WIT");

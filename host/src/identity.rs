@@ -199,12 +199,8 @@ impl Identities {
         checks.dedup_by(|a, b| a.0 == b.0);
         let api: Api<SelfSubjectAccessReview> = Api::all(client);
         let timeout = self.timeout;
-        let answers: Vec<Option<(Check, String)>> = futures::stream::iter(checks)
-            .map(|item| review(api.clone(), item, timeout))
-            .buffer_unordered(8)
-            .try_collect()
-            .await
-            .map_err(|reason| {
+        let answers: Vec<Option<(Check, String)>> =
+            futures::stream::iter(checks).map(|item| review(api.clone(), item, timeout)).buffer_unordered(8).try_collect().await.map_err(|reason| {
                 if reason.contains("impersonate") {
                     AdmissionError::Impersonate { user: user.clone(), reason }
                 } else {
@@ -281,7 +277,14 @@ mod tests {
             why: "declared in its manifest".into(),
         };
         assert_eq!(rule.to_string(), r#"{apiGroups: ["apps"], resources: ["deployments"], verbs: ["create"]} in namespace team-a (declared in its manifest)"#);
-        let named = MissingRule { name: Some("edit".into()), namespace: None, group: "rbac.authorization.k8s.io".into(), resource: "clusterroles".into(), verb: Verb::Bind, why: "declared".into() };
+        let named = MissingRule {
+            name: Some("edit".into()),
+            namespace: None,
+            group: "rbac.authorization.k8s.io".into(),
+            resource: "clusterroles".into(),
+            verb: Verb::Bind,
+            why: "declared".into(),
+        };
         assert!(named.to_string().contains(r#"resourceNames: ["edit"]} cluster-wide"#), "{named}");
         assert_eq!(user_name("kubewasm", "sample"), "system:serviceaccount:kubewasm:kubewasm-plugin-sample");
         assert_eq!("host".parse::<IdentityMode>(), Ok(IdentityMode::Host));

@@ -222,10 +222,7 @@ impl LeaderElector {
         let now = MicroTime(Timestamp::now());
         let name = &self.config.lease_name;
         let Some(mut lease) = self.api.get_opt(name).await? else {
-            let lease = Lease {
-                metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-                spec: Some(self.spec(now.clone(), now, 0)),
-            };
+            let lease = Lease { metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() }, spec: Some(self.spec(now.clone(), now, 0)) };
             self.api.create(&PostParams::default(), &lease).await?;
             return Ok(());
         };

@@ -228,10 +228,7 @@ impl Manifest {
     /// Checks every field, returning the first problem found.
     pub fn validate(&self, policy: &LimitPolicy) -> Result<Limits, ManifestError> {
         if !is_dns_label(&self.name) {
-            return Err(invalid(
-                "name",
-                format!("{:?} must be a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters", self.name),
-            ));
+            return Err(invalid("name", format!("{:?} must be a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters", self.name)));
         }
         if self.version.trim().is_empty() || self.version.len() > 64 {
             return Err(invalid("version", "must be 1 to 64 characters"));
@@ -254,10 +251,7 @@ impl Manifest {
             validate_finalizer(finalizer)?;
         }
         if self.max_concurrency == 0 || self.max_concurrency > policy.max_concurrency {
-            return Err(invalid(
-                "max-concurrency",
-                format!("{} is outside 1..={} (the host's maximum)", self.max_concurrency, policy.max_concurrency),
-            ));
+            return Err(invalid("max-concurrency", format!("{} is outside 1..={} (the host's maximum)", self.max_concurrency, policy.max_concurrency)));
         }
         for (i, p) in self.permissions.iter().enumerate() {
             let field = format!("permissions[{i}]");
@@ -299,10 +293,7 @@ impl Manifest {
         }
         let memory_bytes = self.limits.memory_bytes.unwrap_or(policy.default_memory_bytes);
         if memory_bytes < (1 << 20) || memory_bytes > policy.max_memory_bytes {
-            return Err(invalid(
-                "limits.memory-bytes",
-                format!("{memory_bytes} is outside 1 MiB..={} bytes (the host's maximum)", policy.max_memory_bytes),
-            ));
+            return Err(invalid("limits.memory-bytes", format!("{memory_bytes} is outside 1 MiB..={} bytes (the host's maximum)", policy.max_memory_bytes)));
         }
         Ok(Limits { deadline, memory_bytes })
     }
@@ -453,9 +444,7 @@ fn validate_finalizer(finalizer: &str) -> Result<(), ManifestError> {
     let problem = match finalizer.split_once('/') {
         None => Some("must be qualified with a domain, such as \"example.com/cleanup\""),
         Some((domain, _)) if !is_dns_subdomain(domain) => Some("the part before '/' must be a DNS subdomain"),
-        Some((_, name)) if crate::selector::label_key(name).is_err() => {
-            Some("the part after '/' must be at most 63 letters, digits, '-', '_' or '.'")
-        }
+        Some((_, name)) if crate::selector::label_key(name).is_err() => Some("the part after '/' must be at most 63 letters, digits, '-', '_' or '.'"),
         _ => None,
     };
     match problem {
@@ -570,15 +559,14 @@ mod tests {
             (Box::new(|m| m.limits.deadline = Some(Duration::from_secs(3600))), "`limits.deadline-ms`"),
             (Box::new(|m| m.limits.memory_bytes = Some(1024)), "`limits.memory-bytes`"),
             (Box::new(|m| m.permissions[0].verbs.clear()), "`permissions[0].verbs`"),
-            (Box::new(|m| { m.permissions[1].namespaces.insert("NS!".into()); }), "`permissions[1].namespaces`"),
             (
                 Box::new(|m| {
-                    m.watches.push(Watch {
-                        resource: Gvk::new("", "v1", "ConfigMap"),
-                        mapping: Mapping::Label("bad key!".into()),
-                        selector: None,
-                    })
+                    m.permissions[1].namespaces.insert("NS!".into());
                 }),
+                "`permissions[1].namespaces`",
+            ),
+            (
+                Box::new(|m| m.watches.push(Watch { resource: Gvk::new("", "v1", "ConfigMap"), mapping: Mapping::Label("bad key!".into()), selector: None })),
                 "`watches[0].mapping`",
             ),
         ];
@@ -602,7 +590,12 @@ mod tests {
         assert!(m.validate(&policy).is_ok());
         for (mutate, field) in [
             (Box::new(|p: &mut Permission| p.subresource = Some("Not A Subresource".into())) as Box<dyn Fn(&mut Permission)>, ".subresource"),
-            (Box::new(|p: &mut Permission| { p.names.insert("a/b".into()); }), ".resource-names"),
+            (
+                Box::new(|p: &mut Permission| {
+                    p.names.insert("a/b".into());
+                }),
+                ".resource-names",
+            ),
         ] {
             let mut m = sample();
             mutate(&mut m.permissions[0]);
@@ -630,7 +623,13 @@ mod tests {
         assert!("*".parse::<Verb>().unwrap_err().contains("not an RBAC verb"));
         // A watch grant caches the resource and serves get and list from it.
         let node = Gvk::new("", "v1", "Node");
-        m.permissions.push(Permission { resource: node.clone(), subresource: None, verbs: [Verb::Watch].into(), namespaces: BTreeSet::new(), names: BTreeSet::new() });
+        m.permissions.push(Permission {
+            resource: node.clone(),
+            subresource: None,
+            verbs: [Verb::Watch].into(),
+            namespaces: BTreeSet::new(),
+            names: BTreeSet::new(),
+        });
         assert!(m.cached_resources().contains(&node));
         assert!(m.allows(Verb::Get, &node, None, None, Some("n1")));
         assert!(!m.reads_live(&node));

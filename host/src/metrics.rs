@@ -60,9 +60,8 @@ impl Metrics {
     /// The `controller_runtime_*` handles for one controller.
     pub fn controller(&self, name: &str) -> ControllerMetrics {
         let labels = OnlyController { controller: name.to_owned() };
-        let result = |result: &str| {
-            self.controller.reconcile_total.get_or_create_owned(&ResultLabels { controller: name.to_owned(), result: result.to_owned() })
-        };
+        let result =
+            |result: &str| self.controller.reconcile_total.get_or_create_owned(&ResultLabels { controller: name.to_owned(), result: result.to_owned() });
         let f = &self.controller;
         ControllerMetrics {
             success: result("success"),
@@ -126,10 +125,7 @@ impl Metrics {
     /// `kubewasm_shadow_reconciles_total` for one plugin and result (`same`, `differs`,
     /// `error`, `fault`, `skipped`).
     pub fn shadow(&self, plugin: &str, result: &str) -> Counter {
-        self.plugin.shadow.get_or_create_owned(&ReloadLabels {
-            plugin: plugin.to_owned(),
-            result: result.to_owned(),
-        })
+        self.plugin.shadow.get_or_create_owned(&ReloadLabels { plugin: plugin.to_owned(), result: result.to_owned() })
     }
 
     /// `kubewasm_plugin_memory_budget_bytes`: the host's plugin memory budget and what is
@@ -309,7 +305,10 @@ struct ResultLabels {
 
 /// controller-runtime's reconcile time buckets.
 fn reconcile_histogram() -> Histogram {
-    Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0])
+    Histogram::new([
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0,
+        6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
+    ])
 }
 
 /// The `controller_runtime_*` families, named and labelled as controller-runtime's.
@@ -458,12 +457,7 @@ impl PluginFamilies {
             "Plugin calls stopped by the host, by kind: trap, deadline, memory, oversized, instantiate",
             families.faults.clone(),
         );
-        registry.register_with_unit(
-            "kubewasm_plugin_memory",
-            "Linear memory held by the plugin's live instances",
-            Unit::Bytes,
-            families.memory_bytes.clone(),
-        );
+        registry.register_with_unit("kubewasm_plugin_memory", "Linear memory held by the plugin's live instances", Unit::Bytes, families.memory_bytes.clone());
         registry.register(
             "kubewasm_plugin_memory_limit_hits",
             "Memory growths refused because they would pass the plugin's memory limit",
@@ -475,11 +469,7 @@ impl PluginFamilies {
             families.forbidden_calls.clone(),
         );
         registry.register("kubewasm_plugin_instances", "Live instances of the plugin", families.instances.clone());
-        registry.register(
-            "kubewasm_plugin_reloads",
-            "Plugin loads, reloads, rejected versions and unloads, by result",
-            families.reloads.clone(),
-        );
+        registry.register("kubewasm_plugin_reloads", "Plugin loads, reloads, rejected versions and unloads, by result", families.reloads.clone());
         registry.register(
             "kubewasm_plugin_log_records_dropped",
             "Log records (and stdout/stderr lines) dropped because the plugin was over its log budget",

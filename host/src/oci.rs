@@ -44,7 +44,9 @@ pub enum OciError {
         #[source]
         source: OciDistributionError,
     },
-    #[error("{reference} is not a Wasm artifact: {found}, expected a config of type {CONFIG_MEDIA_TYPE} and one layer of type {LAYER_MEDIA_TYPE} (push it with `kubewasm push`)")]
+    #[error(
+        "{reference} is not a Wasm artifact: {found}, expected a config of type {CONFIG_MEDIA_TYPE} and one layer of type {LAYER_MEDIA_TYPE} (push it with `kubewasm push`)"
+    )]
     MediaType { reference: String, found: String },
     #[error("{reference}: the module is {size} bytes, more than the {MAX_MODULE_BYTES} a plugin may have")]
     TooLarge { reference: String, size: i64 },
@@ -77,7 +79,14 @@ impl OciError {
             OciDistributionError::ImageManifestNotFoundError(_) => "NotFound",
             OciDistributionError::ServerError { code: 404, .. } => "NotFound",
             OciDistributionError::RegistryError { envelope, .. }
-                if envelope.errors.iter().any(|e| matches!(e.code, oci_client::errors::OciErrorCode::ManifestUnknown | oci_client::errors::OciErrorCode::NameUnknown | oci_client::errors::OciErrorCode::BlobUnknown)) =>
+                if envelope.errors.iter().any(|e| {
+                    matches!(
+                        e.code,
+                        oci_client::errors::OciErrorCode::ManifestUnknown
+                            | oci_client::errors::OciErrorCode::NameUnknown
+                            | oci_client::errors::OciErrorCode::BlobUnknown
+                    )
+                }) =>
             {
                 "NotFound"
             }
@@ -87,7 +96,9 @@ impl OciError {
         match self {
             OciError::Reference { .. } => "BadReference",
             OciError::Credentials { .. } => "Unauthorized",
-            OciError::Resolve { source, .. } | OciError::PullManifest { source, .. } | OciError::PullLayer { source, .. } | OciError::Push { source, .. } => transport(source),
+            OciError::Resolve { source, .. } | OciError::PullManifest { source, .. } | OciError::PullLayer { source, .. } | OciError::Push { source, .. } => {
+                transport(source)
+            }
             OciError::MediaType { .. } => "WrongMediaType",
             OciError::TooLarge { .. } => "TooLarge",
             OciError::Cache { .. } => "PullFailed",
@@ -221,10 +232,8 @@ impl Registries {
         let pinned = reference.clone_with_digest(manifest_digest.clone());
         let client = self.client_for(reference);
         let auth = Self::auth(reference)?;
-        let (manifest, digest) = client
-            .pull_manifest(&pinned, &auth)
-            .await
-            .map_err(|source| OciError::PullManifest { reference: reference.whole(), source })?;
+        let (manifest, digest) =
+            client.pull_manifest(&pinned, &auth).await.map_err(|source| OciError::PullManifest { reference: reference.whole(), source })?;
         let media = |found: String| OciError::MediaType { reference: reference.whole(), found };
         let OciManifest::Image(manifest) = manifest else {
             return Err(media("an image index".into()));
@@ -243,10 +252,7 @@ impl Registries {
         }
         let mut module = Vec::with_capacity(layer.size.max(0) as usize);
         // Checks the bytes against the layer's digest as they arrive.
-        client
-            .pull_blob(&pinned, layer, &mut module)
-            .await
-            .map_err(|source| OciError::PullLayer { reference: reference.whole(), source })?;
+        client.pull_blob(&pinned, layer, &mut module).await.map_err(|source| OciError::PullLayer { reference: reference.whole(), source })?;
         self.store(&digest, &layer.digest, &module)
     }
 

@@ -51,14 +51,7 @@ impl Grants {
     /// Grants `verbs` on `resource` (plural, maybe with a subresource) of `group` in `namespace`,
     /// limited to `names` (empty for all).
     fn add(&mut self, namespace: Option<&str>, group: &str, resource: String, names: Vec<String>, verbs: impl IntoIterator<Item = &'static str>) {
-        self.0
-            .entry(namespace.map(Into::into))
-            .or_default()
-            .entry((group.to_string(), resource))
-            .or_default()
-            .entry(names)
-            .or_default()
-            .extend(verbs);
+        self.0.entry(namespace.map(Into::into)).or_default().entry((group.to_string(), resource)).or_default().entry(names).or_default().extend(verbs);
     }
 
     /// Adds a manifest rule in every namespace it covers.
@@ -167,12 +160,8 @@ fn subject(grantee: &Grantee) -> Subject {
 
 /// Roles and bindings named `name` that grant `grants` to `grantee`, as YAML documents.
 fn documents(grants: &Grants, grantee: &Grantee, name: &str, labels: &BTreeMap<String, String>) -> Vec<String> {
-    let meta = |namespace: Option<&String>| ObjectMeta {
-        name: Some(name.into()),
-        namespace: namespace.cloned(),
-        labels: Some(labels.clone()),
-        ..Default::default()
-    };
+    let meta =
+        |namespace: Option<&String>| ObjectMeta { name: Some(name.into()), namespace: namespace.cloned(), labels: Some(labels.clone()), ..Default::default() };
     let role_ref = |kind: &str| RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: kind.into(), name: name.into() };
     let mut documents = Vec::new();
     for (namespace, by_resource) in &grants.0 {
@@ -202,10 +191,8 @@ pub fn render_plugin(manifest: &Manifest, host: &HostNeeds) -> String {
     let account = service_account(&manifest.name);
     // Qualified by the identity namespace: two hosts in one cluster may run plugins of one name.
     let role = role_name(namespace, &manifest.name);
-    let labels = BTreeMap::from([
-        ("app.kubernetes.io/managed-by".to_string(), "kubewasm".to_string()),
-        ("kubewasm.io/plugin".to_string(), manifest.name.clone()),
-    ]);
+    let labels =
+        BTreeMap::from([("app.kubernetes.io/managed-by".to_string(), "kubewasm".to_string()), ("kubewasm.io/plugin".to_string(), manifest.name.clone())]);
     let sa = ServiceAccount {
         metadata: ObjectMeta { name: Some(account.clone()), namespace: Some(namespace.clone()), labels: Some(labels.clone()), ..Default::default() },
         ..Default::default()
@@ -239,7 +226,12 @@ pub fn host_object_overlaps(manifests: &[Manifest], host: &HostNeeds) -> Vec<Str
     let mut warnings = Vec::new();
     for m in manifests {
         for p in &m.permissions {
-            let writes: Vec<&str> = p.verbs.iter().filter(|v| matches!(v, Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection)).map(|v| v.as_str()).collect();
+            let writes: Vec<&str> = p
+                .verbs
+                .iter()
+                .filter(|v| matches!(v, Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection))
+                .map(|v| v.as_str())
+                .collect();
             for (kind, ns, name) in own.iter().flatten() {
                 let covers = p.resource.group == kind.group
                     && p.resource.kind == kind.kind

@@ -52,7 +52,8 @@ pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Clie
     for resource in manifest.cached_resources() {
         let resolved = discovery.resolve(resource).await?;
         cache.add_resource(resource.clone(), resolved.scope);
-        let list = Api::<RawObject>::all_with(client.clone(), &resolved.api).list(&ListParams::default()).await.map_err(|e| RecordError::List(resource.clone(), e))?;
+        let list =
+            Api::<RawObject>::all_with(client.clone(), &resolved.api).list(&ListParams::default()).await.map_err(|e| RecordError::List(resource.clone(), e))?;
         for object in list.items {
             let mut json: Value = serde_json::from_str(object.json()).map_err(|e| RecordError::Object(resource.clone(), e.to_string()))?;
             // List items of built-in kinds come without their type.

@@ -21,11 +21,7 @@ impl Gvk {
 
     /// `apiVersion` as objects carry it: "v1" for the core group, "apps/v1" otherwise.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 
     /// Parses `apiVersion` + `kind` as found in an object or an owner reference.
@@ -70,11 +66,7 @@ pub fn uid_of(json: &str) -> Option<String> {
 impl fmt::Display for Gvk {
     /// kubectl's spelling: `Deployment.v1.apps`, `ConfigMap.v1`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.group.is_empty() {
-            write!(f, "{}.{}", self.kind, self.version)
-        } else {
-            write!(f, "{}.{}.{}", self.kind, self.version, self.group)
-        }
+        if self.group.is_empty() { write!(f, "{}.{}", self.kind, self.version) } else { write!(f, "{}.{}.{}", self.kind, self.version, self.group) }
     }
 }
 

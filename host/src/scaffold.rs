@@ -143,11 +143,15 @@ pub const SDK_ENV: &str = "KUBEWASM_SDK_DIR";
 pub enum ScaffoldError {
     #[error("unknown language {0:?}: use rust, python, js or go")]
     Lang(String),
-    #[error("{0:?} is not a valid plugin name: use a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit)")]
+    #[error(
+        "{0:?} is not a valid plugin name: use a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit)"
+    )]
     Name(String),
     #[error("{} already exists and is not empty: choose another --dir, or remove it", .0.display())]
     NotEmpty(PathBuf),
-    #[error("no kubewasm SDKs found (the checkout kubewasm was built from is gone): pass --sdk DIR (the plugins/ directory of a kubewasm checkout) or set ${SDK_ENV}")]
+    #[error(
+        "no kubewasm SDKs found (the checkout kubewasm was built from is gone): pass --sdk DIR (the plugins/ directory of a kubewasm checkout) or set ${SDK_ENV}"
+    )]
     NoSdk,
     #[error("{}: no {lang} SDK there (expected {}); --sdk takes the plugins/ directory of a kubewasm checkout", .dir.display(), .expected.display())]
     SdkMissing { dir: PathBuf, lang: Lang, expected: PathBuf },
@@ -206,10 +210,62 @@ fn package_name(name: &str) -> String {
 /// when it would be a keyword or shadow a built-in crate.
 fn crate_name(name: &str) -> String {
     const TAKEN: &[&str] = &[
-        "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern", "false", "fn", "for", "gen", "if",
-        "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self", "static", "struct", "super", "trait",
-        "true", "try", "type", "unsafe", "use", "where", "while", "abstract", "become", "box", "do", "final", "macro", "override", "priv",
-        "typeof", "unsized", "virtual", "yield", "std", "core", "alloc", "proc_macro", "test",
+        "as",
+        "async",
+        "await",
+        "break",
+        "const",
+        "continue",
+        "crate",
+        "dyn",
+        "else",
+        "enum",
+        "extern",
+        "false",
+        "fn",
+        "for",
+        "gen",
+        "if",
+        "impl",
+        "in",
+        "let",
+        "loop",
+        "match",
+        "mod",
+        "move",
+        "mut",
+        "pub",
+        "ref",
+        "return",
+        "self",
+        "static",
+        "struct",
+        "super",
+        "trait",
+        "true",
+        "try",
+        "type",
+        "unsafe",
+        "use",
+        "where",
+        "while",
+        "abstract",
+        "become",
+        "box",
+        "do",
+        "final",
+        "macro",
+        "override",
+        "priv",
+        "typeof",
+        "unsized",
+        "virtual",
+        "yield",
+        "std",
+        "core",
+        "alloc",
+        "proc_macro",
+        "test",
     ];
     let name = package_name(name).replace('-', "_");
     if TAKEN.contains(&name.as_str()) { format!("plugin_{name}") } else { name }
@@ -306,10 +362,7 @@ pub fn summary(options: &Options, created: &Created) -> String {
     let dir = created.dir.display();
     let sdk = created.sdk.display();
     let steps = match options.lang {
-        Lang::Rust => format!(
-            "cd {dir}\n  cargo build --release --target wasm32-wasip2\n  cp target/{} {name}.wasm",
-            artifact(Lang::Rust, name).display()
-        ),
+        Lang::Rust => format!("cd {dir}\n  cargo build --release --target wasm32-wasip2\n  cp target/{} {name}.wasm", artifact(Lang::Rust, name).display()),
         Lang::Python => format!("cd {dir}\n  pip install -r requirements.txt\n  kubewasm-py build app.py -o {name}.wasm"),
         Lang::Js => format!("cd {dir}\n  npm install --prefix {sdk}\n  npm install\n  npm run build"),
         Lang::Go => format!("cd {dir}\n  go test ./...\n  kubewasm build --lang go . -o {name}.wasm"),

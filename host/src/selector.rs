@@ -113,14 +113,8 @@ fn parse_requirement(req: &str) -> Result<Expression, String> {
         return Err(format!("expected '=', '!=', 'in' or 'notin' after {key:?}"));
     };
     let set = set.trim();
-    let inner = set
-        .strip_prefix('(')
-        .and_then(|s| s.strip_suffix(')'))
-        .ok_or_else(|| format!("the values of {key:?} must be in parentheses"))?;
-    let values = inner
-        .split(',')
-        .map(|v| label_value(v.trim()))
-        .collect::<Result<BTreeSet<_>, _>>()?;
+    let inner = set.strip_prefix('(').and_then(|s| s.strip_suffix(')')).ok_or_else(|| format!("the values of {key:?} must be in parentheses"))?;
+    let values = inner.split(',').map(|v| label_value(v.trim())).collect::<Result<BTreeSet<_>, _>>()?;
     Ok(if negated { Expression::NotIn(key, values) } else { Expression::In(key, values) })
 }
 
@@ -137,28 +131,18 @@ pub fn label_key(key: &str) -> Result<String, String> {
         return Err(format!("label key prefix {prefix:?} is not a DNS subdomain"));
     }
     if !is_label_name(name) {
-        return Err(format!(
-            "label key {key:?} must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
-        ));
+        return Err(format!("label key {key:?} must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"));
     }
     Ok(key.to_string())
 }
 
 fn label_value(value: &str) -> Result<String, String> {
-    if value.is_empty() || is_label_name(value) {
-        Ok(value.to_string())
-    } else {
-        Err(format!("label value {value:?} is not valid"))
-    }
+    if value.is_empty() || is_label_name(value) { Ok(value.to_string()) } else { Err(format!("label value {value:?} is not valid")) }
 }
 
 fn is_label_name(s: &str) -> bool {
     let alnum = |c: char| c.is_ascii_alphanumeric();
-    !s.is_empty()
-        && s.len() <= 63
-        && s.starts_with(alnum)
-        && s.ends_with(alnum)
-        && s.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
+    !s.is_empty() && s.len() <= 63 && s.starts_with(alnum) && s.ends_with(alnum) && s.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
 }
 
 #[cfg(test)]
@@ -178,9 +162,7 @@ mod tests {
 
     #[test]
     fn parses_every_operator_and_matches() {
-        let s: LabelSelector = "app=web, tier!=db,env in (prod, staging),zone notin (x),team,!legacy"
-            .parse()
-            .unwrap();
+        let s: LabelSelector = "app=web, tier!=db,env in (prod, staging),zone notin (x),team,!legacy".parse().unwrap();
         let good = labels(&[("app", "web"), ("tier", "fe"), ("env", "prod"), ("zone", "y"), ("team", "a")]);
         assert!(s.matches_map(&good));
         let mut bad = good.clone();

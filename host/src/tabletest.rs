@@ -105,10 +105,8 @@ pub struct Outcome {
 /// The case files (`*.yaml`, `*.yml`) of a directory, sorted.
 pub fn case_files(dir: &Path) -> Result<Vec<PathBuf>, CaseError> {
     let entries = std::fs::read_dir(dir).map_err(|source| CaseError::Read { path: dir.into(), source })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .collect();
+    let mut files: Vec<PathBuf> =
+        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml")).collect();
     files.sort();
     Ok(files)
 }
@@ -119,7 +117,10 @@ pub fn read_case(path: &Path) -> Result<Case, CaseError> {
     let targets = usize::from(case.reconcile.is_some()) + usize::from(case.finalize.is_some()) + usize::from(case.map.is_some());
     if case.expect.refused.is_some() {
         if case.settings.is_none() || targets != 0 {
-            return Err(CaseError::Invalid { path: path.into(), message: "a case expecting `refused` gives `settings` and no `reconcile`, `finalize` or `map`".into() });
+            return Err(CaseError::Invalid {
+                path: path.into(),
+                message: "a case expecting `refused` gives `settings` and no `reconcile`, `finalize` or `map`".into(),
+            });
         }
     } else if targets != 1 {
         return Err(CaseError::Invalid { path: path.into(), message: "give exactly one of `reconcile`, `finalize` or `map`".into() });

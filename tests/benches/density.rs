@@ -161,7 +161,6 @@ async fn wait_watches_steady(client: &kube::Client) {
     }
 }
 
-
 /// Instances idle this long are released (the default is 60 s): after the settle, so that the
 /// main measurement sees live instances, and soon enough for the idle one.
 const IDLE_INSTANCES: &str = "--idle-instances=12s";
@@ -229,7 +228,8 @@ fn spawn_peer(bin: &Path, cp: &ControlPlane, ns: &str, controllers: &str, log: &
 /// and waits until every one is ready.
 async fn start_peers(bin: &Path, cp: &ControlPlane, ns: &str, groups: &[String]) -> Running {
     let logs = tempfile::Builder::new().prefix("kubewasm-density-").tempdir().unwrap();
-    let mut peers: Vec<Peer> = groups.iter().enumerate().map(|(i, controllers)| spawn_peer(bin, cp, ns, controllers, &logs.path().join(format!("peer-{i}.log")))).collect();
+    let mut peers: Vec<Peer> =
+        groups.iter().enumerate().map(|(i, controllers)| spawn_peer(bin, cp, ns, controllers, &logs.path().join(format!("peer-{i}.log")))).collect();
     let deadline = Instant::now() + TIMEOUT;
     for (peer, controllers) in peers.iter_mut().zip(groups) {
         while status_code(peer.health, "/readyz").await != Some(200) {
@@ -330,7 +330,8 @@ async fn run(cp: &ControlPlane, peer: &Path, variant: Variant, n: usize) -> Meas
         assert!(Instant::now() < deadline, "after the run: namespace {namespace} still there: {present}; watches open {open}, before the run {}", before.1);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let measured = Measured { processes: pids.len(), ready, converged, pss, configmap_watches: after.0 - before.0, watches: after.1 - before.1, idle_pss, warm_ready };
+    let measured =
+        Measured { processes: pids.len(), ready, converged, pss, configmap_watches: after.0 - before.0, watches: after.1 - before.1, idle_pss, warm_ready };
     eprintln!("N={n} {}: {measured:?}", variant.name());
     measured
 }

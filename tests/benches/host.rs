@@ -26,7 +26,6 @@ use kubewasm_tests::{ControlPlane, TestNamespace, guests, process, prom};
 
 const LABEL: &str = "e2e.kubewasm.io/primary";
 
-
 fn rss_bytes(pid: u32) -> u64 {
     process::rss_bytes(pid).expect("the host runs")
 }
@@ -66,7 +65,8 @@ async fn create_configmaps(ns: &TestNamespace, count: usize, bytes: usize) -> us
     });
     use futures::StreamExt;
     tasks.buffer_unordered(16).collect::<Vec<()>>().await;
-    let raw = ns.client().request_text(http::Request::get(format!("/api/v1/namespaces/{}/configmaps/cm-000000", ns.name())).body(Vec::new()).unwrap()).await.unwrap();
+    let raw =
+        ns.client().request_text(http::Request::get(format!("/api/v1/namespaces/{}/configmaps/cm-000000", ns.name())).body(Vec::new()).unwrap()).await.unwrap();
     raw.len()
 }
 
@@ -135,8 +135,11 @@ async fn idle_cost(cp: &ControlPlane, plugins: &[BenchPlugin]) {
     let baseline = pss_settled(&host).await;
     host.stop().await.unwrap();
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    println!("
-one plugin's cost to the host (PSS; host without plugins: {:.1} MiB), instances released after 2 s idle", mib(baseline));
+    println!(
+        "
+one plugin's cost to the host (PSS; host without plugins: {:.1} MiB), instances released after 2 s idle",
+        mib(baseline)
+    );
     println!("  {:<8} {:>18} {:>20} {:>14} {:>32}", "", "one live instance", "released (idle)", "the instance", "reconcile after the release");
     for BenchPlugin { language, name, wasm, settings, label } in plugins {
         let ns = cp.namespace("bench-idle").await.unwrap();
@@ -286,10 +289,16 @@ async fn identity_cost(cp: &ControlPlane) {
         let settings = E2eSettings::new("writer").max_concurrency(4);
         dir.install("writer", &std::fs::read(e2e_guest()).unwrap(), Some(&format!("{}[kubewasm]\nqps = 100000\nburst = 100000\n", settings.to_toml())));
         let status = "kubewasm-plugins";
-        let mut config = HostConfig::new("identity", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).status_configmap(ns.name(), status).log_filter("warn");
+        let mut config =
+            HostConfig::new("identity", dir.path(), cp.kubeconfig_path()).namespace(ns.name()).status_configmap(ns.name(), status).log_filter("warn");
         if identity == "serviceaccount" {
             let rbac = Command::new(std::env::var_os("KUBEWASM_BIN").unwrap())
-                .args(["rbac", &format!("--plugins={}", dir.path().display()), &format!("--identity-namespace={}", ns.name()), &format!("--namespace={}", ns.name())])
+                .args([
+                    "rbac",
+                    &format!("--plugins={}", dir.path().display()),
+                    &format!("--identity-namespace={}", ns.name()),
+                    &format!("--namespace={}", ns.name()),
+                ])
                 .arg(format!("--status-configmap={}/{status}", ns.name()))
                 .output()
                 .expect("kubewasm rbac runs");

@@ -281,12 +281,8 @@ async fn main() {
             let cache = fixture(with_deployment);
             let recorder = Arc::new(Recorder::default());
             let wasm = runner(&runtime, plugin, &cache, &recorder, PluginMetrics::default());
-            let (native_time, time) = side_by_side(
-                2 * budget,
-                async || native_reconcile(&object, &native).unwrap(),
-                async || reconcile(&wasm, &recorder, &object).await,
-            )
-            .await;
+            let (native_time, time) =
+                side_by_side(2 * budget, async || native_reconcile(&object, &native).unwrap(), async || reconcile(&wasm, &recorder, &object).await).await;
             let ratio = time.as_secs_f64() / native_time.as_secs_f64();
             let rust = *rust_ratio.get_or_insert(ratio);
             println!("{lang:<8} {:>12} {:>12} {:>9.1}x {:>9.1}x", micros(time), micros(native_time), ratio, ratio / rust);

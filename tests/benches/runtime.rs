@@ -69,10 +69,7 @@ fn runner(runtime: &Runtime, plugin: &LoadedPlugin, recorder: &Arc<Recorder>) ->
 }
 
 async fn wasm_reconcile(runner: &PluginRunner, recorder: &Recorder, object: &Arc<str>) {
-    runner
-        .reconcile(Request { key: ObjectKey::new(Some("bench"), "primary"), object: object.clone(), retries: 0 })
-        .await
-        .expect("the bench plugin reconciles");
+    runner.reconcile(Request { key: ObjectKey::new(Some("bench"), "primary"), object: object.clone(), retries: 0 }).await.expect("the bench plugin reconciles");
     if recorder.write_count() > 10_000 {
         recorder.clear();
     }
@@ -107,12 +104,9 @@ async fn main() {
         let native = NativeHost { cache: fixture(), recorded: Mutex::default() };
         let recorder = Arc::new(Recorder::default());
         let wasm = runner(&runtime, &plugin, &recorder);
-        let (native_time, wasm_time) = side_by_side(
-            2 * budget,
-            async || bench_logic::reconcile(&object, &native).unwrap(),
-            async || wasm_reconcile(&wasm, &recorder, &object).await,
-        )
-        .await;
+        let (native_time, wasm_time) =
+            side_by_side(2 * budget, async || bench_logic::reconcile(&object, &native).unwrap(), async || wasm_reconcile(&wasm, &recorder, &object).await)
+                .await;
         let ratio = wasm_time.as_secs_f64() / native_time.as_secs_f64();
         println!("{:<10} {:>12} {:>12} {:>7.2}x", format!("{} KiB", object.len() / 1024), micros(native_time), micros(wasm_time), ratio);
     }

@@ -137,9 +137,17 @@ async fn soak(total: Duration) {
     let want = as_inputs(&counts);
     let last = format!("v{version:02}");
     let converged = wait_outputs_within(&cms, "soak", &want, Want { variant: Some(&last), ..Want::default() }, Duration::from_secs(180)).await;
-    println!("\nsoak: {:.1} min, {writes} changes over {KEYS} keys ({failed_writes} refused while the API server was down), {} reloads, {kills} leader kills, control plane restarted: {restarted}", churned.as_secs_f64() / 60.0, version - 1);
+    println!(
+        "\nsoak: {:.1} min, {writes} changes over {KEYS} keys ({failed_writes} refused while the API server was down), {} reloads, {kills} leader kills, control plane restarted: {restarted}",
+        churned.as_secs_f64() / 60.0,
+        version - 1
+    );
     match &converged {
-        Ok(()) => println!("final state: every key's output shows its last input ({}..{} changes per key) and version {last}: exact", counts.values().min().unwrap(), counts.values().max().unwrap()),
+        Ok(()) => println!(
+            "final state: every key's output shows its last input ({}..{} changes per key) and version {last}: exact",
+            counts.values().min().unwrap(),
+            counts.values().max().unwrap()
+        ),
         Err(e) => println!("final state: WRONG: {e}"),
     }
     let mut flat = true;

@@ -195,7 +195,12 @@ async fn the_charts_rbac_is_enough_for_the_host_to_serve_a_plugin() -> Result<()
 
     // The Deployment's arguments, but for those the harness sets: its own ports and cache, and
     // the plugin source and identity namespace (the same: checked).
-    let args: Vec<String> = deployment["spec"]["template"]["spec"]["containers"][0]["args"].as_array().context("args")?.iter().filter_map(|a| a.as_str().map(String::from)).collect();
+    let args: Vec<String> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .context("args")?
+        .iter()
+        .filter_map(|a| a.as_str().map(String::from))
+        .collect();
     let own = [format!("--identity-namespace={}", ns.name()), "--plugin-source=resources".into()];
     ensure!(own.iter().all(|a| args.contains(a)), "{args:?}");
     let harness = ["run", "--metrics-addr=", "--health-addr=", "--cache-dir="];

@@ -511,11 +511,7 @@ fn record_writes(client: Client, ns: &str, plugin: &str) -> (Arc<Mutex<Vec<Write
                 continue;
             }
             let data = cm.data.clone().unwrap_or_default();
-            sink.lock().unwrap().push(Write {
-                at: Instant::now(),
-                object: cm.name_any(),
-                host: data.get("host").cloned().unwrap_or_default(),
-            });
+            sink.lock().unwrap().push(Write { at: Instant::now(), object: cm.name_any(), host: data.get("host").cloned().unwrap_or_default() });
         }
     });
     (log, task)
@@ -582,10 +578,7 @@ async fn the_standby_takes_over_when_the_leader_dies() -> Result<()> {
         let took = writes[first_h2].at.duration_since(killed);
         // The standby must wait a whole lease duration after the last renewal it saw (at most a
         // retry period, 2 s, before the kill), and should not need much more.
-        ensure!(
-            took >= LEASE - Duration::from_secs(3),
-            "the standby wrote {took:?} after the leader died: before its lease could have expired"
-        );
+        ensure!(took >= LEASE - Duration::from_secs(3), "the standby wrote {took:?} after the leader died: before its lease could have expired");
         ensure!(took <= LEASE + Duration::from_secs(8), "the standby took {took:?} to take over (lease {LEASE:?})");
         ensure!(writes[first_h2..].iter().all(|w| w.host == "h2"), "the old leader wrote after the new one: {}", list(&writes[first_h2..]));
         ensure!(writes[..first_h2].iter().all(|w| w.host == "h1"), "writes before the takeover: {}", list(&writes[..first_h2]));
@@ -731,7 +724,8 @@ async fn a_removed_plugins_leftover_finalizers_are_reported_and_released() -> Re
     wait_outputs(&cms, "keeper", &inputs(&names, "1"), Want::default()).await?;
     let carrying = |cm: &ConfigMap| cm.finalizers().iter().any(|f| f == FINALIZER);
     eventually("every primary to carry the finalizer", CONVERGE, || async {
-        let without: Vec<String> = cms.list(&ListParams::default().labels(PRIMARY)).await?.items.iter().filter(|cm| !carrying(cm)).map(|cm| cm.name_any()).collect();
+        let without: Vec<String> =
+            cms.list(&ListParams::default().labels(PRIMARY)).await?.items.iter().filter(|cm| !carrying(cm)).map(|cm| cm.name_any()).collect();
         if without.is_empty() { Ok(()) } else { Err(anyhow!("without: {without:?}")) }
     })
     .await?;
@@ -761,7 +755,14 @@ async fn a_removed_plugins_leftover_finalizers_are_reported_and_released() -> Re
     let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     ensure!(output.status.success(), "kubewasm finalizers release failed: {said}");
     eventually("the deleted object to go and the others to be free", CONVERGE, || async {
-        let left: Vec<String> = cms.list(&ListParams::default().labels(PRIMARY)).await?.items.iter().filter(|cm| carrying(cm) || cm.name_any() == "l0").map(|cm| cm.name_any()).collect();
+        let left: Vec<String> = cms
+            .list(&ListParams::default().labels(PRIMARY))
+            .await?
+            .items
+            .iter()
+            .filter(|cm| carrying(cm) || cm.name_any() == "l0")
+            .map(|cm| cm.name_any())
+            .collect();
         if left.is_empty() { Ok(()) } else { Err(anyhow!("still held or present: {left:?}")) }
     })
     .await?;
@@ -804,7 +805,8 @@ async fn a_watched_object_that_map_related_keeps_faulting_on_is_set_aside_until_
     ensure!(host.metric("kubewasm_plugin_faults_total", &traps).await? == faults, "not retried once set aside");
 
     // Changed (no longer asking to trap): mapped again, and `a` reconciled because of it.
-    let reconciles = |log: &str| log.lines().filter(|l| l.contains(&format!("key={}/a ", ns.name())) && l.contains("mapped") && l.contains("reconciled a ")).count();
+    let reconciles =
+        |log: &str| log.lines().filter(|l| l.contains(&format!("key={}/a ", ns.name())) && l.contains("mapped") && l.contains("reconciled a ")).count();
     let before = reconciles(&host.log_text());
     cms.patch("poison", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {TRAP: null}}}))).await?;
     eventually("a mapped reconcile of a", CONVERGE, || async {

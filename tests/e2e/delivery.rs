@@ -208,7 +208,8 @@ async fn a_plugin_candidate_runs_in_the_shadow_until_its_owner_promotes_it() -> 
     })
     .await?;
     ensure!(candidate["digest"] == v02.as_str() && candidate["agreed"] == false && candidate["module"] == candidate_ref.as_str(), "{candidate}");
-    let status_args = ["rollout", "status", "shad", "--status-configmap", &format!("{}/{STATUS}", ns.name()), "--kubeconfig", &cp.kubeconfig_path().display().to_string()];
+    let status_args =
+        ["rollout", "status", "shad", "--status-configmap", &format!("{}/{STATUS}", ns.name()), "--kubeconfig", &cp.kubeconfig_path().display().to_string()];
     // The status ConfigMap is rewritten within 5 s of a change.
     eventually("rollout status to show the diff", CONVERGE, || async {
         let out = tokio::process::Command::new(kubewasm_binary()?).args(status_args).output().await?;

@@ -282,9 +282,12 @@ async fn sample_run(cp: &ControlPlane, ar: &ApiResource, lang: &str, wasm: &Path
     let mut foo_snapshot = Vec::new();
     for object in foos.list(&ListParams::default()).await?.items {
         let value = normalize(serde_json::to_value(&object)?);
-        foo_snapshot.push(json!({"name": value["metadata"]["name"], "generation": value["metadata"]["generation"], "spec": value["spec"], "status": value.get("status")}));
+        foo_snapshot.push(
+            json!({"name": value["metadata"]["name"], "generation": value["metadata"]["generation"], "spec": value["spec"], "status": value.get("status")}),
+        );
     }
-    let deployment_snapshot: Vec<Value> = deployments.list(&ListParams::default()).await?.items.iter().map(|d| Ok(normalize(serde_json::to_value(d)?))).collect::<Result<_>>()?;
+    let deployment_snapshot: Vec<Value> =
+        deployments.list(&ListParams::default()).await?.items.iter().map(|d| Ok(normalize(serde_json::to_value(d)?))).collect::<Result<_>>()?;
     host.stop().await?;
     Ok(json!({"foos": foo_snapshot, "deployments": deployment_snapshot, "events": events}))
 }
@@ -348,7 +351,8 @@ struct NodeState {
 impl NodeState {
     fn of(node: &Node) -> NodeState {
         let annotations = node.metadata.annotations.clone().unwrap_or_default();
-        let ready = node.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready")).is_some_and(|c| c.status == "True");
+        let ready =
+            node.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready")).is_some_and(|c| c.status == "True");
         NodeState { needed: annotations.contains_key(REBOOT_NEEDED), now: annotations.contains_key(REBOOT_NOW), ready }
     }
     fn unavailable(self) -> bool {
@@ -472,7 +476,11 @@ async fn reboot_round(cp: &ControlPlane, lang: &str, wasm: &Path) -> Result<(Val
         }
         let log = log.lock().unwrap();
         let back = log.nodes.values().all(|s| !s.needed && !s.now && s.ready);
-        if back && log.rebooted.len() == NODES { Ok(Ok(())) } else { Err(anyhow!("granted {:?}, rebooted {:?}, nodes {:?}", log.granted, log.rebooted, log.nodes)) }
+        if back && log.rebooted.len() == NODES {
+            Ok(Ok(()))
+        } else {
+            Err(anyhow!("granted {:?}, rebooted {:?}, nodes {:?}", log.granted, log.rebooted, log.nodes))
+        }
     })
     .await;
     agent.abort();
@@ -508,7 +516,9 @@ impl Drop for NodeCleanup {
             let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
             rt.block_on(async {
                 let nodes: Api<Node> = Api::all(client);
-                let _ = tokio::time::timeout(Duration::from_secs(10), nodes.delete_collection(&DeleteParams::default(), &ListParams::default().labels(&selector))).await;
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(10), nodes.delete_collection(&DeleteParams::default(), &ListParams::default().labels(&selector)))
+                        .await;
             });
         })
         .join();
@@ -534,7 +544,10 @@ async fn reboot_coordinator_keeps_max_unavailable_in_every_language() -> Result<
             problems.push(format!("{lang}: {} Nodes were unavailable at once (maxUnavailable {MAX_UNAVAILABLE}): {}", log.peak, log.peak_at));
         }
         if log.peak < MAX_UNAVAILABLE {
-            problems.push(format!("{lang}: never more than {} Node unavailable at once: maxUnavailable = {MAX_UNAVAILABLE} from the settings file was not used", log.peak));
+            problems.push(format!(
+                "{lang}: never more than {} Node unavailable at once: maxUnavailable = {MAX_UNAVAILABLE} from the settings file was not used",
+                log.peak
+            ));
         }
         if log.granted.len() != NODES || log.rebooted.values().any(|n| *n != 1) {
             problems.push(format!("{lang}: every Node must reboot exactly once: granted {:?}, rebooted {:?}", log.granted, log.rebooted));
@@ -584,7 +597,12 @@ fn build_scaffold(lang: &str, project: &Path, name: &str) -> Result<PathBuf> {
         // As the README and the Makefile say: the unit tests, then `kubewasm build --lang go`.
         "go" => {
             let output = Command::new("go").current_dir(project).args(["test", "./..."]).output()?;
-            ensure!(output.status.success(), "go test in the Go scaffold failed:\n{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+            ensure!(
+                output.status.success(),
+                "go test in the Go scaffold failed:\n{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
             kubewasm(project, &["build", "--lang", "go", ".", "-o", &wasm.to_string_lossy()])?;
         }
         other => bail!("unknown language {other}"),

@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use kubewasm::client::WriteOp;
 use kubewasm::manifest::LimitPolicy;
 use kubewasm::offline::{FixtureCache, Recorder};
 use kubewasm::plugin::artifact::ArtifactCache;
 use kubewasm::plugin::{LoadError, LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
-use kubewasm::client::WriteOp;
 use kubewasm::runtime::{Action, CallError, DescribeError, Fault, GuestErrorCode, PluginMetrics, PluginRunner, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::guests;
 
@@ -250,7 +250,6 @@ async fn broken_files_give_one_line_errors() {
     let other_world = guests::guest("wrong-world-guest", "wrong-world");
     let err = one_line(loader().load(&other_world).await.unwrap_err());
     assert!(err.contains("does not export kubewasm:controller/plugin: it exports wasi:cli/run@"), "{err}");
-
 }
 
 #[tokio::test]
@@ -307,16 +306,22 @@ async fn a_damaged_artifact_is_recompiled_never_loaded() {
     let (artifact, checksum) = (entry(".cwasm"), entry(".cwasm.sha256"));
     type Damage<'a> = (&'static str, Box<dyn Fn() + 'a>);
     let damages: [Damage; 3] = [
-        ("a flipped byte", Box::new(|| {
-            let mut bytes = std::fs::read(&artifact).unwrap();
-            let middle = bytes.len() / 2;
-            bytes[middle] ^= 0xff;
-            std::fs::write(&artifact, bytes).unwrap();
-        })),
-        ("a truncated file", Box::new(|| {
-            let bytes = std::fs::read(&artifact).unwrap();
-            std::fs::write(&artifact, &bytes[..bytes.len() / 3]).unwrap();
-        })),
+        (
+            "a flipped byte",
+            Box::new(|| {
+                let mut bytes = std::fs::read(&artifact).unwrap();
+                let middle = bytes.len() / 2;
+                bytes[middle] ^= 0xff;
+                std::fs::write(&artifact, bytes).unwrap();
+            }),
+        ),
+        (
+            "a truncated file",
+            Box::new(|| {
+                let bytes = std::fs::read(&artifact).unwrap();
+                std::fs::write(&artifact, &bytes[..bytes.len() / 3]).unwrap();
+            }),
+        ),
         ("no checksum", Box::new(|| std::fs::remove_file(&checksum).unwrap())),
     ];
     for (damage, apply) in damages {

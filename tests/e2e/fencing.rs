@@ -57,7 +57,8 @@ async fn leader_is_fenced(cut: Cut) -> Result<()> {
         dir
     };
     let (dir1, dir2) = (host_dir("h1"), host_dir("h2"));
-    let elected = |name: &str, dir: &PluginDir, kubeconfig: &std::path::Path| host_config(name, dir.path(), kubeconfig, ns.name()).leader_elect(ns.name(), lease);
+    let elected =
+        |name: &str, dir: &PluginDir, kubeconfig: &std::path::Path| host_config(name, dir.path(), kubeconfig, ns.name()).leader_elect(ns.name(), lease);
 
     // Slow reconciles, so that some are in flight when the leader is cut off.
     let names: Vec<String> = (0..6).map(|i| format!("f{i}")).collect();

@@ -193,4 +193,3 @@ fn kubewasm_build_refuses_what_is_not_a_go_plugin() {
     assert!(!output.status.success() && error.contains("making a component"), "{error}");
     assert!(std::fs::read_dir(dir.path()).unwrap().flatten().all(|e| !e.file_name().to_string_lossy().ends_with(".wasm")), "nothing is written on failure");
 }
-

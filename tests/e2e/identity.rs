@@ -34,12 +34,7 @@ async fn rbac(args: &[String]) -> Result<String> {
 /// The arguments that make `kubewasm rbac` print for a host serving only `ns`, with the plugins'
 /// ServiceAccounts and the status ConfigMap there.
 fn rbac_args(dir: &Path, ns: &str) -> Vec<String> {
-    vec![
-        format!("--plugins={}", dir.display()),
-        format!("--identity-namespace={ns}"),
-        format!("--namespace={ns}"),
-        format!("--status-configmap={ns}/{STATUS}"),
-    ]
+    vec![format!("--plugins={}", dir.display()), format!("--identity-namespace={ns}"), format!("--namespace={ns}"), format!("--status-configmap={ns}/{STATUS}")]
 }
 
 async fn apply(cp: &ControlPlane, yaml: &str) -> Result<()> {
@@ -84,7 +79,8 @@ async fn every_write_for_a_plugin_is_authorized_as_its_own_service_account() -> 
 
     let host_user = format!("system:serviceaccount:{}:kubewasm-host", ns.name());
     let plugin_user = format!("system:serviceaccount:{}:kubewasm-plugin-writer", ns.name());
-    let writes: Vec<audit::AuditEvent> = audit::read(cp.data_dir()).into_iter().filter(|e| e.user.username == host_user && e.namespace() == Some(ns.name())).collect();
+    let writes: Vec<audit::AuditEvent> =
+        audit::read(cp.data_dir()).into_iter().filter(|e| e.user.username == host_user && e.namespace() == Some(ns.name())).collect();
     // The host's own: its status ConfigMap and the Events about it.
     let own = |e: &audit::AuditEvent| {
         let name = e.object_ref.as_ref().and_then(|o| o.name.as_deref()).unwrap_or_default();
@@ -93,7 +89,8 @@ async fn every_write_for_a_plugin_is_authorized_as_its_own_service_account() -> 
     let for_plugin: Vec<&audit::AuditEvent> = writes.iter().filter(|e| !own(e)).collect();
     ensure!(for_plugin.iter().any(|e| e.resource() == "configmaps"), "no output write of the plugin in the audit log");
     ensure!(for_plugin.iter().any(|e| e.resource() == "events"), "no Event of the plugin in the audit log");
-    let as_host: Vec<String> = for_plugin.iter().filter(|e| e.acting_as() != plugin_user).map(|e| format!("{} {} as {}", e.verb, e.resource(), e.acting_as())).collect();
+    let as_host: Vec<String> =
+        for_plugin.iter().filter(|e| e.acting_as() != plugin_user).map(|e| format!("{} {} as {}", e.verb, e.resource(), e.acting_as())).collect();
     ensure!(as_host.is_empty(), "writes for the plugin not authorized as its ServiceAccount: {as_host:?}");
     ensure!(writes.iter().filter(|e| own(e)).all(|e| e.impersonated_user.is_none()), "the host's own writes are its own");
     let log = host.log_text();
@@ -174,7 +171,9 @@ async fn no_plugin_can_touch_the_hosts_lease() -> Result<()> {
         let lease = leases.get("kubewasm").await?;
         Ok::<_, anyhow::Error>(lease.spec.and_then(|s| s.holder_identity).unwrap_or_default())
     };
-    let before = eventually("the host to hold its Lease", READY, || async { holder().await.and_then(|h| if h.is_empty() { Err(anyhow!("no holder")) } else { Ok(h) }) }).await?;
+    let before =
+        eventually("the host to hold its Lease", READY, || async { holder().await.and_then(|h| if h.is_empty() { Err(anyhow!("no holder")) } else { Ok(h) }) })
+            .await?;
     let cms: Api<ConfigMap> = ns.api();
     let mut target = primary("attack", "1");
     target.metadata.labels = Some([("hostile.kubewasm.io/target".to_string(), "yes".to_string())].into());
@@ -266,7 +265,9 @@ async fn kubewasm_rbac_applies_cleanly_and_keeps_namespace_limited_grants_in_the
     .await?;
     cp.kubectl()?.run_with_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&yaml)).await.context("the printed RBAC does not apply")?;
     let docs: Vec<serde_json::Value> = yaml.split("\n---\n").map(|d| serde_saphyr::from_str(d).map_err(|e| anyhow!("{e}: {d}"))).collect::<Result<_>>()?;
-    let secrets_in = |doc: &serde_json::Value| doc["rules"].as_array().into_iter().flatten().any(|r| r["resources"].as_array().is_some_and(|rs| rs.iter().any(|x| x == "secrets")));
+    let secrets_in = |doc: &serde_json::Value| {
+        doc["rules"].as_array().into_iter().flatten().any(|r| r["resources"].as_array().is_some_and(|rs| rs.iter().any(|x| x == "secrets")))
+    };
     let with_secrets: Vec<(String, String)> = docs
         .iter()
         .filter(|d| secrets_in(d))
@@ -300,7 +301,10 @@ async fn binding_the_edit_role_needs_a_declared_bind_grant() -> Result<()> {
 
     let dir = PluginDir::new();
     let rolebindings = "create,patch RoleBinding.v1.rbac.authorization.k8s.io";
-    dir.install_e2e(&E2eSettings::new("onboarder").mode("rolebinding").extra(rolebindings).extra("bind ClusterRole.v1.rbac.authorization.k8s.io name=edit"), "v01");
+    dir.install_e2e(
+        &E2eSettings::new("onboarder").mode("rolebinding").extra(rolebindings).extra("bind ClusterRole.v1.rbac.authorization.k8s.io name=edit"),
+        "v01",
+    );
     dir.install_e2e(&E2eSettings::new("unbound").mode("rolebinding").selector("e2e.kubewasm.io/unbound").extra(rolebindings).events(), "v01");
     let yaml = rbac(&rbac_args(dir.path(), ns.name())).await?;
     ensure!(yaml.contains("- bind") && yaml.contains("- edit"), "no bind rule on edit in:\n{yaml}");

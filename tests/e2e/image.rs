@@ -32,14 +32,7 @@ impl Layout {
         let started = Instant::now();
         // The release recipe without the optimizer (Cargo.toml, `image-test`): a cold optimized
         // musl build takes about three times as long, and this checks the image, not the code.
-        let out = Command::new("make")
-            .arg("-C")
-            .arg(root)
-            .arg("image")
-            .env("IMAGE_DIR", &dir)
-            .env("IMAGE_PROFILE", "image-test")
-            .output()
-            .unwrap();
+        let out = Command::new("make").arg("-C").arg(root).arg("image").env("IMAGE_DIR", &dir).env("IMAGE_PROFILE", "image-test").output().unwrap();
         assert!(out.status.success(), "make image failed:\n{}", String::from_utf8_lossy(&out.stderr));
         eprintln!("make image ({what}) took {:.1} s", started.elapsed().as_secs_f64());
         Layout { dir, _keep: keep }

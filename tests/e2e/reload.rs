@@ -276,7 +276,9 @@ async fn a_slow_copy_is_loaded_once_and_complete() -> Result<()> {
     // pending, and the counts are final.
     dir.replace("slow", &e2e_variant("v03"));
     host.wait_metric(RELOADS, &reloads("slow", "reloaded"), CONVERGE, |v| v >= 2.0).await?;
-    for (plugin, result, count) in [("slow", "reloaded", 2.0), ("slow", "rejected", 0.0), ("slow", "loaded", 1.0), ("slow-new", "loaded", 1.0), ("slow-new", "rejected", 0.0)] {
+    for (plugin, result, count) in
+        [("slow", "reloaded", 2.0), ("slow", "rejected", 0.0), ("slow", "loaded", 1.0), ("slow-new", "loaded", 1.0), ("slow-new", "rejected", 0.0)]
+    {
         let have = host.metric(RELOADS, &reloads(plugin, result)).await?;
         ensure!(have == count, "{RELOADS}{{plugin={plugin},result={result}}} is {have}, want {count}\n{}", host.log_tail(40));
     }
@@ -530,7 +532,10 @@ async fn a_standby_judges_a_new_version_once_it_takes_over() -> Result<()> {
     let lease = "e2e-takeover";
     let status = [("name", lease)];
     let elected = |name: &str| {
-        host_config(name, dir.path(), cp.kubeconfig_path(), ns.name()).leader_elect(ns.name(), lease).arg("--rollback-window=5s").status_configmap(ns.name(), &format!("{STATUS}-{name}"))
+        host_config(name, dir.path(), cp.kubeconfig_path(), ns.name())
+            .leader_elect(ns.name(), lease)
+            .arg("--rollback-window=5s")
+            .status_configmap(ns.name(), &format!("{STATUS}-{name}"))
     };
     let mut h1 = Host::start(elected("h1")).await?;
     h1.wait_ready(READY).await?;
@@ -552,7 +557,9 @@ async fn a_standby_judges_a_new_version_once_it_takes_over() -> Result<()> {
     h1.kill();
     h1.wait_exit(Duration::from_secs(10)).await?;
     h2.wait_metric("leader_election_master_status", &status, CONVERGE, |v| v == 1.0).await?;
-    h2.wait_metric("kubewasm_plugin_rollbacks_total", &plugin, CONVERGE, |n| n == 1.0).await.context("the new leader judges v02 by its own reconciles and rolls it back")?;
+    h2.wait_metric("kubewasm_plugin_rollbacks_total", &plugin, CONVERGE, |n| n == 1.0)
+        .await
+        .context("the new leader judges v02 by its own reconciles and rolls it back")?;
     let changed: BTreeMap<String, String> = want.keys().map(|k| (k.clone(), "2".to_string())).collect();
     for name in changed.keys() {
         set_input(&cms, name, "2").await?;
@@ -561,4 +568,3 @@ async fn a_standby_judges_a_new_version_once_it_takes_over() -> Result<()> {
     h2.stop().await?;
     Ok(())
 }
-

@@ -233,12 +233,17 @@ async fn a_recorded_case_replays_green_against_its_version_and_red_against_anoth
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "taken"}}, "template": {"metadata": {"labels": {"app": "taken"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
     }))?;
     deployments.create(&PostParams::default(), &taken).await?;
-    for (name, spec) in [("f1", json!({"deploymentName": "f1-web", "replicas": 1})), ("f3", json!({"deploymentName": "taken", "replicas": 3})), ("f4", json!({"deploymentName": "f4-web", "replicas": 4}))] {
+    for (name, spec) in [
+        ("f1", json!({"deploymentName": "f1-web", "replicas": 1})),
+        ("f3", json!({"deploymentName": "taken", "replicas": 3})),
+        ("f4", json!({"deploymentName": "f4-web", "replicas": 4})),
+    ] {
         foos.create(&PostParams::default(), &DynamicObject::new(name, &ar).data(json!({ "spec": spec }))).await?;
     }
     let cases = tempfile::tempdir()?;
     let artifacts = guests::target_dir().join("kubewasm-tests/artifacts");
-    let (artifacts, cases_dir, kubeconfig) = (artifacts.to_string_lossy().into_owned(), cases.path().to_string_lossy().into_owned(), cp.kubeconfig_path().to_string_lossy().into_owned());
+    let (artifacts, cases_dir, kubeconfig) =
+        (artifacts.to_string_lossy().into_owned(), cases.path().to_string_lossy().into_owned(), cp.kubeconfig_path().to_string_lossy().into_owned());
     let keys: Vec<String> = ["f1", "f3", "f4"].iter().map(|n| format!("{}/{n}", ns.name())).collect();
     let mut record = vec!["record", live.to_str().context("path")?];
     record.extend(keys.iter().map(String::as_str));
@@ -246,7 +251,10 @@ async fn a_recorded_case_replays_green_against_its_version_and_red_against_anoth
     let (ok, output) = kubewasm(&record).await?;
     ensure!(ok, "kubewasm record failed: {output}");
     let taken_case = std::fs::read_to_string(cases.path().join(format!("{}-f3.yaml", ns.name())))?;
-    ensure!(taken_case.contains("name: taken") && taken_case.contains("ErrResourceExists"), "f3's case holds the Deployment it read and its Warning:\n{taken_case}");
+    ensure!(
+        taken_case.contains("name: taken") && taken_case.contains("ErrResourceExists"),
+        "f3's case holds the Deployment it read and its Warning:\n{taken_case}"
+    );
     ensure!(!taken_case.contains("managedFields"), "{taken_case}");
 
     let (ok, report) = kubewasm(&["test", live.to_str().context("path")?, &cases_dir, "--cache-dir", &artifacts]).await?;

@@ -25,7 +25,8 @@ pub async fn service_account_kubeconfig(cp: &ControlPlane, namespace: &str, name
     let token = token.status.and_then(|s| s.token).ok_or_else(|| anyhow::anyhow!("the TokenRequest has no token"))?;
     let mut config = Kubeconfig::read_from(cp.kubeconfig_path())?;
     let user = format!("system:serviceaccount:{namespace}:{name}");
-    config.auth_infos = vec![NamedAuthInfo { name: user.clone(), auth_info: Some(AuthInfo { token: Some(token.into()), ..Default::default() }), other: Default::default() }];
+    config.auth_infos =
+        vec![NamedAuthInfo { name: user.clone(), auth_info: Some(AuthInfo { token: Some(token.into()), ..Default::default() }), other: Default::default() }];
     for context in &mut config.contexts {
         if let Some(context) = context.context.as_mut() {
             context.user = Some(user.clone());

@@ -84,41 +84,24 @@ pub enum BuildError {
     #[error("${BIN_ENV} is set to {0}, which is not an executable file")]
     PrebuiltMissing(PathBuf),
     #[error("reading the Go sources in {dir}: {source}")]
-    ReadSources {
-        dir: PathBuf,
-        source: Arc<io::Error>,
-    },
+    ReadSources { dir: PathBuf, source: Arc<io::Error> },
     #[error("go.mod in {0} does not require k8s.io/kubernetes vMAJOR.MINOR.PATCH")]
     KubernetesVersion(PathBuf),
     #[error("no cache directory: set ${CACHE_ENV}, $XDG_CACHE_HOME or $HOME")]
     NoCacheDir,
     #[error("preparing the cache directory {dir}: {source}")]
-    CacheDir {
-        dir: PathBuf,
-        source: Arc<io::Error>,
-    },
+    CacheDir { dir: PathBuf, source: Arc<io::Error> },
     #[error("locking {path}: {source}")]
-    Lock {
-        path: PathBuf,
-        source: Arc<io::Error>,
-    },
+    Lock { path: PathBuf, source: Arc<io::Error> },
     #[error(
         "the Go toolchain is needed to build the suite's Go programs and `go` could not be run ({0}); \
          install Go 1.26 or newer, or set ${BIN_ENV} to a prebuilt binary"
     )]
     GoMissing(Arc<io::Error>),
     #[error("`go build` of {tool} failed ({status}) after {elapsed:?}:\n{stderr}")]
-    GoBuild {
-        tool: &'static str,
-        status: String,
-        elapsed: Duration,
-        stderr: String,
-    },
+    GoBuild { tool: &'static str, status: String, elapsed: Duration, stderr: String },
     #[error("installing the built binary at {path}: {source}")]
-    Install {
-        path: PathBuf,
-        source: Arc<io::Error>,
-    },
+    Install { path: PathBuf, source: Arc<io::Error> },
 }
 
 /// Where the control plane's Go module lives in this checkout.
@@ -128,20 +111,14 @@ pub fn source_dir() -> PathBuf {
 
 /// The cache root: `$KUBEWASM_CACHE_DIR`, else `$XDG_CACHE_HOME/kubewasm`, else `~/.cache/kubewasm`.
 pub fn cache_root() -> Result<PathBuf, BuildError> {
-    let nonempty = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
+    let nonempty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(dir) = nonempty(CACHE_ENV) {
         return Ok(dir);
     }
     if let Some(dir) = nonempty("XDG_CACHE_HOME") {
         return Ok(dir.join("kubewasm"));
     }
-    nonempty("HOME")
-        .map(|h| h.join(".cache").join("kubewasm"))
-        .ok_or(BuildError::NoCacheDir)
+    nonempty("HOME").map(|h| h.join(".cache").join("kubewasm")).ok_or(BuildError::NoCacheDir)
 }
 
 /// How a binary was obtained, for reports.
@@ -172,9 +149,7 @@ pub fn controlplane_binary() -> Result<PathBuf, BuildError> {
 /// Like [`controlplane_binary`], also saying where the binary came from.
 pub fn ensure_binary() -> Result<Binary, BuildError> {
     static BINARY: OnceLock<Result<Binary, BuildError>> = OnceLock::new();
-    BINARY
-        .get_or_init(|| build_with(&BuildSettings::default()))
-        .clone()
+    BINARY.get_or_init(|| build_with(&BuildSettings::default())).clone()
 }
 
 /// One of the suite's tools, built if needed (once per process, remembered like the control
@@ -184,10 +159,7 @@ pub fn go_tool(tool: Tool) -> Result<PathBuf, BuildError> {
     let binaries = BINARIES.get_or_init(Default::default);
     // Held across the build: a second test asking for the same tool waits for the first.
     let mut binaries = binaries.lock().unwrap_or_else(|e| e.into_inner());
-    binaries
-        .entry(tool)
-        .or_insert_with(|| build_tool(tool, &BuildSettings::default()).map(|b| b.path))
-        .clone()
+    binaries.entry(tool).or_insert_with(|| build_tool(tool, &BuildSettings::default()).map(|b| b.path)).clone()
 }
 
 /// Knobs for [`build_with`]; the defaults are what [`controlplane_binary`] uses.
@@ -212,14 +184,7 @@ fn build_tool(tool: Tool, settings: &BuildSettings) -> Result<Binary, BuildError
         && let Some(bin) = std::env::var_os(BIN_ENV).filter(|v| !v.is_empty())
     {
         let path = PathBuf::from(bin);
-        return if is_executable(&path) {
-            Ok(Binary {
-                path,
-                provenance: Provenance::Prebuilt,
-            })
-        } else {
-            Err(BuildError::PrebuiltMissing(path))
-        };
+        return if is_executable(&path) { Ok(Binary { path, provenance: Provenance::Prebuilt }) } else { Err(BuildError::PrebuiltMissing(path)) };
     }
 
     let src = tool.module_dir();
@@ -231,60 +196,35 @@ fn build_tool(tool: Tool, settings: &BuildSettings) -> Result<Binary, BuildError
     let dir = root.join(tool.name()).join(&sources.key);
     let bin = dir.join(tool.name());
     if is_executable(&bin) {
-        return Ok(Binary {
-            path: bin,
-            provenance: Provenance::Cached,
-        });
+        return Ok(Binary { path: bin, provenance: Provenance::Cached });
     }
 
-    fs::create_dir_all(&dir).map_err(|e| BuildError::CacheDir {
-        dir: dir.clone(),
-        source: e.into(),
-    })?;
+    fs::create_dir_all(&dir).map_err(|e| BuildError::CacheDir { dir: dir.clone(), source: e.into() })?;
     let lock_path = dir.join("build.lock");
     let lock = File::options()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(|e| BuildError::Lock {
-            path: lock_path.clone(),
-            source: e.into(),
-        })?;
+        .map_err(|e| BuildError::Lock { path: lock_path.clone(), source: e.into() })?;
     match lock.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
-            progress(format_args!(
-                "kubewasm-tests: another process is building {} into {}; waiting",
-                tool.name(),
-                dir.display()
-            ));
-            lock.lock().map_err(|e| BuildError::Lock {
-                path: lock_path.clone(),
-                source: e.into(),
-            })?;
+            progress(format_args!("kubewasm-tests: another process is building {} into {}; waiting", tool.name(), dir.display()));
+            lock.lock().map_err(|e| BuildError::Lock { path: lock_path.clone(), source: e.into() })?;
         }
         Err(fs::TryLockError::Error(e)) => {
-            return Err(BuildError::Lock {
-                path: lock_path,
-                source: e.into(),
-            });
+            return Err(BuildError::Lock { path: lock_path, source: e.into() });
         }
     }
     // Whoever held the lock before us may have finished the job.
     if is_executable(&bin) {
-        return Ok(Binary {
-            path: bin,
-            provenance: Provenance::Cached,
-        });
+        return Ok(Binary { path: bin, provenance: Provenance::Cached });
     }
 
     let elapsed = go_build(tool, &src, &sources, &dir, &bin, &settings.env)?;
     drop(lock);
-    Ok(Binary {
-        path: bin,
-        provenance: Provenance::Built(elapsed),
-    })
+    Ok(Binary { path: bin, provenance: Provenance::Built(elapsed) })
 }
 
 /// The inputs of a build and their digest.
@@ -315,10 +255,7 @@ fn go_files(dir: &Path) -> io::Result<Vec<String>> {
 
 impl Sources {
     fn read(tool: Tool, dir: &Path) -> Result<Self, BuildError> {
-        let err = |e: io::Error| BuildError::ReadSources {
-            dir: dir.to_owned(),
-            source: e.into(),
-        };
+        let err = |e: io::Error| BuildError::ReadSources { dir: dir.to_owned(), source: e.into() };
         let mut names: Vec<String> = vec!["go.mod".into(), "go.sum".into()];
         names.extend(go_files(dir).map_err(err)?);
 
@@ -340,16 +277,10 @@ impl Sources {
         }
         let key = format!("{:x}", hasher.finalize());
         let kubernetes_version = match tool {
-            Tool::ControlPlane => Some(
-                kubernetes_version(&go_mod)
-                    .ok_or_else(|| BuildError::KubernetesVersion(dir.to_owned()))?,
-            ),
+            Tool::ControlPlane => Some(kubernetes_version(&go_mod).ok_or_else(|| BuildError::KubernetesVersion(dir.to_owned()))?),
             _ => None,
         };
-        Ok(Sources {
-            key,
-            kubernetes_version,
-        })
+        Ok(Sources { key, kubernetes_version })
     }
 
     /// `-X` flags stamping the Kubernetes version the module builds, so `/version` and
@@ -360,15 +291,8 @@ impl Sources {
             return flags.join(" ");
         };
         let git_version = format!("v{major}.{minor}.{patch}");
-        for pkg in [
-            "k8s.io/component-base/version",
-            "k8s.io/client-go/pkg/version",
-        ] {
-            for (var, value) in [
-                ("gitVersion", git_version.as_str()),
-                ("gitMajor", major),
-                ("gitMinor", minor),
-            ] {
+        for pkg in ["k8s.io/component-base/version", "k8s.io/client-go/pkg/version"] {
+            for (var, value) in [("gitVersion", git_version.as_str()), ("gitMajor", major), ("gitMinor", minor)] {
                 flags.push(format!("-X={pkg}.{var}={value}"));
             }
         }
@@ -381,30 +305,18 @@ fn kubernetes_version(go_mod: &str) -> Option<(String, String, String)> {
     go_mod.lines().find_map(|line| {
         let mut words = line.split_whitespace();
         let first = words.next()?;
-        let (module, version) = if first == "require" {
-            (words.next()?, words.next()?)
-        } else {
-            (first, words.next()?)
-        };
+        let (module, version) = if first == "require" { (words.next()?, words.next()?) } else { (first, words.next()?) };
         if module != "k8s.io/kubernetes" {
             return None;
         }
         let mut parts = version.strip_prefix('v')?.splitn(3, '.');
         let (major, minor, patch) = (parts.next()?, parts.next()?, parts.next()?);
         let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        (numeric(major) && numeric(minor) && numeric(patch))
-            .then(|| (major.to_owned(), minor.to_owned(), patch.to_owned()))
+        (numeric(major) && numeric(minor) && numeric(patch)).then(|| (major.to_owned(), minor.to_owned(), patch.to_owned()))
     })
 }
 
-fn go_build(
-    tool: Tool,
-    src: &Path,
-    sources: &Sources,
-    dir: &Path,
-    bin: &Path,
-    env: &[(String, String)],
-) -> Result<Duration, BuildError> {
+fn go_build(tool: Tool, src: &Path, sources: &Sources, dir: &Path, bin: &Path, env: &[(String, String)]) -> Result<Duration, BuildError> {
     let tmp = dir.join(format!("{}.tmp-{}", tool.name(), std::process::id()));
     let started = Instant::now();
     progress(format_args!(
@@ -414,9 +326,7 @@ fn go_build(
         src.display(),
         bin.display()
     ));
-    let go = std::env::var_os("GO")
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "go".into());
+    let go = std::env::var_os("GO").filter(|v| !v.is_empty()).unwrap_or_else(|| "go".into());
     let mut cmd = Command::new(go);
     cmd.current_dir(src)
         .args(["build", "-trimpath", "-ldflags", &sources.ldflags(), "-o"])
@@ -451,11 +361,7 @@ fn go_build(
             }
         }
         if started.elapsed() >= next_note {
-            progress(format_args!(
-                "kubewasm-tests: still building {} ({} s)",
-                tool.name(),
-                next_note.as_secs()
-            ));
+            progress(format_args!("kubewasm-tests: still building {} ({} s)", tool.name(), next_note.as_secs()));
             next_note += Duration::from_secs(30);
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -464,38 +370,17 @@ fn go_build(
     let elapsed = started.elapsed();
     if !status.success() {
         let _ = fs::remove_file(&tmp);
-        return Err(BuildError::GoBuild {
-            tool: tool.name(),
-            status: status.to_string(),
-            elapsed,
-            stderr,
-        });
+        return Err(BuildError::GoBuild { tool: tool.name(), status: status.to_string(), elapsed, stderr });
     }
-    fs::rename(&tmp, bin).map_err(|e| BuildError::Install {
-        path: bin.to_owned(),
-        source: e.into(),
-    })?;
-    let _ = fs::write(
-        dir.join("build-info.txt"),
-        format!(
-            "build_seconds={:.1}\nldflags={}\n",
-            elapsed.as_secs_f64(),
-            sources.ldflags()
-        ),
-    );
-    progress(format_args!(
-        "kubewasm-tests: {} built in {:.0} s",
-        tool.name(),
-        elapsed.as_secs_f64()
-    ));
+    fs::rename(&tmp, bin).map_err(|e| BuildError::Install { path: bin.to_owned(), source: e.into() })?;
+    let _ = fs::write(dir.join("build-info.txt"), format!("build_seconds={:.1}\nldflags={}\n", elapsed.as_secs_f64(), sources.ldflags()));
+    progress(format_args!("kubewasm-tests: {} built in {:.0} s", tool.name(), elapsed.as_secs_f64()));
     Ok(elapsed)
 }
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    fs::metadata(path).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
 
 /// Writes straight to the process's stderr: the test harness captures `eprintln!`, and a ten-minute
@@ -511,20 +396,10 @@ mod tests {
 
     #[test]
     fn reads_kubernetes_version_from_go_mod() {
-        let go_mod =
-            "module x\n\nrequire (\n\tgithub.com/a/b v1.0.0\n\tk8s.io/kubernetes v1.37.2\n)\n";
-        assert_eq!(
-            kubernetes_version(go_mod),
-            Some(("1".into(), "37".into(), "2".into()))
-        );
-        assert_eq!(
-            kubernetes_version("require k8s.io/kubernetes v1.30.0\n"),
-            Some(("1".into(), "30".into(), "0".into()))
-        );
-        assert_eq!(
-            kubernetes_version("require k8s.io/kubernetes-foo v1.30.0\n"),
-            None
-        );
+        let go_mod = "module x\n\nrequire (\n\tgithub.com/a/b v1.0.0\n\tk8s.io/kubernetes v1.37.2\n)\n";
+        assert_eq!(kubernetes_version(go_mod), Some(("1".into(), "37".into(), "2".into())));
+        assert_eq!(kubernetes_version("require k8s.io/kubernetes v1.30.0\n"), Some(("1".into(), "30".into(), "0".into())));
+        assert_eq!(kubernetes_version("require k8s.io/kubernetes-foo v1.30.0\n"), None);
     }
 
     #[test]
@@ -533,9 +408,6 @@ mod tests {
         let b = Sources::read(Tool::ControlPlane, &source_dir()).unwrap();
         assert_eq!(a.key, b.key);
         assert_eq!(a.key.len(), 64);
-        assert!(
-            a.ldflags()
-                .contains("k8s.io/component-base/version.gitVersion=v")
-        );
+        assert!(a.ldflags().contains("k8s.io/component-base/version.gitVersion=v"));
     }
 }

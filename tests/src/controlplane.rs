@@ -45,15 +45,9 @@ pub enum Error {
     #[error("the control plane was not ready after {waited:?}; killed it\n{logs}")]
     NotReady { waited: Duration, logs: String },
     #[error("reading kubeconfig {path}: {source}")]
-    Kubeconfig {
-        path: PathBuf,
-        source: KubeconfigError,
-    },
+    Kubeconfig { path: PathBuf, source: KubeconfigError },
     #[error("kubeconfig {path} has no usable server URL: {server:?}")]
-    Server {
-        path: PathBuf,
-        server: Option<String>,
-    },
+    Server { path: PathBuf, server: Option<String> },
     #[error("making a client from {path}: {source}")]
     Client { path: PathBuf, source: kube::Error },
     #[error("the control plane is not running")]
@@ -134,10 +128,7 @@ impl Options {
     fn to_args(&self) -> Vec<String> {
         let mut args = Vec::new();
         if let Some(every) = self.compaction_interval {
-            args.push(format!(
-                "--etcd-compaction-interval={}ms",
-                every.as_millis()
-            ));
+            args.push(format!("--etcd-compaction-interval={}ms", every.as_millis()));
         }
         if let Some(on) = self.watch_cache {
             args.push(format!("--watch-cache={on}"));
@@ -202,9 +193,7 @@ impl ControlPlane {
     /// Starts a dedicated control plane with `options` and a fresh data directory. Builds the binary
     /// first if this machine has never built it (minutes).
     pub async fn start_with(options: Options) -> Result<ControlPlane, Error> {
-        let bin = tokio::task::spawn_blocking(build::controlplane_binary)
-            .await
-            .expect("the build task panicked")?;
+        let bin = tokio::task::spawn_blocking(build::controlplane_binary).await.expect("the build task panicked")?;
         Self::start_binary(bin, options).await
     }
 
@@ -213,36 +202,13 @@ impl ControlPlane {
         let root = runs_root();
         sweep_stale_runs(&root);
         let run = fs::create_dir_all(&root)
-            .and_then(|()| {
-                tempfile::Builder::new()
-                    .prefix(&format!("{}-", std::process::id()))
-                    .tempdir_in(&root)
-            })
-            .map_err(|source| Error::RunDir {
-                dir: root.clone(),
-                source,
-            })?;
+            .and_then(|()| tempfile::Builder::new().prefix(&format!("{}-", std::process::id())).tempdir_in(&root))
+            .map_err(|source| Error::RunDir { dir: root.clone(), source })?;
         let paths = Paths::new(run.path());
-        for dir in [
-            &paths.data,
-            &paths.sandbox.join("home"),
-            &paths.sandbox.join("tmp"),
-            &paths.sandbox.join("cwd"),
-        ] {
-            fs::create_dir_all(dir).map_err(|source| Error::RunDir {
-                dir: dir.clone(),
-                source,
-            })?;
+        for dir in [&paths.data, &paths.sandbox.join("home"), &paths.sandbox.join("tmp"), &paths.sandbox.join("cwd")] {
+            fs::create_dir_all(dir).map_err(|source| Error::RunDir { dir: dir.clone(), source })?;
         }
-        let mut cp = ControlPlane {
-            bin,
-            options,
-            paths,
-            child: None,
-            server: String::new(),
-            port: 0,
-            run,
-        };
+        let mut cp = ControlPlane { bin, options, paths, child: None, server: String::new(), port: 0, run };
         cp.launch().await?;
         Ok(cp)
     }
@@ -250,14 +216,7 @@ impl ControlPlane {
     /// Spawns the binary on this instance's directories and waits for `ready`.
     async fn launch(&mut self) -> Result<(), Error> {
         let p = &self.paths;
-        let stderr = fs::File::options()
-            .create(true)
-            .append(true)
-            .open(&p.stderr)
-            .map_err(|source| Error::RunDir {
-                dir: p.stderr.clone(),
-                source,
-            })?;
+        let stderr = fs::File::options().create(true).append(true).open(&p.stderr).map_err(|source| Error::RunDir { dir: p.stderr.clone(), source })?;
         let mut cmd = Command::new(&self.bin);
         cmd.arg("--data-dir")
             .arg(&p.data)
@@ -273,10 +232,7 @@ impl ControlPlane {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr);
-        let mut child = process::spawn_tied(cmd).map_err(|source| Error::Spawn {
-            bin: self.bin.clone(),
-            source,
-        })?;
+        let mut child = process::spawn_tied(cmd).map_err(|source| Error::Spawn { bin: self.bin.clone(), source })?;
 
         // A thread, not a task: it must outlive the runtime of whichever test started us, and keep
         // draining stdout so the child never writes into a closed pipe.
@@ -303,42 +259,26 @@ impl ControlPlane {
             Ok(Err(_closed)) => {
                 // stdout closed without `ready`: the process is exiting.
                 let status = wait_exit(&mut child, Duration::from_secs(10)).await;
-                return Err(Error::ExitedBeforeReady {
-                    status,
-                    logs: self.logs(),
-                });
+                return Err(Error::ExitedBeforeReady { status, logs: self.logs() });
             }
             Err(_elapsed) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(Error::NotReady {
-                    waited: started.elapsed(),
-                    logs: self.logs(),
-                });
+                return Err(Error::NotReady { waited: started.elapsed(), logs: self.logs() });
             }
         }
         self.child = Some(child);
 
         let kubeconfig = read_kubeconfig(&self.paths.kubeconfig)?;
-        let server = kubeconfig
-            .clusters
-            .first()
-            .and_then(|c| c.cluster.as_ref())
-            .and_then(|c| c.server.clone());
-        let port = server
-            .as_deref()
-            .and_then(|s| s.rsplit(':').next())
-            .and_then(|p| p.trim_end_matches('/').parse::<u16>().ok());
+        let server = kubeconfig.clusters.first().and_then(|c| c.cluster.as_ref()).and_then(|c| c.server.clone());
+        let port = server.as_deref().and_then(|s| s.rsplit(':').next()).and_then(|p| p.trim_end_matches('/').parse::<u16>().ok());
         match (server, port) {
             (Some(server), Some(port)) => {
                 self.server = server;
                 self.port = port;
                 Ok(())
             }
-            (server, _) => Err(Error::Server {
-                path: self.paths.kubeconfig.clone(),
-                server,
-            }),
+            (server, _) => Err(Error::Server { path: self.paths.kubeconfig.clone(), server }),
         }
     }
 
@@ -420,15 +360,8 @@ impl ControlPlane {
     /// The tails of the control plane's logs, for failure messages.
     pub fn logs(&self) -> String {
         let mut out = String::new();
-        for (path, lines) in [
-            (self.paths.stderr.clone(), 40),
-            (self.paths.data.join("controlplane.log"), 40),
-            (self.paths.data.join("etcd.log"), 15),
-        ] {
-            out.push_str(&format!(
-                "--- {} (last {lines} lines) ---\n",
-                path.display()
-            ));
+        for (path, lines) in [(self.paths.stderr.clone(), 40), (self.paths.data.join("controlplane.log"), 40), (self.paths.data.join("etcd.log"), 15)] {
+            out.push_str(&format!("--- {} (last {lines} lines) ---\n", path.display()));
             match fs::read_to_string(&path) {
                 Ok(text) => {
                     let all: Vec<&str> = text.lines().collect();
@@ -458,21 +391,12 @@ pub async fn client_from(path: &Path) -> Result<Client, Error> {
     let kubeconfig = read_kubeconfig(path)?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(|source| Error::Kubeconfig {
-            path: path.to_owned(),
-            source,
-        })?;
-    Client::try_from(config).map_err(|source| Error::Client {
-        path: path.to_owned(),
-        source,
-    })
+        .map_err(|source| Error::Kubeconfig { path: path.to_owned(), source })?;
+    Client::try_from(config).map_err(|source| Error::Client { path: path.to_owned(), source })
 }
 
 fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, Error> {
-    Kubeconfig::read_from(path).map_err(|source| Error::Kubeconfig {
-        path: path.to_owned(),
-        source,
-    })
+    Kubeconfig::read_from(path).map_err(|source| Error::Kubeconfig { path: path.to_owned(), source })
 }
 
 async fn wait_exit(child: &mut Child, grace: Duration) -> String {
@@ -480,9 +404,7 @@ async fn wait_exit(child: &mut Child, grace: Duration) -> String {
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return status.to_string(),
-            Ok(None) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(20)).await
-            }
+            Ok(None) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
             Ok(None) => {
                 let _ = child.kill();
                 return match child.wait() {
@@ -512,11 +434,7 @@ fn sweep_stale_runs(root: &Path) {
         let me = std::process::id();
         for entry in entries.flatten() {
             let name = entry.file_name();
-            let Some(pid) = name
-                .to_str()
-                .and_then(|n| n.split('-').next())
-                .and_then(|p| p.parse::<u32>().ok())
-            else {
+            let Some(pid) = name.to_str().and_then(|n| n.split('-').next()).and_then(|p| p.parse::<u32>().ok()) else {
                 continue;
             };
             if pid != me && !process::exists(pid) {

@@ -144,7 +144,9 @@ fn inputs_digest(app: &Path, inputs: &[PathBuf]) -> String {
     let root = workspace_root();
     let mut hasher = Sha256::new();
     let app_name = app.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    for (name, path) in std::iter::once((app_name, app)).chain(inputs.iter().map(|p| (p.strip_prefix(&root).unwrap_or(p).to_string_lossy().into_owned(), p.as_path()))) {
+    for (name, path) in
+        std::iter::once((app_name, app)).chain(inputs.iter().map(|p| (p.strip_prefix(&root).unwrap_or(p).to_string_lossy().into_owned(), p.as_path())))
+    {
         hasher.update(name.as_bytes());
         hasher.update([0]);
         // A Go plugin's app is its directory: its files are among the inputs.

@@ -301,7 +301,18 @@ impl Host {
             .stdout(file)
             .stderr(err);
         let child = process::spawn_tied(cmd).map_err(io_error(format!("starting {}", bin.display())))?;
-        Ok(Host { name: config.name.clone(), instance, started_pid: child.id(), child: Some(child), status: None, metrics, health, log, _dir: dir, quiet: false })
+        Ok(Host {
+            name: config.name.clone(),
+            instance,
+            started_pid: child.id(),
+            child: Some(child),
+            status: None,
+            metrics,
+            health,
+            log,
+            _dir: dir,
+            quiet: false,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -511,17 +522,11 @@ async fn http_get(name: &str, addr: SocketAddr, path: &str) -> Result<(u16, Stri
         stream.read_to_end(&mut response).await?;
         Ok::<_, io::Error>(response)
     };
-    let response = tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .map_err(|_| fail("no answer in 10 s".into()))?
-        .map_err(|e| fail(e.to_string()))?;
+    let response =
+        tokio::time::timeout(Duration::from_secs(10), exchange).await.map_err(|_| fail("no answer in 10 s".into()))?.map_err(|e| fail(e.to_string()))?;
     let text = String::from_utf8_lossy(&response);
     let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| fail(format!("not an HTTP response: {text:?}")))?;
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| fail(format!("no status code in {head:?}")))?;
+    let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| fail(format!("no status code in {head:?}")))?;
     Ok((code, body.to_string()))
 }
 

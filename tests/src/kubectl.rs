@@ -20,33 +20,19 @@ pub enum KubectlError {
     #[error("$KUBECTL is set to {0}, which is not a file")]
     KubectlEnv(PathBuf),
     #[error("running {path}: {source}")]
-    Run {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Run { path: PathBuf, source: std::io::Error },
     #[error("`kubectl {args}` failed ({status}):\n{stderr}")]
-    Failed {
-        args: String,
-        status: String,
-        stderr: String,
-    },
+    Failed { args: String, status: String, stderr: String },
 }
 
 /// The kubectl executable: `$KUBECTL` if set, else the first `kubectl` on `PATH`.
 pub fn kubectl_path() -> Result<PathBuf, KubectlError> {
     if let Some(p) = std::env::var_os("KUBECTL").filter(|v| !v.is_empty()) {
         let p = PathBuf::from(p);
-        return if p.is_file() {
-            Ok(p)
-        } else {
-            Err(KubectlError::KubectlEnv(p))
-        };
+        return if p.is_file() { Ok(p) } else { Err(KubectlError::KubectlEnv(p)) };
     }
     let path = std::env::var_os("PATH").ok_or(KubectlError::NotFound)?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("kubectl"))
-        .find(|p| p.is_file())
-        .ok_or(KubectlError::NotFound)
+    std::env::split_paths(&path).map(|dir| dir.join("kubectl")).find(|p| p.is_file()).ok_or(KubectlError::NotFound)
 }
 
 /// kubectl bound to one kubeconfig (and a private discovery cache).
@@ -64,20 +50,13 @@ impl ControlPlane {
     }
     /// kubectl as the unprivileged user.
     pub fn kubectl_unprivileged(&self) -> Result<Kubectl, KubectlError> {
-        Kubectl::new(
-            self.unprivileged_kubeconfig_path(),
-            &self.kubectl_cache_dir().join("unprivileged"),
-        )
+        Kubectl::new(self.unprivileged_kubeconfig_path(), &self.kubectl_cache_dir().join("unprivileged"))
     }
 }
 
 impl Kubectl {
     pub fn new(kubeconfig: &Path, cache_dir: &Path) -> Result<Self, KubectlError> {
-        Ok(Kubectl {
-            path: kubectl_path()?,
-            kubeconfig: kubeconfig.to_owned(),
-            cache_dir: cache_dir.to_owned(),
-        })
+        Ok(Kubectl { path: kubectl_path()?, kubeconfig: kubeconfig.to_owned(), cache_dir: cache_dir.to_owned() })
     }
 
     pub fn path(&self) -> &Path {
@@ -87,29 +66,16 @@ impl Kubectl {
     /// A command with `--kubeconfig` and `--cache-dir` set; add arguments and run it yourself.
     pub fn command(&self) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.path);
-        cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(&self.cache_dir);
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).arg("--cache-dir").arg(&self.cache_dir);
         cmd.env_remove("KUBECONFIG").kill_on_drop(true);
         cmd
     }
 
     /// Runs `kubectl ARGS` with `stdin` (if any) and returns its output, whatever the exit status.
     pub async fn output(&self, args: &[&str], stdin: Option<&str>) -> Result<Output, KubectlError> {
-        let run = |source| KubectlError::Run {
-            path: self.path.clone(),
-            source,
-        };
+        let run = |source| KubectlError::Run { path: self.path.clone(), source };
         let mut cmd = self.command();
-        cmd.args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args(args).stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(run)?;
         if let Some(input) = stdin {
             let mut pipe = child.stdin.take().expect("piped stdin");
@@ -125,11 +91,7 @@ impl Kubectl {
     }
 
     /// Runs `kubectl ARGS` feeding `stdin`, requiring success; returns stdout.
-    pub async fn run_with_stdin(
-        &self,
-        args: &[&str],
-        stdin: Option<&str>,
-    ) -> Result<String, KubectlError> {
+    pub async fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Result<String, KubectlError> {
         let out = self.output(args, stdin).await?;
         if !out.status.success() {
             return Err(KubectlError::Failed {

@@ -32,26 +32,14 @@ impl ControlPlane {
         let client = self.client().await?;
         let name = unique_name(prefix);
         let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                labels: Some([(TEST_LABEL.to_owned(), label_value(prefix))].into()),
-                ..Default::default()
-            },
+            metadata: ObjectMeta { name: Some(name.clone()), labels: Some([(TEST_LABEL.to_owned(), label_value(prefix))].into()), ..Default::default() },
             ..Default::default()
         };
         Api::<Namespace>::all(client.clone())
             .create(&PostParams::default(), &ns)
             .await
-            .map_err(|source| Error::CreateNamespace {
-                name: name.clone(),
-                source,
-            })?;
-        Ok(TestNamespace {
-            name,
-            client,
-            kubeconfig: self.kubeconfig_path().to_owned(),
-            keep: false,
-        })
+            .map_err(|source| Error::CreateNamespace { name: name.clone(), source })?;
+        Ok(TestNamespace { name, client, kubeconfig: self.kubeconfig_path().to_owned(), keep: false })
     }
 }
 
@@ -88,18 +76,13 @@ impl Drop for TestNamespace {
         let name = std::mem::take(&mut self.name);
         let kubeconfig = self.kubeconfig.clone();
         let deleter = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
                 return;
             };
             rt.block_on(async {
                 let _ = tokio::time::timeout(Duration::from_secs(5), async {
                     if let Ok(client) = client_from(&kubeconfig).await {
-                        let _ = Api::<Namespace>::all(client)
-                            .delete(&name, &DeleteParams::background())
-                            .await;
+                        let _ = Api::<Namespace>::all(client).delete(&name, &DeleteParams::background()).await;
                     }
                 })
                 .await;
@@ -114,13 +97,8 @@ impl Drop for TestNamespace {
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let mut x = (nanos as u64)
-        ^ (u64::from(std::process::id()) << 32)
-        ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let mut x = (nanos as u64) ^ (u64::from(std::process::id()) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     // splitmix64 finaliser, then base36.
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -131,27 +109,13 @@ pub fn unique_name(prefix: &str) -> String {
         x /= 36;
     }
     let prefix = label_value(prefix);
-    let prefix = if prefix.is_empty() {
-        "test".to_owned()
-    } else {
-        prefix
-    };
+    let prefix = if prefix.is_empty() { "test".to_owned() } else { prefix };
     format!("{prefix}-{n}{suffix}")
 }
 
 /// Lowercase alphanumerics and dashes, at most 36 characters, no leading/trailing dash.
 fn label_value(prefix: &str) -> String {
-    let cleaned: String = prefix
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .take(36)
-        .collect();
+    let cleaned: String = prefix.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).take(36).collect();
     cleaned.trim_matches('-').to_owned()
 }
 
@@ -168,11 +132,7 @@ mod tests {
         let long = unique_name(&"x".repeat(100));
         assert!(long.len() <= 63, "{long}");
         for n in [&a, &b, &long, &unique_name("--")] {
-            assert!(
-                n.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
-                "{n}"
-            );
+            assert!(n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'), "{n}");
             assert!(!n.starts_with('-') && !n.ends_with('-'), "{n}");
         }
     }

@@ -101,7 +101,14 @@ impl E2eSettings {
 
     pub fn to_toml(&self) -> String {
         let mut out = format!("name = {:?}\n", self.name);
-        let strings = [("host", &self.host), ("kind", &self.kind), ("selector", &self.selector), ("mode", &self.mode), ("finalizer", &self.finalizer), ("map-label", &self.map_label)];
+        let strings = [
+            ("host", &self.host),
+            ("kind", &self.kind),
+            ("selector", &self.selector),
+            ("mode", &self.mode),
+            ("finalizer", &self.finalizer),
+            ("map-label", &self.map_label),
+        ];
         for (key, value) in strings {
             if let Some(value) = value {
                 out.push_str(&format!("{key} = {value:?}\n"));

@@ -22,14 +22,7 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
     // SAFETY: the closure runs between fork and exec and only calls async-signal-safe functions.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGTERM as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
             // The parent may have died between fork and prctl: then nobody will signal us.
@@ -58,12 +51,8 @@ pub fn spawn_tied(mut cmd: Command) -> io::Result<Child> {
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     let (reply_tx, reply_rx) = mpsc::channel();
-    sender
-        .send((cmd, reply_tx))
-        .map_err(|_| io::Error::other("spawner thread is gone"))?;
-    reply_rx
-        .recv()
-        .map_err(|_| io::Error::other("spawner thread is gone"))?
+    sender.send((cmd, reply_tx)).map_err(|_| io::Error::other("spawner thread is gone"))?;
+    reply_rx.recv().map_err(|_| io::Error::other("spawner thread is gone"))?
 }
 
 /// Sends `signal` to `pid`; false if there is no such process.

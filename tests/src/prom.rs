@@ -65,11 +65,7 @@ fn parse_line(line: &str) -> Option<Sample> {
 
 /// The sum of the samples of `name` whose labels include every pair of `labels`; 0 when none.
 pub fn sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    samples(text)
-        .iter()
-        .filter(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
-        .map(|s| s.value)
-        .sum()
+    samples(text).iter().filter(|s| s.name == name && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))).map(|s| s.value).sum()
 }
 
 /// The API server's `/metrics`, read with `client` (an admin client).

@@ -36,11 +36,7 @@ impl Registry {
         let mut child = crate::process::spawn_tied(cmd).map_err(RegistryError::Start)?;
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line).map_err(RegistryError::Start)?;
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .and_then(|a| a.parse().ok())
-            .ok_or_else(|| RegistryError::NoAddress(line.clone()))?;
+        let addr = line.trim().strip_prefix("listening on ").and_then(|a| a.parse().ok()).ok_or_else(|| RegistryError::NoAddress(line.clone()))?;
         Ok(Registry { child, addr })
     }
 
@@ -62,11 +58,7 @@ impl Registry {
             .map_err(RegistryError::Tamper)?;
         let mut answer = String::new();
         stream.read_to_string(&mut answer).map_err(RegistryError::Tamper)?;
-        if answer.starts_with("HTTP/1.1 204") {
-            Ok(())
-        } else {
-            Err(RegistryError::Tamper(std::io::Error::other(answer)))
-        }
+        if answer.starts_with("HTTP/1.1 204") { Ok(()) } else { Err(RegistryError::Tamper(std::io::Error::other(answer))) }
     }
 }
 

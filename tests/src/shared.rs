@@ -14,8 +14,7 @@ use std::time::Duration;
 use crate::controlplane::{ControlPlane, Options};
 use crate::process;
 
-static SHARED: tokio::sync::OnceCell<Result<ControlPlane, String>> =
-    tokio::sync::OnceCell::const_new();
+static SHARED: tokio::sync::OnceCell<Result<ControlPlane, String>> = tokio::sync::OnceCell::const_new();
 static SHARED_PID: AtomicU32 = AtomicU32::new(0);
 static SHARED_RUN_DIR: OnceLock<PathBuf> = OnceLock::new();
 

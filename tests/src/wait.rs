@@ -14,11 +14,7 @@ use kube::{Api, Client};
 #[derive(Debug, thiserror::Error)]
 pub enum WaitError {
     #[error("timed out after {waited:?} waiting for {what}; last: {last}")]
-    TimedOut {
-        what: String,
-        waited: Duration,
-        last: String,
-    },
+    TimedOut { what: String, waited: Duration, last: String },
 }
 
 /// Calls `check` until it returns `Ok`, at growing intervals (25 ms up to 500 ms), for at most
@@ -33,11 +29,7 @@ pub enum WaitError {
 ///     }
 /// }).await?;
 /// ```
-pub async fn eventually<T, E, F, Fut>(
-    what: &str,
-    timeout: Duration,
-    mut check: F,
-) -> Result<T, WaitError>
+pub async fn eventually<T, E, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T, WaitError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
@@ -52,11 +44,7 @@ where
         };
         let waited = started.elapsed();
         if waited >= timeout {
-            return Err(WaitError::TimedOut {
-                what: what.to_owned(),
-                waited,
-                last,
-            });
+            return Err(WaitError::TimedOut { what: what.to_owned(), waited, last });
         }
         tokio::time::sleep(interval.min(timeout - waited)).await;
         interval = (interval * 2).min(Duration::from_millis(500));
@@ -89,18 +77,9 @@ pub const FIELD_MANAGER: &str = "kubewasm-tests";
 
 /// Server-side-applies `crd` (forcing ownership), waits until it is Established and its resources
 /// can be listed, and returns the [`ApiResource`] of its storage version (for `Api<DynamicObject>`).
-pub async fn apply_crd(
-    client: &Client,
-    crd: &CustomResourceDefinition,
-    timeout: Duration,
-) -> Result<ApiResource, CrdError> {
+pub async fn apply_crd(client: &Client, crd: &CustomResourceDefinition, timeout: Duration) -> Result<ApiResource, CrdError> {
     let name = crd.metadata.name.clone().ok_or(CrdError::NoName)?;
-    let version = crd
-        .spec
-        .versions
-        .iter()
-        .find(|v| v.served && v.storage)
-        .ok_or_else(|| CrdError::NoStorageVersion(name.clone()))?;
+    let version = crd.spec.versions.iter().find(|v| v.served && v.storage).ok_or_else(|| CrdError::NoStorageVersion(name.clone()))?;
     let gvk = GroupVersionKind::gvk(&crd.spec.group, &version.name, &crd.spec.names.kind);
     let resource = ApiResource::from_gvk_with_plural(&gvk, &crd.spec.names.plural);
 
@@ -112,16 +91,9 @@ pub async fn apply_crd(
     let mut value = serde_json::to_value(&body).expect("a CRD serialises");
     value["apiVersion"] = "apiextensions.k8s.io/v1".into();
     value["kind"] = "CustomResourceDefinition".into();
-    crds.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&value),
-    )
-    .await
-    .map_err(|source| CrdError::Apply {
-        name: name.clone(),
-        source,
-    })?;
+    crds.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&value))
+        .await
+        .map_err(|source| CrdError::Apply { name: name.clone(), source })?;
 
     wait_crd_established(client, &name, timeout).await?;
     // Established means the handler is installed; make sure it actually answers before returning.
@@ -135,11 +107,7 @@ pub async fn apply_crd(
 }
 
 /// Waits until the CRD called `name` has condition `Established=True`.
-pub async fn wait_crd_established(
-    client: &Client,
-    name: &str,
-    timeout: Duration,
-) -> Result<(), WaitError> {
+pub async fn wait_crd_established(client: &Client, name: &str, timeout: Duration) -> Result<(), WaitError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     eventually(&format!("CRD {name} to be Established"), timeout, || {
         let crds = crds.clone();
@@ -148,11 +116,7 @@ pub async fn wait_crd_established(
             let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
             match conditions.iter().find(|c| c.type_ == "Established") {
                 Some(c) if c.status == "True" => Ok(()),
-                Some(c) => Err(format!(
-                    "Established={} ({})",
-                    c.status,
-                    c.message.clone().unwrap_or_default()
-                )),
+                Some(c) => Err(format!("Established={} ({})", c.status, c.message.clone().unwrap_or_default())),
                 None => Err("no Established condition yet".to_owned()),
             }
         }
@@ -176,11 +140,7 @@ mod tests {
         .unwrap();
         assert_eq!(got, 3);
 
-        let err = eventually("never", Duration::from_millis(100), || async {
-            Err::<(), _>("nope")
-        })
-        .await
-        .unwrap_err();
+        let err = eventually("never", Duration::from_millis(100), || async { Err::<(), _>("nope") }).await.unwrap_err();
         let text = err.to_string();
         assert!(text.contains("never") && text.contains("nope"), "{text}");
     }

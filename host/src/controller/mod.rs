@@ -28,8 +28,8 @@ use tracing::Instrument;
 
 pub use health::Health;
 use health::Tally;
-pub use quarantine::{DEFAULT_AFTER as DEFAULT_QUARANTINE_AFTER, Listing as QuarantineListing};
 use quarantine::Quarantine;
+pub use quarantine::{DEFAULT_AFTER as DEFAULT_QUARANTINE_AFTER, Listing as QuarantineListing};
 pub use reconcile::Outcome;
 use shadow::Shadow;
 pub use shadow::{Agreement, Report as ShadowReport};
@@ -191,8 +191,15 @@ impl Controller {
         // The recorder stops after the workers (below), so that their last Events are sent.
         let events_stop = CancellationToken::new();
         let reporting = Reporting { controller: format!("kubewasm/{name}"), instance: env.instance.clone() };
-        let (events, events_task) =
-            EventRecorder::start(kube, reporting, api.bucket().clone(), env.fence.leadership.clone(), env.metrics.events_dropped(&name), env.request_timeout, events_stop.clone());
+        let (events, events_task) = EventRecorder::start(
+            kube,
+            reporting,
+            api.bucket().clone(),
+            env.fence.leadership.clone(),
+            env.metrics.events_dropped(&name),
+            env.request_timeout,
+            events_stop.clone(),
+        );
         let map_queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&format!("{name}-map-related")))?;
         let mapper = Arc::new(MapBacklog::new(map_queue, MAP_BACKLOG, env.metrics.mapped_dropped(&name)));
         let plugin_metrics = env.metrics.plugin(&name);
@@ -312,10 +319,7 @@ impl Controller {
     pub async fn shadow_with(&self, plugin: LoadedPlugin) -> Result<Arc<Version>, ControllerError> {
         let bucket = ClientLimits {
             qps: plugin.options.qps.unwrap_or(ClientLimits::default().qps),
-            burst: plugin
-                .options
-                .burst
-                .unwrap_or(ClientLimits::default().burst),
+            burst: plugin.options.burst.unwrap_or(ClientLimits::default().burst),
         }
         .bucket();
         let api: Arc<dyn Api> = Arc::new(self.api.dry_running(bucket));
@@ -336,14 +340,7 @@ impl Controller {
         let queue = self.queue.clone();
         let active = self.metrics.active_workers.clone();
         let live_busy = move || !queue.is_empty() || active.get() > 0;
-        let shadow = Shadow::start(
-            &self.name,
-            version.clone(),
-            api,
-            &self.env.metrics,
-            live_busy,
-            self.shutdown.child_token(),
-        );
+        let shadow = Shadow::start(&self.name, version.clone(), api, &self.env.metrics, live_busy, self.shutdown.child_token());
         if let Some(before) = self.shadow.write().replace(shadow) {
             before.stop();
         }
@@ -589,10 +586,11 @@ impl EventSink for Unsent {
 /// Subscribes the informers a plugin version needs and makes its runner.
 async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: LoadedPlugin, previous_finalizers: Vec<String>) -> Result<Version, ControllerError> {
     let manifest = Arc::new(plugin.described.manifest.clone());
-    let primary_scope = env.discovery.resolve(&manifest.primary).await.map_err(|source| InformerError::Resolve {
-        key: Box::new(WatchKey { resource: manifest.primary.clone(), namespace: None, selector: None }),
-        source,
-    })?;
+    let primary_scope = env
+        .discovery
+        .resolve(&manifest.primary)
+        .await
+        .map_err(|source| InformerError::Resolve { key: Box::new(WatchKey { resource: manifest.primary.clone(), namespace: None, selector: None }), source })?;
     let primary_namespaced = primary_scope.scope == Scope::Namespaced;
     let releases = plugin.prepared.releases();
 
@@ -625,8 +623,7 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
         }
     }
 
-    let served: Vec<Option<String>> =
-        if env.namespaces().is_empty() { vec![None] } else { env.namespaces().iter().cloned().map(Some).collect() };
+    let served: Vec<Option<String>> = if env.namespaces().is_empty() { vec![None] } else { env.namespaces().iter().cloned().map(Some).collect() };
     let mut subscriptions = Vec::new();
     let mut primary = CacheView::default();
     for (resource, selector, only, mapping) in wanted {
@@ -643,11 +640,7 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
                 primary: manifest.primary.clone(),
                 primary_namespaced,
                 resource: resource.clone(),
-                mapping: if parts.inert {
-                    TriggerMapping::None
-                } else {
-                    mapping.clone()
-                },
+                mapping: if parts.inert { TriggerMapping::None } else { mapping.clone() },
                 mapper: parts.mapper.clone(),
                 released: parts.released.clone(),
             });

@@ -277,8 +277,14 @@ mod tests {
 
     #[tokio::test]
     async fn an_update_reaches_the_targets_of_the_old_and_the_new_state() {
-        let (key, before) = child(serde_json::json!([{"apiVersion": "example.com/v1", "kind": "Foo", "name": "a", "uid": "1", "controller": true}]), serde_json::json!({"foo": "a"}));
-        let (_, after) = child(serde_json::json!([{"apiVersion": "example.com/v1", "kind": "Foo", "name": "b", "uid": "2", "controller": true}]), serde_json::json!({"foo": "b"}));
+        let (key, before) = child(
+            serde_json::json!([{"apiVersion": "example.com/v1", "kind": "Foo", "name": "a", "uid": "1", "controller": true}]),
+            serde_json::json!({"foo": "a"}),
+        );
+        let (_, after) = child(
+            serde_json::json!([{"apiVersion": "example.com/v1", "kind": "Foo", "name": "b", "uid": "2", "controller": true}]),
+            serde_json::json!({"foo": "b"}),
+        );
         let by_label = trigger(Mapping::Label("foo".into()), true);
         by_label.trigger.on_event(applied(&key, &after, Some(&before)));
         assert_eq!(queued(&by_label.queue).await, ["ns/a:mapped", "ns/b:mapped"]);

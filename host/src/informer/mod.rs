@@ -440,7 +440,13 @@ impl CacheView {
 
     /// Objects in `namespace` (all when `None`) matching `selector`, sorted by key; `Err` with
     /// the bytes the answer would have had when they pass `max_bytes`.
-    pub fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
+    pub fn list(
+        &self,
+        resource: &Gvk,
+        namespace: Option<&str>,
+        selector: Option<&LabelSelector>,
+        max_bytes: usize,
+    ) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
         let views: Vec<&StoreView> = self.views(resource).iter().filter(|v| namespace.is_none() || v.store.covers(namespace)).collect();
         if let [view] = views.as_slice() {
             return view.list(namespace, selector, max_bytes);

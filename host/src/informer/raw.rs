@@ -78,13 +78,7 @@ impl<'de> Deserialize<'de> for RawObject {
         let head = serde_json::from_str::<Head>(json.get()).map_err(serde::de::Error::custom)?;
         let typed = head.api_version.is_some() && head.kind.is_some();
         let meta = head.metadata;
-        let metadata = ObjectMeta {
-            name: meta.name,
-            namespace: meta.namespace,
-            resource_version: meta.resource_version,
-            uid: meta.uid,
-            ..Default::default()
-        };
+        let metadata = ObjectMeta { name: meta.name, namespace: meta.namespace, resource_version: meta.resource_version, uid: meta.uid, ..Default::default() };
         Ok(RawObject { metadata, json, typed })
     }
 }

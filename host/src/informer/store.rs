@@ -241,13 +241,8 @@ impl Store {
     pub fn list_where(&self, namespace: Option<&str>, filter: impl Fn(&Entry) -> bool, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
         let inner = self.inner.read();
         let filter = &filter;
-        let matching = || {
-            inner
-                .objects
-                .iter()
-                .filter(move |(key, _)| namespace.is_none() || key.namespace() == namespace)
-                .filter(move |(_, entry)| filter(entry))
-        };
+        let matching =
+            || inner.objects.iter().filter(move |(key, _)| namespace.is_none() || key.namespace() == namespace).filter(move |(_, entry)| filter(entry));
         let mut found = Vec::new();
         let mut bytes = 0usize;
         for (key, entry) in matching() {
@@ -450,7 +445,7 @@ mod tests {
         let data = |writer: &Writer| writer.store().get(&ObjectKey::new(Some("n"), "a")).unwrap().contains("written");
         assert!(cached(writer.insert_newer(at("10", "u1", "written"))).starts_with("cached"));
         // An older event still in flight on the watch does not roll the write back...
-        assert!(cached(writer.insert_newer(at("9", "u1", "older"))).contains("stale, kept") );
+        assert!(cached(writer.insert_newer(at("9", "u1", "older"))).contains("stale, kept"));
         assert!(data(&writer));
         // ...the same or a newer version replaces it, and so does a version that is not a number.
         let Inserted::Cached { old: Some(old), .. } = writer.insert_newer(at("10", "u1", "echo")) else { panic!("replaced") };

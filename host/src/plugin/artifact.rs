@@ -36,9 +36,7 @@ impl ArtifactCache {
 
     /// `$XDG_CACHE_HOME/kubewasm/artifacts`, else `~/.cache/kubewasm/artifacts`.
     pub fn default_dir() -> Option<PathBuf> {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+        let base = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
         Some(base.join("kubewasm").join("artifacts"))
     }
 

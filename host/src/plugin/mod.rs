@@ -190,16 +190,7 @@ impl Loader {
         };
         let mut described = self.runtime.describe(&prepared, &file_name, &settings, &self.policy, describe_limits).await?;
         described.limits = self.apply_overrides(&described.manifest, &options)?;
-        Ok(LoadedPlugin {
-            path: path.to_path_buf(),
-            digest,
-            prepared,
-            described,
-            settings,
-            options,
-            origin,
-            load_time: started.elapsed(),
-        })
+        Ok(LoadedPlugin { path: path.to_path_buf(), digest, prepared, described, settings, options, origin, load_time: started.elapsed() })
     }
 }
 
@@ -263,10 +254,7 @@ pub fn candidate_for(wasm: &Path) -> Option<PathBuf> {
 
 /// The candidate file of a live plugin file.
 pub fn candidate_of(wasm: &Path) -> PathBuf {
-    let stem = wasm
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let stem = wasm.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     wasm.with_file_name(format!("{stem}{CANDIDATE}.wasm"))
 }
 
@@ -286,10 +274,7 @@ pub fn settings_path(wasm: &Path) -> PathBuf {
 pub fn promote(live: &Path) -> std::io::Result<()> {
     let candidate = candidate_of(live);
     if !candidate.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("there is no candidate {}", candidate.display()),
-        ));
+        return Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("there is no candidate {}", candidate.display())));
     }
     let settings = candidate.with_extension("toml");
     if settings.is_file() {

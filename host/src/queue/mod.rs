@@ -161,11 +161,7 @@ struct Shared<K: Key> {
 impl<K: Key> WorkQueue<K> {
     pub fn new(rate_limit: RateLimitConfig, metrics: WorkqueueMetrics) -> Result<Self, QueueError> {
         rate_limit.validate()?;
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::new(&rate_limit, metrics.clone())),
-            ready: Notify::new(),
-            drained: Notify::new(),
-        });
+        let shared = Arc::new(Shared { state: Mutex::new(State::new(&rate_limit, metrics.clone())), ready: Notify::new(), drained: Notify::new() });
         let hook = Arc::downgrade(&shared);
         metrics.refresh_on_scrape(hook);
         Ok(WorkQueue { shared })

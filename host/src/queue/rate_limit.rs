@@ -54,12 +54,7 @@ pub(crate) struct RateLimiter<K> {
 
 impl<K: Key> RateLimiter<K> {
     pub(crate) fn new(config: &RateLimitConfig) -> Self {
-        RateLimiter {
-            failures: HashMap::new(),
-            base_delay: config.base_delay,
-            max_delay: config.max_delay,
-            bucket: TokenBucket::new(config.qps, config.burst),
-        }
+        RateLimiter { failures: HashMap::new(), base_delay: config.base_delay, max_delay: config.max_delay, bucket: TokenBucket::new(config.qps, config.burst) }
     }
 
     /// Records one more failure of `key` and returns how long its retry must wait.

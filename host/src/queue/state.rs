@@ -3,15 +3,15 @@
 //! that follow from those transitions. Synchronous, and the time comes from the caller (the
 //! tests' paused clock works); waking and waiting belong to the handle in `queue/mod.rs`.
 
-use std::collections::hash_map::{Entry, HashMap};
 use std::collections::VecDeque;
+use std::collections::hash_map::{Entry, HashMap};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::delay::Delayed;
-use super::{Key, Reason, Reasons};
 use super::rate_limit::{RateLimitConfig, RateLimiter};
+use super::{Key, Reason, Reasons};
 use crate::metrics::WorkqueueMetrics;
 
 /// Where one key stands; a key with neither time set has no entry at all.

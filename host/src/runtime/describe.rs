@@ -54,11 +54,7 @@ pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>) -> Result<Manifest
         })
         .collect();
     for (i, rule) in rules.into_iter().enumerate() {
-        let verbs = rule
-            .verbs
-            .iter()
-            .map(|v| v.parse::<Verb>().map_err(|e| invalid(format!("access.rules[{i}].verbs"), e)))
-            .collect::<Result<_, _>>()?;
+        let verbs = rule.verbs.iter().map(|v| v.parse::<Verb>().map_err(|e| invalid(format!("access.rules[{i}].verbs"), e))).collect::<Result<_, _>>()?;
         permissions.push(Permission {
             resource: rule.resource.into(),
             subresource: rule.subresource,
@@ -81,10 +77,7 @@ pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>) -> Result<Manifest
             Some(s) => Some(Duration::from_secs(s.into())),
         },
         max_concurrency: m.max_concurrency,
-        limits: RequestedLimits {
-            deadline: m.limits.deadline_ms.map(|ms| Duration::from_millis(ms.into())),
-            memory_bytes: m.limits.memory_bytes,
-        },
+        limits: RequestedLimits { deadline: m.limits.deadline_ms.map(|ms| Duration::from_millis(ms.into())), memory_bytes: m.limits.memory_bytes },
         permissions,
     })
 }

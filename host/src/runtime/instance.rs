@@ -118,12 +118,7 @@ impl Instance {
         let state = InstanceState {
             wasi: super::sandbox::wasi_ctx(&host.plugin, &host.logs),
             table: ResourceTable::new(),
-            memory: MemoryCap {
-                limit: usize::try_from(memory_limit).unwrap_or(usize::MAX),
-                used: 0,
-                refused: None,
-                metrics,
-            },
+            memory: MemoryCap { limit: usize::try_from(memory_limit).unwrap_or(usize::MAX), used: 0, refused: None, metrics },
             host,
             key: None,
             deadline,
@@ -134,13 +129,7 @@ impl Instance {
         // Each epoch tick yields to the executor (a busy guest never starves a tokio worker)
         // and stops the call once its deadline has passed.
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| {
-            if Instant::now() >= ctx.data().deadline {
-                Err(DeadlineExceeded.into())
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
+        store.epoch_deadline_callback(|ctx| if Instant::now() >= ctx.data().deadline { Err(DeadlineExceeded.into()) } else { Ok(UpdateDeadline::Yield(1)) });
         store
     }
 

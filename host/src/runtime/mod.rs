@@ -446,15 +446,8 @@ impl PluginRunner {
 
     /// Reconciles with `services` instead of the plugin's for this call alone: what a journal
     /// records, or a shadow run replays.
-    pub async fn reconcile_with(
-        &self,
-        request: Request,
-        services: Services,
-    ) -> Result<Action, CallError> {
-        self.action(
-            self.invoke(Call::Reconcile(request), Some(services))
-                .await?,
-        )
+    pub async fn reconcile_with(&self, request: Request, services: Services) -> Result<Action, CallError> {
+        self.action(self.invoke(Call::Reconcile(request), Some(services)).await?)
     }
 
     pub async fn finalize(&self, request: Request) -> Result<Action, CallError> {

@@ -122,11 +122,7 @@ impl OutputStream for GuestOutput {
 }
 
 impl tokio::io::AsyncWrite for GuestOutput {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
+    fn poll_write(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
         self.write_bytes(buf);
         std::task::Poll::Ready(Ok(buf.len()))
     }

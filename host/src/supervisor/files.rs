@@ -32,10 +32,8 @@ pub struct DirError {
 /// The `*.wasm` files of the plugin directory, sorted.
 pub fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, DirError> {
     let entries = std::fs::read_dir(dir).map_err(|source| DirError { path: dir.into(), source })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
-        .collect();
+    let mut files: Vec<PathBuf> =
+        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file()).collect();
     files.sort();
     Ok(files)
 }
@@ -134,14 +132,8 @@ impl Files {
         let mut ready = Vec::new();
         for path in &present {
             let Some(stamp) = stamp_of(path) else { continue };
-            let state = self.0.entry(path.clone()).or_insert(FileState {
-                stamp,
-                since: now,
-                handled: None,
-                loaded: None,
-                retry_at: None,
-                retry_delay: RETRY_FIRST,
-            });
+            let state =
+                self.0.entry(path.clone()).or_insert(FileState { stamp, since: now, handled: None, loaded: None, retry_at: None, retry_delay: RETRY_FIRST });
             if state.stamp != stamp {
                 state.stamp = stamp;
                 state.since = now;

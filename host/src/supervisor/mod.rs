@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-pub use files::{ControllerFilter, plugin_files};
 use files::{Change, Files, INCOMPLETE_GRACE, read_content, stem};
+pub use files::{ControllerFilter, plugin_files};
 use registry::{Registry, Slot};
 use status::{Outcome, StatusPublisher};
 
@@ -407,7 +407,10 @@ impl Supervisor {
             return Err(Rejection { plugin: expected.into(), reason: "NameMismatch", why, retry: false });
         }
         if self.rolled_back.lock().get(path).is_some_and(|r| *r == RolledBack::of(&plugin)) {
-            let why = format!("{name} {} (sha256:{}) was rolled back; it is not loaded again until the module or its settings change", manifest.version, plugin.digest);
+            let why = format!(
+                "{name} {} (sha256:{}) was rolled back; it is not loaded again until the module or its settings change",
+                manifest.version, plugin.digest
+            );
             return Err(reject("RolledBack", why, false));
         }
         if !self.filter.enables(&name) {
@@ -480,43 +483,16 @@ impl Supervisor {
     /// Runs a candidate file (`NAME.next.wasm`) in the shadow of the live plugin of `live`,
     /// admitted as a new version would be (its identity's RBAC, the memory budget — one worker's
     /// worth); a candidate before it ends. `Ok(true)` when it runs.
-    async fn shadow(
-        self: &Arc<Self>,
-        path: &Path,
-        live: &Path,
-        plugin: LoadedPlugin,
-        started: Instant,
-        promote_files: bool,
-    ) -> Result<bool, Rejection> {
+    async fn shadow(self: &Arc<Self>, path: &Path, live: &Path, plugin: LoadedPlugin, started: Instant, promote_files: bool) -> Result<bool, Rejection> {
         let manifest = plugin.described.manifest.clone();
         let name = manifest.name.clone();
-        let reject = |reason: &'static str, why: String, retry: bool| Rejection {
-            plugin: name.clone(),
-            reason,
-            why,
-            retry,
-        };
-        let running = self
-            .registry
-            .name_at(live)
-            .and_then(|n| self.registry.controller(&n).filter(|c| c.is_synced()));
+        let reject = |reason: &'static str, why: String, retry: bool| Rejection { plugin: name.clone(), reason, why, retry };
+        let running = self.registry.name_at(live).and_then(|n| self.registry.controller(&n).filter(|c| c.is_synced()));
         let Some(controller) = running else {
-            return Err(reject(
-                "NotRunning",
-                format!(
-                    "{} is a candidate for {}, which does not run (yet)",
-                    path.display(),
-                    live.display()
-                ),
-                true,
-            ));
+            return Err(reject("NotRunning", format!("{} is a candidate for {}, which does not run (yet)", path.display(), live.display()), true));
         };
         if controller.name() != name {
-            let why = format!(
-                "the candidate declares the plugin name {name:?}, but {} runs {:?}",
-                live.display(),
-                controller.name()
-            );
+            let why = format!("the candidate declares the plugin name {name:?}, but {} runs {:?}", live.display(), controller.name());
             return Err(reject("NameMismatch", why, false));
         }
         if controller.version().manifest.primary != manifest.primary {
@@ -527,18 +503,8 @@ impl Supervisor {
             );
             return Err(reject("Rejected", why, false));
         }
-        self.env
-            .identities
-            .admit(&manifest)
-            .await
-            .map_err(|e| reject("Forbidden", e.to_string(), true))?;
-        self.budget
-            .reserve(
-                &candidate_budget(&name),
-                plugin.described.limits.memory_bytes,
-                1,
-            )
-            .map_err(|e| reject("OverBudget", e.to_string(), true))?;
+        self.env.identities.admit(&manifest).await.map_err(|e| reject("Forbidden", e.to_string(), true))?;
+        self.budget.reserve(&candidate_budget(&name), plugin.described.limits.memory_bytes, 1).map_err(|e| reject("OverBudget", e.to_string(), true))?;
         let (version, digest) = (manifest.version.clone(), plugin.digest);
         let policy = self.rollback.for_plugin(&plugin.options);
         match controller.shadow_with(plugin).await {
@@ -550,30 +516,18 @@ impl Supervisor {
                     started.elapsed().as_millis()
                 );
                 if policy.promote_after > 0 {
-                    note.push_str(&format!(
-                        "; promoted once it agrees on {} reconciles",
-                        policy.promote_after
-                    ));
+                    note.push_str(&format!("; promoted once it agrees on {} reconciles", policy.promote_after));
                 }
                 self.report(&name, Outcome::Candidate, note).await;
                 if policy.promote_after > 0 && promote_files {
-                    tokio::spawn(self.clone().promote_when_agreed(
-                        controller,
-                        Arc::downgrade(&candidate),
-                        live.to_path_buf(),
-                        policy.promote_after,
-                    ));
+                    tokio::spawn(self.clone().promote_when_agreed(controller, Arc::downgrade(&candidate), live.to_path_buf(), policy.promote_after));
                 }
                 Ok(true)
             }
             Err(e) => {
                 self.budget.release(&candidate_budget(&name));
                 let sync = matches!(e, ControllerError::SyncTimeout(..));
-                Err(reject(
-                    if sync { "SyncFailed" } else { "Rejected" },
-                    e.to_string(),
-                    sync,
-                ))
+                Err(reject(if sync { "SyncFailed" } else { "Rejected" }, e.to_string(), sync))
             }
         }
     }
@@ -581,11 +535,7 @@ impl Supervisor {
     /// A candidate file went: its shadow run ends — unless it was renamed over the live file
     /// (promoted), which the live file's reload takes care of.
     async fn candidate_gone(&self, path: &Path, live: &Path) {
-        let Some(controller) = self
-            .registry
-            .name_at(live)
-            .and_then(|n| self.registry.controller(&n))
-        else {
+        let Some(controller) = self.registry.name_at(live).and_then(|n| self.registry.controller(&n)) else {
             return;
         };
         let promoted = match (controller.candidate(), read_content(live).await) {
@@ -610,13 +560,7 @@ impl Supervisor {
     /// its file over the live one (the directory's watcher then loads it as a new version, and
     /// the rollback window watches it). Ends when the candidate is replaced or gone, or cannot
     /// ever qualify.
-    async fn promote_when_agreed(
-        self: Arc<Self>,
-        controller: Arc<Controller>,
-        candidate: std::sync::Weak<Version>,
-        live: PathBuf,
-        after: u64,
-    ) {
+    async fn promote_when_agreed(self: Arc<Self>, controller: Arc<Controller>, candidate: std::sync::Weak<Version>, live: PathBuf, after: u64) {
         loop {
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
@@ -630,10 +574,7 @@ impl Supervisor {
                 return;
             };
             if !report.agreed(after) {
-                if [Agreement::Differs, Agreement::Error, Agreement::Fault]
-                    .iter()
-                    .any(|a| report.count(*a) > 0)
-                {
+                if [Agreement::Differs, Agreement::Error, Agreement::Fault].iter().any(|a| report.count(*a) > 0) {
                     tracing::info!(plugin = %controller.name(), "the candidate did not agree with the live version: it is left for `kubewasm rollout promote`");
                     return;
                 }
@@ -714,7 +655,10 @@ impl Supervisor {
         // Replaced while waiting for the file: that version has a window of its own.
         let (Some(bad), Some(controller)) = (self.judged(&promotion), self.registry.controller(&promotion.name)) else { return };
         let (name, previous) = (&promotion.name, promotion.previous);
-        let (from, to) = (format!("{} (sha256:{})", bad.manifest.version, bad.plugin.digest), format!("{} (sha256:{})", previous.described.manifest.version, previous.digest));
+        let (from, to) = (
+            format!("{} (sha256:{})", bad.manifest.version, bad.plugin.digest),
+            format!("{} (sha256:{})", previous.described.manifest.version, previous.digest),
+        );
         let mark = RolledBack::of(&bad.plugin);
         drop(bad);
         let workers = previous.options.max_concurrency.unwrap_or(previous.described.manifest.max_concurrency);
@@ -749,7 +693,8 @@ impl Supervisor {
             previous.stop().await;
         }
         self.removed.lock().remove(&name);
-        let (env, registry, status, budget, refused) = (self.env.clone(), self.registry.clone(), self.status.clone(), self.budget.clone(), self.refused.clone());
+        let (env, registry, status, budget, refused) =
+            (self.env.clone(), self.registry.clone(), self.status.clone(), self.budget.clone(), self.refused.clone());
         let path = path.to_path_buf();
         let supervisor_listing = self.listing_source();
         let supervisor = Arc::downgrade(self);
@@ -860,11 +805,8 @@ impl Supervisor {
         if finalizers.is_empty() {
             return;
         }
-        let carrying: Vec<_> = version
-            .primary_objects()
-            .into_iter()
-            .filter(|(_, json)| crate::controller::finalizers_of(json).iter().any(|f| finalizers.contains(&f)))
-            .collect();
+        let carrying: Vec<_> =
+            version.primary_objects().into_iter().filter(|(_, json)| crate::controller::finalizers_of(json).iter().any(|f| finalizers.contains(&f))).collect();
         if carrying.is_empty() {
             return;
         }
@@ -946,9 +888,7 @@ fn load_error(path: &Path, error: &LoadError) -> String {
 fn looks_incomplete(error: &LoadError) -> bool {
     match error {
         LoadError::Truncated(_) | LoadError::NotWebAssembly => true,
-        LoadError::Runtime(crate::runtime::RuntimeError::Compile(message)) => {
-            message.contains("unexpected end") || message.contains("out of bounds")
-        }
+        LoadError::Runtime(crate::runtime::RuntimeError::Compile(message)) => message.contains("unexpected end") || message.contains("out of bounds"),
         _ => false,
     }
 }

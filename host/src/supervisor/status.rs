@@ -210,28 +210,11 @@ pub fn rollout_key(plugin: &str) -> String {
 /// A shadow run's report for people (`kubewasm rollout status`): the counts, the keys that
 /// did not agree, and the first diffs.
 pub fn rollout_report(plugin: &str, live: &str, report: &ShadowReport) -> String {
-    let mut out = format!(
-        "candidate {} (sha256:{}) in the shadow of {plugin} {live}\n",
-        report.version, report.digest
-    );
+    let mut out = format!("candidate {} (sha256:{}) in the shadow of {plugin} {live}\n", report.version, report.digest);
     out.push_str(&format!("reconciles: {}\n", report.summary()));
-    let agreeing = report
-        .keys
-        .values()
-        .filter(|a| **a == Agreement::Same)
-        .count();
-    out.push_str(&format!(
-        "keys: {} agree, {} do not\n",
-        agreeing,
-        report.keys.len() - agreeing
-    ));
-    let others: Vec<String> = report
-        .keys
-        .iter()
-        .filter(|(_, a)| **a != Agreement::Same)
-        .take(20)
-        .map(|(k, a)| format!("{k} ({})", a.label()))
-        .collect();
+    let agreeing = report.keys.values().filter(|a| **a == Agreement::Same).count();
+    out.push_str(&format!("keys: {} agree, {} do not\n", agreeing, report.keys.len() - agreeing));
+    let others: Vec<String> = report.keys.iter().filter(|(_, a)| **a != Agreement::Same).take(20).map(|(k, a)| format!("{k} ({})", a.label())).collect();
     if !others.is_empty() {
         out.push_str(&format!("not agreeing: {}\n", others.join(", ")));
     }

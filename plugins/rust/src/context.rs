@@ -137,11 +137,7 @@ impl Context {
     /// Records a Kubernetes Event about `regarding`.
     pub fn event(&self, regarding: &impl Object, event_type: EventType, reason: &str, action: &str, note: &str) -> Result<()> {
         Ok(events::publish(&events::Event {
-            regarding: wit::ObjectRef {
-                resource: (&regarding.gvk()).into(),
-                namespace: regarding.namespace().map(Into::into),
-                name: regarding.name().into(),
-            },
+            regarding: wit::ObjectRef { resource: (&regarding.gvk()).into(), namespace: regarding.namespace().map(Into::into), name: regarding.name().into() },
             event_type,
             reason: reason.into(),
             action: action.into(),

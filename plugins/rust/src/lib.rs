@@ -60,7 +60,9 @@ pub use serde_json;
 
 /// The usual imports for writing a controller.
 pub mod prelude {
-    pub use crate::{Action, Context, Controller, DynamicObject, Error, ErrorCode, EventType, Gvk, Manifest, Mapping, Object, ObjectKey, ResourceExt, Result, Verb};
+    pub use crate::{
+        Action, Context, Controller, DynamicObject, Error, ErrorCode, EventType, Gvk, Manifest, Mapping, Object, ObjectKey, ResourceExt, Result, Verb,
+    };
 }
 
 use std::time::Duration;
@@ -191,10 +193,7 @@ pub mod __private {
     fn with<C: Controller, R>(f: impl FnOnce(&C) -> R) -> R {
         CONTROLLER.with(|slot| {
             let slot = slot.borrow();
-            let controller = slot
-                .as_ref()
-                .and_then(|c| c.downcast_ref::<C>())
-                .expect("the host calls describe before any other function");
+            let controller = slot.as_ref().and_then(|c| c.downcast_ref::<C>()).expect("the host calls describe before any other function");
             f(controller)
         })
     }
@@ -224,8 +223,8 @@ pub mod __private {
     }
 
     fn call<C: Controller>(request: Request, f: impl FnOnce(&C, C::Primary, &Context) -> crate::Result<Action>) -> Result<wit::Action, wit::Error> {
-        let object: C::Primary = serde_json::from_str(&request.object)
-            .map_err(|e| Error::new(ErrorCode::Invalid, format!("the primary object does not parse: {e}")))?;
+        let object: C::Primary =
+            serde_json::from_str(&request.object).map_err(|e| Error::new(ErrorCode::Invalid, format!("the primary object does not parse: {e}")))?;
         let ctx = Context::new(request.key, request.retries);
         let action = with::<C, _>(|c| f(c, object, &ctx))?;
         Ok(match action {

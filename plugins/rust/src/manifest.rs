@@ -127,10 +127,8 @@ impl Manifest {
     }
 
     pub fn limits(mut self, limits: Limits) -> Self {
-        self.inner.limits = wit::Limits {
-            deadline_ms: limits.deadline.map(|d| d.as_millis().try_into().unwrap_or(u32::MAX)),
-            memory_bytes: limits.memory_bytes,
-        };
+        self.inner.limits =
+            wit::Limits { deadline_ms: limits.deadline.map(|d| d.as_millis().try_into().unwrap_or(u32::MAX)), memory_bytes: limits.memory_bytes };
         self
     }
 
@@ -186,9 +184,10 @@ impl Manifest {
     /// The owned kinds, and whether the plugin may delete each (for the default `released`).
     pub(crate) fn owned(&self) -> Vec<(Gvk, bool)> {
         let deletes = |gvk: &crate::bindings::kubewasm::controller::types::Gvk| {
-            self.inner.permissions.iter().any(|p| {
-                p.resource.group == gvk.group && p.resource.kind == gvk.kind && p.subresource.is_none() && p.verbs.contains(&Verb::Delete)
-            })
+            self.inner
+                .permissions
+                .iter()
+                .any(|p| p.resource.group == gvk.group && p.resource.kind == gvk.kind && p.subresource.is_none() && p.verbs.contains(&Verb::Delete))
         };
         self.inner.owns.iter().map(|g| (Gvk::from(g.clone()), deletes(g))).collect()
     }
@@ -196,9 +195,11 @@ impl Manifest {
     #[doc(hidden)]
     pub fn into_wit(mut self) -> (wit::Manifest, Vec<Rule>) {
         let primary = self.inner.primary.clone();
-        let patches_primary = self.inner.permissions.iter().any(|p| {
-            p.resource.group == primary.group && p.resource.kind == primary.kind && p.subresource.is_none() && p.verbs.contains(&Verb::Patch)
-        });
+        let patches_primary = self
+            .inner
+            .permissions
+            .iter()
+            .any(|p| p.resource.group == primary.group && p.resource.kind == primary.kind && p.subresource.is_none() && p.verbs.contains(&Verb::Patch));
         if self.inner.finalizer.is_some() && !patches_primary {
             self = self.grant(&Gvk::from(primary), None, &[Verb::Patch], &[]);
         }

@@ -26,32 +26,16 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        runs: 3,
-        idle: Duration::from_secs(20),
-        cold_build: false,
-    };
+    let mut args = Args { runs: 3, idle: Duration::from_secs(20), cold_build: false };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
         match a.as_str() {
-            "--runs" => {
-                args.runs = value("--runs")?
-                    .parse()
-                    .map_err(|e| format!("--runs: {e}"))?
-            }
-            "--idle-secs" => {
-                args.idle = Duration::from_secs(
-                    value("--idle-secs")?
-                        .parse()
-                        .map_err(|e| format!("--idle-secs: {e}"))?,
-                )
-            }
+            "--runs" => args.runs = value("--runs")?.parse().map_err(|e| format!("--runs: {e}"))?,
+            "--idle-secs" => args.idle = Duration::from_secs(value("--idle-secs")?.parse().map_err(|e| format!("--idle-secs: {e}"))?),
             "--cold-build" => args.cold_build = true,
             other => {
-                return Err(format!(
-                    "unknown argument {other:?}; usage: [--runs N] [--idle-secs S] [--cold-build]"
-                ));
+                return Err(format!("unknown argument {other:?}; usage: [--runs N] [--idle-secs S] [--cold-build]"));
             }
         }
     }
@@ -74,28 +58,18 @@ fn children_cpu_seconds() -> f64 {
 fn memory_mib(pid: u32) -> Option<(f64, f64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
-            .map(|kib| kib / 1024.0)
+        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok()).map(|kib| kib / 1024.0)
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 /// Creates `n` ConfigMaps one after the other; returns (median, p99) latency in ms.
-async fn write_latency(
-    cp: &ControlPlane,
-    n: usize,
-) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+async fn write_latency(cp: &ControlPlane, n: usize) -> Result<(f64, f64), Box<dyn std::error::Error>> {
     let cms: Api<ConfigMap> = Api::namespaced(cp.client().await?, "default");
     let mut ms = Vec::with_capacity(n);
     for i in 0..n {
         let cm = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(format!("bench-{i}")),
-                ..Default::default()
-            },
+            metadata: ObjectMeta { name: Some(format!("bench-{i}")), ..Default::default() },
             data: Some([("i".to_owned(), i.to_string())].into()),
             ..Default::default()
         };
@@ -115,26 +89,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args()?;
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    let go = std::process::Command::new("go")
-        .arg("version")
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-    println!(
-        "machine: {cores} cores; {}",
-        go.as_deref().unwrap_or("go: not found")
-    );
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let go = std::process::Command::new("go").arg("version").output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    println!("machine: {cores} cores; {}", go.as_deref().unwrap_or("go: not found"));
 
     if args.cold_build {
         let cache = tempfile::tempdir()?;
         let gocache = tempfile::tempdir()?;
-        println!(
-            "cold build: GOCACHE={} (empty), module cache as is ...",
-            gocache.path().display()
-        );
+        println!("cold build: GOCACHE={} (empty), module cache as is ...", gocache.path().display());
         let settings = BuildSettings {
             cache_root: Some(cache.path().to_owned()),
             env: vec![("GOCACHE".into(), gocache.path().display().to_string())],
@@ -145,25 +107,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let built = build::build_with(&settings)?;
         let cpu = children_cpu_seconds() - cpu_before;
         let size = std::fs::metadata(&built.path)?.len() as f64 / (1024.0 * 1024.0);
-        println!(
-            "cold build: {:.0} s wall, {cpu:.0} s CPU (user+sys of go and its compilers), binary {size:.0} MiB",
-            started.elapsed().as_secs_f64()
-        );
+        println!("cold build: {:.0} s wall, {cpu:.0} s CPU (user+sys of go and its compilers), binary {size:.0} MiB", started.elapsed().as_secs_f64());
     }
 
     let started = Instant::now();
     let binary = build::ensure_binary()?;
     match binary.provenance {
-        Provenance::Built(t) => println!(
-            "binary: built now in {:.0} s: {}",
-            t.as_secs_f64(),
-            binary.path.display()
-        ),
-        Provenance::Cached => println!(
-            "binary: cached ({:.2} s to find): {}",
-            started.elapsed().as_secs_f64(),
-            binary.path.display()
-        ),
+        Provenance::Built(t) => println!("binary: built now in {:.0} s: {}", t.as_secs_f64(), binary.path.display()),
+        Provenance::Cached => println!("binary: cached ({:.2} s to find): {}", started.elapsed().as_secs_f64(), binary.path.display()),
         Provenance::Prebuilt => println!("binary: prebuilt: {}", binary.path.display()),
     }
 
@@ -173,8 +124,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.idle.as_secs()
     );
     println!("|---|---|---|---|---|---|---|");
-    let (mut fresh, mut restart, mut stop, mut rss, mut write) =
-        (vec![], vec![], vec![], vec![], vec![]);
+    let (mut fresh, mut restart, mut stop, mut rss, mut write) = (vec![], vec![], vec![], vec![], vec![]);
     for run in 1..=args.runs {
         let t = Instant::now();
         let mut cp = ControlPlane::start_binary(binary.path.clone(), Options::default()).await?;
@@ -195,9 +145,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let pid = cp.pid().ok_or("not running")?;
         let (rss_mib, hwm_mib) = memory_mib(pid).ok_or("cannot read /proc/PID/status")?;
         let (p50, p99) = write_latency(&cp, 200).await?;
-        println!(
-            "| {run} | {fresh_s:.2} s | {stop_s:.2} s | {restart_s:.2} s | {rss_mib:.0} MiB | {hwm_mib:.0} MiB | {p50:.1} / {p99:.1} ms |"
-        );
+        println!("| {run} | {fresh_s:.2} s | {stop_s:.2} s | {restart_s:.2} s | {rss_mib:.0} MiB | {hwm_mib:.0} MiB | {p50:.1} / {p99:.1} ms |");
         write.push(p50);
         fresh.push(fresh_s);
         restart.push(restart_s);

@@ -71,12 +71,8 @@ impl CacheCtx<'_> {
                 ErrorCode::Invalid,
                 format!("{resource} is not cached: the API server does not serve it, it is not ready yet, or the plugin holds no list or watch grant on it"),
             )),
-            (Some(Scope::Cluster), Some(ns), _) => {
-                Err(error(ErrorCode::Invalid, format!("{resource} is cluster-scoped, but namespace {ns:?} was given")))
-            }
-            (Some(Scope::Namespaced), None, Some(name)) => {
-                Err(error(ErrorCode::Invalid, format!("{resource} is namespaced: give the namespace of {name:?}")))
-            }
+            (Some(Scope::Cluster), Some(ns), _) => Err(error(ErrorCode::Invalid, format!("{resource} is cluster-scoped, but namespace {ns:?} was given"))),
+            (Some(Scope::Namespaced), None, Some(name)) => Err(error(ErrorCode::Invalid, format!("{resource} is namespaced: give the namespace of {name:?}"))),
             _ => Ok(()),
         }
     }
@@ -101,10 +97,7 @@ impl CacheCtx<'_> {
             self.host.check(Verb::List, resource, None, namespace, None)?;
         }
         self.scope_check(resource, namespace, None)?;
-        let selector = selector
-            .map(str::parse::<LabelSelector>)
-            .transpose()
-            .map_err(|e| error(ErrorCode::Invalid, e.to_string()))?;
+        let selector = selector.map(str::parse::<LabelSelector>).transpose().map_err(|e| error(ErrorCode::Invalid, e.to_string()))?;
         let bound = list_bound(self.memory_bytes);
         let objects = self.services.cache.list(resource, namespace, selector.as_ref(), bound).map_err(|bytes| {
             self.host.metrics.oversized_lists.inc();

@@ -42,9 +42,7 @@ pub fn guest_error(e: RequestError) -> GuestError {
         RequestError::Standby | RequestError::LostLeadership | RequestError::Timeout(_) => ErrorCode::Unavailable,
         RequestError::NamespaceNotServed(_) | RequestError::HostObject(_) => ErrorCode::Forbidden,
         RequestError::Resolve(resolve) if resolve.is_transient() => ErrorCode::Unavailable,
-        RequestError::Resolve(_) | RequestError::NamespaceMissing(_) | RequestError::NamespaceGiven { .. } | RequestError::Body(_) => {
-            ErrorCode::Invalid
-        }
+        RequestError::Resolve(_) | RequestError::NamespaceMissing(_) | RequestError::NamespaceGiven { .. } | RequestError::Body(_) => ErrorCode::Invalid,
         RequestError::Api(kube::Error::Api(status)) => match status.code {
             404 => ErrorCode::NotFound,
             409 if status.reason == "AlreadyExists" => ErrorCode::AlreadyExists,
@@ -74,10 +72,7 @@ impl HasData for ClientData {
 }
 
 pub fn context<T: HostState>(state: &mut T) -> ClientCtx<'_> {
-    ClientCtx {
-        host: state.host(),
-        services: state.services(),
-    }
+    ClientCtx { host: state.host(), services: state.services() }
 }
 
 /// The verb a write needs.
@@ -125,41 +120,25 @@ impl ClientCtx<'_> {
             Err(e) if e.status() == Some(403) => return Ok(()),
             Err(e) => return Err(guest_error(e)),
         }
-        Err(self.host.refuse(format!(
-            "apply of {} {key} would create it, and create {} is not granted by the plugin's manifest",
-            request.resource, request.resource
-        )))
+        Err(self
+            .host
+            .refuse(format!("apply of {} {key} would create it, and create {} is not granted by the plugin's manifest", request.resource, request.resource)))
     }
 }
 
 /// Parses an object sent by the guest and names it.
 fn object_request(json: &str, op: impl FnOnce(serde_json::Value) -> WriteOp) -> Result<WriteRequest, GuestError> {
     let object = parse_json(json, "object")?;
-    let field = |path: &[&str]| {
-        path.iter()
-            .try_fold(&object, |v, key| v.get(key))
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
-    };
+    let field = |path: &[&str]| path.iter().try_fold(&object, |v, key| v.get(key)).and_then(serde_json::Value::as_str).map(str::to_owned);
     let api_version = field(&["apiVersion"]).ok_or_else(|| error(ErrorCode::Invalid, "the object has no apiVersion"))?;
     let kind = field(&["kind"]).ok_or_else(|| error(ErrorCode::Invalid, "the object has no kind"))?;
-    let name = field(&["metadata", "name"])
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| error(ErrorCode::Invalid, format!("the {kind} has no metadata.name")))?;
-    Ok(WriteRequest {
-        resource: Gvk::from_api_version(&api_version, &kind),
-        namespace: field(&["metadata", "namespace"]),
-        name,
-        op: op(object),
-    })
+    let name = field(&["metadata", "name"]).filter(|n| !n.is_empty()).ok_or_else(|| error(ErrorCode::Invalid, format!("the {kind} has no metadata.name")))?;
+    Ok(WriteRequest { resource: Gvk::from_api_version(&api_version, &kind), namespace: field(&["metadata", "namespace"]), name, op: op(object) })
 }
 
 fn parse_json(json: &str, what: &str) -> Result<serde_json::Value, GuestError> {
     if json.len() > MAX_OBJECT_BYTES {
-        return Err(error(
-            ErrorCode::Invalid,
-            format!("the {what} is {} bytes; the API server accepts at most {MAX_OBJECT_BYTES}", json.len()),
-        ));
+        return Err(error(ErrorCode::Invalid, format!("the {what} is {} bytes; the API server accepts at most {MAX_OBJECT_BYTES}", json.len())));
     }
     serde_json::from_str(json).map_err(|e| error(ErrorCode::Invalid, format!("the {what} is not valid JSON: {e}")))
 }
@@ -198,12 +177,8 @@ impl Host for ClientCtx<'_> {
             PatchType::Json => PatchKind::Json,
             PatchType::Strategic => PatchKind::Strategic,
         };
-        let request = parse_json(&body, "patch").map(|body| WriteRequest {
-            resource: resource.into(),
-            namespace,
-            name,
-            op: WriteOp::Patch { patch_type, body },
-        });
+        let request =
+            parse_json(&body, "patch").map(|body| WriteRequest { resource: resource.into(), namespace, name, op: WriteOp::Patch { patch_type, body } });
         self.write(request).await
     }
 

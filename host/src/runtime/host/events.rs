@@ -34,10 +34,7 @@ impl HasData for EventsData {
 }
 
 pub fn context<T: HostState>(state: &mut T) -> EventsCtx<'_> {
-    EventsCtx {
-        host: state.host(),
-        services: state.services(),
-    }
+    EventsCtx { host: state.host(), services: state.services() }
 }
 
 /// Kubernetes' limit on `reason` and `action` (the note's is [`MAX_NOTE`]). A guest's Event

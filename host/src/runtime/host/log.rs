@@ -48,7 +48,10 @@ impl LogBudget {
         let mut reported = self.reported.lock();
         if reported.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(60)) {
             *reported = Some(now);
-            tracing::warn!(plugin, "the plugin logs more than {RECORDS_PER_SECOND} records a second: dropping records (see kubewasm_plugin_log_records_dropped_total)");
+            tracing::warn!(
+                plugin,
+                "the plugin logs more than {RECORDS_PER_SECOND} records a second: dropping records (see kubewasm_plugin_log_records_dropped_total)"
+            );
         }
         false
     }

@@ -19,10 +19,10 @@ use std::sync::Arc;
 use wasmtime::component::Linker;
 
 use super::bindings::types::{Error as GuestError, ErrorCode};
-use crate::resource::ObjectKey;
 use crate::manifest::{Manifest, Verb};
 use crate::metrics::PluginMetrics;
 use crate::resource::Gvk;
+use crate::resource::ObjectKey;
 
 pub use cache::CacheReader;
 pub use client::Api;

@@ -4,8 +4,8 @@
 
 use kubewasm_sdk::bindings::exports::kubewasm::controller::access::{self, Rule};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::plugin::{self, Limits, Manifest, Permission, Verb};
-use kubewasm_sdk::bindings::exports::kubewasm::controller::release;
 use kubewasm_sdk::bindings::exports::kubewasm::controller::reconciler::{self, Request};
+use kubewasm_sdk::bindings::exports::kubewasm::controller::release;
 use kubewasm_sdk::bindings::kubewasm::controller::types::{Action, Error, ErrorCode, Gvk, ObjectKey};
 use kubewasm_sdk::bindings::kubewasm::controller::{cache, client};
 

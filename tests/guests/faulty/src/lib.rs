@@ -35,10 +35,7 @@ impl Controller for Faulty {
         match settings.describe.as_deref() {
             Some("trap") => panic!("describe was asked to trap"),
             Some("refuse") => Err("setting `describe` is \"refuse\"".into()),
-            other => Ok(Faulty {
-                name: settings.name.unwrap_or_else(|| "faulty".into()),
-                invalid_manifest: other == Some("invalid-manifest"),
-            }),
+            other => Ok(Faulty { name: settings.name.unwrap_or_else(|| "faulty".into()), invalid_manifest: other == Some("invalid-manifest") }),
         }
     }
 
@@ -90,12 +87,9 @@ impl Controller for Faulty {
                 "connect: {:?}",
                 std::net::TcpStream::connect(cm.data.as_ref().and_then(|d| d.get("address")).map(String::as_str).unwrap_or("127.0.0.1:1"))
             ))),
-            "sandbox-env" => Err(Error::other(format!(
-                "env: {} vars, HOME={:?}, args: {}",
-                std::env::vars().count(),
-                std::env::var("HOME").ok(),
-                std::env::args().count()
-            ))),
+            "sandbox-env" => {
+                Err(Error::other(format!("env: {} vars, HOME={:?}, args: {}", std::env::vars().count(), std::env::var("HOME").ok(), std::env::args().count())))
+            }
             "stdout" => {
                 println!("hello from stdout");
                 eprintln!("hello from stderr");
