@@ -10,6 +10,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::MemoryBudget;
 use crate::client::{ApiClient, ClientLimits, Fence, HostObject};
 use crate::controller::Environment;
 use crate::delivery::PluginResources;
@@ -24,7 +25,7 @@ use crate::oci::Registries;
 use crate::plugin::Loader;
 use crate::plugin::artifact::ArtifactCache;
 use crate::resource::Gvk;
-use crate::runtime::{MemoryBudget, Runtime, RuntimeConfig};
+use crate::runtime::{Runtime, RuntimeConfig};
 use crate::supervisor::status::StatusPublisher;
 use crate::supervisor::{ControllerFilter, StatusObject, Supervisor};
 

@@ -313,7 +313,7 @@ impl PluginResources {
             Err(rejection) => {
                 // Handed over again on the next try.
                 self.applied.lock().remove(name);
-                Err(Failure { reason: rejection.reason, message: rejection.why, retry: rejection.retry })
+                Err(Failure { reason: rejection.reason.as_str(), message: rejection.why, retry: rejection.retry })
             }
         }
     }
@@ -343,7 +343,7 @@ impl PluginResources {
                 self.candidates.lock().insert(name.into(), Resolved { module: module.into(), pulled, at: Instant::now() });
                 Ok(())
             }
-            Err(rejection) => Err(Failure { reason: rejection.reason, message: rejection.why, retry: rejection.retry }),
+            Err(rejection) => Err(Failure { reason: rejection.reason.as_str(), message: rejection.why, retry: rejection.retry }),
         }
     }
 

@@ -14,13 +14,14 @@
 //! through [`events`] — made as the plugin's own identity ([`identity`]). An object the plugin
 //! keeps faulting on is quarantined by its controller (`controller::quarantine`). Each version
 //! keeps a tally of the objects it fails on (`controller::health`); after a hot reload the
-//! supervisor judges the new version by it and swaps the previous one back when it is clearly
-//! worse (`supervisor::rollout`). A candidate version (`NAME.next.wasm`) runs in the shadow of
+//! plugin's slot (`supervisor::slot`) judges the new version by it and swaps the previous one
+//! back when it is clearly worse (`supervisor::rollout`). A candidate version (`NAME.next.wasm`) runs in the shadow of
 //! the live one (`controller::shadow`): each live reconcile is journaled (`runtime::journal`)
 //! and replayed against the candidate, whose writes are dry runs, and the two are compared.
 //!
 //! - [`app`]: `kubewasm run`, wired in phases; owns shutdown. [`cli`]: the command line.
-//!   [`supervisor`]: the plugin directory — starts, hot-swaps and stops controllers.
+//!   [`supervisor`]: one slot per plugin file — starts, hot-swaps and stops its controller;
+//!   routes the plugin directory's changes to them. [`budget`]: the plugin memory budget.
 //!   [`delivery`]: Plugin resources — pulls their modules and hands them to the supervisor;
 //!   [`oci`]: OCI registries (`kubewasm push`/`pull`).
 //! - [`plugin`]: plugin files — digest, artifact cache, loading. [`manifest`]: what a plugin
@@ -36,9 +37,10 @@
 //!
 //! Imports run downward: cli/app → delivery → supervisor → controller → runtime → informer,
 //! queue, client, events, identity → discovery → manifest, resource, selector, metrics; oci
-//! stands alone below delivery and cli.
+//! stands alone below delivery and cli; budget is a leaf below the supervisor and app.
 
 pub mod app;
+pub mod budget;
 pub mod case;
 pub mod cli;
 pub mod client;

@@ -467,6 +467,43 @@ async fn deletion_waits_for_the_finalizer() -> Result<()> {
     Ok(())
 }
 
+/// A primary that leaves the plugin's selector (its label removed) loses the host's finalizer
+/// with it: the plugin no longer sees the object, so nothing else would ever take it off, and a
+/// later deletion would wait forever (audit M5).
+#[tokio::test]
+async fn a_primary_that_leaves_the_selector_loses_the_finalizer() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("unselected").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let finalizer = "e2e.kubewasm.io/cleanup";
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("keeper").finalizer(finalizer), "v01");
+    let mut host = Host::start(host_config("keeper", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+
+    let want = inputs(&["leaving"], "1");
+    create_primaries(&cms, &want).await?;
+    wait_outputs(&cms, "keeper", &want, Want::default()).await?;
+    ensure!(cms.get("leaving").await?.finalizers().iter().any(|f| f == finalizer), "the finalizer was not added");
+
+    cms.patch("leaving", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {PRIMARY: null}}}))).await?;
+    eventually("the finalizer to go with the label", CONVERGE, || async {
+        let object = cms.get("leaving").await?;
+        if object.finalizers().iter().any(|f| f == finalizer) { Err(anyhow!("still {:?}", object.finalizers())) } else { Ok(()) }
+    })
+    .await?;
+    cms.delete("leaving", &DeleteParams::default()).await?;
+    eventually("the deletion to complete", CONVERGE, || async {
+        match cms.get_opt("leaving").await? {
+            None => Ok(()),
+            Some(cm) => Err(anyhow!("still there with finalizers {:?}", cm.finalizers())),
+        }
+    })
+    .await?;
+    host.stop().await?;
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // Leader election
 // ---------------------------------------------------------------------------------------------

@@ -185,6 +185,7 @@ impl Controller {
         let request = Request { key: key.clone(), object: last.clone(), retries: self.queue.num_requeues(key) };
         let action = version.runner.released(request).await.map_err(|error| Failure::Call { error, seen: None })?;
         if !matches!(action, Some(Action::RequeueAfter(_))) {
+            self.drop_finalizer(version, key, &last).await?;
             let mut released = self.released.lock();
             // Unless it was released again (a newer state) meanwhile.
             if released.get(key).is_some_and(|s| std::sync::Arc::ptr_eq(s, &last)) {
@@ -192,6 +193,25 @@ impl Controller {
             }
         }
         Ok(action.unwrap_or(Action::Done))
+    }
+
+    /// Takes the host's finalizer off a primary that stopped matching the selector: the plugin is
+    /// no longer responsible for it, and no later event of it reaches this plugin — its deletion
+    /// would otherwise wait forever. Read live (the object is outside every view of the plugin),
+    /// and patched on the condition that it has not changed since (a conflict is retried).
+    async fn drop_finalizer(&self, version: &Version, key: &ObjectKey, last: &str) -> Result<(), Failure> {
+        let ours = |f: &String| Some(f) == version.manifest.finalizer.as_ref() || version.previous_finalizers.contains(f);
+        if !meta(last).finalizers.iter().any(ours) {
+            return Ok(());
+        }
+        let current = self.api.get(&version.manifest.primary, key.namespace(), key.name()).await.map_err(Failure::Finalizer)?;
+        let Some(current) = current else { return Ok(()) };
+        let meta = meta(&current);
+        if !meta.finalizers.iter().any(ours) {
+            return Ok(());
+        }
+        let rest = meta.finalizers.iter().filter(|f| !ours(f)).cloned().collect();
+        self.set_finalizers(version, key, &meta, rest).await.map(drop)
     }
 
     /// Replaces the primary's finalizers, as the plugin, on the condition that it has not

@@ -1,7 +1,7 @@
 //! Runs plugin calls safely: the wasmtime engine (component model, async), the one `bindgen!`,
-//! per-instance limits (a wall-clock deadline per call, a memory cap), the host-wide budget of
-//! plugin memory, the WASI sandbox, and a small pool of reused instances per plugin version
-//! (released when idle).
+//! per-instance limits (a wall-clock deadline per call, a memory cap), the WASI sandbox, and a
+//! small pool of reused instances per plugin version (released when idle). The host-wide budget
+//! those limits are reserved from is [`crate::budget`]'s.
 //!
 //! The runtime runs one call at a time per instance and does not schedule: the controller
 //! decides what to call and when. It knows manifests (to check capabilities) but not queues,
@@ -331,66 +331,6 @@ impl Drop for Runtime {
     }
 }
 
-/// The host-wide budget of plugin linear memory (`--plugin-memory-budget`). Each plugin reserves
-/// what its instances may grow to — its memory limit × (max-concurrency + 1: its workers and its
-/// map-related task) — before it starts; a new version's reservation replaces the old one's. So
-/// the plugins' memory limits together never exceed what the host was given for them.
-#[derive(Clone)]
-pub struct MemoryBudget {
-    total: u64,
-    reserved: Arc<Mutex<std::collections::BTreeMap<String, u64>>>,
-    /// The bytes reserved by all plugins together, kept current on every reservation and
-    /// release (`kubewasm_plugin_memory_budget_bytes{state="reserved"}`).
-    gauge: prometheus_client::metrics::gauge::Gauge,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "needs {needed} bytes of plugin memory ({per_instance} per instance × {instances} instances: max-concurrency + 1), \
-     but only {available} of the host's {total} (--plugin-memory-budget) are free: lower its memory limit or \
-     max-concurrency (`[kubewasm] memory-mib`, `max-concurrency` in NAME.toml), or raise the budget"
-)]
-pub struct BudgetError {
-    pub needed: u64,
-    pub per_instance: u64,
-    pub instances: u64,
-    pub available: u64,
-    pub total: u64,
-}
-
-impl MemoryBudget {
-    /// A budget of `total` bytes whose reservations `gauge` follows.
-    pub fn new(total: u64, gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
-        MemoryBudget { total, reserved: Arc::default(), gauge }
-    }
-
-    /// Reserves room for `plugin`'s instances, replacing what it held before.
-    pub fn reserve(&self, plugin: &str, per_instance: u64, workers: u32) -> Result<(), BudgetError> {
-        let instances = u64::from(workers) + 1;
-        let needed = per_instance.saturating_mul(instances);
-        let mut reserved = self.reserved.lock();
-        let others: u64 = reserved.iter().filter(|(name, _)| *name != plugin).map(|(_, bytes)| bytes).sum();
-        let available = self.total.saturating_sub(others);
-        if needed > available {
-            return Err(BudgetError { needed, per_instance, instances, available, total: self.total });
-        }
-        reserved.insert(plugin.to_string(), needed);
-        self.gauge.set(reserved.values().sum::<u64>() as i64);
-        Ok(())
-    }
-
-    /// Gives back what `plugin` reserved.
-    pub fn release(&self, plugin: &str) {
-        let mut reserved = self.reserved.lock();
-        reserved.remove(plugin);
-        self.gauge.set(reserved.values().sum::<u64>() as i64);
-    }
-
-    pub fn total(&self) -> u64 {
-        self.total
-    }
-}
-
 /// Calls into one plugin version: keeps its idle instances, applies its limits.
 pub struct PluginRunner {
     engine: Engine,
@@ -705,28 +645,5 @@ impl EpochTicker {
     fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.thread.join();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_memory_budget_counts_every_worker_and_lets_a_new_version_replace_the_old() {
-        let gauge = prometheus_client::metrics::gauge::Gauge::default();
-        let budget = MemoryBudget::new(1000, gauge.clone());
-        budget.reserve("a", 100, 3).unwrap();
-        assert_eq!(gauge.get(), 400, "limit × (max-concurrency + 1)");
-        let refused = budget.reserve("b", 100, 6).unwrap_err();
-        assert_eq!((refused.needed, refused.available), (700, 600));
-        assert!(refused.to_string().contains("--plugin-memory-budget"), "{refused}");
-        budget.reserve("b", 100, 5).unwrap();
-        // A new version of `a` asking for more than is free besides its own reservation.
-        assert!(budget.reserve("a", 100, 4).is_err());
-        budget.reserve("a", 50, 7).unwrap();
-        assert_eq!(gauge.get(), 1000);
-        budget.release("b");
-        assert_eq!(gauge.get(), 400);
     }
 }
