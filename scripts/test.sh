@@ -21,6 +21,11 @@ in_dir() {
     (cd "$dir" && "$@")
 }
 
+# The house's style first (fast, and a failure here needs no test run to explain): rustfmt at
+# the house width (rustfmt.toml), and clippy with every warning an error.
+run cargo fmt --all --check
+run cargo clippy --workspace --all-targets -- -D warnings
+
 run cargo test --no-fail-fast
 
 # The Python SDK's tests, then the Python examples' unit tests (one run per directory: each
