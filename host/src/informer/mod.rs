@@ -15,7 +15,7 @@
 pub mod raw;
 pub mod store;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -149,8 +149,10 @@ impl Informer {
         }
     }
 
-    /// Applies one watcher event to the store and tells the subscribers.
-    fn apply(&self, event: watcher::Event<RawObject>, relist: &mut Vec<ParsedObject>) {
+    /// Applies one watcher event to the store and tells the subscribers. A (re)list is applied
+    /// object by object as it arrives, `listed` keeping the keys seen; what it did not hold goes
+    /// at its end.
+    fn apply(&self, event: watcher::Event<RawObject>, listed: &mut HashSet<ObjectKey>) {
         let parse = |raw: RawObject| match raw.into_cached(&self.key.resource) {
             Ok(object) => Some(object),
             Err(e) => {
@@ -159,20 +161,21 @@ impl Informer {
             }
         };
         match event {
-            watcher::Event::Init => relist.clear(),
-            watcher::Event::InitApply(raw) => relist.extend(parse(raw)),
-            watcher::Event::InitDone => {
-                let listed = std::mem::take(relist);
-                let before: std::collections::HashMap<ObjectKey, Entry> = self.store.store().entries().into_iter().collect();
-                let keys: Vec<(ObjectKey, Entry)> = listed.iter().map(|o| (o.key.clone(), o.entry.clone())).collect();
-                for (key, entry) in self.store.replace_all(listed) {
-                    self.notify(Event::Deleted { key: &key, object: &entry });
-                }
-                for (key, entry) in &keys {
-                    if self.store.store().entry(key).is_some() {
-                        self.notify(Event::Applied { key, object: entry, old: before.get(key) });
+            watcher::Event::Init => listed.clear(),
+            watcher::Event::InitApply(raw) => {
+                if let Some(object) = parse(raw) {
+                    let key = object.key.clone();
+                    listed.insert(key.clone());
+                    if let Some(Inserted::Cached { now, old }) = self.store.relisted(object) {
+                        self.notify(Event::Applied { key: &key, object: &now, old: old.as_ref() });
                     }
                 }
+            }
+            watcher::Event::InitDone => {
+                for (key, entry) in self.store.relist_done(listed) {
+                    self.notify(Event::Deleted { key: &key, object: &entry });
+                }
+                *listed = HashSet::new();
             }
             watcher::Event::Apply(raw) => {
                 if let Some(object) = parse(raw) {
@@ -355,7 +358,7 @@ impl Informers {
         tokio::spawn(async move {
             tracing::info!(informer = %task.key, "watching");
             let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
-            let mut relist = Vec::new();
+            let mut listed = HashSet::new();
             loop {
                 let event = tokio::select! {
                     _ = task.stop.cancelled() => break,
@@ -364,7 +367,7 @@ impl Informers {
                 match event {
                     Some(Ok(event)) => {
                         let done = matches!(event, watcher::Event::InitDone);
-                        task.apply(event, &mut relist);
+                        task.apply(event, &mut listed);
                         if done {
                             synced_tx.send_replace(true);
                         }
