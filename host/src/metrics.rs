@@ -45,10 +45,12 @@ impl Metrics {
     pub fn workqueue(&self, name: &str) -> WorkqueueMetrics {
         let labels = ControllerLabels { name: name.to_owned(), controller: name.to_owned() };
         let f = &self.workqueue;
+        let by_priority = |priority: Priority| PriorityLabels { name: name.to_owned(), controller: name.to_owned(), priority: priority.label().to_owned() };
         WorkqueueMetrics {
-            depth: f.depth.get_or_create_owned(&labels),
+            depth: Priority::ALL.map(|p| f.depth.get_or_create_owned(&by_priority(p))),
             adds: f.adds.get_or_create_owned(&labels),
-            queue_duration: f.queue_duration.get_or_create_owned(&labels),
+            queue_duration: Priority::ALL.map(|p| f.queue_duration.get_or_create_owned(&by_priority(p))),
+            starved: f.starved.get_or_create_owned(&labels),
             work_duration: f.work_duration.get_or_create_owned(&labels),
             retries: f.retries.get_or_create_owned(&labels),
             unfinished_work: f.unfinished_work.get_or_create_owned(&labels),
@@ -205,6 +207,15 @@ struct ControllerLabels {
     controller: String,
 }
 
+/// [`ControllerLabels`] and a queue priority, as controller-runtime's priority queue labels its
+/// depth: `0` for live changes, `-100` for list and resync work.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PriorityLabels {
+    name: String,
+    controller: String,
+    priority: String,
+}
+
 type SecondsGauge = Gauge<f64, AtomicU64>;
 
 /// controller-runtime's workqueue histogram buckets: `ExponentialBuckets(10e-9, 10, 12)`,
@@ -218,9 +229,10 @@ fn duration_histogram() -> Histogram {
 /// appends the suffixes, so the exposed names come out exactly as controller-runtime's.
 #[derive(Debug)]
 struct WorkqueueFamilies {
-    depth: Family<ControllerLabels, Gauge>,
+    depth: Family<PriorityLabels, Gauge>,
     adds: Family<ControllerLabels, Counter>,
-    queue_duration: Family<ControllerLabels, Histogram>,
+    queue_duration: Family<PriorityLabels, Histogram>,
+    starved: Family<ControllerLabels, Counter>,
     work_duration: Family<ControllerLabels, Histogram>,
     retries: Family<ControllerLabels, Counter>,
     unfinished_work: Family<ControllerLabels, SecondsGauge>,
@@ -234,6 +246,7 @@ impl WorkqueueFamilies {
             depth: Family::default(),
             adds: Family::default(),
             queue_duration: Family::new_with_constructor(duration_histogram),
+            starved: Family::default(),
             work_duration: Family::new_with_constructor(duration_histogram),
             retries: Family::default(),
             unfinished_work: Family::default(),
@@ -254,6 +267,11 @@ impl WorkqueueFamilies {
             families.work_duration.clone(),
         );
         registry.register("workqueue_retries", "Total number of retries handled by workqueue", families.retries.clone());
+        registry.register(
+            "workqueue_starved",
+            "Keys handed out only because they had waited longer than the queue's aging bound (--max-queue-wait) behind live changes",
+            families.starved.clone(),
+        );
         registry.register_with_unit(
             "workqueue_unfinished_work",
             "How many seconds of work has been done that is in progress and hasn't been observed by \
@@ -275,9 +293,11 @@ impl WorkqueueFamilies {
 /// One controller's workqueue series, resolved. Cheap to clone: every field is a shared handle.
 #[derive(Debug, Clone)]
 pub struct WorkqueueMetrics {
-    pub(crate) depth: Gauge,
+    /// By [`Priority`].
+    pub(crate) depth: [Gauge; 2],
     pub(crate) adds: Counter,
-    pub(crate) queue_duration: Histogram,
+    pub(crate) queue_duration: [Histogram; 2],
+    pub(crate) starved: Counter,
     pub(crate) work_duration: Histogram,
     pub(crate) retries: Counter,
     pub(crate) unfinished_work: SecondsGauge,
@@ -289,6 +309,25 @@ impl WorkqueueMetrics {
     /// Asks for `hook` to be refreshed before every scrape, for as long as it lives.
     pub(crate) fn refresh_on_scrape(&self, hook: Weak<dyn Refresh>) {
         self.refreshers.register(hook);
+    }
+}
+
+/// A workqueue's two lanes: live changes first, list and resync work behind them (until it ages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    Live = 0,
+    Background = 1,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 2] = [Priority::Live, Priority::Background];
+
+    /// controller-runtime's numbers for the two.
+    fn label(self) -> &'static str {
+        match self {
+            Priority::Live => "0",
+            Priority::Background => "-100",
+        }
     }
 }
 
@@ -583,10 +622,13 @@ mod tests {
         let queue = metrics.workqueue("foo");
         queue.adds.inc();
         queue.retries.inc();
+        queue.starved.inc();
         let text = metrics.encode();
         let labels = r#"name="foo",controller="foo""#;
+        assert!(text.contains(r#"workqueue_depth{name="foo",controller="foo",priority="-100"} 0"#), "{text}");
         for series in [
             "workqueue_depth",
+            "workqueue_starved_total",
             "workqueue_adds_total",
             "workqueue_queue_duration_seconds_bucket",
             "workqueue_queue_duration_seconds_count",
