@@ -23,11 +23,13 @@
 //!   [`supervisor`]: the plugin directory — starts, hot-swaps and stops controllers.
 //!   [`delivery`]: Plugin resources — pulls their modules and hands them to the supervisor;
 //!   [`oci`]: OCI registries (`kubewasm push`/`pull`).
-//! - [`plugin`]: plugin files — digest, artifact cache, loading. [`manifest`]: what a plugin
+//! - [`plugin`]: plugin files — digest, artifact cache, loading. [`cache_dir`]: the disk cache's
+//!   size limit. [`manifest`]: what a plugin
 //!   declares, validation, the capability check, the RBAC rules it needs.
 //! - [`identity`]: who each plugin acts as, and RBAC admission. [`leader`]: Lease-based leader
 //!   election, fenced by time.
-//! - [`discovery`], [`resource`], [`selector`]: kinds, keys and label selectors.
+//! - [`discovery`], [`resource`], [`selector`], [`duration`]: kinds, keys, label selectors and
+//!   durations.
 //! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`offline`]: running
 //!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
 //!   [`recording`]: `kubewasm record`. [`case`]: how cases spell calls, Events and results,
@@ -39,12 +41,14 @@
 //! stands alone below delivery and cli.
 
 pub mod app;
+pub mod cache_dir;
 pub mod case;
 pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod delivery;
 pub mod discovery;
+pub mod duration;
 pub mod events;
 pub mod finalizers;
 pub mod gobuild;

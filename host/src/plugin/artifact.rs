@@ -3,7 +3,9 @@
 //! beside it (`.sha256`), verified before loading, so a corrupt or truncated entry is recompiled —
 //! never handed to wasmtime's (unsafe) deserializer. A verified artifact is mapped from its file,
 //! not copied into memory: its code pages are the page cache's, read in as they run and shared
-//! with every other host on the node that maps them (a Python or JS plugin's is 35 MB).
+//! with every other host on the node that maps them (a Python or JS plugin's is 35 MB). Each load
+//! marks its entry as used, for the cache's size limit (`crate::cache_dir`), which evicts the
+//! least recently used entries but none this process maps.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -70,7 +72,10 @@ impl ArtifactCache {
         // ever replaced by renaming a new file over them, never rewritten in place, so the
         // mapping keeps the verified bytes.
         match unsafe { runtime.deserialize_file(path) } {
-            Ok(component) => Some(component),
+            Ok(component) => {
+                crate::cache_dir::touch(path);
+                Some(component)
+            }
             Err(e) => {
                 tracing::warn!(path = %path.display(), "artifact cache entry unusable ({e}); recompiling");
                 None
