@@ -210,6 +210,9 @@ pub struct PluginResources {
     /// Per Plugin: the candidate's reference, resolution and digest handed to the supervisor.
     candidates: Mutex<HashMap<String, Resolved>>,
     in_flight: Arc<InFlight>,
+    /// Per Plugin: the module handed over from the cache because the registry was unreachable
+    /// when this host started, until a pull succeeds.
+    from_cache: Mutex<HashMap<String, String>>,
     subscription: Mutex<Option<Subscription>>,
 }
 
@@ -278,6 +281,7 @@ impl PluginResources {
             applied: Default::default(),
             candidates: Default::default(),
             in_flight: Default::default(),
+            from_cache: Default::default(),
             subscription: Default::default(),
         })
     }
@@ -357,6 +361,7 @@ impl PluginResources {
         let name = key.name();
         let Some(json) = store.get(key) else {
             self.resolved.lock().remove(name);
+            self.from_cache.lock().remove(name);
             self.drop_candidate(name).await;
             if self.applied.lock().remove(name).is_some() {
                 self.supervisor.remove(&self.path(name)).await;
@@ -450,27 +455,26 @@ impl PluginResources {
     /// module it pulled for the reference, if it still has it.
     async fn bring_up(&self, plugin: &PluginObject, spec: &Spec, cancel: &CancellationToken) -> Result<(), Failure> {
         let name = plugin.metadata.name.as_str();
-        let (pulled, unreachable) = match self.pull(&self.resolved, name, &plugin.spec.module, &spec.module, spec.poll, cancel).await {
-            Ok(pulled) => (pulled, None),
-            Err(failure) if matches!(failure.reason, "RegistryUnreachable" | "PullTimeout") && !self.applied.lock().contains_key(name) => {
-                match self.registries.last_known(&spec.module) {
-                    Some(pulled) => {
-                        tracing::warn!(plugin = name, digest = %pulled.layer_digest, "registry unreachable: running the last module pulled for {}", plugin.spec.module);
-                        (pulled, Some(failure))
-                    }
-                    None => return Err(failure),
-                }
+        let failure = match self.pull(&self.resolved, name, &plugin.spec.module, &spec.module, spec.poll, cancel).await {
+            Ok(pulled) => {
+                self.from_cache.lock().remove(name);
+                return self.hand_over(name, &pulled, &spec.settings).await;
             }
+            Err(failure) if matches!(failure.reason, "RegistryUnreachable" | "PullTimeout") => failure,
             Err(failure) => return Err(failure),
         };
-        let applied = self.hand_over(name, &pulled, &spec.settings).await;
-        match unreachable {
-            Some(failure) => {
-                applied?;
-                let message = format!("{}; runs the last module pulled for it ({}), from the host's cache", failure.message, pulled.layer_digest);
-                Err(Failure { message, ..failure })
+        if !self.applied.lock().contains_key(name)
+            && let Some(pulled) = self.registries.last_known(&spec.module)
+        {
+            tracing::warn!(plugin = name, digest = %pulled.layer_digest, "registry unreachable: running the last module pulled for {}", plugin.spec.module);
+            self.hand_over(name, &pulled, &spec.settings).await?;
+            self.from_cache.lock().insert(name.into(), pulled.layer_digest);
+        }
+        match self.from_cache.lock().get(name) {
+            Some(digest) => {
+                Err(Failure { message: format!("{}; runs the last module pulled for it ({digest}), from the host's cache", failure.message), ..failure })
             }
-            None => applied,
+            None => Err(failure),
         }
     }
 

@@ -37,8 +37,8 @@
 //!   [`gobuild`]: `kubewasm build --lang go`.
 //!
 //! Imports run downward: cli/app → delivery → supervisor → controller → runtime → informer,
-//! queue, client, events, identity → discovery → manifest, resource, selector, metrics; oci
-//! stands alone below delivery and cli.
+//! queue, client, events, identity → discovery → manifest, resource, selector, duration, metrics;
+//! oci stands alone below delivery and cli; cache_dir is a leaf below plugin, oci and app.
 
 pub mod app;
 pub mod cache_dir;
