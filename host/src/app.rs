@@ -47,6 +47,8 @@ pub struct RunConfig {
     pub lease_name: String,
     pub lease_namespace: String,
     pub artifacts: Option<PathBuf>,
+    /// Size limit of the cache directory (`artifacts`, or the Plugins' files and modules).
+    pub cache_max_bytes: u64,
     pub grace_period: Duration,
     /// Follow the plugin directory and hot-reload changes.
     pub watch: bool,
@@ -113,7 +115,9 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         crate::supervisor::plugin_files(dir)?;
     }
     // The Plugins' files and pulled modules live in the artifact cache (an emptyDir in a pod),
-    // else in the temporary directory.
+    // else in the temporary directory. The Plugins' files are written anew (this process's own
+    // directory); pulled modules and compiled artifacts stay, so that a restart while a registry
+    // is down still runs the last modules pulled, and are kept under --cache-max-bytes.
     let files_root = config.artifacts.clone().unwrap_or_else(std::env::temp_dir);
     let resources_dir = match config.plugin_resources {
         true => Some(files_root.join("plugins").join(std::process::id().to_string())).map(|dir| {
@@ -123,6 +127,11 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         false => None,
     }
     .transpose()?;
+    let cached = match &config.artifacts {
+        Some(dir) => vec![dir.clone()],
+        None => vec![files_root.join("oci"), files_root.join("plugins").join(std::process::id().to_string())],
+    };
+    let cache_task = tokio::spawn(crate::cache_dir::CacheLimit::new(cached, config.cache_max_bytes).run(shutdown.clone()));
     let instance = identity();
     let client = crate::client::connect(config.kubeconfig.as_deref(), &instance).await?;
     let metrics = Arc::new(Metrics::new());
@@ -241,6 +250,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         }
         events_shutdown.cancel();
         let _ = events_task.await;
+        let _ = cache_task.await;
     };
     tokio::select! {
         _ = graceful => tracing::info!("stopped"),

@@ -56,6 +56,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of `run`'s arguments costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run the controllers in a plugin directory against a cluster
@@ -166,11 +168,26 @@ struct RegistryArgs {
     /// are (repeatable)
     #[arg(long, value_name = "HOST[:PORT]")]
     insecure_registry: Vec<String>,
+
+    /// The longest a pull may take as a whole (token, tag, manifest and module), however the
+    /// registry trickles
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pull_timeout: Duration,
+
+    /// The largest module pulled, counted as it arrives (e.g. 256Mi); a larger one is refused
+    /// (a Plugin's condition: TooLarge)
+    #[arg(long, value_name = "QUANTITY", default_value = "256Mi", value_parser = parse_bytes)]
+    max_module_bytes: u64,
 }
 
 impl RegistryArgs {
     fn options(&self) -> crate::oci::RegistryOptions {
-        crate::oci::RegistryOptions { insecure: self.insecure_registry.clone(), ..Default::default() }
+        crate::oci::RegistryOptions {
+            insecure: self.insecure_registry.clone(),
+            pull_timeout: self.pull_timeout,
+            max_module_bytes: self.max_module_bytes,
+            ..Default::default()
+        }
     }
 }
 
@@ -327,6 +344,12 @@ struct RunArgs {
 
     #[command(flatten)]
     cache: CacheArgs,
+
+    /// Size limit of the cache directory (compiled plugins, pulled modules, the Plugins' files):
+    /// the least recently used compiled plugins and modules are evicted past it (e.g. 1536Mi;
+    /// the chart's emptyDir is 2Gi)
+    #[arg(long, value_name = "QUANTITY", default_value = "1536Mi", value_parser = parse_bytes)]
+    cache_max_bytes: u64,
 }
 
 /// Go-style listen addresses: `:8080` means every interface.
@@ -359,18 +382,9 @@ fn parse_rollback_threshold(text: &str) -> Result<f64, String> {
     crate::plugin::check_rollback_threshold(threshold)
 }
 
-/// Durations as kubectl writes them: `500ms`, `30s`, `5m`, `1h`.
+/// Durations as kubectl and Go write them: `500ms`, `30s`, `5m`, `1h30m`.
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration such as 30s"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
-        _ => Err(format!("{text:?} is not a duration such as 500ms, 30s, 5m or 1h")),
-    }
+    crate::duration::parse(text).map_err(|e| e.to_string())
 }
 
 /// How plugins act toward the API server.
@@ -758,6 +772,7 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         watch: args.watch,
         status: crate::supervisor::StatusObject { namespace, name },
         artifacts: args.cache.dir(),
+        cache_max_bytes: args.cache_max_bytes,
         plugins: args.plugins,
         kubeconfig: args.kubeconfig,
         namespaces: args.namespaces,

@@ -24,11 +24,13 @@
 //!   routes the plugin directory's changes to them. [`budget`]: the plugin memory budget.
 //!   [`delivery`]: Plugin resources — pulls their modules and hands them to the supervisor;
 //!   [`oci`]: OCI registries (`kubewasm push`/`pull`).
-//! - [`plugin`]: plugin files — digest, artifact cache, loading. [`manifest`]: what a plugin
-//!   declares, validation, the capability check, the RBAC rules it needs.
+//! - [`plugin`]: plugin files — digest, artifact cache, loading. [`cache_dir`]: the disk cache's
+//!   size limit. [`manifest`]: what a plugin declares, validation, the capability check, the
+//!   RBAC rules it needs.
 //! - [`identity`]: who each plugin acts as, and RBAC admission. [`leader`]: Lease-based leader
 //!   election, fenced by time.
-//! - [`discovery`], [`resource`], [`selector`]: kinds, keys and label selectors.
+//! - [`discovery`], [`resource`], [`selector`], [`duration`]: kinds, keys, label selectors and
+//!   durations.
 //! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`offline`]: running
 //!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
 //!   [`recording`]: `kubewasm record`. [`case`]: how cases spell calls, Events and results,
@@ -36,17 +38,20 @@
 //!   [`gobuild`]: `kubewasm build --lang go`.
 //!
 //! Imports run downward: cli/app → delivery → supervisor → controller → runtime → informer,
-//! queue, client, events, identity → discovery → manifest, resource, selector, metrics; oci
-//! stands alone below delivery and cli; budget is a leaf below the supervisor and app.
+//! queue, client, events, identity → discovery → manifest, resource, selector, duration, metrics;
+//! oci stands alone below delivery and cli; budget is a leaf below the supervisor and app,
+//! cache_dir one below plugin, oci and app.
 
 pub mod app;
 pub mod budget;
+pub mod cache_dir;
 pub mod case;
 pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod delivery;
 pub mod discovery;
+pub mod duration;
 pub mod events;
 pub mod finalizers;
 pub mod gobuild;

@@ -70,6 +70,8 @@ struct Settings {
     /// Watch ConfigMaps carrying this label (`map-related`): each maps to the primary its value
     /// names, in its namespace.
     map_label: Option<String>,
+    /// Sleep this long in `describe` (a plugin slow to start).
+    describe_sleep_ms: Option<u64>,
 }
 
 struct E2e {
@@ -114,6 +116,9 @@ impl Controller for E2e {
         let variant = variant();
         if variant == "trp" {
             panic!("variant trp traps in describe");
+        }
+        if let Some(ms) = settings.describe_sleep_ms {
+            std::thread::sleep(Duration::from_millis(ms));
         }
         Ok(E2e {
             name: settings.name.unwrap_or_else(|| "e2e".into()),
