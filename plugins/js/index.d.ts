@@ -83,7 +83,10 @@ export class Action {
   readonly isDone: boolean;
   /** Nothing more until something changes (or the periodic resync). */
   static done(): Action;
-  /** Reconcile again after `ms` milliseconds even if nothing changes. */
+  /**
+   * Reconcile again after `ms` milliseconds even if nothing changes (rounded up to a whole
+   * millisecond; under 1000 it is rate limited like a failure).
+   */
   static requeueAfter(ms: number): Action;
 }
 export const DONE: Action;
@@ -258,7 +261,13 @@ export class Context {
 // --- the controller ---------------------------------------------------------------------------
 
 /** A controller plugin: extend it and export the class (`export default class ... extends Controller`). */
+/**
+ * A controller plugin. Anything but a `KubewasmError` thrown out of a method is a bug: the call
+ * traps (a fault; an object the plugin keeps faulting on is quarantined).
+ */
 export class Controller<Settings extends Record<string, any> = Record<string, any>, Primary extends KubeObject = KubeObject> {
+  /** Every setting the controller takes, with its default; any other key refuses the plugin. */
+  static settingsDefaults: Record<string, unknown>;
   constructor(settings: Settings);
   readonly settings: Settings;
   /** What the plugin reconciles and what it needs. */
@@ -267,7 +276,7 @@ export class Controller<Settings extends Record<string, any> = Record<string, an
   reconcile(obj: Primary, ctx: Context): Action | void;
   /** Cleans up before an object carrying the manifest's finalizer goes away. */
   finalize(obj: Primary, ctx: Context): Action | void;
-  /** Maps an event on a watched object (mapping map-related) to primary keys. */
+  /** Maps an event on a watched object (mapping map-related) to primary keys; throwing traps. */
   mapRelated(resource: Gvk, obj: KubeObject, ctx: Context): ObjectKey[];
   /**
    * Lets go of a primary that stopped matching the primary selector. By default, deletes the

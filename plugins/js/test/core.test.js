@@ -15,6 +15,14 @@ test('actions', () => {
   assert.throws(() => Action.requeueAfter(NaN), RangeError);
 });
 
+test('requeue delays are milliseconds, rounded up to whole ones', () => {
+  assert.equal(Action.requeueAfter(2500).requeueAfterMs, 2500);
+  assert.equal(Action.requeueAfter(0.4).requeueAfterMs, 1, 'a positive delay never becomes 0');
+  assert.equal(Action.requeueAfter(1.5).requeueAfterMs, 2);
+  assert.equal(Action.requeueAfter(1000.0000000000001).requeueAfterMs, 1000, 'no float noise');
+  assert.equal(Action.requeueAfter(Infinity).requeueAfterMs, Infinity);
+});
+
 test('errors map codes to classes', () => {
   const table = {
     'not-found': NotFound, 'already-exists': AlreadyExists, conflict: Conflict, forbidden: Forbidden,
