@@ -48,7 +48,7 @@ export default class RebootCoordinator extends Controller {
     return Action.done();
   }
 
-  mapRelated(resource, obj, ctx) {
+  mapRelated(_resource, _obj, ctx) {
     return ctx
       .list(kinds.NODE)
       .filter(isWaiting)

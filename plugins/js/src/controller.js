@@ -44,12 +44,12 @@ export class Controller {
    * `Action.done()`; throwing a `KubewasmError` fails the call (retried with backoff, a Warning
    * Event unless `Conflict`).
    */
-  reconcile(obj, ctx) {
+  reconcile(_obj, _ctx) {
     throw new Error(`${this.constructor.name} must define reconcile()`);
   }
 
   /** Cleans up before an object carrying the manifest's finalizer goes away. */
-  finalize(obj, ctx) {
+  finalize(_obj, _ctx) {
     return DONE;
   }
 
@@ -58,7 +58,7 @@ export class Controller {
    * `{ namespace, name }`. It has no error value: anything it throws traps, and the host retries
    * the watched object like a faulting reconcile. An empty array means no keys.
    */
-  mapRelated(resource, obj, ctx) {
+  mapRelated(_resource, _obj, _ctx) {
     return [];
   }
 

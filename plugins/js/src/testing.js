@@ -269,7 +269,7 @@ export class FakeHost {
 
   #maybeFail(op) {
     const queue = this.failures.get(op);
-    if (queue && queue.length) throw queue.shift();
+    if (queue?.length) throw queue.shift();
   }
 
   #parse(text) {

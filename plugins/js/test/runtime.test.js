@@ -176,7 +176,7 @@ test('injected failures propagate once', () => {
 
 test('mapRelated failures propagate, to trap', () => {
   class Mapper extends Echo {
-    mapRelated(resource, obj, ctx) {
+    mapRelated(_resource, obj, ctx) {
       if (o.name(obj) === 'bad') throw new Error('nope');
       if (o.name(obj) === 'reads') ctx.list(kinds.NODE);
       return [objectKey('default', 'x'), { namespace: 'default', name: 'y' }];

@@ -49,7 +49,7 @@ export default class Conformance extends Controller {
     return Action.done();
   }
 
-  mapRelated(resource, secret) {
+  mapRelated(_resource, secret) {
     const action = o.annotation(secret, 'do');
     if (action === 'panic') throw new Error('conformance panics on purpose in map-related');
     if (action === 'error') throw new Invalid('conformance fails map-related on purpose');

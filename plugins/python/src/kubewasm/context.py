@@ -9,7 +9,8 @@ behaves the same in both.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from . import bounds
 from .core import EventType, Gvk, LogLevel, ObjectKey, PatchType

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Mapping, Self
+from typing import Any, Self
 
 
 @dataclass(frozen=True, order=True)
@@ -106,11 +107,9 @@ _MAX_MILLIS = 2**64 - 1
 DONE = Action()
 
 
-class _WitEnum(str, enum.Enum):
-    """An enum whose values are the WIT case names, so plain strings are accepted too."""
-
-    def __str__(self) -> str:
-        return str(self.value)
+class _WitEnum(enum.StrEnum):
+    """An enum whose values are the WIT case names (`str()` is the name), so plain strings are
+    accepted too."""
 
     @classmethod
     def parse(cls, value: Any) -> Self:

@@ -16,9 +16,10 @@ ServiceAccount RBAC does not grant it, and `kubewasm rbac` prints Roles that do.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Callable, Iterable, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from .core import Gvk, Verb
 from .kinds import CLUSTER_ROLE

@@ -16,7 +16,8 @@ parents they need.
 
 import datetime as _dt
 from collections import abc as _abc
-from typing import Any, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from typing import Any
 
 from .core import Gvk, ObjectKey
 
@@ -270,7 +271,7 @@ def is_condition_true(obj: Mapping[str, Any], type: str) -> bool:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def set_condition(

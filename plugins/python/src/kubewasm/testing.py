@@ -19,8 +19,9 @@ from __future__ import annotations
 import copy
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from .context import Host
 from .controller import Controller
