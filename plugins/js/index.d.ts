@@ -96,14 +96,25 @@ interface WitEnum<T extends string> {
   parse(value: string): T;
 }
 export const Verb: WitEnum<VerbName> & {
-  GET: 'get'; LIST: 'list'; WATCH: 'watch'; CREATE: 'create'; UPDATE: 'update'; PATCH: 'patch'; DELETE: 'delete';
+  GET: 'get';
+  LIST: 'list';
+  WATCH: 'watch';
+  CREATE: 'create';
+  UPDATE: 'update';
+  PATCH: 'patch';
+  DELETE: 'delete';
 };
 export const EventType: WitEnum<EventTypeName> & { NORMAL: 'normal'; WARNING: 'warning' };
 export const PatchType: WitEnum<PatchTypeName> & { MERGE: 'merge'; JSON: 'json'; STRATEGIC: 'strategic' };
 export const LogLevel: WitEnum<LogLevelName> & { TRACE: 'trace'; DEBUG: 'debug'; INFO: 'info'; WARN: 'warn'; ERROR: 'error' };
 export const ErrorCode: WitEnum<ErrorCodeName> & {
-  NOT_FOUND: 'not-found'; ALREADY_EXISTS: 'already-exists'; CONFLICT: 'conflict'; FORBIDDEN: 'forbidden';
-  INVALID: 'invalid'; UNAVAILABLE: 'unavailable'; OTHER: 'other';
+  NOT_FOUND: 'not-found';
+  ALREADY_EXISTS: 'already-exists';
+  CONFLICT: 'conflict';
+  FORBIDDEN: 'forbidden';
+  INVALID: 'invalid';
+  UNAVAILABLE: 'unavailable';
+  OTHER: 'other';
 };
 
 // --- errors -----------------------------------------------------------------------------------
@@ -115,21 +126,44 @@ export class KubewasmError extends Error {
   static fromCode(code: ErrorCodeName, message: string): KubewasmError;
 }
 /** The object does not exist. */
-export class NotFound extends KubewasmError { constructor(message: string); readonly code: 'not-found'; }
+export class NotFound extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'not-found';
+}
 /** A create found an object of that name already there. */
-export class AlreadyExists extends KubewasmError { constructor(message: string); readonly code: 'already-exists'; }
+export class AlreadyExists extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'already-exists';
+}
 /** Another actor changed the object first: re-read, then retry (thrown from reconcile: requeued without a Warning Event). */
-export class Conflict extends KubewasmError { constructor(message: string); readonly code: 'conflict'; }
+export class Conflict extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'conflict';
+}
 /** The manifest does not grant this access, or Kubernetes RBAC refused it. */
-export class Forbidden extends KubewasmError { constructor(message: string); readonly code: 'forbidden'; }
+export class Forbidden extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'forbidden';
+}
 /** A malformed request: bad JSON, a missing name, a bad selector, an unserved resource... */
-export class Invalid extends KubewasmError { constructor(message: string); readonly code: 'invalid'; }
+export class Invalid extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'invalid';
+}
 /** The API server could not be reached, throttled, or this host is a standby. Retry later. */
-export class Unavailable extends KubewasmError { constructor(message: string); readonly code: 'unavailable'; }
+export class Unavailable extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'unavailable';
+}
 /** Anything else; the message says what. */
-export class Other extends KubewasmError { constructor(message: string); readonly code: 'other'; }
+export class Other extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'other';
+}
 /** Thrown from a controller's constructor to refuse loading, saying what is wrong with the settings. */
-export class SettingsError extends Error { constructor(message: string); }
+export class SettingsError extends Error {
+  constructor(message: string);
+}
 
 // --- the manifest -----------------------------------------------------------------------------
 
@@ -337,8 +371,28 @@ export namespace objects {
 }
 
 export namespace kinds {
-  const CONFIG_MAP: Gvk, ENDPOINTS: Gvk, EVENT: Gvk, NAMESPACE: Gvk, NODE: Gvk, PERSISTENT_VOLUME: Gvk,
-    PERSISTENT_VOLUME_CLAIM: Gvk, POD: Gvk, SECRET: Gvk, SERVICE: Gvk, SERVICE_ACCOUNT: Gvk, DAEMON_SET: Gvk,
-    DEPLOYMENT: Gvk, REPLICA_SET: Gvk, STATEFUL_SET: Gvk, CRON_JOB: Gvk, JOB: Gvk, INGRESS: Gvk, LEASE: Gvk,
-    POD_DISRUPTION_BUDGET: Gvk, CLUSTER_ROLE: Gvk, CLUSTER_ROLE_BINDING: Gvk, ROLE: Gvk, ROLE_BINDING: Gvk;
+  const CONFIG_MAP: Gvk,
+    ENDPOINTS: Gvk,
+    EVENT: Gvk,
+    NAMESPACE: Gvk,
+    NODE: Gvk,
+    PERSISTENT_VOLUME: Gvk,
+    PERSISTENT_VOLUME_CLAIM: Gvk,
+    POD: Gvk,
+    SECRET: Gvk,
+    SERVICE: Gvk,
+    SERVICE_ACCOUNT: Gvk,
+    DAEMON_SET: Gvk,
+    DEPLOYMENT: Gvk,
+    REPLICA_SET: Gvk,
+    STATEFUL_SET: Gvk,
+    CRON_JOB: Gvk,
+    JOB: Gvk,
+    INGRESS: Gvk,
+    LEASE: Gvk,
+    POD_DISRUPTION_BUDGET: Gvk,
+    CLUSTER_ROLE: Gvk,
+    CLUSTER_ROLE_BINDING: Gvk,
+    ROLE: Gvk,
+    ROLE_BINDING: Gvk;
 }

@@ -72,7 +72,10 @@ export function checkTarget(resource, namespace, name) {
 
 /** The text of an event's `reason`, `action` and `note`. */
 export function checkEvent(reason, action, note) {
-  for (const [field, value] of [['event reason', reason], ['event action', action]]) {
+  for (const [field, value] of [
+    ['event reason', reason],
+    ['event action', action],
+  ]) {
     if (!value) throw new Invalid(`${field} must not be empty`);
     atMost(field, value, MAX_EVENT_REASON);
   }

@@ -276,9 +276,7 @@ export function removeCondition(obj, type) {
 
 /** The keys of objects, sorted by namespace then name (cluster-scoped first). */
 export function sortedKeys(objs) {
-  return objs
-    .map(key)
-    .sort((a, b) => compare(a.namespace ?? '', b.namespace ?? '') || compare(a.name, b.name));
+  return objs.map(key).sort((a, b) => compare(a.namespace ?? '', b.namespace ?? '') || compare(a.name, b.name));
 }
 
 function compare(a, b) {

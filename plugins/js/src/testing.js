@@ -38,7 +38,10 @@ function merge(into, patch, deleteNulls) {
 
 function pointer(path) {
   if (!path.startsWith('/')) throw new Invalid(`JSON patch path ${JSON.stringify(path)} must start with /`);
-  return path.slice(1).split('/').map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return path
+    .slice(1)
+    .split('/')
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 /** RFC 6902: add, remove, replace, test (move and copy are left out). */
@@ -155,7 +158,14 @@ function requirement(raw) {
   else throw new Error(`expected '=', '!=', 'in' or 'notin' after ${JSON.stringify(key)}`);
   set = set.trim();
   if (!set.startsWith('(') || !set.endsWith(')')) throw new Error(`the values of ${JSON.stringify(key)} must be in parentheses`);
-  return { op, key, values: set.slice(1, -1).split(',').map((v) => labelValue(v.trim())) };
+  return {
+    op,
+    key,
+    values: set
+      .slice(1, -1)
+      .split(',')
+      .map((v) => labelValue(v.trim())),
+  };
 }
 
 /** Parses a Kubernetes label selector as the host does; throws `Invalid` when it does not parse. */
@@ -312,7 +322,12 @@ export class FakeHost {
     this.#maybeFail('cacheList');
     const found = [...this.objects.values()].filter((o) => {
       const g = gvkOf(o);
-      return g.group === resource.group && g.kind === resource.kind && (namespace === undefined || (o.metadata?.namespace ?? '') === namespace) && matchLabels(o.metadata?.labels ?? {}, labelSelector);
+      return (
+        g.group === resource.group &&
+        g.kind === resource.kind &&
+        (namespace === undefined || (o.metadata?.namespace ?? '') === namespace) &&
+        matchLabels(o.metadata?.labels ?? {}, labelSelector)
+      );
     });
     const sortKey = (o) => [o.metadata?.namespace ?? '', o.metadata?.name ?? ''];
     found.sort((a, b) => {

@@ -23,15 +23,43 @@ function refused(call) {
 }
 
 test('names, namespaces and kinds', () => {
-  assert.equal(refused(() => ctx.get(kinds.CONFIG_MAP, 'ns', 'a'.repeat(254))), 'name is 254 bytes; at most 253');
-  assert.equal(refused(() => ctx.get(kinds.CONFIG_MAP, 'n'.repeat(64), 'a')), 'namespace is 64 bytes; at most 63');
-  assert.equal(refused(() => ctx.get(kinds.CONFIG_MAP, 'ns', 'é'.repeat(127))), 'name is 254 bytes; at most 253', 'bytes, not characters');
-  assert.equal(refused(() => ctx.delete(kinds.CONFIG_MAP, 'ns', 'a'.repeat(254))), 'name is 254 bytes; at most 253');
-  assert.equal(refused(() => ctx.list(gvk('g'.repeat(254), 'v1', 'K'))), 'group is 254 bytes; at most 253');
-  assert.equal(refused(() => ctx.list(gvk('', 'v'.repeat(64), 'K'))), 'version is 64 bytes; at most 63');
-  assert.equal(refused(() => ctx.list(gvk('', 'v1', 'K'.repeat(64)))), 'kind is 64 bytes; at most 63');
-  assert.equal(refused(() => ctx.list(kinds.CONFIG_MAP, 'n'.repeat(64))), 'namespace is 64 bytes; at most 63');
-  assert.equal(refused(() => ctx.list(kinds.CONFIG_MAP, undefined, 'a'.repeat(4097))), 'label selector is 4097 bytes; at most 4096');
+  assert.equal(
+    refused(() => ctx.get(kinds.CONFIG_MAP, 'ns', 'a'.repeat(254))),
+    'name is 254 bytes; at most 253',
+  );
+  assert.equal(
+    refused(() => ctx.get(kinds.CONFIG_MAP, 'n'.repeat(64), 'a')),
+    'namespace is 64 bytes; at most 63',
+  );
+  assert.equal(
+    refused(() => ctx.get(kinds.CONFIG_MAP, 'ns', 'é'.repeat(127))),
+    'name is 254 bytes; at most 253',
+    'bytes, not characters',
+  );
+  assert.equal(
+    refused(() => ctx.delete(kinds.CONFIG_MAP, 'ns', 'a'.repeat(254))),
+    'name is 254 bytes; at most 253',
+  );
+  assert.equal(
+    refused(() => ctx.list(gvk('g'.repeat(254), 'v1', 'K'))),
+    'group is 254 bytes; at most 253',
+  );
+  assert.equal(
+    refused(() => ctx.list(gvk('', 'v'.repeat(64), 'K'))),
+    'version is 64 bytes; at most 63',
+  );
+  assert.equal(
+    refused(() => ctx.list(gvk('', 'v1', 'K'.repeat(64)))),
+    'kind is 64 bytes; at most 63',
+  );
+  assert.equal(
+    refused(() => ctx.list(kinds.CONFIG_MAP, 'n'.repeat(64))),
+    'namespace is 64 bytes; at most 63',
+  );
+  assert.equal(
+    refused(() => ctx.list(kinds.CONFIG_MAP, undefined, 'a'.repeat(4097))),
+    'label selector is 4097 bytes; at most 4096',
+  );
 });
 
 test('values at the bound reach the host', () => {
@@ -47,22 +75,53 @@ test('objects and patch bodies', () => {
   const big = o.newObject(kinds.CONFIG_MAP, 'a', 'ns', { data: { k: 'x'.repeat(3 << 20) } });
   const size = JSON.stringify(big).length;
   for (const call of ['apply', 'applyStatus', 'create', 'update', 'updateStatus']) {
-    assert.equal(refused(() => ctx[call](big)), `object is ${size} bytes; at most 3145728`, call);
+    assert.equal(
+      refused(() => ctx[call](big)),
+      `object is ${size} bytes; at most 3145728`,
+      call,
+    );
   }
   const body = { data: { k: 'x'.repeat(3 << 20) } };
-  assert.equal(refused(() => ctx.patch(kinds.CONFIG_MAP, 'ns', 'a', body)), `patch body is ${JSON.stringify(body).length} bytes; at most 3145728`);
-  assert.equal(refused(() => ctx.patch(kinds.CONFIG_MAP, 'ns', 'a', `${'x'.repeat(3 << 20)}é`)), 'patch body is 3145730 bytes; at most 3145728');
-  assert.equal(refused(() => ctx.patch(kinds.CONFIG_MAP, 'ns', 'a'.repeat(254), {})), 'name is 254 bytes; at most 253');
+  assert.equal(
+    refused(() => ctx.patch(kinds.CONFIG_MAP, 'ns', 'a', body)),
+    `patch body is ${JSON.stringify(body).length} bytes; at most 3145728`,
+  );
+  assert.equal(
+    refused(() => ctx.patch(kinds.CONFIG_MAP, 'ns', 'a', `${'x'.repeat(3 << 20)}é`)),
+    'patch body is 3145730 bytes; at most 3145728',
+  );
+  assert.equal(
+    refused(() => ctx.patch(kinds.CONFIG_MAP, 'ns', 'a'.repeat(254), {})),
+    'name is 254 bytes; at most 253',
+  );
 });
 
 test('event texts', () => {
   const cm = o.newObject(kinds.CONFIG_MAP, 'a', 'ns');
-  assert.equal(refused(() => ctx.event(cm, 'normal', '', 'Reconcile')), 'event reason must not be empty');
-  assert.equal(refused(() => ctx.event(cm, 'normal', 'Made', '')), 'event action must not be empty');
-  assert.equal(refused(() => ctx.event(cm, 'normal', 'R'.repeat(129), 'A')), 'event reason is 129 bytes; at most 128');
-  assert.equal(refused(() => ctx.event(cm, 'normal', 'R', 'A'.repeat(129))), 'event action is 129 bytes; at most 128');
-  assert.equal(refused(() => ctx.event(cm, 'normal', 'R', 'A', 'n'.repeat(1025))), 'event note is 1025 bytes; at most 1024');
-  assert.equal(refused(() => ctx.event(o.newObject(kinds.CONFIG_MAP, 'a'.repeat(254), 'ns'), 'normal', 'R', 'A')), 'name is 254 bytes; at most 253');
+  assert.equal(
+    refused(() => ctx.event(cm, 'normal', '', 'Reconcile')),
+    'event reason must not be empty',
+  );
+  assert.equal(
+    refused(() => ctx.event(cm, 'normal', 'Made', '')),
+    'event action must not be empty',
+  );
+  assert.equal(
+    refused(() => ctx.event(cm, 'normal', 'R'.repeat(129), 'A')),
+    'event reason is 129 bytes; at most 128',
+  );
+  assert.equal(
+    refused(() => ctx.event(cm, 'normal', 'R', 'A'.repeat(129))),
+    'event action is 129 bytes; at most 128',
+  );
+  assert.equal(
+    refused(() => ctx.event(cm, 'normal', 'R', 'A', 'n'.repeat(1025))),
+    'event note is 1025 bytes; at most 1024',
+  );
+  assert.equal(
+    refused(() => ctx.event(o.newObject(kinds.CONFIG_MAP, 'a'.repeat(254), 'ns'), 'normal', 'R', 'A')),
+    'name is 254 bytes; at most 253',
+  );
 });
 
 test('UTF-8 lengths and the cut keep whole characters', () => {

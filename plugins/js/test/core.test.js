@@ -2,8 +2,23 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  Action, AlreadyExists, Conflict, DONE, ErrorCode, EventType, Forbidden, Invalid, KubewasmError, Manifest, Mapping,
-  NotFound, Other, PatchType, Unavailable, Verb, kinds,
+  Action,
+  AlreadyExists,
+  Conflict,
+  DONE,
+  ErrorCode,
+  EventType,
+  Forbidden,
+  Invalid,
+  KubewasmError,
+  Manifest,
+  Mapping,
+  NotFound,
+  Other,
+  PatchType,
+  Unavailable,
+  Verb,
+  kinds,
 } from '@kubewasm/sdk';
 
 test('actions', () => {
@@ -25,8 +40,13 @@ test('requeue delays are milliseconds, rounded up to whole ones', () => {
 
 test('errors map codes to classes', () => {
   const table = {
-    'not-found': NotFound, 'already-exists': AlreadyExists, conflict: Conflict, forbidden: Forbidden,
-    invalid: Invalid, unavailable: Unavailable, other: Other,
+    'not-found': NotFound,
+    'already-exists': AlreadyExists,
+    conflict: Conflict,
+    forbidden: Forbidden,
+    invalid: Invalid,
+    unavailable: Unavailable,
+    other: Other,
   };
   for (const [code, cls] of Object.entries(table)) {
     const e = KubewasmError.fromCode(code, 'msg');
@@ -125,7 +145,11 @@ test('owned kinds say which may be deleted', () => {
     .owns(kinds.SERVICE)
     .permission(kinds.DEPLOYMENT, ['patch', 'delete'])
     .statusPermission(kinds.SECRET, ['delete']);
-  assert.deepEqual(m.owned(), [[kinds.DEPLOYMENT, true], [kinds.SECRET, false], [kinds.SERVICE, false]]);
+  assert.deepEqual(m.owned(), [
+    [kinds.DEPLOYMENT, true],
+    [kinds.SECRET, false],
+    [kinds.SERVICE, false],
+  ]);
 });
 
 test('manifest defaults', () => {

@@ -193,9 +193,7 @@ def test_reconcile_before_describe():
 def test_reconcile_by_key_and_recording():
     h = Harness(Echo, objects=[cm("src", "copy")])
     assert h.reconcile(ObjectKey("default", "src"), retries=2) == DONE
-    assert h.host.applied() == [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "src-out", "namespace": "default"}, "data": {"from": "src"}}
-    ]
+    assert h.host.applied() == [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "src-out", "namespace": "default"}, "data": {"from": "src"}}]
     assert h.host.get(kinds.CONFIG_MAP, "default", "src-out")["metadata"]["uid"]
     assert h.host.events == [
         {

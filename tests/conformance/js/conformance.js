@@ -8,10 +8,7 @@ export default class Conformance extends Controller {
   static settingsDefaults = { prefix: 'conformance' };
 
   manifest() {
-    return new Manifest('conformance', '0.1.0')
-      .primary(kinds.CONFIG_MAP)
-      .watches(kinds.SECRET, Mapping.mapRelated())
-      .permission(kinds.CONFIG_MAP, ['patch']);
+    return new Manifest('conformance', '0.1.0').primary(kinds.CONFIG_MAP).watches(kinds.SECRET, Mapping.mapRelated()).permission(kinds.CONFIG_MAP, ['patch']);
   }
 
   reconcile(cm, ctx) {

@@ -10,12 +10,7 @@ class Conformance(Controller):
     settings_defaults = {"prefix": "conformance"}
 
     def manifest(self) -> Manifest:
-        return (
-            Manifest("conformance", "0.1.0")
-            .primary(kinds.CONFIG_MAP)
-            .watches(kinds.SECRET, Mapping.map_related())
-            .permission(kinds.CONFIG_MAP, ["patch"])
-        )
+        return Manifest("conformance", "0.1.0").primary(kinds.CONFIG_MAP).watches(kinds.SECRET, Mapping.map_related()).permission(kinds.CONFIG_MAP, ["patch"])
 
     def reconcile(self, cm: Object, ctx: Context) -> Action:
         data = cm.get("data") or {}

@@ -92,9 +92,7 @@ class Other(KubewasmError):
     code = ErrorCode.OTHER
 
 
-_BY_CODE: dict[ErrorCode, type[KubewasmError]] = {
-    cls.code: cls for cls in (NotFound, AlreadyExists, Conflict, Forbidden, Invalid, Unavailable, Other)
-}
+_BY_CODE: dict[ErrorCode, type[KubewasmError]] = {cls.code: cls for cls in (NotFound, AlreadyExists, Conflict, Forbidden, Invalid, Unavailable, Other)}
 
 
 class SettingsError(ValueError):

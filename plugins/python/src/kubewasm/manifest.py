@@ -124,10 +124,7 @@ def _rbac_verb(verb: Verb | str) -> str:
 
 def _grants(permissions: Iterable[Permission], resource: Gvk, verb: Verb) -> bool:
     """Whether a permission on the resource itself (any version) grants `verb`."""
-    return any(
-        (p.resource.group, p.resource.kind) == (resource.group, resource.kind) and p.subresource is None and verb in p.verbs
-        for p in permissions
-    )
+    return any((p.resource.group, p.resource.kind) == (resource.group, resource.kind) and p.subresource is None and verb in p.verbs for p in permissions)
 
 
 class Manifest:

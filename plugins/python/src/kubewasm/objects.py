@@ -261,7 +261,7 @@ def get_condition(obj: Mapping[str, Any], type: str) -> Object | None:
 
 
 def condition_status(obj: Mapping[str, Any], type: str) -> str | None:
-    """"True", "False", "Unknown", or None when the object has no condition of that type."""
+    """ "True", "False", "Unknown", or None when the object has no condition of that type."""
     cond = get_condition(obj, type)
     return None if cond is None else cond.get("status")
 

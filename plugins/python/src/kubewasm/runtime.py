@@ -45,8 +45,7 @@ def find_controller(module: ModuleType) -> type[Controller]:
     if len(found) != 1:
         names = ", ".join(c.__name__ for c in found) or "none"
         raise TypeError(
-            f"{module.__name__} must define exactly one Controller subclass (found: {names}); "
-            "with several, say which one with `controller = MyController`"
+            f"{module.__name__} must define exactly one Controller subclass (found: {names}); with several, say which one with `controller = MyController`"
         )
     return found[0]
 
@@ -145,4 +144,3 @@ class Runner:
         and, repeated, quarantines)."""
         keys = self._controller().map_related(resource, json.loads(obj), Context(self.host))
         return [k if isinstance(k, ObjectKey) else ObjectKey(*k) for k in keys or []]
-
