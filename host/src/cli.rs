@@ -582,7 +582,8 @@ A case is one YAML file:
   # or  finalize: {namespace: ns, name: a}
   # or  map: OBJECT                     (map-related of a watched object; expect keys:)
   expect:
-    result: done                   # or {requeueAfter: MS}, or {error: CODE, message: SUBSTRING}
+    result: done                   # or {requeueAfter: MS}, or {error: CODE, message: SUBSTRING},
+                                   # or {fault: trap} (also deadline, memory, oversized)
     calls:                         # every client call, in order, compared exactly
       - apply: OBJECT              # server-side apply (forced); applyStatus: OBJECT
       - create: OBJECT             # also update: OBJECT, updateStatus: OBJECT
@@ -592,7 +593,7 @@ A case is one YAML file:
     events:                        # compared on the fields given
       - {type: Warning, reason: ErrResourceExists, action: Reconcile, note: \"...\",
          regarding: Foo/ns/a}     # KIND/NAMESPACE/NAME, or KIND/NAME when cluster-scoped
-    keys: [ns/a]                   # map cases: the primary keys returned
+    keys: [ns/a]                   # map cases: the primary keys returned (or result: {fault: trap})
 
 A case that checks a refusal gives settings, no reconcile, finalize or map, and
   expect: {refused: \"suffix must be\"}   # describe must refuse them, saying this";

@@ -229,12 +229,12 @@ impl Controller for E2e {
         Ok(Action::Done)
     }
 
-    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Vec<ObjectKey> {
+    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Result<Vec<ObjectKey>> {
         if annotation(&object, TRAP) == Some(self.name.as_str()) {
             panic!("{} asks {} to trap in map-related", object.name(), self.name);
         }
         let parent = self.map_label.as_deref().and_then(|label| object.label(label));
-        parent.map(|name| ObjectKey::new(object.namespace(), name)).into_iter().collect()
+        Ok(parent.map(|name| ObjectKey::new(object.namespace(), name)).into_iter().collect())
     }
 
     fn finalize(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {

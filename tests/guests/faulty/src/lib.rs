@@ -99,10 +99,10 @@ impl Controller for Faulty {
         }
     }
 
-    fn map_related(&self, _: &Gvk, object: DynamicObject, _: &Context) -> Vec<ObjectKey> {
+    fn map_related(&self, _: &Gvk, object: DynamicObject, _: &Context) -> Result<Vec<ObjectKey>> {
         let mode = object.field("data").and_then(|d| d.get("mode")).and_then(|m| m.as_str());
         let count = if mode == Some("oversized-keys") { 200_000 } else { 1 };
-        (0..count).map(|i| ObjectKey::new(object.namespace(), &format!("{}-{i}", object.name()))).collect()
+        Ok((0..count).map(|i| ObjectKey::new(object.namespace(), &format!("{}-{i}", object.name()))).collect())
     }
 }
 

@@ -144,11 +144,11 @@ impl Controller for Hostile {
         }
     }
 
-    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Vec<ObjectKey> {
+    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Result<Vec<ObjectKey>> {
         // New names every time: a queue that kept them would grow without bound.
         static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        (0..100_000).map(|i| ObjectKey::new(object.namespace(), &format!("mapped-{call}-{i}"))).collect()
+        Ok((0..100_000).map(|i| ObjectKey::new(object.namespace(), &format!("mapped-{call}-{i}"))).collect())
     }
 }
 

@@ -23,6 +23,11 @@ declare module 'kubewasm:controller/reconciler@0.1.1' {
    * Must be quick; it is subject to the same deadline as `reconcile`. Keys of objects that are
    * not cached primaries of the plugin (no such object, or outside its selector or namespaces)
    * are dropped; more than 100 000 keys is a fault.
+   * 
+   * It has no error value: a map-related that fails (in every SDK, an error it returns or an
+   * exception or panic it does not catch) traps, and the host retries it like a faulting
+   * `reconcile`, quarantining the watched object after as many faults in a row. An empty list
+   * means "no keys", never "failed".
    */
   export function mapRelated(resource: Gvk, object: Object): Array<ObjectKey>;
   export type Gvk = import('kubewasm:controller/types@0.1.1').Gvk;
