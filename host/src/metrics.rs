@@ -85,6 +85,7 @@ impl Metrics {
             faults: FaultCounters {
                 trap: fault("trap"),
                 deadline: fault("deadline"),
+                stalled: fault("stalled"),
                 memory: fault("memory"),
                 oversized: fault("oversized"),
                 instantiate: fault("instantiate"),
@@ -454,7 +455,7 @@ impl PluginFamilies {
         };
         registry.register(
             "kubewasm_plugin_faults",
-            "Plugin calls stopped by the host, by kind: trap, deadline, memory, oversized, instantiate",
+            "Plugin calls stopped by the host, by kind: trap, deadline (its own time), stalled (waiting on host calls past the wall-clock backstop), memory, oversized, instantiate",
             families.faults.clone(),
         );
         registry.register_with_unit("kubewasm_plugin_memory", "Linear memory held by the plugin's live instances", Unit::Bytes, families.memory_bytes.clone());
@@ -542,6 +543,7 @@ pub struct QuarantineMetrics {
 pub struct FaultCounters {
     pub trap: Counter,
     pub deadline: Counter,
+    pub stalled: Counter,
     pub memory: Counter,
     pub oversized: Counter,
     pub instantiate: Counter,

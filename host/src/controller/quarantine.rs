@@ -1,6 +1,6 @@
 //! Quarantine of poison objects: which keys made the plugin fault how many times in a row, and
 //! which of them are set aside. An object whose reconciles fault (trap, deadline, memory,
-//! oversized result) `after` times in a row is quarantined at the resourceVersion the plugin
+//! oversized result; not a call stalled on the API server, see [`is_object_fault`]) `after` times in a row is quarantined at the resourceVersion the plugin
 //! last saw: the controller stops handing it to the plugin — no retry with backoff, no Event per
 //! fault — until the object changes (another resourceVersion, or it leaves the cache) or the
 //! plugin's version changes. So one poison object cannot keep a worker busy forever.
@@ -21,9 +21,11 @@ use crate::runtime::Fault;
 pub const DEFAULT_AFTER: u32 = 5;
 
 /// Whether a fault says something about the object. An instance that could not even be
-/// instantiated failed before it saw the object: that fault would hit any key.
+/// instantiated failed before it saw the object: that fault would hit any key. A call stalled on
+/// the API server (a hung webhook, an outage) is the infrastructure's trouble; a deadline is
+/// measured in the call's own time, so neither a slow API server nor a busy neighbour makes one.
 pub fn is_object_fault(fault: &Fault) -> bool {
-    !matches!(fault, Fault::Instantiate(_))
+    !matches!(fault, Fault::Instantiate(_) | Fault::Stalled(_))
 }
 
 pub struct Quarantine {
@@ -214,5 +216,6 @@ mod tests {
         assert!(is_object_fault(&Fault::Deadline(std::time::Duration::from_secs(1))));
         assert!(is_object_fault(&Fault::Memory { limit: 1, wanted: 2 }));
         assert!(!is_object_fault(&Fault::Instantiate("over the memory budget".into())));
+        assert!(!is_object_fault(&Fault::Stalled(std::time::Duration::from_secs(65))), "waiting on the API server is not the object's fault");
     }
 }

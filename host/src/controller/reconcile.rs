@@ -81,11 +81,10 @@ impl Controller {
             Err(failure) => {
                 self.report(version, key, &failure);
                 // Only the plugin's own failures say how this version does: a conflict is
-                // another actor's doing, a finalizer write the host's.
-                match &failure {
-                    Failure::Call { error: CallError::Plugin { code: GuestErrorCode::Conflict, .. }, .. } => version.tally.record(key, false),
-                    Failure::Call { .. } => version.tally.record(key, true),
-                    Failure::Finalizer(_) => {}
+                // another actor's doing, an outage the infrastructure's, a finalizer write the
+                // host's.
+                if let Failure::Call { error, .. } = &failure {
+                    version.tally.record_failure(key, error);
                 }
                 match failure {
                     Failure::Call { error: CallError::Fault(fault), seen: Some(seen) } if is_object_fault(&fault) => match self.quarantine.fault(key, &seen) {
