@@ -21,6 +21,8 @@ pub struct InstanceState {
     table: ResourceTable,
     pub(super) memory: MemoryCap,
     pub(super) host: Arc<HostContext>,
+    /// The plugin's context for the current call alone (`map-related`'s: the cache only).
+    pub(super) call_host: Option<Arc<HostContext>>,
     /// The key being reconciled, for log context.
     pub(super) key: Option<ObjectKey>,
     /// The current call's own time, against its deadline ([`cpu`]).
@@ -40,7 +42,7 @@ impl InstanceState {
 
 impl HostState for InstanceState {
     fn host(&self) -> &Arc<HostContext> {
-        &self.host
+        self.call_host.as_ref().unwrap_or(&self.host)
     }
     fn memory_limit(&self) -> u64 {
         self.memory.limit() as u64
@@ -128,6 +130,7 @@ impl Instance {
             table: ResourceTable::new(),
             memory: MemoryCap { limit: usize::try_from(memory_limit).unwrap_or(usize::MAX), used: 0, refused: None, metrics },
             host,
+            call_host: None,
             key: None,
             services: None,
         };

@@ -303,6 +303,7 @@ impl Runtime {
             services: Services::unreachable(),
             logs: Arc::new(LogBudget::new(metrics.log_dropped.clone())),
             metrics,
+            cache_only: false,
         });
         let runner = PluginRunner::new(self, prepared.clone(), host, limits, settings.into());
         let (mut instance, manifest) = runner.instantiate().await?;
@@ -329,6 +330,7 @@ impl Runtime {
             services,
             logs: Arc::new(LogBudget::new(metrics.log_dropped.clone())),
             metrics,
+            cache_only: false,
         });
         PluginRunner::new(self, prepared, host, described.limits, settings.into())
     }
@@ -407,6 +409,8 @@ pub struct PluginRunner {
     engine: Engine,
     prepared: Prepared,
     host: Arc<HostContext>,
+    /// `host` for `map-related` calls: the cache only.
+    mapping_host: Arc<HostContext>,
     limits: Limits,
     settings: Arc<str>,
     max_calls_per_instance: u64,
@@ -429,9 +433,18 @@ enum Output {
 
 impl PluginRunner {
     fn new(runtime: &Runtime, prepared: Prepared, host: Arc<HostContext>, limits: Limits, settings: Arc<str>) -> Self {
+        let mapping_host = Arc::new(HostContext {
+            plugin: host.plugin.clone(),
+            manifest: host.manifest.clone(),
+            services: host.services.clone(),
+            metrics: host.metrics.clone(),
+            logs: host.logs.clone(),
+            cache_only: true,
+        });
         PluginRunner {
             engine: runtime.engine.clone(),
             prepared,
+            mapping_host,
             host,
             limits,
             settings,
@@ -520,6 +533,7 @@ impl PluginRunner {
             Call::MapRelated(..) => None,
         };
         state.set_services(services);
+        state.call_host = matches!(call, Call::MapRelated(..)).then(|| self.mapping_host.clone());
         let result = self.run(&mut instance, call).await;
         match result {
             Ok(output) => {
