@@ -169,7 +169,7 @@ impl Controller {
             None => version.runner.reconcile(request).await,
             // Journaled for the candidate to replay.
             Some(shadow) => {
-                let journal = Journal::new(version.runner.services().clone());
+                let journal = Journal::bounded(version.runner.services().clone(), shadow.trace_bytes());
                 let result = version.runner.reconcile_with(request.clone(), journal.services()).await;
                 shadow.offer(Trace { request, live: journal.entries(), result: result.clone() });
                 result
