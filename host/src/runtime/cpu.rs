@@ -272,10 +272,11 @@ where
         if this.backstop.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Err(Stalled.into()));
         }
-        if let Some(waiting) = &mut this.waiting {
-            if waiting.as_mut().poll(cx).is_ready() && this.clock.used() >= this.clock.0.lock().budget {
-                return Poll::Ready(Err(DeadlineExceeded.into()));
-            }
+        if let Some(waiting) = &mut this.waiting
+            && waiting.as_mut().poll(cx).is_ready()
+            && this.clock.used() >= this.clock.0.lock().budget
+        {
+            return Poll::Ready(Err(DeadlineExceeded.into()));
         }
         if this.permit.is_none() {
             this.clock.queued();
