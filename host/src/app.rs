@@ -1,6 +1,10 @@
 //! `kubewasm run`, wired in numbered phases. Owns shutdown: the first SIGTERM/SIGINT stops
 //! gracefully (no new reconciles, running ones finish, the leader releases its lease, queued
 //! events are sent); a second signal, or the grace period running out, stops at once.
+//!
+//! Leader election and the HTTP endpoints run on a runtime of their own ([`ControlRuntime`]:
+//! one thread, its own timers, I/O driver and API connections), so that however busy the plugins
+//! keep the main runtime's workers, a lease renewal or a probe never waits behind them.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -79,6 +83,8 @@ pub enum AppError {
     Runtime(#[from] crate::runtime::RuntimeError),
     #[error(transparent)]
     Server(#[from] crate::server::ServerError),
+    #[error("cannot start the control runtime (leader election, HTTP endpoints): {0}")]
+    Control(#[source] std::io::Error),
     #[error("cannot create a directory for the Plugins' files in {dir}: {source}")]
     ResourcesDir {
         dir: PathBuf,
@@ -134,6 +140,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     let cache_task = tokio::spawn(crate::cache_dir::CacheLimit::new(cached, config.cache_max_bytes).run(shutdown.clone()));
     let instance = identity();
     let client = crate::client::connect(config.kubeconfig.as_deref(), &instance).await?;
+    let control = ControlRuntime::start()?;
     let metrics = Arc::new(Metrics::new());
     // Ready once the supervisor exists, every plugin's caches have synced and (when served)
     // the Plugins have been listed.
@@ -151,7 +158,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
             }
         })
     };
-    let (metrics_at, health_at) = crate::server::serve(config.metrics_addr, config.health_addr, metrics.clone(), ready, shutdown.clone()).await?;
+    let (metrics_at, health_at) = control.run(crate::server::serve(config.metrics_addr, config.health_addr, metrics.clone(), ready, shutdown.clone())).await?;
     tracing::info!(metrics = %metrics_at, health = %health_at, "serving /metrics, /healthz and /readyz");
 
     // 2. Leadership: standbys keep warm caches, only the leader's workers run and write.
@@ -160,8 +167,11 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     let leading = CancellationToken::new();
     let (leadership, elector) = if config.leader_elect {
         let lease = LeaderConfig::new(&config.lease_name, &config.lease_namespace, &instance);
-        let (elector, leadership) = LeaderElector::new(client.clone(), lease, metrics.leader(&config.lease_name));
-        (leadership, Some(tokio::spawn(elector.run(leading.clone()))))
+        // A client of its own, made on the control runtime: its connections are served there.
+        let (kubeconfig, who) = (config.kubeconfig.clone(), instance.clone());
+        let lease_client = control.run(async move { crate::client::connect(kubeconfig.as_deref(), &who).await }).await?;
+        let (elector, leadership) = LeaderElector::new(lease_client, lease, metrics.leader(&config.lease_name), metrics.leader_renew(&config.lease_name));
+        (leadership, Some(control.spawn(elector.run(leading.clone()))))
     } else {
         (Leadership::always(), None)
     };
@@ -258,6 +268,38 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         _ = tokio::time::sleep(config.grace_period) => tracing::warn!("grace period of {:?} over: stopping now", config.grace_period),
     }
     Ok(())
+}
+
+/// The runtime of the host's own control loop: one worker thread, timers and I/O of its own.
+/// Dropped without waiting (what runs there has been told to stop by then).
+struct ControlRuntime(Option<tokio::runtime::Runtime>);
+
+impl ControlRuntime {
+    fn start() -> Result<Self, AppError> {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("kubewasm-control").enable_all().build().map_err(AppError::Control)?;
+        Ok(ControlRuntime(Some(runtime)))
+    }
+
+    fn spawn<F: Future<Output: Send + 'static> + Send + 'static>(&self, task: F) -> tokio::task::JoinHandle<F::Output> {
+        self.0.as_ref().expect("the control runtime runs until dropped").spawn(task)
+    }
+
+    /// Runs `task` there and waits for it from here.
+    async fn run<F: Future<Output: Send + 'static> + Send + 'static>(&self, task: F) -> F::Output {
+        match self.spawn(task).await {
+            Ok(output) => output,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+}
+
+impl Drop for ControlRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// SIGTERM and SIGINT, installed once (so none is missed between two waits).

@@ -87,6 +87,7 @@ impl Metrics {
             faults: FaultCounters {
                 trap: fault("trap"),
                 deadline: fault("deadline"),
+                stalled: fault("stalled"),
                 memory: fault("memory"),
                 oversized: fault("oversized"),
                 instantiate: fault("instantiate"),
@@ -118,8 +119,8 @@ impl Metrics {
         self.plugin.rollbacks.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
     }
 
-    /// `kubewasm_plugin_mapped_dropped_total`: watched objects whose `map-related` call was
-    /// dropped because the plugin's backlog of them was full.
+    /// `kubewasm_plugin_mapped_dropped_total`: watched objects left out of the plugin's full
+    /// backlog of `map-related` calls (every primary is reconciled instead).
     pub fn mapped_dropped(&self, plugin: &str) -> Counter {
         self.plugin.mapped_dropped.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
     }
@@ -145,6 +146,11 @@ impl Metrics {
     /// `leader_election_master_status` for a lease: 1 while this host leads.
     pub fn leader(&self, lease: &str) -> Gauge {
         self.host.leader.get_or_create_owned(&LeaseLabels { name: lease.to_owned() })
+    }
+
+    /// `kubewasm_leader_renew_duration_seconds` for a lease.
+    pub fn leader_renew(&self, lease: &str) -> Histogram {
+        self.host.leader_renew.get_or_create_owned(&LeaseLabels { name: lease.to_owned() })
     }
 
     /// The Prometheus text exposition (OpenMetrics flavour, ending in `# EOF`) of every metric,
@@ -493,7 +499,7 @@ impl PluginFamilies {
         };
         registry.register(
             "kubewasm_plugin_faults",
-            "Plugin calls stopped by the host, by kind: trap, deadline, memory, oversized, instantiate",
+            "Plugin calls stopped by the host, by kind: trap, deadline (its own time), stalled (waiting on host calls past the wall-clock backstop), memory, oversized, instantiate",
             families.faults.clone(),
         );
         registry.register_with_unit("kubewasm_plugin_memory", "Linear memory held by the plugin's live instances", Unit::Bytes, families.memory_bytes.clone());
@@ -521,7 +527,7 @@ impl PluginFamilies {
         );
         registry.register(
             "kubewasm_plugin_mapped_dropped",
-            "Watched objects not mapped with map-related because the plugin's backlog of them was full",
+            "Watched objects not mapped one by one with map-related because the plugin's backlog of them was full (every primary is reconciled instead)",
             families.mapped_dropped.clone(),
         );
         registry.register(
@@ -581,6 +587,7 @@ pub struct QuarantineMetrics {
 pub struct FaultCounters {
     pub trap: Counter,
     pub deadline: Counter,
+    pub stalled: Counter,
     pub memory: Counter,
     pub oversized: Counter,
     pub instantiate: Counter,
@@ -595,13 +602,21 @@ struct LeaseLabels {
 #[derive(Debug)]
 struct HostFamilies {
     leader: Family<LeaseLabels, Gauge>,
+    leader_renew: Family<LeaseLabels, Histogram>,
     memory_budget: Family<StateLabels, Gauge>,
 }
 
 impl HostFamilies {
     fn register(registry: &mut Registry) -> Self {
-        let families = HostFamilies { leader: Family::default(), memory_budget: Family::default() };
+        let families =
+            HostFamilies { leader: Family::default(), leader_renew: Family::new_with_constructor(reconcile_histogram), memory_budget: Family::default() };
         registry.register("leader_election_master_status", "Whether this host is the leader of the lease (1) or not (0)", families.leader.clone());
+        registry.register_with_unit(
+            "kubewasm_leader_renew_duration",
+            "Length of time each renewal of a lease this host leads under took, from its start to the API server's answer",
+            Unit::Seconds,
+            families.leader_renew.clone(),
+        );
         registry.register_with_unit(
             "kubewasm_plugin_memory_budget",
             "The host's budget of plugin linear memory (state=total) and what plugins reserved of it (state=reserved)",

@@ -896,3 +896,64 @@ async fn moving_a_child_between_primaries_reconciles_both() -> Result<()> {
     host.stop().await?;
     Ok(())
 }
+
+/// `map-related` runs only on the leader (M9): a standby keeps the changes of watched objects
+/// waiting and runs no plugin code for them; when it takes over it maps what waited, so no
+/// primary misses the reconcile its watched objects asked for.
+#[tokio::test]
+async fn map_related_runs_only_on_the_leader_and_a_standby_catches_up() -> Result<()> {
+    const LEASE: Duration = Duration::from_secs(15);
+    const PARENT: &str = "e2e.kubewasm.io/parent";
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("map-leader").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let lease = "e2e-map-leader";
+    let host_dir = || {
+        let dir = PluginDir::new();
+        dir.install_e2e(&E2eSettings::new("mapper").map_label(PARENT), "v01");
+        dir
+    };
+    let elected = |name: &str, dir: &PluginDir| host_config(name, dir.path(), cp.kubeconfig_path(), ns.name()).leader_elect(ns.name(), lease);
+    let status = [("name", lease)];
+    let names = ["p0", "p1", "p2", "p3", "p4"];
+    create_primaries(&cms, &inputs(&names, "1")).await?;
+    let (dir1, dir2) = (host_dir(), host_dir());
+    let mut h1 = Host::start(elected("h1", &dir1)).await?;
+    h1.wait_ready(READY).await?;
+    h1.wait_metric("leader_election_master_status", &status, CONVERGE, |v| v == 1.0).await?;
+    let mut h2 = Host::start(elected("h2", &dir2)).await?;
+    h2.wait_ready(READY).await?;
+
+    // 50 watched objects, each naming a primary.
+    for i in 0..50 {
+        let watched = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("w-{i}")),
+                labels: Some([(PARENT.to_string(), names[i % names.len()].to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        cms.create(&PostParams::default(), &watched).await?;
+    }
+    let mapped = [("name", "mapper-map-related")];
+    h1.wait_metric("workqueue_work_duration_seconds_count", &mapped, CONVERGE, |v| v >= 50.0).await.context("the leader maps every watched object")?;
+    let standby_calls = h2.metric("workqueue_work_duration_seconds_count", &mapped).await?;
+    ensure!(standby_calls == 0.0, "the standby ran map-related {standby_calls} times");
+    ensure!(h2.metric("kubewasm_plugin_instances", &[("plugin", "mapper")]).await? == 0.0, "the standby instantiated the plugin");
+    let waiting = h2.metric("workqueue_depth", &mapped).await?;
+    ensure!(waiting >= 50.0, "the standby kept {waiting} watched objects waiting, not 50");
+
+    // The leader dies; the standby takes over and maps what waited.
+    h1.kill();
+    h2.wait_metric("leader_election_master_status", &status, LEASE * 3, |v| v == 1.0).await.context("h2 takes over")?;
+    h2.wait_metric("workqueue_work_duration_seconds_count", &mapped, CONVERGE, |v| v >= 50.0).await.context("the new leader maps what waited")?;
+    let every_primary = names.len() as f64;
+    h2.wait_metric("kubewasm_reconcile_reasons_total", &[("controller", "mapper"), ("reason", "mapped")], CONVERGE, |v| v >= every_primary)
+        .await
+        .context("every primary reconciled for its watched objects")?;
+    let metrics = h2.metrics().await?;
+    ensure!(kubewasm_tests::prom::sum(&metrics, "kubewasm_plugin_mapped_dropped_total", &[("plugin", "mapper")]) == 0.0, "watched objects were left out");
+    h2.stop().await?;
+    Ok(())
+}

@@ -249,3 +249,100 @@ async fn host_call_that_hangs() -> Result<()> {
     siege.host.wait_metric("kubewasm_plugin_faults_total", &[("plugin", "hostile"), ("kind", "deadline")], CONVERGE, |v| v >= 2.0).await?;
     siege.stop().await
 }
+
+/// A noisy neighbour (H8): the attacker computes without end on 64 objects at once (64 workers,
+/// 8 MiB each, a 300 s deadline: within any budget), beside a plugin whose reconciles do about
+/// 100 ms of work under a 1 s deadline. The neighbour's reconciles stay within their deadline
+/// (measured in their own time, and each plugin holds at most as many ready calls as the host
+/// has workers): no deadline fault, no quarantine, no error; and the lease, renewed on a runtime
+/// of its own, never lapses. Prints the neighbour's reconcile time alone and under siege, and
+/// the lease-renew latency.
+#[tokio::test]
+async fn noisy_neighbour_busy_loops() -> Result<()> {
+    const WORK_MI: &str = "100";
+    let cp = ControlPlane::shared().await;
+    let ns = Siege::namespace("busy-loop").await?;
+    let dir = PluginDir::new();
+    let good = format!("{}[kubewasm]\ndeadline-ms = 1000\n", E2eSettings::new("good").max_concurrency(2).to_toml());
+    dir.install("good", &kubewasm_tests::plugindir::e2e_variant("v01"), Some(&good));
+    let hostile = std::fs::read(guests::guest("hostile-guest", "hostile_guest"))?;
+    let toml = "name = \"hostile\"\nattack = \"busy-loop\"\nmax-concurrency = 64\n[kubewasm]\nmemory-mib = 8\ndeadline-ms = 300000\n";
+    dir.install("hostile", &hostile, Some(toml));
+    let config = host_config("busy-loop", dir.path(), cp.kubeconfig_path(), ns.name()).leader_elect(ns.name(), "kubewasm-busy-loop");
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+    host.wait_metric("leader_election_master_status", &[], CONVERGE, |v| v == 1.0).await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let good_time = |metrics: &str| {
+        let labels = [("controller", "good")];
+        (
+            prom::sum(metrics, "controller_runtime_reconcile_time_seconds_sum", &labels),
+            prom::sum(metrics, "controller_runtime_reconcile_time_seconds_count", &labels),
+        )
+    };
+    let working = |name: &str, input: &str| {
+        let mut cm = primary(name, input);
+        cm.metadata.annotations.get_or_insert_with(Default::default).insert("e2e.kubewasm.io/work-mi".into(), WORK_MI.into());
+        cm
+    };
+    let round = |prefix: &'static str, input: &'static str| {
+        let cms = cms.clone();
+        async move {
+            let inputs: BTreeMap<String, String> = (0..10).map(|i| (format!("{prefix}-{i}"), input.to_string())).collect();
+            let started = Instant::now();
+            for name in inputs.keys() {
+                cms.create(&PostParams::default(), &working(name, input)).await?;
+            }
+            wait_outputs_within(&cms, "good", &inputs, Want::default(), LATENCY_BOUND).await?;
+            anyhow::Ok(started.elapsed())
+        }
+    };
+
+    // Alone.
+    let alone_wall = round("alone", "1").await.context("the good plugin alone")?;
+    let (sum, count) = good_time(&host.metrics().await?);
+    let alone = sum / count;
+
+    // Under siege: the attacker busy on 64 objects.
+    for i in 0..64 {
+        let target = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("target-{i}")),
+                labels: Some([("hostile.kubewasm.io/target".to_string(), "yes".to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        cms.create(&PostParams::default(), &target).await?;
+    }
+    host.wait_metric("controller_runtime_active_workers", &[("controller", "hostile")], CONVERGE, |v| v >= 64.0)
+        .await
+        .context("the attacker never ran 64 calls")?;
+    let sieged_wall = round("sieged", "2").await.context("the good plugin beside the busy loops")?;
+    let metrics = host.metrics().await?;
+    let (sum2, count2) = good_time(&metrics);
+    let sieged = (sum2 - sum) / (count2 - count);
+    let good = [("plugin", "good")];
+    ensure!(prom::sum(&metrics, "kubewasm_plugin_faults_total", &good) == 0.0, "the good plugin faulted:\n{}", host.log_tail(20));
+    ensure!(prom::sum(&metrics, "kubewasm_plugin_quarantined_objects", &good) == 0.0, "objects of the good plugin were quarantined");
+    let errors = prom::sum(&metrics, "controller_runtime_reconcile_errors_total", &[("controller", "good")]);
+    ensure!(errors == 0.0, "the good plugin had {errors} reconcile errors");
+    ensure!(prom::sum(&metrics, "controller_runtime_active_workers", &[("controller", "hostile")]) >= 64.0, "the siege ended early");
+    let renew_sum = prom::sum(&metrics, "kubewasm_leader_renew_duration_seconds_sum", &[]);
+    let renewals = prom::sum(&metrics, "kubewasm_leader_renew_duration_seconds_count", &[]);
+    let slow_renewals = renewals - prom::sum(&metrics, "kubewasm_leader_renew_duration_seconds_bucket", &[("le", "1.0")]);
+    ensure!(renewals >= 3.0, "only {renewals} lease renewals");
+    ensure!(slow_renewals == 0.0, "{slow_renewals} of {renewals} lease renewals took over 1 s");
+    ensure!(prom::sum(&metrics, "leader_election_master_status", &[]) == 1.0, "the host lost its lease");
+    ensure!(host.log_text().matches("became the leader").count() == 1, "leadership flapped:\n{}", host.log_tail(40));
+    let rss = rss_mib(host.pid().context("host pid")?)?;
+    eprintln!(
+        "noisy neighbour: the good plugin's reconcile (~{WORK_MI}M rounds) took {:.0} ms alone (10 in {alone_wall:?}), {:.0} ms beside 64 busy loops (10 in {sieged_wall:?}); \
+         {renewals} lease renewals, mean {:.1} ms, none over 1 s; host RSS {rss:.0} MiB",
+        alone * 1e3,
+        sieged * 1e3,
+        renew_sum / renewals * 1e3,
+    );
+    host.stop().await?;
+    Ok(())
+}

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
@@ -39,13 +40,16 @@ pub type Released = Arc<Mutex<HashMap<ObjectKey, Arc<str>>>>;
 
 /// Watched objects waiting for `map-related`, deduplicated: per object, its current state and
 /// the oldest state not mapped yet (so an object that moved from one primary to another reaches
-/// both). Bounded: past `max` objects, new ones are dropped and counted. Entries leave once
-/// mapped; a fault leaves them for a retry with backoff.
+/// both). Bounded: past `max` objects, a new one is not kept but counted, and the backlog is
+/// marked overflowed: its owner then reconciles every primary instead (level-triggered, so no
+/// change is lost; [`MapBacklog::take_overflow`]). Entries leave once mapped; a fault leaves them
+/// for a retry with backoff.
 pub struct MapBacklog {
     pub queue: WorkQueue<MapKey>,
     objects: Mutex<HashMap<MapKey, Arc<str>>>,
     max: usize,
     dropped: Counter,
+    overflowed: AtomicBool,
 }
 
 /// One state of one watched object: (resource, key, whether it is a state it left).
@@ -53,7 +57,7 @@ pub type MapKey = (Gvk, ObjectKey, bool);
 
 impl MapBacklog {
     pub fn new(queue: WorkQueue<MapKey>, max: usize, dropped: Counter) -> Self {
-        MapBacklog { queue, objects: Mutex::default(), max, dropped }
+        MapBacklog { queue, objects: Mutex::default(), max, dropped, overflowed: AtomicBool::new(false) }
     }
 
     fn push(&self, resource: &Gvk, key: &ObjectKey, object: &Arc<str>, previous: bool) {
@@ -67,6 +71,7 @@ impl MapBacklog {
                 Some(state) => *state = object.clone(),
                 None if full => {
                     self.dropped.inc();
+                    self.overflowed.store(true, Ordering::Release);
                     return;
                 }
                 None => {
@@ -75,6 +80,12 @@ impl MapBacklog {
             }
         }
         self.queue.add(slot);
+    }
+
+    /// Whether objects were left out since the last time it was asked (and so every primary
+    /// must be reconciled).
+    pub fn take_overflow(&self) -> bool {
+        self.overflowed.swap(false, Ordering::AcqRel)
     }
 
     /// The state to map for `slot`, if it still waits.
@@ -310,8 +321,11 @@ mod tests {
         assert!(previous.contains(r#""v":"1""#) && current.contains(r#""v":"3""#));
         // Full (2 here): another object is dropped and counted, the known ones still update.
         let (other, _) = entry(serde_json::json!({"metadata": {"name": "other", "namespace": "ns"}}));
+        assert!(!f.mapper.take_overflow());
         f.trigger.on_event(applied(&other, &after, None));
         assert_eq!(f.mapper.len(), 2);
+        assert!(f.mapper.take_overflow(), "a left-out object is never silent: the owner resyncs every primary");
+        assert!(!f.mapper.take_overflow(), "once");
         // Mapped at one state while a newer one arrived: the newer one stays.
         f.mapper.mapped(&(resource.clone(), key.clone(), false), &previous);
         assert_eq!(f.mapper.len(), 2);

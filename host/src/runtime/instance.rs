@@ -1,15 +1,16 @@
-//! One live instance of a plugin: its store (WASI context, memory cap, deadline) and the
-//! interfaces it exports. Created by [`super::PluginRunner`], reused across calls, dropped after
+//! One live instance of a plugin: its store (WASI context, memory cap, the clock its deadline is
+//! measured on) and the interfaces it exports. Created by [`super::PluginRunner`], reused across calls, dropped after
 //! a fault or when idle.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{access_exports, plugin_exports, reconciler_exports, release_exports};
+use super::cpu::{self, CallClock};
 use super::host::{HostContext, HostState, Services};
 use crate::metrics::PluginMetrics;
 use crate::resource::ObjectKey;
@@ -20,17 +21,28 @@ pub struct InstanceState {
     table: ResourceTable,
     pub(super) memory: MemoryCap,
     pub(super) host: Arc<HostContext>,
+    /// The plugin's context for the current call alone (`map-related`'s: the cache only).
+    pub(super) call_host: Option<Arc<HostContext>>,
     /// The key being reconciled, for log context.
     pub(super) key: Option<ObjectKey>,
-    /// When the current call must end.
-    pub(super) deadline: Instant,
+    /// The current call's own time, against its deadline ([`cpu`]).
+    pub(super) clock: Arc<CallClock>,
+    /// The plugin's services, their API waits kept off the clock.
+    plugin_services: Services,
     /// Services for the current call alone, instead of the plugin's.
-    pub(super) services: Option<Services>,
+    services: Option<Services>,
+}
+
+impl InstanceState {
+    /// Hands the current call `services` (timed like the plugin's) instead of the plugin's.
+    pub(super) fn set_services(&mut self, services: Option<Services>) {
+        self.services = services.map(|s| cpu::timed(&s, &self.clock));
+    }
 }
 
 impl HostState for InstanceState {
     fn host(&self) -> &Arc<HostContext> {
-        &self.host
+        self.call_host.as_ref().unwrap_or(&self.host)
     }
     fn memory_limit(&self) -> u64 {
         self.memory.limit() as u64
@@ -39,7 +51,7 @@ impl HostState for InstanceState {
         self.key.as_ref()
     }
     fn services(&self) -> &Services {
-        self.services.as_ref().unwrap_or(&self.host.services)
+        self.services.as_ref().unwrap_or(&self.plugin_services)
     }
 }
 
@@ -90,11 +102,6 @@ impl Drop for MemoryCap {
     }
 }
 
-/// Raised from the epoch callback when a call outlives its deadline.
-#[derive(Debug, thiserror::Error)]
-#[error("deadline exceeded")]
-pub(super) struct DeadlineExceeded;
-
 /// The interfaces an instance exports: `access` and `release` only when built for 0.1.1 or later.
 pub(super) struct Exports {
     pub(super) plugin: plugin_exports::Guest,
@@ -113,23 +120,29 @@ pub(super) struct Instance {
 }
 
 impl Instance {
-    pub(super) fn new_store(engine: &wasmtime::Engine, host: Arc<HostContext>, memory_limit: u64, deadline: Instant) -> Store<InstanceState> {
+    pub(super) fn new_store(engine: &wasmtime::Engine, host: Arc<HostContext>, memory_limit: u64, deadline: Duration) -> Store<InstanceState> {
         let metrics = host.metrics.clone();
+        let clock = Arc::new(CallClock::new(deadline));
         let state = InstanceState {
+            plugin_services: cpu::timed(&host.services, &clock),
+            clock,
             wasi: super::sandbox::wasi_ctx(&host.plugin, &host.logs),
             table: ResourceTable::new(),
             memory: MemoryCap { limit: usize::try_from(memory_limit).unwrap_or(usize::MAX), used: 0, refused: None, metrics },
             host,
+            call_host: None,
             key: None,
-            deadline,
             services: None,
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.memory);
         // Each epoch tick yields to the executor (a busy guest never starves a tokio worker)
-        // and stops the call once its deadline has passed.
+        // and stops the call once it has used its deadline of its own time.
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| if Instant::now() >= ctx.data().deadline { Err(DeadlineExceeded.into()) } else { Ok(UpdateDeadline::Yield(1)) });
+        store.epoch_deadline_callback(|ctx| match ctx.data().clock.tick() {
+            Ok(()) => Ok(UpdateDeadline::Yield(1)),
+            Err(exceeded) => Err(exceeded.into()),
+        });
         store
     }
 

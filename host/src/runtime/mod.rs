@@ -1,5 +1,6 @@
 //! Runs plugin calls safely: the wasmtime engine (component model, async), the one `bindgen!`,
-//! per-instance limits (a wall-clock deadline per call, a memory cap), the WASI sandbox, and a
+//! per-instance limits (a deadline per call in the call's own time, with a wall-clock backstop,
+//! and each plugin's share of the executor: [`cpu`]; a memory cap), the WASI sandbox, and a
 //! small pool of reused instances per plugin version (released when idle). The host-wide budget
 //! those limits are reserved from is [`crate::budget`]'s.
 //!
@@ -9,6 +10,7 @@
 //! [`host::Services`].
 
 pub mod bindings;
+mod cpu;
 mod describe;
 pub mod host;
 mod instance;
@@ -26,8 +28,9 @@ use wasmtime::{Engine, Trap};
 use self::bindings::reconciler_exports::Request as WitRequest;
 use self::bindings::types::{Action as WitAction, ErrorCode, ObjectKey as WitKey};
 use self::bindings::{PACKAGE, PACKAGE_VERSION, access_exports, plugin_exports, reconciler_exports, release_exports};
+use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Stalled};
 use self::host::{HostContext, LogBudget, Services};
-use self::instance::{DeadlineExceeded, Exports, Instance, InstanceState};
+use self::instance::{Exports, Instance, InstanceState};
 use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
 pub use crate::metrics::{FaultCounters, PluginMetrics};
 use crate::resource::{Gvk, ObjectKey};
@@ -83,8 +86,13 @@ pub enum DescribeError {
 pub enum Fault {
     #[error("trapped: {0}")]
     Trap(String),
+    /// Used its deadline of its own time (running, or in a wait of its own).
     #[error("ran past its deadline of {} ms", .0.as_millis())]
     Deadline(Duration),
+    /// Waited on the API server (or was starved) past the wall-clock backstop without using its
+    /// own deadline: the infrastructure's trouble, not the object's or the version's.
+    #[error("stalled: still waiting on host calls after {} ms (its own time was within the deadline)", .0.as_millis())]
+    Stalled(Duration),
     #[error("exceeded its memory limit of {limit} bytes (wanted {wanted})")]
     Memory { limit: u64, wanted: u64 },
     #[error("returned too much: {0}")]
@@ -99,6 +107,7 @@ impl Fault {
         match self {
             Fault::Trap(_) => "trap",
             Fault::Deadline(_) => "deadline",
+            Fault::Stalled(_) => "stalled",
             Fault::Memory { .. } => "memory",
             Fault::Oversized(_) => "oversized",
             Fault::Instantiate(_) => "instantiate",
@@ -109,6 +118,7 @@ impl Fault {
         match self {
             Fault::Trap(_) => &metrics.trap,
             Fault::Deadline(_) => &metrics.deadline,
+            Fault::Stalled(_) => &metrics.stalled,
             Fault::Memory { .. } => &metrics.memory,
             Fault::Oversized(_) => &metrics.oversized,
             Fault::Instantiate(_) => &metrics.instantiate,
@@ -293,14 +303,16 @@ impl Runtime {
             services: Services::unreachable(),
             logs: Arc::new(LogBudget::new(metrics.log_dropped.clone())),
             metrics,
+            cache_only: false,
         });
         let runner = PluginRunner::new(self, prepared.clone(), host, limits, settings.into());
-        let deadline = Instant::now() + limits.deadline;
-        let (mut instance, manifest) = runner.instantiate_until(deadline).await?;
+        let (mut instance, manifest) = runner.instantiate().await?;
         let manifest = manifest.map_err(DescribeError::Refused)?;
         let rules = match &instance.exports.access {
             Some(access) => {
-                let rules = runner.bounded(access.call_rules(&mut instance.store), deadline).await;
+                // The rest of the deadline instantiating left.
+                let clock = instance.store.data().clock.clone();
+                let rules = runner.bounded(access.call_rules(&mut instance.store), clock).await;
                 rules.map_err(|e| DescribeError::Call(runner.classify(e, &instance.store)))?
             }
             None => Vec::new(),
@@ -318,6 +330,7 @@ impl Runtime {
             services,
             logs: Arc::new(LogBudget::new(metrics.log_dropped.clone())),
             metrics,
+            cache_only: false,
         });
         PluginRunner::new(self, prepared, host, described.limits, settings.into())
     }
@@ -336,10 +349,14 @@ pub struct PluginRunner {
     engine: Engine,
     prepared: Prepared,
     host: Arc<HostContext>,
+    /// `host` for `map-related` calls: the cache only.
+    mapping_host: Arc<HostContext>,
     limits: Limits,
     settings: Arc<str>,
     max_calls_per_instance: u64,
     idle: Mutex<Vec<Instance>>,
+    /// How many of its calls may run at once ([`cpu`]).
+    share: CpuShare,
 }
 
 enum Call {
@@ -356,14 +373,24 @@ enum Output {
 
 impl PluginRunner {
     fn new(runtime: &Runtime, prepared: Prepared, host: Arc<HostContext>, limits: Limits, settings: Arc<str>) -> Self {
+        let mapping_host = Arc::new(HostContext {
+            plugin: host.plugin.clone(),
+            manifest: host.manifest.clone(),
+            services: host.services.clone(),
+            metrics: host.metrics.clone(),
+            logs: host.logs.clone(),
+            cache_only: true,
+        });
         PluginRunner {
             engine: runtime.engine.clone(),
             prepared,
+            mapping_host,
             host,
             limits,
             settings,
             max_calls_per_instance: runtime.config.max_calls_per_instance,
             idle: Mutex::new(Vec::new()),
+            share: CpuShare::for_current_runtime(),
         }
     }
 
@@ -434,23 +461,23 @@ impl PluginRunner {
     /// that faulted is dropped; one that succeeded goes back to the pool until it has served
     /// `max_calls_per_instance` calls.
     async fn invoke(&self, call: Call, services: Option<Services>) -> Result<Output, CallError> {
-        let deadline = Instant::now() + self.limits.deadline;
         let idle = self.idle.lock().pop();
         let mut instance = match idle {
             Some(instance) => instance,
-            None => self.instantiate_for_calls(deadline).await?,
+            None => self.instantiate_for_calls().await?,
         };
         let state = instance.store.data_mut();
-        state.deadline = deadline;
+        state.clock.reset(self.limits.deadline);
         state.key = match &call {
             Call::Reconcile(r) | Call::Finalize(r) | Call::Released(r) => Some(r.key.clone()),
             Call::MapRelated(..) => None,
         };
-        state.services = services;
-        let result = self.run(&mut instance, call, deadline).await;
+        state.set_services(services);
+        state.call_host = matches!(call, Call::MapRelated(..)).then(|| self.mapping_host.clone());
+        let result = self.run(&mut instance, call).await;
         match result {
             Ok(output) => {
-                instance.store.data_mut().services = None;
+                instance.store.data_mut().set_services(None);
                 instance.calls += 1;
                 instance.idle_since = Instant::now();
                 if instance.calls < self.max_calls_per_instance {
@@ -469,7 +496,8 @@ impl PluginRunner {
         }
     }
 
-    async fn run(&self, instance: &mut Instance, call: Call, deadline: Instant) -> Result<Output, Fault> {
+    async fn run(&self, instance: &mut Instance, call: Call) -> Result<Output, Fault> {
+        let clock = instance.store.data().clock.clone();
         let Instance { store, exports, .. } = instance;
         let reconciler = &exports.reconciler;
         let call = async {
@@ -483,18 +511,16 @@ impl PluginRunner {
                 Call::MapRelated(gvk, object) => Output::Keys(reconciler.call_map_related(&mut *store, &(&gvk).into(), &object.to_string()).await?),
             })
         };
-        let output = self.bounded(call, deadline).await.map_err(|e| self.classify(e, &instance.store))?;
+        let output = self.bounded(call, clock).await.map_err(|e| self.classify(e, &instance.store))?;
         check_size(&output)?;
         Ok(output)
     }
 
-    /// Runs a call under the deadline. The epoch callback stops a guest that computes; the
-    /// timeout stops one that waits on a slow host call.
-    async fn bounded<T>(&self, call: impl Future<Output = wasmtime::Result<T>>, deadline: Instant) -> wasmtime::Result<T> {
-        match tokio::time::timeout_at((deadline + EPOCH_TICK * 5).into(), call).await {
-            Ok(result) => result,
-            Err(_) => Err(DeadlineExceeded.into()),
-        }
+    /// Runs a call within the plugin's share of the executor, under the deadline on `clock`:
+    /// the epoch callback stops a guest that computes past it, a timer one that waits past it on
+    /// its own account (a WASI sleep), and the wall-clock backstop one that waits on the API.
+    async fn bounded<T>(&self, call: impl Future<Output = wasmtime::Result<T>>, clock: Arc<CallClock>) -> wasmtime::Result<T> {
+        cpu::metered(call, clock, self.share.clone(), cpu::backstop(self.limits.deadline)).await
     }
 
     /// Names what stopped a call or an instantiation. A trap is reported by its code alone: the
@@ -503,6 +529,9 @@ impl PluginRunner {
         tracing::debug!(plugin = %self.host.plugin, "call failed: {error:?}");
         if error.downcast_ref::<DeadlineExceeded>().is_some() {
             return Fault::Deadline(self.limits.deadline);
+        }
+        if error.downcast_ref::<Stalled>().is_some() {
+            return Fault::Stalled(cpu::backstop(self.limits.deadline));
         }
         if let Some(wanted) = store.data().memory.refused {
             return Fault::Memory { limit: self.limits.memory_bytes, wanted: wanted as u64 };
@@ -514,8 +543,8 @@ impl PluginRunner {
     }
 
     /// A fresh instance for the pool: instantiated and told its settings through `describe`.
-    async fn instantiate_for_calls(&self, deadline: Instant) -> Result<Instance, Fault> {
-        let (instance, described) = self.instantiate_until(deadline).await?;
+    async fn instantiate_for_calls(&self) -> Result<Instance, Fault> {
+        let (instance, described) = self.instantiate().await?;
         match described {
             Ok(_) => Ok(instance),
             Err(message) => {
@@ -527,8 +556,10 @@ impl PluginRunner {
         }
     }
 
-    async fn instantiate_until(&self, deadline: Instant) -> Result<(Instance, Result<plugin_exports::Manifest, String>), Fault> {
-        let mut store = Instance::new_store(&self.engine, self.host.clone(), self.limits.memory_bytes, deadline);
+    /// A new instance, instantiated and described within one deadline of its own time.
+    async fn instantiate(&self) -> Result<(Instance, Result<plugin_exports::Manifest, String>), Fault> {
+        let mut store = Instance::new_store(&self.engine, self.host.clone(), self.limits.memory_bytes, self.limits.deadline);
+        let clock = store.data().clock.clone();
         let indices = &self.prepared.0.indices;
         let started = async {
             let instance = self.prepared.0.pre.instantiate_async(&mut store).await?;
@@ -541,7 +572,7 @@ impl PluginRunner {
             let described = exports.plugin.call_describe(&mut store, &self.settings).await?;
             Ok((exports, described))
         };
-        match self.bounded(started, deadline).await {
+        match self.bounded(started, clock).await {
             Ok((exports, described)) => {
                 self.host.metrics.instances.inc();
                 Ok((Instance { store, exports, calls: 0, idle_since: Instant::now() }, described))

@@ -248,7 +248,7 @@ mod tests {
         assert_eq!(fields["primary"], "Foo.v1.example.com");
         let running = running_entry("1.0", "abc", "/p/a.wasm", Some("x.io/y"));
         assert_eq!(parse_entry(&running)["finalizer"], "x.io/y");
-        let quarantined = QuarantineListing { count: 3, first: vec![ObjectKey::new(Some("ns"), "a"), ObjectKey::new(Some("ns"), "b")] };
+        let quarantined = QuarantineListing { count: 3, first: vec![ObjectKey::new(Some("ns"), "a").into(), ObjectKey::new(Some("ns"), "b").into()] };
         let entry = running + &quarantine_fields(&quarantined).unwrap();
         assert_eq!(parse_entry(&entry)["quarantined"], "3");
         assert_eq!(parse_entry(&entry)["keys"], "ns/a,ns/b");

@@ -80,6 +80,7 @@ impl CacheCtx<'_> {
     async fn get(&self, resource: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, GuestError> {
         let manifest = self.host.check(Verb::Get, resource, None, namespace, Some(name))?;
         if manifest.reads_live(resource) {
+            self.host.cache_only(&format!("a live read of {resource} (not cached)"))?;
             return self.services.api.get(resource, namespace, name).await.map_err(super::client::guest_error);
         }
         self.scope_check(resource, namespace, Some(name))?;

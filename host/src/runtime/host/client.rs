@@ -92,6 +92,9 @@ impl ClientCtx<'_> {
             Err(e) => return Ok(Err(e)),
         };
         let (resource, namespace, name) = (&request.resource, request.namespace.as_deref(), Some(request.name.as_str()));
+        if let Err(e) = self.host.cache_only(&format!("{} {resource}", verb(&request.op))) {
+            return Ok(Err(e));
+        }
         let manifest = match self.host.check(verb(&request.op), resource, request.op.subresource(), namespace, name) {
             Ok(manifest) => manifest,
             Err(e) => return Ok(Err(e)),

@@ -45,6 +45,7 @@ impl EventsCtx<'_> {
     fn publish(&self, event: Event) -> Result<(), GuestError> {
         let regarding = Gvk::from(event.regarding.resource);
         let namespace = event.regarding.namespace.as_deref();
+        self.host.cache_only("an Event")?;
         self.host.check(Verb::Get, &regarding, None, namespace, Some(&event.regarding.name))?;
         for (field, value) in [("reason", &event.reason), ("action", &event.action)] {
             if value.is_empty() || value.len() > MAX_REASON {

@@ -55,6 +55,9 @@ pub struct HostContext {
     pub metrics: PluginMetrics,
     /// The plugin's log budget, shared by its instances and their stdout and stderr.
     pub logs: Arc<LogBudget>,
+    /// Set for `map-related` calls, which may read the cache and nothing else: `client` and
+    /// `events` calls (and reads served live by the API server) are refused with `forbidden`.
+    pub cache_only: bool,
 }
 
 impl HostContext {
@@ -79,6 +82,14 @@ impl HostContext {
             None => {}
         }
         Err(self.refuse(format!("{verb} {target} is not granted by the plugin's manifest")))
+    }
+
+    /// Refuses `what` in a call that may only read the cache (`map-related`).
+    fn cache_only(&self, what: &str) -> Result<(), GuestError> {
+        match self.cache_only {
+            true => Err(self.refuse(format!("{what} during map-related: map-related may read the cache and nothing else"))),
+            false => Ok(()),
+        }
     }
 
     fn refuse(&self, message: String) -> GuestError {

@@ -31,6 +31,8 @@ const TRAP: &str = "e2e.kubewasm.io/trap";
 const TRAP_VARIANT: &str = "e2e.kubewasm.io/trap-variant";
 /// Names a plugin that computes forever when it reconciles the object (until its deadline).
 const SPIN: &str = "e2e.kubewasm.io/spin";
+/// Millions of rounds of arithmetic to do before reconciling (about 1 ms of CPU per million).
+const WORK: &str = "e2e.kubewasm.io/work-mi";
 const DEFAULT_SELECTOR: &str = "e2e.kubewasm.io/primary";
 
 fn variant() -> String {
@@ -175,6 +177,15 @@ impl Controller for E2e {
             ctx.info(&format!("reconcile of {} sleeps {ms} ms", primary.name()));
             std::thread::sleep(Duration::from_millis(ms));
             ctx.info(&format!("reconcile of {} woke up", primary.name()));
+        }
+        if let Some(millions) = annotation(&primary, WORK).and_then(|v| v.parse::<u64>().ok()) {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for _ in 0..millions * 1_000_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x = std::hint::black_box(x);
+            }
         }
         if annotation(&primary, TRAP) == Some(self.name.as_str()) {
             panic!("{} asks {} to trap", primary.name(), self.name);

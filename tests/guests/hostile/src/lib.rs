@@ -8,6 +8,8 @@
 //!   pause;
 //! - `map-flood`: (as a `map-related` watch of every ConfigMap) maps each to 100 000 new keys;
 //! - `requeue-zero`: asks to be called again at once, forever;
+//! - `busy-loop`: computes without end (until its deadline, up to the host's 300 s maximum) on
+//!   every target at once (setting `max-concurrency`, up to 64);
 //! - `hang`: sleeps in a host call (WASI poll) for an hour;
 //! - `memory`: asks for 4 GiB per instance and 64 workers (refused at load by the budget);
 //! - `lease`: declares `patch` on Leases (all, or those named by `lease-names`) and patches the
@@ -124,6 +126,12 @@ impl Controller for Hostile {
                 Ok(Action::RequeueAfter(Duration::from_secs(1)))
             }
             "requeue-zero" => Ok(Action::RequeueAfter(Duration::ZERO)),
+            "busy-loop" => {
+                let mut n = 0u64;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(seed));
+                }
+            }
             "lease" => {
                 let (namespace, name) = self.lease.as_deref().and_then(|l| l.split_once('/')).unwrap_or_default();
                 let body = kubewasm_sdk::serde_json::json!({"spec": {"holderIdentity": "hostile", "leaseDurationSeconds": 3600}});
