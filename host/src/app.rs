@@ -69,6 +69,8 @@ pub struct RunConfig {
     pub idle_instances: Duration,
     /// Faults in a row on one object that quarantine it; 0 never does.
     pub quarantine_after: u32,
+    /// How long list and resync work may wait behind live changes.
+    pub max_queue_wait: Duration,
     /// When a hot-reloaded version is rolled back.
     pub rollback: crate::supervisor::rollout::Policy,
 }
@@ -212,6 +214,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         sync_timeout: config.sync_timeout,
         idle_instances: config.idle_instances,
         quarantine_after: config.quarantine_after,
+        max_queue_wait: config.max_queue_wait,
     });
 
     // 4. The host's own writes and Events (its status ConfigMap), as the host.

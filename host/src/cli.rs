@@ -286,6 +286,11 @@ struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = crate::controller::DEFAULT_QUARANTINE_AFTER)]
     quarantine_after: u32,
 
+    /// Serve a key queued by a list or a resync in turn with live changes once it has waited
+    /// this long: live changes go first, but never starve background work
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    max_queue_wait: Duration,
+
     /// Roll a hot-reloaded version back to the one before when it fails (faults or errors) on
     /// at least this share of its objects, and on a quarter more of them than the version
     /// before did. 0 never rolls back; `rollback-threshold` in a plugin's [kubewasm] options
@@ -791,6 +796,7 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         plugin_memory_budget: args.plugin_memory_budget,
         idle_instances: args.idle_instances,
         quarantine_after: args.quarantine_after,
+        max_queue_wait: args.max_queue_wait,
         rollback: crate::supervisor::rollout::Policy {
             threshold: args.rollback_threshold,
             window: args.rollback_window,

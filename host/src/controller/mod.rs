@@ -74,6 +74,8 @@ pub struct Environment {
     pub idle_instances: Duration,
     /// Faults in a row on one object that quarantine it; 0 never does.
     pub quarantine_after: u32,
+    /// How long list and resync work may wait behind live changes in a plugin's queue.
+    pub max_queue_wait: Duration,
 }
 
 impl Environment {
@@ -173,7 +175,7 @@ impl Controller {
     /// Events are sent).
     pub async fn start(env: Arc<Environment>, plugin: LoadedPlugin, shutdown: CancellationToken) -> Result<Arc<Self>, ControllerError> {
         let name = plugin.described.manifest.name.clone();
-        let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?;
+        let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?.with_max_wait(env.max_queue_wait);
         let limits = ClientLimits {
             qps: plugin.options.qps.unwrap_or(ClientLimits::default().qps),
             burst: plugin.options.burst.unwrap_or(ClientLimits::default().burst),
