@@ -137,12 +137,17 @@ pub struct Loader {
     artifacts: Option<Arc<ArtifactCache>>,
     policy: LimitPolicy,
     compiling: tokio::sync::Mutex<()>,
+    /// Files read and compiled at once, one per core: fifty plugins starting together would
+    /// otherwise each hold their whole module in memory while they queue for the compiler. Not
+    /// held while a plugin describes itself: a slow describe holds up no other load.
+    reading: tokio::sync::Semaphore,
     loaded: parking_lot::Mutex<std::collections::HashMap<Digest, WeakPrepared>>,
 }
 
 impl Loader {
     pub fn new(runtime: Arc<Runtime>, artifacts: Option<ArtifactCache>, policy: LimitPolicy) -> Self {
-        Loader { runtime, artifacts: artifacts.map(Arc::new), policy, compiling: Default::default(), loaded: Default::default() }
+        let reading = tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, usize::from));
+        Loader { runtime, artifacts: artifacts.map(Arc::new), policy, compiling: Default::default(), reading, loaded: Default::default() }
     }
 
     /// The prepared component of `digest`, compiled now, from the artifact cache, or shared
@@ -175,12 +180,15 @@ impl Loader {
     /// settings in `NAME.toml` beside it.
     pub async fn load(&self, path: &Path) -> Result<LoadedPlugin, LoadError> {
         let started = Instant::now();
-        let wasm = tokio::fs::read(path).await.map_err(LoadError::Read)?;
-        check_header(&wasm)?;
-        let (settings, options) = read_settings(path).await?;
-        let digest = Digest::of(&wasm);
-
-        let (prepared, origin) = self.prepared(digest, wasm).await?;
+        let (prepared, origin, digest, settings, options) = {
+            let _reading = self.reading.acquire().await.expect("never closed");
+            let wasm = tokio::fs::read(path).await.map_err(LoadError::Read)?;
+            check_header(&wasm)?;
+            let (settings, options) = read_settings(path).await?;
+            let digest = Digest::of(&wasm);
+            let (prepared, origin) = self.prepared(digest, wasm).await?;
+            (prepared, origin, digest, settings, options)
+        };
         let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         // The operator's limits, if any, hold for describe too: a plugin that needs more than the
         // default just to start can be given it in NAME.toml.
