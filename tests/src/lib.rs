@@ -23,11 +23,13 @@
 //! (Prometheus text: the host's metrics and the API server's), `timing` (for the benchmarks),
 //! `proxy` (a fault-injection TCP proxy), `audit` (the API server's audit log), `accounts`
 //! (ServiceAccount kubeconfigs from TokenRequest), `build` also builds the suite's Go tools
-//! (`registry`: an OCI registry on loopback; crane; helm).
+//! (`registry`: an OCI registry on loopback; crane; helm), `components` (hostile components
+//! written by hand in WAT).
 
 pub mod accounts;
 pub mod audit;
 pub mod build;
+pub mod components;
 pub mod controlplane;
 pub mod crd;
 pub mod guests;
