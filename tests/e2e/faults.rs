@@ -452,6 +452,37 @@ async fn a_plugin_built_for_contract_0_1_0_still_loads_and_reconciles() {
     assert_eq!(runner.released(request()).await, Ok(None), "released is a no-op for a 0.1.0 plugin");
 }
 
+/// A host compiles in a process of its own: one over its memory limit or its deadline is stopped
+/// and refused with the flag named; one within them stores its artifact in the cache, which the
+/// host maps (and a restart finds).
+#[tokio::test]
+async fn compiles_run_in_a_child_process_bounded_in_memory_and_time() {
+    use kubewasm::plugin::artifact::Origin;
+    use kubewasm::plugin::compiler::{ChildCompiler, CompileError};
+    let program = kubewasm_tests::kubewasm_binary().expect("the kubewasm binary");
+    let cache = tempfile::tempdir().unwrap();
+    let compiling = |memory_bytes, timeout| loader_with_cache(cache.path()).with_compiler(ChildCompiler { program: program.clone(), memory_bytes, timeout });
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = guests::install(&faulty_wasm(), dir.path(), "a", Some(""));
+
+    let err = compiling(8 << 20, Duration::from_secs(300)).load(&plugin).await.unwrap_err();
+    assert!(matches!(err, LoadError::Compile(CompileError::Memory(_))), "{err}");
+    assert!(err.to_string().contains("--compile-memory"), "{err}");
+    let err = compiling(1 << 30, Duration::from_millis(1)).load(&plugin).await.unwrap_err();
+    assert!(matches!(err, LoadError::Compile(CompileError::Timeout(_))), "{err}");
+    assert_eq!(std::fs::read_dir(cache.path()).map_or(0, |d| d.count()), 0, "nothing stored by the stopped compiles");
+
+    let loaded = compiling(1 << 30, Duration::from_secs(300)).load(&plugin).await.expect("compiled in a child");
+    assert_eq!(loaded.origin, Origin::Compiled);
+    assert_eq!(loader_with_cache(cache.path()).load(&plugin).await.unwrap().origin, Origin::Cache, "the child's artifact serves a restart");
+
+    let broken = dir.path().join("broken.wasm");
+    let wasm = std::fs::read(faulty_wasm()).unwrap();
+    std::fs::write(&broken, &wasm[..wasm.len() / 2]).unwrap();
+    let err = one_line(compiling(1 << 30, Duration::from_secs(300)).load(&broken).await.unwrap_err());
+    assert!(err.starts_with("not a valid component: failed to parse WebAssembly"), "the child's own error: {err}");
+}
+
 /// A loader with a fresh runtime and the artifact cache in `dir`: what a host (re)start makes.
 fn loader_with_cache(dir: &std::path::Path) -> Loader {
     Loader::new(Arc::new(Runtime::new(RuntimeConfig::default()).unwrap()), Some(ArtifactCache::new(dir)), LimitPolicy::default())

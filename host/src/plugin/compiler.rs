@@ -66,6 +66,9 @@ impl ChildCompiler {
         if !config.deadlines {
             command.arg("--no-deadlines");
         }
+        // A panic's backtrace, printed out of memory, deadlocks on the backtrace lock in the
+        // allocation-failure hook; without one the child says what failed and aborts.
+        command.env("RUST_BACKTRACE", "0").env("RUST_LIB_BACKTRACE", "0");
         command.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).kill_on_drop(true);
         let memory = self.memory_bytes;
         // SAFETY: the closure runs in the forked child before exec and calls only setrlimit and
@@ -92,8 +95,10 @@ impl ChildCompiler {
             return Ok(());
         }
         let said = String::from_utf8_lossy(&said);
-        // Out of memory is an abort ("memory allocation of N bytes failed") or, from an mmap, ENOMEM.
-        if said.contains("memory allocation of") || said.contains("Cannot allocate memory") || said.contains("out of memory") {
+        // Out of memory is an abort ("memory allocation of N bytes failed"), ENOMEM from an mmap,
+        // or EAGAIN from creating a thread (its stack is memory too).
+        let out_of_memory = ["memory allocation of", "Cannot allocate memory", "Resource temporarily unavailable"];
+        if out_of_memory.iter().any(|sign| said.contains(sign)) {
             return Err(CompileError::Memory(memory));
         }
         let last = said.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
