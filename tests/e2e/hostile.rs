@@ -56,13 +56,14 @@ impl Siege {
         Self::start_with(ns, attack, &hostile, &toml, &[]).await
     }
 
-    /// Starts the host (with `args` besides the usual) running `hostile` as the plugin
-    /// `hostile` with `toml` as its settings, and gives it its target object.
+    /// Starts the host (with `args` besides the usual) running the good plugin, notes its
+    /// resident memory, then adds `hostile` as the plugin `hostile` with `toml` as its settings
+    /// (so that what loading it costs counts in [`Siege::rss_stayed_bounded`]), and gives it its
+    /// target object.
     async fn start_with(ns: TestNamespace, attack: &str, hostile: &[u8], toml: &str, args: &[&str]) -> Result<Siege> {
         let cp = ControlPlane::shared().await;
         let dir = PluginDir::new();
         dir.install_e2e(&E2eSettings::new("good").events(), "v01");
-        dir.install("hostile", hostile, Some(toml));
         let started = Instant::now();
         let config = args.iter().fold(host_config(attack, dir.path(), cp.kubeconfig_path(), ns.name()), |config, arg| config.arg(*arg));
         let mut host = Host::start(config).await?;
@@ -70,6 +71,7 @@ impl Siege {
         let pid = host.pid().context("host pid")?;
         let baseline = rss_mib(pid)?;
         kubewasm_tests::process::reset_peak_rss(pid)?;
+        dir.install("hostile", hostile, Some(toml));
         let cms: Api<ConfigMap> = ns.api();
         let siege = Siege { ns, cms, host, started, baseline, _dir: dir };
         siege.target("target").await?;
