@@ -65,6 +65,8 @@ pub struct RunConfig {
     pub sync_timeout: Duration,
     /// Host-wide budget of plugin linear memory, in bytes.
     pub plugin_memory_budget: u64,
+    /// How plugins are compiled when there is an artifact cache.
+    pub compile: crate::plugin::compiler::ChildCompiler,
     /// Instances idle this long are released.
     pub idle_instances: Duration,
     /// Faults in a row on one object that quarantine it; 0 never does.
@@ -180,7 +182,12 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
 
     // 3. The shared machinery: runtime, informers, identities, the fences on every write.
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
-    let loader = Loader::new(runtime.clone(), config.artifacts.clone().map(ArtifactCache::new), LimitPolicy::default());
+    // Plugins are compiled in processes of their own and described inside the memory budget,
+    // before anything of theirs is admitted.
+    let budget = MemoryBudget::new(config.plugin_memory_budget, metrics.memory_budget("reserved"));
+    let loader = Loader::new(runtime.clone(), config.artifacts.clone().map(ArtifactCache::new), LimitPolicy::default())
+        .with_compiler(config.compile.clone())
+        .with_budget(budget.clone());
     let discovery = Arc::new(Discovery::new(client.clone(), config.request_timeout));
     let namespaces: Arc<[String]> = config.namespaces.clone().into();
     let mut host_objects =
@@ -237,7 +244,6 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
 
     // 5. Plugins: one controller per file of the plugin directory, followed for changes, and
     // one per Plugin resource.
-    let budget = MemoryBudget::new(config.plugin_memory_budget, metrics.memory_budget("reserved"));
     metrics.memory_budget("total").set(i64::try_from(budget.total()).unwrap_or(i64::MAX));
     let supervisor = Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, budget, config.rollback, shutdown.clone());
     *ready_source.lock() = Some(supervisor.clone());

@@ -159,6 +159,18 @@ enum Command {
                       kubewasm pull ghcr.io/team/sample-controller:1.0 -o ./plugins"
     )]
     Pull(PullArgs),
+    /// What `kubewasm run` runs to compile a plugin: the module on stdin, into an artifact cache
+    #[command(name = "compile-artifact", hide = true)]
+    CompileArtifact(CompileArtifactArgs),
+}
+
+#[derive(Args)]
+struct CompileArtifactArgs {
+    #[arg(long, value_name = "DIR")]
+    cache_dir: PathBuf,
+    /// Compile for an engine without deadlines (epoch interruption off)
+    #[arg(long)]
+    no_deadlines: bool,
 }
 
 /// How registries are reached.
@@ -275,6 +287,15 @@ struct RunArgs {
     /// all plugins (e.g. 4Gi, 512Mi)
     #[arg(long, value_name = "QUANTITY", default_value = "4Gi", value_parser = parse_bytes)]
     plugin_memory_budget: u64,
+
+    /// Memory a plugin's compilation may take (it runs in a process of its own); one that needs
+    /// more is refused
+    #[arg(long, value_name = "QUANTITY", default_value = "1Gi", value_parser = parse_bytes)]
+    compile_memory: u64,
+
+    /// Time a plugin's compilation may take; one that takes longer is stopped and refused
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+    compile_timeout: Duration,
 
     /// Release a plugin's instances after they have been idle this long
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
@@ -674,6 +695,13 @@ pub fn main() -> ExitCode {
         _ => ("warn", false),
     };
     init_logging(level, json);
+    if let Command::CompileArtifact(args) = &cli.command {
+        let config = RuntimeConfig { deadlines: !args.no_deadlines, ..RuntimeConfig::default() };
+        return match crate::plugin::compiler::compile_into(&args.cache_dir, config) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => fail(message),
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => return fail(format!("cannot start the async runtime: {e}")),
@@ -692,6 +720,7 @@ pub fn main() -> ExitCode {
             Command::Build(args) => build(args),
             Command::Push(args) => push(args).await,
             Command::Pull(args) => pull(args).await,
+            Command::CompileArtifact(_) => unreachable!("run before the async runtime starts"),
         }
     });
     match result {
@@ -794,6 +823,11 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         request_timeout: args.request_timeout,
         sync_timeout: args.sync_timeout,
         plugin_memory_budget: args.plugin_memory_budget,
+        compile: crate::plugin::compiler::ChildCompiler {
+            program: std::env::current_exe().map_err(|e| format!("cannot find the kubewasm binary to compile plugins with: {e}"))?,
+            memory_bytes: args.compile_memory,
+            timeout: args.compile_timeout,
+        },
         idle_instances: args.idle_instances,
         quarantine_after: args.quarantine_after,
         max_queue_wait: args.max_queue_wait,

@@ -1,9 +1,11 @@
-//! Containment (issue 10) against the real API server: one test per attack of a hostile plugin
-//! (`tests/guests/hostile`), each beside a well-behaved plugin (`tests/guests/e2e`, `good`) in
-//! the same host. Every test asserts the same promise — the host stays up and under
-//! [`RSS_BOUND`], the well-behaved plugin reconciles 30 creates and 30 updates each within
-//! [`LATENCY_BOUND`] with no error and every Event delivered — and that the attack met its limit
-//! (a metric, an Event or a bound on what reached the API server or the log).
+//! Containment (issues 10 and 20) against the real API server: one test per attack of a hostile
+//! plugin (`tests/guests/hostile`, or written by hand: `kubewasm_tests::components`), each beside
+//! a well-behaved plugin (`tests/guests/e2e`, `good`) in the same host. Every test asserts the
+//! same promise — the host stays up and under [`RSS_BOUND`], the well-behaved plugin reconciles 30
+//! creates and 30 updates each within [`LATENCY_BOUND`] with no error and every Event delivered —
+//! and that the attack met its limit (a metric, an Event or a bound on what reached the API server
+//! or the log). Attacks on the WIT boundary also keep the host's peak resident memory within
+//! [`BOUNDARY_RSS_GROWTH`] of what it was before.
 //!
 //! `cargo test -p kubewasm-tests --test hostile`
 
@@ -16,7 +18,7 @@ use anyhow::{Context, Result, anyhow, ensure};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
-use kubewasm_tests::{ControlPlane, E2eSettings, Host, PluginDir, TestNamespace, eventually, guests, prom};
+use kubewasm_tests::{ControlPlane, E2eSettings, Host, PluginDir, TestNamespace, components, eventually, guests, prom};
 use support::*;
 
 const READY: Duration = Duration::from_secs(60);
@@ -24,6 +26,10 @@ const READY: Duration = Duration::from_secs(60);
 const RSS_BOUND: f64 = 512.0;
 /// The well-behaved plugin's 30 creates, and then its 30 updates, must each be done within this.
 const LATENCY_BOUND: Duration = Duration::from_secs(20);
+/// What an attack on the WIT boundary may add to the host's resident memory (issue 20).
+const BOUNDARY_RSS_GROWTH: f64 = 200.0;
+/// The label the attacker's primaries carry.
+const TARGET: &str = "hostile.kubewasm.io/target";
 
 /// A host running the hostile plugin `hostile` (with `attack` and extra `settings`) beside the
 /// well-behaved `good`, in a namespace of its own.
@@ -32,6 +38,8 @@ struct Siege {
     cms: Api<ConfigMap>,
     host: Host,
     started: Instant,
+    /// The host's resident memory once ready, before the attack (MiB).
+    baseline: f64,
     _dir: PluginDir,
 }
 
@@ -42,27 +50,51 @@ impl Siege {
 
     /// Starts the host in `ns` and gives the attacker its target object.
     async fn start(ns: TestNamespace, attack: &str, settings: &str) -> Result<Siege> {
+        let hostile = std::fs::read(guests::guest("hostile-guest", "hostile_guest"))?;
+        // Top-level keys before any `[kubewasm]` table in `settings`.
+        let toml = format!("name = \"hostile\"\nattack = {attack:?}\nselector = \"{TARGET}\"\n{settings}");
+        Self::start_with(ns, attack, &hostile, &toml, &[]).await
+    }
+
+    /// Starts the host (with `args` besides the usual) running the good plugin, notes its
+    /// resident memory, then adds `hostile` as the plugin `hostile` with `toml` as its settings
+    /// (so that what loading it costs counts in [`Siege::rss_stayed_bounded`]), and gives it its
+    /// target object.
+    async fn start_with(ns: TestNamespace, attack: &str, hostile: &[u8], toml: &str, args: &[&str]) -> Result<Siege> {
         let cp = ControlPlane::shared().await;
         let dir = PluginDir::new();
         dir.install_e2e(&E2eSettings::new("good").events(), "v01");
-        let hostile = std::fs::read(guests::guest("hostile-guest", "hostile_guest"))?;
-        // Top-level keys before any `[kubewasm]` table in `settings`.
-        let toml = format!("name = \"hostile\"\nattack = {attack:?}\nselector = \"hostile.kubewasm.io/target\"\n{settings}");
-        dir.install("hostile", &hostile, Some(&toml));
         let started = Instant::now();
-        let mut host = Host::start(host_config(attack, dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+        let config = args.iter().fold(host_config(attack, dir.path(), cp.kubeconfig_path(), ns.name()), |config, arg| config.arg(*arg));
+        let mut host = Host::start(config).await?;
         host.wait_ready(READY).await?;
+        let pid = host.pid().context("host pid")?;
+        let baseline = rss_mib(pid)?;
+        kubewasm_tests::process::reset_peak_rss(pid)?;
+        dir.install("hostile", hostile, Some(toml));
         let cms: Api<ConfigMap> = ns.api();
+        let siege = Siege { ns, cms, host, started, baseline, _dir: dir };
+        siege.target("target").await?;
+        Ok(siege)
+    }
+
+    /// Another object for the attacker to reconcile.
+    async fn target(&self, name: &str) -> Result<()> {
         let target = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some("target".into()),
-                labels: Some([("hostile.kubewasm.io/target".to_string(), "yes".to_string())].into()),
-                ..Default::default()
-            },
+            metadata: ObjectMeta { name: Some(name.into()), labels: Some([(TARGET.to_string(), "yes".to_string())].into()), ..Default::default() },
             ..Default::default()
         };
-        cms.create(&PostParams::default(), &target).await?;
-        Ok(Siege { ns, cms, host, started, _dir: dir })
+        self.cms.create(&PostParams::default(), &target).await?;
+        Ok(())
+    }
+
+    /// The attack on the boundary added at most [`BOUNDARY_RSS_GROWTH`] to the host's resident
+    /// memory at its peak; returns the peak (MiB).
+    fn rss_stayed_bounded(&self) -> Result<f64> {
+        let peak = kubewasm_tests::process::peak_rss_bytes(self.host.pid().context("host pid")?).context("the host is gone")? as f64 / (1 << 20) as f64;
+        eprintln!("{}: host RSS {:.0} MiB before the attack, {peak:.0} MiB at its peak", self.host.name(), self.baseline);
+        ensure!(peak - self.baseline < BOUNDARY_RSS_GROWTH, "the host's resident memory grew from {:.0} to {peak:.0} MiB", self.baseline);
+        Ok(peak)
     }
 
     /// Waits until the hostile plugin's `metric` (with `labels` besides `plugin="hostile"`) is
@@ -345,4 +377,87 @@ async fn noisy_neighbour_busy_loops() -> Result<()> {
     );
     host.stop().await?;
     Ok(())
+}
+
+/// Who a hand-written attacker (`kubewasm_tests::components`) says it is: the plugin `hostile`,
+/// reconciling the targets.
+fn component_manifest() -> components::Manifest {
+    components::Manifest::new("hostile", TARGET)
+}
+
+/// At full concurrency, the attacker publishes Events about a ConfigMap with an 8 MiB name, 300
+/// to a reconcile, straight through the generated bindings: each is refused with `invalid` before
+/// the name is copied, so nothing is queued or kept, and the host's memory stays put.
+#[tokio::test]
+async fn events_about_an_8_mib_name() -> Result<()> {
+    let ns = Siege::namespace("event-bomb").await?;
+    let mut siege = Siege::start(ns, "event-bomb", "max-concurrency = 4\n").await?;
+    for i in 1..4 {
+        siege.target(&format!("target-{i}")).await?;
+    }
+    wait_event(siege.ns.client(), siege.ns.name(), "target", "ReconcileFailed", "name is 8388608 bytes; at most 253").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    let bombs = events(siege.ns.client(), siege.ns.name()).await?.iter().filter(|e| e.reason.as_deref() == Some("Bomb")).count();
+    ensure!(bombs == 0, "{bombs} Events about the 8 MiB name were sent");
+    siege.stop().await
+}
+
+/// The attacker's `map-related` returns a million keys whose names all point at one 30 MiB
+/// buffer, for every ConfigMap event: the host stops lifting them within the bound of a valid
+/// answer (an `oversized` fault), never copies the names, and the neighbour is unharmed.
+#[tokio::test]
+async fn map_related_keys_aliasing_one_buffer() -> Result<()> {
+    let ns = Siege::namespace("map-alias").await?;
+    let hostile = components::map_related_alias(&component_manifest(), 1_000_000, 30 << 20);
+    let mut siege = Siege::start_with(ns, "map-alias", &hostile, "", &[]).await?;
+    siege.limit_reached("kubewasm_plugin_faults_total", &[("kind", "oversized")]).await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    let metrics = siege.host.metrics().await?;
+    ensure!(prom::sum(&metrics, "kubewasm_plugin_faults_total", &[("plugin", "hostile"), ("kind", "instantiate")]) == 0.0, "misreported as instantiate");
+    siege.stop().await
+}
+
+/// A plugin whose manifest's permission lists a hundred thousand namespaces, all pointing at one
+/// 1 MiB buffer, is refused at load (`oversized`), having cost the host no more than the largest
+/// valid manifest.
+#[tokio::test]
+async fn describe_aliasing_one_buffer() -> Result<()> {
+    let ns = Siege::namespace("describe-alias").await?;
+    let hostile = components::describe_alias(&component_manifest(), 100_000, 1 << 20);
+    let mut siege = Siege::start_with(ns, "describe-alias", &hostile, "", &[]).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "more than describe may return").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    siege.stop().await
+}
+
+/// Beside its plugin, the attacker's component holds twenty core instances of a module with ten
+/// tables of a million function references, filled when it is instantiated to describe itself:
+/// table space counts in its memory limit, so it is refused at load with a memory fault.
+#[tokio::test]
+async fn table_bomb() -> Result<()> {
+    let ns = Siege::namespace("table-bomb").await?;
+    let hostile = components::table_bomb(&component_manifest(), 20, 10, 1_000_000);
+    let mut siege = Siege::start_with(ns, "table-bomb", &hostile, "", &[]).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "exceeded its memory limit").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    siege.stop().await
+}
+
+/// The attacker's settings ask for 4 GiB of memory, and its `describe` touches 3 GiB: describe
+/// runs inside the host's plugin memory budget (1 GiB here, as in the chart), so it is refused
+/// before it runs, with the budget named.
+#[tokio::test]
+async fn describe_touching_3_gib() -> Result<()> {
+    let ns = Siege::namespace("describe-memory").await?;
+    let hostile = std::fs::read(guests::guest("hostile-guest", "hostile_guest"))?;
+    let toml = format!("name = \"hostile\"\nattack = \"describe-memory\"\nselector = \"{TARGET}\"\n[kubewasm]\nmemory-mib = 4096\n");
+    let mut siege = Siege::start_with(ns, "describe-memory", &hostile, &toml, &["--plugin-memory-budget=1Gi"]).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "describe would run under its memory limit of 4294967296 bytes").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    siege.stop().await
 }

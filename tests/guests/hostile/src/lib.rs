@@ -11,6 +11,11 @@
 //! - `busy-loop`: computes without end (until its deadline, up to the host's 300 s maximum) on
 //!   every target at once (setting `max-concurrency`, up to 64);
 //! - `hang`: sleeps in a host call (WASI poll) for an hour;
+//! - `event-bomb`: publishes Events about an object with an 8 MiB name, in a loop, straight through
+//!   the generated bindings (the SDK would refuse the name first), and fails with what the host
+//!   answered;
+//! - `describe-memory`: touches `describe-memory-mib` (default 3072) MiB of memory while it
+//!   describes itself;
 //! - `memory`: asks for 4 GiB per instance and 64 workers (refused at load by the budget);
 //! - `lease`: declares `patch` on Leases (all, or those named by `lease-names`) and patches the
 //!   host's own Lease (setting `lease`, `NAMESPACE/NAME`) to make itself the holder.
@@ -31,6 +36,8 @@ struct Settings {
     name: Option<String>,
     /// Fields of the `log-flood` attack's first record (default 200 000).
     fields: Option<usize>,
+    /// What `describe-memory` touches in `describe`.
+    describe_memory_mib: Option<usize>,
 }
 
 struct Hostile {
@@ -64,6 +71,14 @@ impl Controller for Hostile {
     type Settings = Settings;
 
     fn new(settings: Settings) -> std::result::Result<Self, String> {
+        if settings.attack == "describe-memory" {
+            // One byte a page is enough to make every page resident.
+            let mut memory = vec![0u8; settings.describe_memory_mib.unwrap_or(3072) << 20];
+            for page in memory.chunks_mut(4096) {
+                page[0] = 1;
+            }
+            std::hint::black_box(&memory);
+        }
         Ok(Hostile {
             attack: settings.attack,
             selector: settings.selector.unwrap_or_else(|| "hostile.kubewasm.io/target".into()),
@@ -124,6 +139,28 @@ impl Controller for Hostile {
                     ctx.info(&format!("flood {i}"));
                 }
                 Ok(Action::RequeueAfter(Duration::from_secs(1)))
+            }
+            "event-bomb" => {
+                use kubewasm_sdk::bindings::kubewasm::controller::{events, types};
+                let event = events::Event {
+                    regarding: types::ObjectRef {
+                        resource: types::Gvk { group: String::new(), version: "v1".into(), kind: "ConfigMap".into() },
+                        namespace: primary.namespace().map(str::to_owned),
+                        name: "a".repeat(8 << 20),
+                    },
+                    event_type: events::EventType::Warning,
+                    reason: "Bomb".into(),
+                    action: "Bomb".into(),
+                    note: "bomb".into(),
+                };
+                let mut answer = None;
+                for _ in 0..300 {
+                    answer = events::publish(&event).err();
+                }
+                match answer {
+                    Some(e) => Err(kubewasm_sdk::Error::new(e.code, e.message)),
+                    None => Ok(Action::RequeueAfter(Duration::from_secs(1))),
+                }
             }
             "requeue-zero" => Ok(Action::RequeueAfter(Duration::ZERO)),
             "busy-loop" => {
