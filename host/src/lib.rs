@@ -46,6 +46,8 @@ pub mod controller;
 pub mod delivery;
 pub mod discovery;
 pub mod events;
+#[cfg(test)]
+mod fake_api;
 pub mod finalizers;
 pub mod gobuild;
 pub mod identity;
