@@ -438,7 +438,15 @@ impl Identities {
         if !checks {
             return Err(unprotected(format!("it does not check {POLICY_EXPRESSION}")));
         }
-        let covers = spec.match_constraints.and_then(|m| m.resource_rules).unwrap_or_default().iter().any(|r| {
+        let constraints = spec.match_constraints.unwrap_or_default();
+        // The chart's policy covers its own namespace; one covering every namespace will do.
+        let selector = constraints.namespace_selector.unwrap_or_default();
+        let labels = selector.match_labels.unwrap_or_default();
+        let here = labels.is_empty() || (labels.len() == 1 && labels.get("kubernetes.io/metadata.name") == Some(&self.namespace));
+        if !here || selector.match_expressions.is_some_and(|e| !e.is_empty()) {
+            return Err(unprotected(format!("it does not cover the namespace {}", self.namespace)));
+        }
+        let covers = constraints.resource_rules.unwrap_or_default().iter().any(|r| {
             let has = |list: &Option<Vec<String>>, item: &str| list.as_ref().is_some_and(|l| l.iter().any(|x| x == item || x == "*"));
             has(&r.api_groups, IDENTITY_GROUP) && has(&r.resources, "plugins") && has(&r.operations, "CREATE") && has(&r.operations, "UPDATE")
         });
