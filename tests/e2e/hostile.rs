@@ -45,6 +45,8 @@ struct Setup<'a> {
     args: &'a [&'a str],
     /// Serve every namespace, not only the siege's own.
     everywhere: bool,
+    /// With `service_accounts`, apply what `kubewasm rbac` prints for the hostile plugin too.
+    hostile_rbac: bool,
 }
 
 impl Siege {
@@ -71,7 +73,9 @@ impl Siege {
             if setup.everywhere {
                 args.retain(|a| !a.starts_with("--namespace="));
             }
-            args.push("--controllers=good".into());
+            if !setup.hostile_rbac {
+                args.push("--controllers=good".into());
+            }
             apply(cp, &rbac(&args).await?).await?;
             config = config.service_accounts(ns.name());
         }
@@ -407,6 +411,37 @@ async fn live_reads_in_a_loop() -> Result<()> {
     let lowered = gets_during(&admin, window).await?;
     eprintln!("{lowered} GETs in {window:?} after the reload to 1 per second");
     ensure!(lowered <= 1.0 * 10.0 + 2.0 + 3.0, "{lowered} GETs in {window:?} after the reload lowered qps to 1");
+    siege.good_plugin_is_unharmed().await?;
+    siege.stop().await
+}
+
+/// The audit's L12: a plugin declaring only `patch` on Secrets applies one that does not exist.
+/// Its identity may create Secrets (RBAC grants more than the manifest) but not read them, so
+/// the host cannot tell whether the apply would create: refused, as the manifest lacks
+/// `create`, and no Secret is made.
+#[tokio::test]
+async fn apply_that_would_create_without_a_create_grant() -> Result<()> {
+    let ns = Siege::namespace("apply-blind").await?;
+    let create = format!(
+        r#"{{"apiVersion": "v1", "kind": "List", "items": [
+        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {{"name": "create-secrets", "namespace": "{ns}"}},
+         "rules": [{{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}}]}},
+        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {{"name": "create-secrets", "namespace": "{ns}"}},
+         "roleRef": {{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "create-secrets"}},
+         "subjects": [{{"kind": "ServiceAccount", "name": "kubewasm-plugin-hostile", "namespace": "{ns}"}}]}}]}}"#,
+        ns = ns.name()
+    );
+    apply(ControlPlane::shared().await, &create).await?;
+    let setup = Setup { service_accounts: true, hostile_rbac: true, ..Setup::default() };
+    let mut siege = Siege::start_with(ns, "apply-blind", "", setup).await?;
+    let outcome = eventually("the blind apply", CONVERGE, || async {
+        let log = siege.host.log_text();
+        log.lines().find(|l| l.contains("blind apply:")).map(String::from).ok_or_else(|| anyhow!("no attempt yet"))
+    })
+    .await?;
+    ensure!(outcome.contains("Forbidden") && outcome.contains("which the plugin's identity may not read"), "{outcome}");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = siege.ns.api();
+    ensure!(secrets.get_opt("blind").await?.is_none(), "the Secret was created without a create grant");
     siege.good_plugin_is_unharmed().await?;
     siege.stop().await
 }

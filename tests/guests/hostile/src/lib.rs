@@ -17,6 +17,8 @@
 //!   object names (default 100 each): the audit's H1 shape, 14 million access reviews;
 //! - `watch-flood`: declares `grants` list grants on Secrets (default 1), each limited to its own
 //!   `namespaces` namespaces (default 5000), none of which exists: one watch per namespace;
+//! - `apply-blind`: declares only `patch` on Secrets (no `create`, no read) and applies a Secret
+//!   `blind` that does not exist, hoping RBAC lets its identity create it; logs the outcome;
 //! - `get-loop`: declares only `get` on PodTemplates (so every read goes to the API server) and
 //!   reads one, again and again, for `loop-ms` (default 3000) of every reconcile.
 
@@ -153,6 +155,7 @@ impl Controller for Hostile {
                 }
             }
             "get-loop" => manifest = manifest.grant(&pod_template(), None, &[Verb::Get], &[]),
+            "apply-blind" => manifest = manifest.grant(&secret(), None, &[Verb::Patch], &[]),
             _ => {}
         }
         manifest
@@ -197,6 +200,16 @@ impl Controller for Hostile {
                     Err(e) => format!("{:?}: {}", e.code, e.message),
                 };
                 ctx.warn(&format!("lease attack: {outcome}"));
+                Ok(Action::Done)
+            }
+            "apply-blind" => {
+                let mut blind = DynamicObject::new(&secret(), primary.namespace(), "blind");
+                blind.data.insert("stringData".into(), kubewasm_sdk::serde_json::json!({"k": "v"}));
+                let outcome = match ctx.apply(&blind) {
+                    Ok(_) => "applied".to_string(),
+                    Err(e) => format!("{:?}: {}", e.code, e.message),
+                };
+                ctx.warn(&format!("blind apply: {outcome}"));
                 Ok(Action::Done)
             }
             "get-loop" => {
