@@ -1,6 +1,10 @@
 //! `kubewasm run`, wired in numbered phases. Owns shutdown: the first SIGTERM/SIGINT stops
 //! gracefully (no new reconciles, running ones finish, the leader releases its lease, queued
 //! events are sent); a second signal, or the grace period running out, stops at once.
+//!
+//! Leader election and the HTTP endpoints run on a runtime of their own ([`ControlRuntime`]:
+//! one thread, its own timers, I/O driver and API connections), so that however busy the plugins
+//! keep the main runtime's workers, a lease renewal or a probe never waits behind them.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,6 +14,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::MemoryBudget;
 use crate::client::{ApiClient, ClientLimits, Fence, HostObject};
 use crate::controller::Environment;
 use crate::delivery::PluginResources;
@@ -24,7 +29,7 @@ use crate::oci::Registries;
 use crate::plugin::Loader;
 use crate::plugin::artifact::ArtifactCache;
 use crate::resource::Gvk;
-use crate::runtime::{MemoryBudget, Runtime, RuntimeConfig};
+use crate::runtime::{Runtime, RuntimeConfig};
 use crate::supervisor::status::StatusPublisher;
 use crate::supervisor::{ControllerFilter, StatusObject, Supervisor};
 
@@ -46,6 +51,8 @@ pub struct RunConfig {
     pub lease_name: String,
     pub lease_namespace: String,
     pub artifacts: Option<PathBuf>,
+    /// Size limit of the cache directory (`artifacts`, or the Plugins' files and modules).
+    pub cache_max_bytes: u64,
     pub grace_period: Duration,
     /// Follow the plugin directory and hot-reload changes.
     pub watch: bool,
@@ -65,10 +72,14 @@ pub struct RunConfig {
     pub sync_timeout: Duration,
     /// Host-wide budget of plugin linear memory, in bytes.
     pub plugin_memory_budget: u64,
+    /// How plugins are compiled when there is an artifact cache.
+    pub compile: crate::plugin::compiler::ChildCompiler,
     /// Instances idle this long are released.
     pub idle_instances: Duration,
     /// Faults in a row on one object that quarantine it; 0 never does.
     pub quarantine_after: u32,
+    /// How long list and resync work may wait behind live changes.
+    pub max_queue_wait: Duration,
     /// When a hot-reloaded version is rolled back.
     pub rollback: crate::supervisor::rollout::Policy,
 }
@@ -83,6 +94,8 @@ pub enum AppError {
     Runtime(#[from] crate::runtime::RuntimeError),
     #[error(transparent)]
     Server(#[from] crate::server::ServerError),
+    #[error("cannot start the control runtime (leader election, HTTP endpoints): {0}")]
+    Control(#[source] std::io::Error),
     #[error("cannot create a directory for the Plugins' files in {dir}: {source}")]
     ResourcesDir {
         dir: PathBuf,
@@ -119,7 +132,9 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         crate::supervisor::plugin_files(dir)?;
     }
     // The Plugins' files and pulled modules live in the artifact cache (an emptyDir in a pod),
-    // else in the temporary directory.
+    // else in the temporary directory. The Plugins' files are written anew (this process's own
+    // directory); pulled modules and compiled artifacts stay, so that a restart while a registry
+    // is down still runs the last modules pulled, and are kept under --cache-max-bytes.
     let files_root = config.artifacts.clone().unwrap_or_else(std::env::temp_dir);
     let resources_dir = match config.plugin_resources {
         true => Some(files_root.join("plugins").join(std::process::id().to_string())).map(|dir| {
@@ -129,8 +144,14 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         false => None,
     }
     .transpose()?;
+    let cached = match &config.artifacts {
+        Some(dir) => vec![dir.clone()],
+        None => vec![files_root.join("oci"), files_root.join("plugins").join(std::process::id().to_string())],
+    };
+    let cache_task = tokio::spawn(crate::cache_dir::CacheLimit::new(cached, config.cache_max_bytes).run(shutdown.clone()));
     let instance = identity();
     let client = crate::client::connect(config.kubeconfig.as_deref(), &instance).await?;
+    let control = ControlRuntime::start()?;
     let metrics = Arc::new(Metrics::new());
     // Ready once the supervisor exists, every plugin's caches have synced and (when served)
     // the Plugins have been listed.
@@ -148,7 +169,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
             }
         })
     };
-    let (metrics_at, health_at) = crate::server::serve(config.metrics_addr, config.health_addr, metrics.clone(), ready, shutdown.clone()).await?;
+    let (metrics_at, health_at) = control.run(crate::server::serve(config.metrics_addr, config.health_addr, metrics.clone(), ready, shutdown.clone())).await?;
     tracing::info!(metrics = %metrics_at, health = %health_at, "serving /metrics, /healthz and /readyz");
 
     // 2. Leadership: standbys keep warm caches, only the leader's workers run and write.
@@ -157,15 +178,23 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     let leading = CancellationToken::new();
     let (leadership, elector) = if config.leader_elect {
         let lease = LeaderConfig::new(&config.lease_name, &config.lease_namespace, &instance);
-        let (elector, leadership) = LeaderElector::new(client.clone(), lease, metrics.leader(&config.lease_name));
-        (leadership, Some(tokio::spawn(elector.run(leading.clone()))))
+        // A client of its own, made on the control runtime: its connections are served there.
+        let (kubeconfig, who) = (config.kubeconfig.clone(), instance.clone());
+        let lease_client = control.run(async move { crate::client::connect(kubeconfig.as_deref(), &who).await }).await?;
+        let (elector, leadership) = LeaderElector::new(lease_client, lease, metrics.leader(&config.lease_name), metrics.leader_renew(&config.lease_name));
+        (leadership, Some(control.spawn(elector.run(leading.clone()))))
     } else {
         (Leadership::always(), None)
     };
 
     // 3. The shared machinery: runtime, informers, identities, the fences on every write.
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
-    let loader = Loader::new(runtime.clone(), config.artifacts.clone().map(ArtifactCache::new), LimitPolicy::default());
+    // Plugins are compiled in processes of their own and described inside the memory budget,
+    // before anything of theirs is admitted.
+    let budget = MemoryBudget::new(config.plugin_memory_budget, metrics.memory_budget("reserved"));
+    let loader = Loader::new(runtime.clone(), config.artifacts.clone().map(ArtifactCache::new), LimitPolicy::default())
+        .with_compiler(config.compile.clone())
+        .with_budget(budget.clone());
     let discovery = Arc::new(Discovery::new(client.clone(), config.request_timeout));
     let namespaces: Arc<[String]> = config.namespaces.clone().into();
     let mut host_objects =
@@ -205,6 +234,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         sync_timeout: config.sync_timeout,
         idle_instances: config.idle_instances,
         quarantine_after: config.quarantine_after,
+        max_queue_wait: config.max_queue_wait,
     });
 
     // 4. The host's own writes and Events (its status ConfigMap), as the host.
@@ -227,7 +257,6 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
 
     // 5. Plugins: one controller per file of the plugin directory, followed for changes, and
     // one per Plugin resource.
-    let budget = MemoryBudget::new(config.plugin_memory_budget, metrics.memory_budget("reserved"));
     metrics.memory_budget("total").set(i64::try_from(budget.total()).unwrap_or(i64::MAX));
     let supervisor = Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, budget, config.rollback, shutdown.clone());
     *ready_source.lock() = Some(supervisor.clone());
@@ -253,6 +282,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         }
         events_shutdown.cancel();
         let _ = events_task.await;
+        let _ = cache_task.await;
     };
     tokio::select! {
         _ = graceful => tracing::info!("stopped"),
@@ -260,6 +290,38 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         _ = tokio::time::sleep(config.grace_period) => tracing::warn!("grace period of {:?} over: stopping now", config.grace_period),
     }
     Ok(())
+}
+
+/// The runtime of the host's own control loop: one worker thread, timers and I/O of its own.
+/// Dropped without waiting (what runs there has been told to stop by then).
+struct ControlRuntime(Option<tokio::runtime::Runtime>);
+
+impl ControlRuntime {
+    fn start() -> Result<Self, AppError> {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("kubewasm-control").enable_all().build().map_err(AppError::Control)?;
+        Ok(ControlRuntime(Some(runtime)))
+    }
+
+    fn spawn<F: Future<Output: Send + 'static> + Send + 'static>(&self, task: F) -> tokio::task::JoinHandle<F::Output> {
+        self.0.as_ref().expect("the control runtime runs until dropped").spawn(task)
+    }
+
+    /// Runs `task` there and waits for it from here.
+    async fn run<F: Future<Output: Send + 'static> + Send + 'static>(&self, task: F) -> F::Output {
+        match self.spawn(task).await {
+            Ok(output) => output,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+}
+
+impl Drop for ControlRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// SIGTERM and SIGINT, installed once (so none is missed between two waits).

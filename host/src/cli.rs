@@ -56,6 +56,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of `run`'s arguments costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run the controllers in a plugin directory against a cluster
@@ -157,6 +159,18 @@ enum Command {
                       kubewasm pull ghcr.io/team/sample-controller:1.0 -o ./plugins"
     )]
     Pull(PullArgs),
+    /// What `kubewasm run` runs to compile a plugin: the module on stdin, into an artifact cache
+    #[command(name = "compile-artifact", hide = true)]
+    CompileArtifact(CompileArtifactArgs),
+}
+
+#[derive(Args)]
+struct CompileArtifactArgs {
+    #[arg(long, value_name = "DIR")]
+    cache_dir: PathBuf,
+    /// Compile for an engine without deadlines (epoch interruption off)
+    #[arg(long)]
+    no_deadlines: bool,
 }
 
 /// How registries are reached.
@@ -166,11 +180,26 @@ struct RegistryArgs {
     /// are (repeatable)
     #[arg(long, value_name = "HOST[:PORT]")]
     insecure_registry: Vec<String>,
+
+    /// The longest a pull may take as a whole (token, tag, manifest and module), however the
+    /// registry trickles
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pull_timeout: Duration,
+
+    /// The largest module pulled, counted as it arrives (e.g. 256Mi); a larger one is refused
+    /// (a Plugin's condition: TooLarge)
+    #[arg(long, value_name = "QUANTITY", default_value = "256Mi", value_parser = parse_bytes)]
+    max_module_bytes: u64,
 }
 
 impl RegistryArgs {
     fn options(&self) -> crate::oci::RegistryOptions {
-        crate::oci::RegistryOptions { insecure: self.insecure_registry.clone(), ..Default::default() }
+        crate::oci::RegistryOptions {
+            insecure: self.insecure_registry.clone(),
+            pull_timeout: self.pull_timeout,
+            max_module_bytes: self.max_module_bytes,
+            ..Default::default()
+        }
     }
 }
 
@@ -262,6 +291,15 @@ struct RunArgs {
     #[arg(long, value_name = "QUANTITY", default_value = "4Gi", value_parser = parse_bytes)]
     plugin_memory_budget: u64,
 
+    /// Memory a plugin's compilation may take (it runs in a process of its own); one that needs
+    /// more is refused
+    #[arg(long, value_name = "QUANTITY", default_value = "1Gi", value_parser = parse_bytes)]
+    compile_memory: u64,
+
+    /// Time a plugin's compilation may take; one that takes longer is stopped and refused
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+    compile_timeout: Duration,
+
     /// Release a plugin's instances after they have been idle this long
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     idle_instances: Duration,
@@ -271,6 +309,11 @@ struct RunArgs {
     /// reloaded. 0 never quarantines
     #[arg(long, value_name = "N", default_value_t = crate::controller::DEFAULT_QUARANTINE_AFTER)]
     quarantine_after: u32,
+
+    /// Serve a key queued by a list or a resync in turn with live changes once it has waited
+    /// this long: live changes go first, but never starve background work
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    max_queue_wait: Duration,
 
     /// Roll a hot-reloaded version back to the one before when it fails (faults or errors) on
     /// at least this share of its objects, and on a quarter more of them than the version
@@ -330,6 +373,12 @@ struct RunArgs {
 
     #[command(flatten)]
     cache: CacheArgs,
+
+    /// Size limit of the cache directory (compiled plugins, pulled modules, the Plugins' files):
+    /// the least recently used compiled plugins and modules are evicted past it (e.g. 1536Mi;
+    /// the chart's emptyDir is 2Gi)
+    #[arg(long, value_name = "QUANTITY", default_value = "1536Mi", value_parser = parse_bytes)]
+    cache_max_bytes: u64,
 }
 
 /// Go-style listen addresses: `:8080` means every interface.
@@ -362,18 +411,9 @@ fn parse_rollback_threshold(text: &str) -> Result<f64, String> {
     crate::plugin::check_rollback_threshold(threshold)
 }
 
-/// Durations as kubectl writes them: `500ms`, `30s`, `5m`, `1h`.
+/// Durations as kubectl and Go write them: `500ms`, `30s`, `5m`, `1h30m`.
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a duration such as 30s"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
-        _ => Err(format!("{text:?} is not a duration such as 500ms, 30s, 5m or 1h")),
-    }
+    crate::duration::parse(text).map_err(|e| e.to_string())
 }
 
 /// How plugins act toward the API server.
@@ -611,7 +651,8 @@ A case is one YAML file:
   # or  finalize: {namespace: ns, name: a}
   # or  map: OBJECT                     (map-related of a watched object; expect keys:)
   expect:
-    result: done                   # or {requeueAfter: MS}, or {error: CODE, message: SUBSTRING}
+    result: done                   # or {requeueAfter: MS}, or {error: CODE, message: SUBSTRING},
+                                   # or {fault: trap} (also deadline, memory, oversized)
     calls:                         # every client call, in order, compared exactly
       - apply: OBJECT              # server-side apply (forced); applyStatus: OBJECT
       - create: OBJECT             # also update: OBJECT, updateStatus: OBJECT
@@ -621,7 +662,7 @@ A case is one YAML file:
     events:                        # compared on the fields given
       - {type: Warning, reason: ErrResourceExists, action: Reconcile, note: \"...\",
          regarding: Foo/ns/a}     # KIND/NAMESPACE/NAME, or KIND/NAME when cluster-scoped
-    keys: [ns/a]                   # map cases: the primary keys returned
+    keys: [ns/a]                   # map cases: the primary keys returned (or result: {fault: trap})
 
 A case that checks a refusal gives settings, no reconcile, finalize or map, and
   expect: {refused: \"suffix must be\"}   # describe must refuse them, saying this";
@@ -697,6 +738,13 @@ pub fn main() -> ExitCode {
         _ => ("warn", false),
     };
     init_logging(level, json);
+    if let Command::CompileArtifact(args) = &cli.command {
+        let config = RuntimeConfig { deadlines: !args.no_deadlines, ..RuntimeConfig::default() };
+        return match crate::plugin::compiler::compile_into(&args.cache_dir, config) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => fail(message),
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => return fail(format!("cannot start the async runtime: {e}")),
@@ -715,6 +763,7 @@ pub fn main() -> ExitCode {
             Command::Build(args) => build(args),
             Command::Push(args) => push(args).await,
             Command::Pull(args) => pull(args).await,
+            Command::CompileArtifact(_) => unreachable!("run before the async runtime starts"),
         }
     });
     match result {
@@ -801,6 +850,7 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         watch: args.watch,
         status: crate::supervisor::StatusObject { namespace, name },
         artifacts: args.cache.dir(),
+        cache_max_bytes: args.cache_max_bytes,
         plugins: args.plugins,
         kubeconfig: args.kubeconfig,
         namespaces: args.namespaces,
@@ -823,8 +873,14 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         request_timeout: args.request_timeout,
         sync_timeout: args.sync_timeout,
         plugin_memory_budget: args.plugin_memory_budget,
+        compile: crate::plugin::compiler::ChildCompiler {
+            program: std::env::current_exe().map_err(|e| format!("cannot find the kubewasm binary to compile plugins with: {e}"))?,
+            memory_bytes: args.compile_memory,
+            timeout: args.compile_timeout,
+        },
         idle_instances: args.idle_instances,
         quarantine_after: args.quarantine_after,
+        max_queue_wait: args.max_queue_wait,
         rollback: crate::supervisor::rollout::Policy {
             threshold: args.rollback_threshold,
             window: args.rollback_window,

@@ -3,15 +3,27 @@
 //! happened into the Plugin's status.
 //!
 //! It keeps the rules the host enforces for plugins: Plugins come from a shared informer (one
-//! watch, in the host's namespace), each key is reconciled by one worker at a time from a
+//! watch, in the host's namespace), each key is reconciled by one task at a time from a
 //! rate-limited [`WorkQueue`], failures back off per key, status is written with
 //! `observedGeneration` by server-side apply (no conflicts to retry), and a change of the
 //! `Ready` condition is an Event on the Plugin. Only the leader writes; every replica pulls and
 //! loads, so standbys stay warm.
 //!
+//! Each Plugin has a pipeline of its own: a key handed out by the queue gets a task for that one
+//! reconcile (pull, hand over, status), so no Plugin waits for another's pull, compile, describe
+//! or sync — a slow or hostile one holds up nobody's load, update or deletion. A pull in flight
+//! is cancelled when its Plugin is deleted or its spec changes (the key is queued again and
+//! looks afresh); what the supervisor does with a module it was handed runs to its end (its own
+//! deadlines bound it). A task that panics is logged and its key retried with backoff: a bad
+//! Plugin never stops the others, and nothing is lost. Untrusted text in a spec (a module
+//! reference, settings, `pollInterval`) is parsed without panics ([`read_plugin`],
+//! [`PluginObject::spec`]).
+//!
 //! A Plugin's module and settings become `NAME.wasm` and `NAME.toml` in a directory of the
 //! host's own (the supervisor's unit is a file), written whole before they are handed over. A
-//! version that cannot be pulled or is refused leaves the running one serving. A Plugin's
+//! version that cannot be pulled or is refused leaves the running one serving. A host that
+//! starts while a Plugin's registry is unreachable runs the last module it pulled for that
+//! reference, if its cache still has it (`Registries::last_known`), and says so in the status. A Plugin's
 //! `spec.candidate` becomes `NAME.next.wasm`, run in the shadow of the live version; its status
 //! shows how the shadow run compares, and whether the candidate has agreed long enough to be
 //! promoted. Promotion is the Plugin's owner's edit (`module` set to the candidate — `kubewasm
@@ -19,10 +31,12 @@
 //! GitOps tool would only revert.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt as _;
+use oci_client::Reference;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -32,11 +46,11 @@ use crate::events::{EventRecorder, ObjectEvent};
 use crate::informer::{Event, Informers, Store, Subscriber, Subscription, WatchKey};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
-use crate::oci::{OciError, Pulled, Registries, parse_reference, write_atomically};
+use crate::oci::{OciError, Pulled, Registries, parse_reference, place, write_atomically};
 use crate::plugin::candidate_of;
-use crate::queue::{RateLimitConfig, WorkQueue};
+use crate::queue::{Lease, RateLimitConfig, WorkQueue};
 use crate::resource::{Gvk, ObjectKey};
-use crate::supervisor::{PluginState, Supervisor};
+use crate::supervisor::{PluginState, RejectReason, Supervisor};
 
 /// How often a tag is resolved again when the Plugin does not say.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(300);
@@ -48,19 +62,54 @@ const STANDBY_RECHECK: Duration = Duration::from_secs(15);
 const CANDIDATE_RECHECK: Duration = Duration::from_secs(5);
 /// A Plugin whose module is pinned is looked at again this often, for a rollback since.
 const ROLLBACK_RECHECK: Duration = Duration::from_secs(30);
-const WORKERS: usize = 2;
 
 /// The Plugin kind.
 pub fn plugin_kind() -> Gvk {
     Gvk::new("kubewasm.io", "v1alpha1", "Plugin")
 }
 
+/// A Plugin resource as the host reads it ([`read_plugin`]).
 #[derive(Debug, Deserialize)]
-struct PluginObject {
+pub struct PluginObject {
     metadata: Metadata,
     spec: PluginSpec,
     #[serde(default)]
     status: serde_json::Value,
+}
+
+/// Reads a Plugin from its JSON. Untrusted: never panics.
+pub fn read_plugin(json: &str) -> Result<PluginObject, serde_json::Error> {
+    serde_json::from_str(json)
+}
+
+/// What a Plugin's spec asks for, checked.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub module: Reference,
+    /// `spec.settings` as `NAME.toml` holds them.
+    pub settings: String,
+    /// How often a tag is resolved again.
+    pub poll: Duration,
+}
+
+impl PluginObject {
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+
+    /// The spec, checked: the module reference, the settings as TOML, the poll interval (a
+    /// `pollInterval` of zero means the default).
+    pub fn spec(&self) -> Result<Spec, Failure> {
+        let poll = match self.spec.poll_interval.as_deref().map(crate::duration::parse) {
+            None => DEFAULT_POLL,
+            Some(Ok(poll)) if poll.is_zero() => DEFAULT_POLL,
+            Some(Ok(poll)) => poll,
+            Some(Err(e)) => return Err(Failure { reason: FailReason::InvalidSpec, message: format!("spec.pollInterval: {e}"), retry: false }),
+        };
+        let module = parse_reference(&self.spec.module)?;
+        let settings = settings_toml(self.spec.settings.as_ref())?;
+        Ok(Spec { module, settings, poll })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -87,26 +136,89 @@ struct PluginSpec {
 
 /// Why a Plugin's spec does not run (the running version, if any, keeps serving).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Failure {
+pub struct Failure {
     /// The `Ready` condition's reason.
-    reason: &'static str,
-    message: String,
+    pub reason: FailReason,
+    pub message: String,
     /// Whether to try again (with backoff) without a spec change.
-    retry: bool,
+    pub retry: bool,
+}
+
+/// Why a Plugin does not run: its registry, its spec, or the supervisor's refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailReason {
+    /// The supervisor refused the module it was handed.
+    Refused(RejectReason),
+    /// Pulling the module failed (the registry's reason: `TooLarge`, `PullTimeout`, ...).
+    Pull(&'static str),
+    InvalidSpec,
+    InvalidSettings,
+    /// `--controllers` disables it on this host.
+    Disabled,
+    /// The Plugin changed while its module was pulled.
+    Cancelled,
+}
+
+impl FailReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailReason::Refused(reason) => reason.as_str(),
+            FailReason::Pull(reason) => reason,
+            FailReason::InvalidSpec => "InvalidSpec",
+            FailReason::InvalidSettings => "InvalidSettings",
+            FailReason::Disabled => "Disabled",
+            FailReason::Cancelled => "Cancelled",
+        }
+    }
 }
 
 impl From<OciError> for Failure {
     fn from(e: OciError) -> Self {
-        let retry = !matches!(e, OciError::Reference { .. });
-        Failure { reason: e.reason(), message: e.to_string(), retry }
+        // What the registry serves is wrong, not unreachable: looked at again at the next poll
+        // (or spec change), not pulled again and again with backoff.
+        let retry = !matches!(e, OciError::Reference { .. } | OciError::MediaType { .. } | OciError::TooLarge { .. } | OciError::Digest { .. })
+            && !matches!(&e, OciError::PullManifest { source, .. } | OciError::PullLayer { source, .. } if source.reason() == "TooLarge");
+        Failure { reason: FailReason::Pull(e.reason()), message: e.to_string(), retry }
     }
 }
 
-/// What a reference resolved to, and when.
+/// What a reference resolved to (or why it could not be pulled, when trying again at once
+/// would not help), and when.
 struct Resolved {
     module: String,
-    pulled: Pulled,
+    pulled: Result<Pulled, Failure>,
     at: Instant,
+}
+
+/// The pulls in flight, by Plugin, with the generation each works from: cancelled when their
+/// Plugin goes or its spec changes.
+#[derive(Default)]
+struct InFlight(Mutex<HashMap<ObjectKey, (Option<i64>, CancellationToken)>>);
+
+impl InFlight {
+    fn start(&self, key: &ObjectKey, generation: Option<i64>) -> CancellationToken {
+        let token = CancellationToken::new();
+        self.0.lock().insert(key.clone(), (generation, token.clone()));
+        token
+    }
+
+    fn end(&self, key: &ObjectKey) {
+        self.0.lock().remove(key);
+    }
+
+    /// Cancels `key`'s pull unless it works from `generation` (`None`: the Plugin is gone).
+    fn changed(&self, key: &ObjectKey, generation: Option<Option<i64>>) {
+        let in_flight = self.0.lock();
+        if let Some((working, token)) = in_flight.get(key)
+            && generation.is_none_or(|g| g != *working)
+        {
+            token.cancel();
+        }
+    }
+
+    fn cancel_all(&self) {
+        self.0.lock().values().for_each(|(_, token)| token.cancel());
+    }
 }
 
 /// The Plugin controller.
@@ -125,16 +237,44 @@ pub struct PluginResources {
     applied: Mutex<HashMap<String, (String, String)>>,
     /// Per Plugin: the candidate's reference, resolution and digest handed to the supervisor.
     candidates: Mutex<HashMap<String, Resolved>>,
+    in_flight: Arc<InFlight>,
+    /// Per Plugin: the module handed over from the cache because the registry was unreachable
+    /// when this host started, until a pull succeeds.
+    from_cache: Mutex<HashMap<String, String>>,
     subscription: Mutex<Option<Subscription>>,
 }
 
-/// Queues the key of every Plugin that changes.
-struct Enqueue(WorkQueue<ObjectKey>);
+/// Queues the key of every Plugin that changes, and cancels its pull if the spec it works from
+/// is not the Plugin's any more.
+struct Enqueue {
+    queue: WorkQueue<ObjectKey>,
+    in_flight: Arc<InFlight>,
+}
+
+#[derive(Deserialize)]
+struct GenerationOnly {
+    metadata: GenerationField,
+}
+
+#[derive(Deserialize)]
+struct GenerationField {
+    #[serde(default)]
+    generation: Option<i64>,
+}
 
 impl Subscriber for Enqueue {
     fn on_event(&self, event: Event<'_>) {
-        let (Event::Applied { key, .. } | Event::Deleted { key, .. }) = event;
-        self.0.add(key.clone());
+        match event {
+            Event::Applied { key, object, .. } => {
+                let generation = serde_json::from_str::<GenerationOnly>(object.json()).ok().and_then(|o| o.metadata.generation);
+                self.in_flight.changed(key, Some(generation));
+                self.queue.add(key.clone());
+            }
+            Event::Deleted { key, .. } => {
+                self.in_flight.changed(key, None);
+                self.queue.add(key.clone());
+            }
+        }
     }
 }
 
@@ -168,6 +308,8 @@ impl PluginResources {
             resolved: Default::default(),
             applied: Default::default(),
             candidates: Default::default(),
+            in_flight: Default::default(),
+            from_cache: Default::default(),
             subscription: Default::default(),
         })
     }
@@ -180,13 +322,14 @@ impl PluginResources {
         }
     }
 
-    /// Watches the Plugins (waiting for their CRD if it is not installed) and runs the workers
-    /// until `shutdown`.
+    /// Watches the Plugins (waiting for their CRD if it is not installed) and runs a pipeline
+    /// per Plugin until `shutdown`.
     pub async fn run(self: Arc<Self>, informers: Arc<Informers>, shutdown: CancellationToken) {
         let key = WatchKey { resource: plugin_kind(), namespace: Some(self.namespace.clone()), selector: None };
         let mut delay = Duration::from_secs(1);
+        let enqueue = Arc::new(Enqueue { queue: self.queue.clone(), in_flight: self.in_flight.clone() });
         let subscription = loop {
-            match informers.subscribe(key.clone(), Arc::new(Enqueue(self.queue.clone()))).await {
+            match informers.subscribe(key.clone(), enqueue.clone()).await {
                 Ok(subscription) => break subscription,
                 Err(e) => tracing::warn!("cannot watch Plugins yet (is the CRD plugins.kubewasm.io installed?), retrying in {delay:?}: {e}"),
             }
@@ -198,26 +341,44 @@ impl PluginResources {
         let store = subscription.store().clone();
         *self.subscription.lock() = Some(subscription);
         tracing::info!(namespace = %self.namespace, "serving Plugin resources");
-        let workers: Vec<_> = (0..WORKERS).map(|_| tokio::spawn(self.clone().work(store.clone()))).collect();
-        shutdown.cancelled().await;
-        self.queue.shut_down();
-        for worker in workers {
-            let _ = worker.await;
-        }
-    }
-
-    async fn work(self: Arc<Self>, store: Arc<Store>) {
-        while let Some(lease) = self.queue.get().await {
-            let key = lease.key().clone();
-            match self.reconcile(&store, &key).await {
-                Next::Done => self.queue.forget(&key),
-                Next::After(after) => {
-                    self.queue.forget(&key);
-                    self.queue.add_after(key, after);
-                }
-                Next::Backoff => self.queue.add_rate_limited(key),
+        // The queue hands a key to one holder at a time, so there is at most one task per Plugin.
+        let mut pipelines = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                lease = self.queue.get() => match lease {
+                    Some(lease) => _ = pipelines.spawn(self.clone().pipeline(store.clone(), lease)),
+                    None => break,
+                },
+                Some(_) = pipelines.join_next(), if !pipelines.is_empty() => {}
+                _ = shutdown.cancelled() => break,
             }
         }
+        self.queue.shut_down();
+        self.in_flight.cancel_all();
+        while pipelines.join_next().await.is_some() {}
+    }
+
+    /// One reconcile of one Plugin, then what comes next for its key. A panic is caught here:
+    /// logged, and the key retried with backoff.
+    async fn pipeline(self: Arc<Self>, store: Arc<Store>, lease: Lease<ObjectKey>) {
+        let key = lease.key().clone();
+        let next = std::panic::AssertUnwindSafe(self.reconcile(&store, &key)).catch_unwind().await;
+        self.in_flight.end(&key);
+        match next {
+            Ok(Next::Done) => self.queue.forget(&key),
+            Ok(Next::After(after)) => {
+                self.queue.forget(&key);
+                self.queue.add_after(key, after);
+            }
+            Ok(Next::Backoff) => self.queue.add_rate_limited(key),
+            Err(panic) => {
+                let what = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
+                tracing::error!(plugin = key.name(), "reconciling the Plugin panicked (a host bug; retrying with backoff): {what}");
+                self.queue.add_rate_limited(key);
+            }
+        }
+        // Dropping the lease hands the key back to the queue.
+        drop(lease);
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -228,6 +389,7 @@ impl PluginResources {
         let name = key.name();
         let Some(json) = store.get(key) else {
             self.resolved.lock().remove(name);
+            self.from_cache.lock().remove(name);
             self.drop_candidate(name).await;
             if self.applied.lock().remove(name).is_some() {
                 self.supervisor.remove(&self.path(name)).await;
@@ -237,28 +399,42 @@ impl PluginResources {
             }
             return Next::Done;
         };
-        let plugin: PluginObject = match serde_json::from_str(&json) {
+        let plugin = match read_plugin(&json) {
             Ok(plugin) => plugin,
             Err(e) => {
                 tracing::warn!(plugin = name, "skipping a Plugin that does not parse: {e}");
                 return Next::Done;
             }
         };
-        let outcome = self.bring_up(&plugin).await;
+        let cancel = self.in_flight.start(key, plugin.metadata.generation);
+        let spec = plugin.spec();
+        let outcome = match &spec {
+            Ok(spec) => self.bring_up(&plugin, spec, &cancel).await,
+            Err(failure) => Err(failure.clone()),
+        };
+        if cancel.is_cancelled() {
+            // Deleted or changed meanwhile: the key is queued again and looks afresh.
+            return Next::Done;
+        }
         if let Err(failure) = &outcome {
-            tracing::warn!(plugin = name, reason = failure.reason, "{}", failure.message);
+            tracing::warn!(plugin = name, reason = failure.reason.as_str(), "{}", failure.message);
         }
         let state = self.supervisor.state(name);
-        let candidate = match (&plugin.spec.candidate, &state) {
-            (Some(reference), PluginState::Running { .. }) => Some(self.bring_up_candidate(&plugin, reference).await),
-            (Some(_), _) => Some(Err(Failure { reason: "NotRunning", message: "waits for the live version to run".into(), retry: true })),
-            (None, _) => {
+        let candidate = match (&plugin.spec.candidate, &state, &spec) {
+            (Some(reference), PluginState::Running { .. }, Ok(spec)) => Some(self.bring_up_candidate(&plugin, spec, reference, &cancel).await),
+            (Some(_), _, _) => {
+                Some(Err(Failure { reason: FailReason::Refused(RejectReason::NotRunning), message: "waits for the live version to run".into(), retry: true }))
+            }
+            (None, _, _) => {
                 self.drop_candidate(name).await;
                 None
             }
         };
-        let poll = plugin.spec.poll_interval.as_deref().and_then(parse_go_duration).unwrap_or(DEFAULT_POLL);
-        let pinned = parse_reference(&plugin.spec.module).is_ok_and(|r| r.digest().is_some());
+        if cancel.is_cancelled() {
+            return Next::Done;
+        }
+        let poll = spec.as_ref().map_or(DEFAULT_POLL, |s| s.poll);
+        let pinned = spec.as_ref().is_ok_and(|s| s.module.digest().is_some());
         let mut status = self.status(&plugin, &outcome, &state);
         if let Some(candidate) = &candidate {
             status["candidate"] = self.candidate_status(&plugin, candidate);
@@ -278,79 +454,111 @@ impl PluginResources {
         }
     }
 
-    /// Pulls the Plugin's module (resolving a tag at most once per poll interval) and hands it
-    /// with its settings to the supervisor, unless that is what it already has.
-    async fn bring_up(&self, plugin: &PluginObject) -> Result<(), Failure> {
-        let name = plugin.metadata.name.as_str();
-        let reference = parse_reference(&plugin.spec.module)?;
-        let settings = settings_toml(plugin.spec.settings.as_ref())?;
-        let poll = plugin.spec.poll_interval.as_deref().and_then(parse_go_duration).unwrap_or(DEFAULT_POLL);
-        let known = self.resolved.lock().get(name).filter(|r| r.module == plugin.spec.module && r.at.elapsed() < poll).map(|r| r.pulled.clone());
-        let pulled = match known {
-            Some(pulled) => pulled,
-            None => {
-                let pulled = self.registries.pull(&reference).await?;
-                let resolved = Resolved { module: plugin.spec.module.clone(), pulled: pulled.clone(), at: Instant::now() };
-                self.resolved.lock().insert(name.into(), resolved);
-                pulled
-            }
+    /// Pulls `reference` (a resolution, or a failure not worth retrying at once, is reused for
+    /// `poll`), unless `cancel` fires first.
+    async fn pull(
+        &self,
+        memo: &Mutex<HashMap<String, Resolved>>,
+        name: &str,
+        module: &str,
+        reference: &Reference,
+        poll: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Pulled, Failure> {
+        let known = memo.lock().get(name).filter(|r| r.module == module && r.at.elapsed() < poll).map(|r| r.pulled.clone());
+        if let Some(known) = known {
+            return known;
+        }
+        let pulled = tokio::select! {
+            pulled = self.registries.pull(reference) => pulled.map_err(Failure::from),
+            _ = cancel.cancelled() => return Err(Failure { reason: FailReason::Cancelled, message: "the Plugin changed while its module was pulled".into(), retry: true }),
         };
-        let wanted = (pulled.layer_digest.clone(), settings.clone());
+        if pulled.as_ref().is_ok() || pulled.as_ref().is_err_and(|f| !f.retry) {
+            memo.lock().insert(name.into(), Resolved { module: module.into(), pulled: pulled.clone(), at: Instant::now() });
+        }
+        pulled
+    }
+
+    /// Pulls the Plugin's module (resolving a tag at most once per poll interval) and hands it
+    /// with its settings to the supervisor, unless that is what it already has. A host that has
+    /// handed over nothing for the Plugin yet and cannot reach its registry hands over the last
+    /// module it pulled for the reference, if it still has it.
+    async fn bring_up(&self, plugin: &PluginObject, spec: &Spec, cancel: &CancellationToken) -> Result<(), Failure> {
+        let name = plugin.metadata.name.as_str();
+        let failure = match self.pull(&self.resolved, name, &plugin.spec.module, &spec.module, spec.poll, cancel).await {
+            Ok(pulled) => {
+                self.from_cache.lock().remove(name);
+                return self.hand_over(name, &pulled, &spec.settings).await;
+            }
+            Err(failure) if matches!(failure.reason, FailReason::Pull("RegistryUnreachable" | "PullTimeout")) => failure,
+            Err(failure) => return Err(failure),
+        };
+        if !self.applied.lock().contains_key(name)
+            && let Some(pulled) = self.registries.last_known(&spec.module)
+        {
+            tracing::warn!(plugin = name, digest = %pulled.layer_digest, "registry unreachable: running the last module pulled for {}", plugin.spec.module);
+            self.hand_over(name, &pulled, &spec.settings).await?;
+            self.from_cache.lock().insert(name.into(), pulled.layer_digest);
+        }
+        match self.from_cache.lock().get(name) {
+            Some(digest) => {
+                Err(Failure { message: format!("{}; runs the last module pulled for it ({digest}), from the host's cache", failure.message), ..failure })
+            }
+            None => Err(failure),
+        }
+    }
+
+    /// Hands the module and settings to the supervisor as `NAME.wasm` and `NAME.toml`, unless
+    /// that is what it already runs.
+    async fn hand_over(&self, name: &str, pulled: &Pulled, settings: &str) -> Result<(), Failure> {
+        let wanted = (pulled.layer_digest.clone(), settings.to_string());
         let stopped = matches!(self.supervisor.state(name), PluginState::Stopped { .. });
         if self.applied.lock().get(name) == Some(&wanted) && !stopped {
             return Ok(());
         }
         let path = self.path(name);
-        let write = |p: &Path, bytes: &[u8]| write_atomically(p, bytes).map_err(Failure::from);
-        write(&path.with_extension("toml"), settings.as_bytes())?;
-        let module =
-            std::fs::read(&pulled.path).map_err(|e| Failure { reason: "PullFailed", message: format!("{}: {e}", pulled.path.display()), retry: true })?;
-        write(&path, &module)?;
+        write_atomically(&path.with_extension("toml"), settings.as_bytes()).map_err(Failure::from)?;
+        place(&pulled.path, &path).map_err(Failure::from)?;
         self.applied.lock().insert(name.into(), wanted);
         match self.supervisor.apply(&path, name).await {
             Ok(true) => Ok(()),
-            Ok(false) => Err(Failure { reason: "Disabled", message: format!("{name} is disabled by the host's --controllers"), retry: false }),
+            Ok(false) => Err(Failure { reason: FailReason::Disabled, message: format!("{name} is disabled by the host's --controllers"), retry: false }),
             Err(rejection) => {
                 // Handed over again on the next try.
                 self.applied.lock().remove(name);
-                Err(Failure { reason: rejection.reason, message: rejection.why, retry: rejection.retry })
+                Err(Failure { reason: FailReason::Refused(rejection.reason), message: rejection.why, retry: rejection.retry })
             }
         }
     }
 
     /// Pulls the Plugin's candidate and hands it to the supervisor as `NAME.next.wasm` (with the
     /// Plugin's settings), unless that is what it already has.
-    async fn bring_up_candidate(&self, plugin: &PluginObject, module: &str) -> Result<(), Failure> {
+    async fn bring_up_candidate(&self, plugin: &PluginObject, spec: &Spec, module: &str, cancel: &CancellationToken) -> Result<(), Failure> {
         let name = plugin.metadata.name.as_str();
         let reference = parse_reference(module)?;
-        let poll = plugin.spec.poll_interval.as_deref().and_then(parse_go_duration).unwrap_or(DEFAULT_POLL);
-        let known = self.candidates.lock().get(name).filter(|r| r.module == module && r.at.elapsed() < poll).map(|r| r.pulled.layer_digest.clone());
         let running = self.supervisor.shadow_report(name).map(|r| format!("sha256:{}", r.digest));
-        if known.is_some() && known == running {
-            return Ok(());
-        }
-        let pulled = self.registries.pull(&reference).await?;
+        let pulled = self.pull(&self.candidates, name, module, &reference, spec.poll, cancel).await?;
         if running.as_deref() == Some(pulled.layer_digest.as_str()) {
-            self.candidates.lock().insert(name.into(), Resolved { module: module.into(), pulled, at: Instant::now() });
             return Ok(());
         }
         let path = candidate_of(&self.path(name));
-        let bytes =
-            std::fs::read(&pulled.path).map_err(|e| Failure { reason: "PullFailed", message: format!("{}: {e}", pulled.path.display()), retry: true })?;
-        write_atomically(&path, &bytes).map_err(Failure::from)?;
+        place(&pulled.path, &path).map_err(Failure::from)?;
         match self.supervisor.apply(&path, name).await {
-            Ok(_) => {
-                self.candidates.lock().insert(name.into(), Resolved { module: module.into(), pulled, at: Instant::now() });
-                Ok(())
+            Ok(_) => Ok(()),
+            Err(rejection) => {
+                // Pulled again and handed over on the next try.
+                self.candidates.lock().remove(name);
+                Err(Failure { reason: FailReason::Refused(rejection.reason), message: rejection.why, retry: rejection.retry })
             }
-            Err(rejection) => Err(Failure { reason: rejection.reason, message: rejection.why, retry: rejection.retry }),
         }
     }
 
-    /// Ends the shadow run of a Plugin whose candidate went.
+    /// Ends the shadow run of a Plugin whose candidate went (one was handed over if its file is
+    /// there).
     async fn drop_candidate(&self, name: &str) {
-        if self.candidates.lock().remove(name).is_some() {
-            let path = candidate_of(&self.path(name));
+        self.candidates.lock().remove(name);
+        let path = candidate_of(&self.path(name));
+        if path.exists() {
             self.supervisor.remove(&path).await;
             let _ = std::fs::remove_file(path);
         }
@@ -367,7 +575,7 @@ impl PluginResources {
             "version": report.as_ref().map(|r| r.version.clone()),
             "shadow": report.as_ref().map(|r| r.counts_field()),
             "agreed": agreed,
-            "lastError": outcome.as_ref().err().map(|f| truncate(&format!("{}: {}", f.reason, f.message), 2048)).unwrap_or_default(),
+            "lastError": outcome.as_ref().err().map(|f| truncate(&format!("{}: {}", f.reason.as_str(), f.message), 2048)).unwrap_or_default(),
         })
     }
 
@@ -375,7 +583,7 @@ impl PluginResources {
     fn status(&self, plugin: &PluginObject, outcome: &Result<(), Failure>, state: &PluginState) -> serde_json::Value {
         let rolled_back = self.supervisor.rolled_back(&self.path(&plugin.metadata.name));
         let (ready, reason, message) = match (outcome, state) {
-            (Err(f), _) => (false, f.reason, f.message.clone()),
+            (Err(f), _) => (false, f.reason.as_str(), f.message.clone()),
             (Ok(()), PluginState::Running { version, digest }) if rolled_back.is_some() => (
                 false,
                 "RolledBack",
@@ -511,32 +719,10 @@ fn ready_condition(status: &serde_json::Value) -> Option<serde_json::Value> {
 fn settings_toml(settings: Option<&serde_json::Map<String, serde_json::Value>>) -> Result<String, Failure> {
     let Some(settings) = settings else { return Ok(String::new()) };
     toml::to_string(settings).map_err(|e| Failure {
-        reason: "InvalidSettings",
+        reason: FailReason::InvalidSettings,
         message: format!("spec.settings cannot be written as TOML (no nulls; tables inside arrays must be alike): {e}"),
         retry: false,
     })
-}
-
-/// A Go duration as the CRD admits it: `30s`, `5m`, `1h30m`, `500ms`.
-fn parse_go_duration(text: &str) -> Option<Duration> {
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).filter(|&i| i > 0)?;
-        let (number, tail) = rest.split_at(digits);
-        let n: u64 = number.parse().ok()?;
-        let unit_len = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        total += match unit {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
-            _ => return None,
-        };
-        rest = tail;
-    }
-    (!total.is_zero()).then_some(total)
 }
 
 fn truncate(text: &str, max: usize) -> String {
@@ -552,16 +738,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn go_durations() {
-        assert_eq!(parse_go_duration("30s"), Some(Duration::from_secs(30)));
-        assert_eq!(parse_go_duration("1h30m"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_go_duration("0s"), None);
-        assert_eq!(parse_go_duration("5 m"), None);
-        assert_eq!(parse_go_duration("m"), None);
-    }
-
-    #[test]
     fn settings_become_toml() {
         let settings: serde_json::Map<String, serde_json::Value> = serde_json::from_str(r#"{"replicas": 2, "kubewasm": {"max-concurrency": 3}}"#).unwrap();
         let toml = settings_toml(Some(&settings)).unwrap();
@@ -569,7 +745,7 @@ mod tests {
         assert_eq!(back["replicas"].as_integer(), Some(2));
         assert_eq!(back["kubewasm"]["max-concurrency"].as_integer(), Some(3));
         let null: serde_json::Map<String, serde_json::Value> = serde_json::from_str(r#"{"a": null}"#).unwrap();
-        assert_eq!(settings_toml(Some(&null)).unwrap_err().reason, "InvalidSettings");
+        assert_eq!(settings_toml(Some(&null)).unwrap_err().reason, FailReason::InvalidSettings);
         assert_eq!(settings_toml(None).unwrap(), "");
     }
 }

@@ -24,6 +24,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -139,16 +140,19 @@ pub struct LeaderElector {
     config: LeaderConfig,
     term: watch::Sender<Term>,
     status: Gauge,
+    /// How long each renewal took (while leading).
+    renew: Histogram,
     /// The last lease record seen and when it was first seen (local clock).
     observed: Option<(String, Instant)>,
 }
 
 impl LeaderElector {
-    /// `status` is `leader_election_master_status`: 1 while leading.
-    pub fn new(client: Client, config: LeaderConfig, status: Gauge) -> (Self, Leadership) {
+    /// `status` is `leader_election_master_status`: 1 while leading; `renew` is
+    /// `kubewasm_leader_renew_duration_seconds`.
+    pub fn new(client: Client, config: LeaderConfig, status: Gauge, renew: Histogram) -> (Self, Leadership) {
         let (term, rx) = watch::channel(Term::Standby);
         let api = Api::namespaced(client, &config.lease_namespace);
-        (LeaderElector { api, config, term, status, observed: None }, Leadership(rx))
+        (LeaderElector { api, config, term, status, renew, observed: None }, Leadership(rx))
     }
 
     /// Campaigns, leads and renews until `shutdown`, then releases the lease if held.
@@ -160,7 +164,11 @@ impl LeaderElector {
                 Term::Leading(Some(until)) => until.saturating_duration_since(started).max(Duration::from_millis(100)),
                 _ => self.config.retry_period.max(Duration::from_secs(1)),
             };
+            let renewing = self.leadership().is_leader();
             let attempt = tokio::time::timeout(bound, self.try_acquire_or_renew()).await.unwrap_or(Err(LeaseError::Timeout(bound)));
+            if renewing {
+                self.renew.observe(started.elapsed().as_secs_f64());
+            }
             match attempt {
                 Ok(()) => self.lead_until(started + self.config.renew_deadline),
                 Err(e) if self.is_leading() => {

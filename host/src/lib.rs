@@ -14,20 +14,23 @@
 //! through [`events`] — made as the plugin's own identity ([`identity`]). An object the plugin
 //! keeps faulting on is quarantined by its controller (`controller::quarantine`). Each version
 //! keeps a tally of the objects it fails on (`controller::health`); after a hot reload the
-//! supervisor judges the new version by it and swaps the previous one back when it is clearly
-//! worse (`supervisor::rollout`). A candidate version (`NAME.next.wasm`) runs in the shadow of
+//! plugin's slot (`supervisor::slot`) judges the new version by it and swaps the previous one
+//! back when it is clearly worse (`supervisor::rollout`). A candidate version (`NAME.next.wasm`) runs in the shadow of
 //! the live one (`controller::shadow`): each live reconcile is journaled (`runtime::journal`)
 //! and replayed against the candidate, whose writes are dry runs, and the two are compared.
 //!
 //! - [`app`]: `kubewasm run`, wired in phases; owns shutdown. [`cli`]: the command line.
-//!   [`supervisor`]: the plugin directory — starts, hot-swaps and stops controllers.
+//!   [`supervisor`]: one slot per plugin file — starts, hot-swaps and stops its controller;
+//!   routes the plugin directory's changes to them. [`budget`]: the plugin memory budget.
 //!   [`delivery`]: Plugin resources — pulls their modules and hands them to the supervisor;
 //!   [`oci`]: OCI registries (`kubewasm push`/`pull`).
-//! - [`plugin`]: plugin files — digest, artifact cache, loading. [`manifest`]: what a plugin
-//!   declares, validation, the capability check, the RBAC rules it needs.
+//! - [`plugin`]: plugin files — digest, artifact cache, loading. [`cache_dir`]: the disk cache's
+//!   size limit. [`manifest`]: what a plugin declares, validation, the capability check, the
+//!   RBAC rules it needs.
 //! - [`identity`]: who each plugin acts as, and RBAC admission. [`leader`]: Lease-based leader
 //!   election, fenced by time.
-//! - [`discovery`], [`resource`], [`selector`]: kinds, keys and label selectors.
+//! - [`discovery`], [`resource`], [`selector`], [`duration`]: kinds, keys, label selectors and
+//!   durations.
 //! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`offline`]: running
 //!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
 //!   [`recording`]: `kubewasm record`. [`case`]: how cases spell calls, Events and results,
@@ -35,16 +38,20 @@
 //!   [`gobuild`]: `kubewasm build --lang go`.
 //!
 //! Imports run downward: cli/app → delivery → supervisor → controller → runtime → informer,
-//! queue, client, events, identity → discovery → manifest, resource, selector, metrics; oci
-//! stands alone below delivery and cli.
+//! queue, client, events, identity → discovery → manifest, resource, selector, duration, metrics;
+//! oci stands alone below delivery and cli; budget is a leaf below the supervisor and app,
+//! cache_dir one below plugin, oci and app.
 
 pub mod app;
+pub mod budget;
+pub mod cache_dir;
 pub mod case;
 pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod delivery;
 pub mod discovery;
+pub mod duration;
 pub mod events;
 #[cfg(test)]
 mod fake_api;

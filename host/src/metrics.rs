@@ -45,10 +45,12 @@ impl Metrics {
     pub fn workqueue(&self, name: &str) -> WorkqueueMetrics {
         let labels = ControllerLabels { name: name.to_owned(), controller: name.to_owned() };
         let f = &self.workqueue;
+        let by_priority = |priority: Priority| PriorityLabels { name: name.to_owned(), controller: name.to_owned(), priority: priority.label().to_owned() };
         WorkqueueMetrics {
-            depth: f.depth.get_or_create_owned(&labels),
+            depth: Priority::ALL.map(|p| f.depth.get_or_create_owned(&by_priority(p))),
             adds: f.adds.get_or_create_owned(&labels),
-            queue_duration: f.queue_duration.get_or_create_owned(&labels),
+            queue_duration: Priority::ALL.map(|p| f.queue_duration.get_or_create_owned(&by_priority(p))),
+            starved: f.starved.get_or_create_owned(&labels),
             work_duration: f.work_duration.get_or_create_owned(&labels),
             retries: f.retries.get_or_create_owned(&labels),
             unfinished_work: f.unfinished_work.get_or_create_owned(&labels),
@@ -85,6 +87,7 @@ impl Metrics {
             faults: FaultCounters {
                 trap: fault("trap"),
                 deadline: fault("deadline"),
+                stalled: fault("stalled"),
                 memory: fault("memory"),
                 oversized: fault("oversized"),
                 instantiate: fault("instantiate"),
@@ -116,8 +119,8 @@ impl Metrics {
         self.plugin.rollbacks.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
     }
 
-    /// `kubewasm_plugin_mapped_dropped_total`: watched objects whose `map-related` call was
-    /// dropped because the plugin's backlog of them was full.
+    /// `kubewasm_plugin_mapped_dropped_total`: watched objects left out of the plugin's full
+    /// backlog of `map-related` calls (every primary is reconciled instead).
     pub fn mapped_dropped(&self, plugin: &str) -> Counter {
         self.plugin.mapped_dropped.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
     }
@@ -143,6 +146,11 @@ impl Metrics {
     /// `leader_election_master_status` for a lease: 1 while this host leads.
     pub fn leader(&self, lease: &str) -> Gauge {
         self.host.leader.get_or_create_owned(&LeaseLabels { name: lease.to_owned() })
+    }
+
+    /// `kubewasm_leader_renew_duration_seconds` for a lease.
+    pub fn leader_renew(&self, lease: &str) -> Histogram {
+        self.host.leader_renew.get_or_create_owned(&LeaseLabels { name: lease.to_owned() })
     }
 
     /// The Prometheus text exposition (OpenMetrics flavour, ending in `# EOF`) of every metric,
@@ -205,6 +213,15 @@ struct ControllerLabels {
     controller: String,
 }
 
+/// [`ControllerLabels`] and a queue priority, as controller-runtime's priority queue labels its
+/// depth: `0` for live changes, `-100` for list and resync work.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PriorityLabels {
+    name: String,
+    controller: String,
+    priority: String,
+}
+
 type SecondsGauge = Gauge<f64, AtomicU64>;
 
 /// controller-runtime's workqueue histogram buckets: `ExponentialBuckets(10e-9, 10, 12)`,
@@ -218,9 +235,10 @@ fn duration_histogram() -> Histogram {
 /// appends the suffixes, so the exposed names come out exactly as controller-runtime's.
 #[derive(Debug)]
 struct WorkqueueFamilies {
-    depth: Family<ControllerLabels, Gauge>,
+    depth: Family<PriorityLabels, Gauge>,
     adds: Family<ControllerLabels, Counter>,
-    queue_duration: Family<ControllerLabels, Histogram>,
+    queue_duration: Family<PriorityLabels, Histogram>,
+    starved: Family<ControllerLabels, Counter>,
     work_duration: Family<ControllerLabels, Histogram>,
     retries: Family<ControllerLabels, Counter>,
     unfinished_work: Family<ControllerLabels, SecondsGauge>,
@@ -234,6 +252,7 @@ impl WorkqueueFamilies {
             depth: Family::default(),
             adds: Family::default(),
             queue_duration: Family::new_with_constructor(duration_histogram),
+            starved: Family::default(),
             work_duration: Family::new_with_constructor(duration_histogram),
             retries: Family::default(),
             unfinished_work: Family::default(),
@@ -254,6 +273,11 @@ impl WorkqueueFamilies {
             families.work_duration.clone(),
         );
         registry.register("workqueue_retries", "Total number of retries handled by workqueue", families.retries.clone());
+        registry.register(
+            "workqueue_starved",
+            "Keys handed out only because they had waited longer than the queue's aging bound (--max-queue-wait) behind live changes",
+            families.starved.clone(),
+        );
         registry.register_with_unit(
             "workqueue_unfinished_work",
             "How many seconds of work has been done that is in progress and hasn't been observed by \
@@ -275,9 +299,11 @@ impl WorkqueueFamilies {
 /// One controller's workqueue series, resolved. Cheap to clone: every field is a shared handle.
 #[derive(Debug, Clone)]
 pub struct WorkqueueMetrics {
-    pub(crate) depth: Gauge,
+    /// By [`Priority`].
+    pub(crate) depth: [Gauge; 2],
     pub(crate) adds: Counter,
-    pub(crate) queue_duration: Histogram,
+    pub(crate) queue_duration: [Histogram; 2],
+    pub(crate) starved: Counter,
     pub(crate) work_duration: Histogram,
     pub(crate) retries: Counter,
     pub(crate) unfinished_work: SecondsGauge,
@@ -289,6 +315,25 @@ impl WorkqueueMetrics {
     /// Asks for `hook` to be refreshed before every scrape, for as long as it lives.
     pub(crate) fn refresh_on_scrape(&self, hook: Weak<dyn Refresh>) {
         self.refreshers.register(hook);
+    }
+}
+
+/// A workqueue's two lanes: live changes first, list and resync work behind them (until it ages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    Live = 0,
+    Background = 1,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 2] = [Priority::Live, Priority::Background];
+
+    /// controller-runtime's numbers for the two.
+    fn label(self) -> &'static str {
+        match self {
+            Priority::Live => "0",
+            Priority::Background => "-100",
+        }
     }
 }
 
@@ -454,7 +499,7 @@ impl PluginFamilies {
         };
         registry.register(
             "kubewasm_plugin_faults",
-            "Plugin calls stopped by the host, by kind: trap, deadline, memory, oversized, instantiate",
+            "Plugin calls stopped by the host, by kind: trap, deadline (its own time), stalled (waiting on host calls past the wall-clock backstop), memory, oversized, instantiate",
             families.faults.clone(),
         );
         registry.register_with_unit("kubewasm_plugin_memory", "Linear memory held by the plugin's live instances", Unit::Bytes, families.memory_bytes.clone());
@@ -482,7 +527,7 @@ impl PluginFamilies {
         );
         registry.register(
             "kubewasm_plugin_mapped_dropped",
-            "Watched objects not mapped with map-related because the plugin's backlog of them was full",
+            "Watched objects not mapped one by one with map-related because the plugin's backlog of them was full (every primary is reconciled instead)",
             families.mapped_dropped.clone(),
         );
         registry.register(
@@ -542,6 +587,7 @@ pub struct QuarantineMetrics {
 pub struct FaultCounters {
     pub trap: Counter,
     pub deadline: Counter,
+    pub stalled: Counter,
     pub memory: Counter,
     pub oversized: Counter,
     pub instantiate: Counter,
@@ -556,13 +602,21 @@ struct LeaseLabels {
 #[derive(Debug)]
 struct HostFamilies {
     leader: Family<LeaseLabels, Gauge>,
+    leader_renew: Family<LeaseLabels, Histogram>,
     memory_budget: Family<StateLabels, Gauge>,
 }
 
 impl HostFamilies {
     fn register(registry: &mut Registry) -> Self {
-        let families = HostFamilies { leader: Family::default(), memory_budget: Family::default() };
+        let families =
+            HostFamilies { leader: Family::default(), leader_renew: Family::new_with_constructor(reconcile_histogram), memory_budget: Family::default() };
         registry.register("leader_election_master_status", "Whether this host is the leader of the lease (1) or not (0)", families.leader.clone());
+        registry.register_with_unit(
+            "kubewasm_leader_renew_duration",
+            "Length of time each renewal of a lease this host leads under took, from its start to the API server's answer",
+            Unit::Seconds,
+            families.leader_renew.clone(),
+        );
         registry.register_with_unit(
             "kubewasm_plugin_memory_budget",
             "The host's budget of plugin linear memory (state=total) and what plugins reserved of it (state=reserved)",
@@ -583,10 +637,13 @@ mod tests {
         let queue = metrics.workqueue("foo");
         queue.adds.inc();
         queue.retries.inc();
+        queue.starved.inc();
         let text = metrics.encode();
         let labels = r#"name="foo",controller="foo""#;
+        assert!(text.contains(r#"workqueue_depth{name="foo",controller="foo",priority="-100"} 0"#), "{text}");
         for series in [
             "workqueue_depth",
+            "workqueue_starved_total",
             "workqueue_adds_total",
             "workqueue_queue_duration_seconds_bucket",
             "workqueue_queue_duration_seconds_count",

@@ -89,7 +89,7 @@ pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Clie
                 _ => {}
             }
         }
-        let calls: Vec<Value> = entries.writes.iter().map(|w| redacted(case::call(&w.request))).collect();
+        let calls: Vec<Value> = entries.writes.iter().map(|w| case::redacted_call(&w.request)).collect();
         let events: Vec<Value> = entries.events.iter().map(case::event).collect();
         let version_seen = object_field(&object, "resourceVersion");
         let spec = match key.namespace() {
@@ -121,36 +121,7 @@ fn cached(json: &str) -> Value {
     if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         metadata.remove("managedFields");
     }
-    redacted(object)
-}
-
-/// `value` with the values of every Secret in it emptied: a Secret object, or a call whose
-/// body is one.
-fn redacted(mut value: Value) -> Value {
-    let is_secret = |v: &Value| v.get("kind").and_then(Value::as_str) == Some("Secret") && v.get("apiVersion").and_then(Value::as_str) == Some("v1");
-    let empty = |object: &mut Value| {
-        for field in ["data", "stringData"] {
-            if let Some(map) = object.get_mut(field).and_then(Value::as_object_mut) {
-                map.values_mut().for_each(|v| *v = json!(""));
-            }
-        }
-    };
-    if is_secret(&value) {
-        empty(&mut value);
-    } else if let Some(call) = value.as_object_mut() {
-        for body in call.values_mut() {
-            if is_secret(body) {
-                empty(body);
-            }
-            // A patch carries its target's kind beside the body.
-            if is_secret(&json!({"kind": body.get("kind"), "apiVersion": body.get("apiVersion")}))
-                && let Some(patch) = body.get_mut("body")
-            {
-                empty(patch);
-            }
-        }
-    }
-    value
+    case::redacted_object(object)
 }
 
 #[cfg(test)]
@@ -164,11 +135,25 @@ mod tests {
         assert_eq!(object["data"], json!({"password": ""}));
         assert_eq!(object["stringData"], json!({"token": ""}));
         assert!(object["metadata"].get("managedFields").is_none());
-        let call = redacted(json!({"apply": secret}));
+        let secret_write = |op| crate::client::WriteRequest { resource: Gvk::new("", "v1", "Secret"), namespace: Some("ns".into()), name: "s".into(), op };
+        let call = case::redacted_call(&secret_write(crate::client::WriteOp::Apply { object: secret.clone(), force: true, status: false }));
         assert_eq!(call["apply"]["data"]["password"], "");
-        let patch = redacted(json!({"patch": {"apiVersion": "v1", "kind": "Secret", "name": "s", "type": "merge", "body": {"data": {"k": "c2VjcmV0"}}}}));
-        assert_eq!(patch["patch"]["body"]["data"]["k"], "");
+        let merge = crate::client::WriteOp::Patch { patch_type: crate::client::PatchKind::Merge, body: json!({"data": {"k": "c2VjcmV0"}}) };
+        assert_eq!(case::redacted_call(&secret_write(merge))["patch"]["body"]["data"]["k"], "");
+        // A JSON patch: an array of operations, each with its own path.
+        let ops = json!([
+            {"op": "add", "path": "/data/k", "value": "c2VjcmV0"},
+            {"op": "replace", "path": "/stringData", "value": {"t": "plain"}},
+            {"op": "add", "path": "", "value": {"data": {"x": "eA=="}}},
+            {"op": "add", "path": "/metadata/labels/a", "value": "kept"},
+        ]);
+        let json_patch = case::redacted_call(&secret_write(crate::client::WriteOp::Patch { patch_type: crate::client::PatchKind::Json, body: ops }));
+        let text = json_patch.to_string();
+        for value in ["c2VjcmV0", "plain", "eA=="] {
+            assert!(!text.contains(value), "{value} in {text}");
+        }
+        assert!(text.contains("kept"), "{text}");
         let configmap = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}});
-        assert_eq!(redacted(configmap.clone()), configmap, "other kinds keep their data");
+        assert_eq!(case::redacted_object(configmap.clone()), configmap, "other kinds keep their data");
     }
 }

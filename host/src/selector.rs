@@ -187,6 +187,38 @@ mod tests {
         assert!(s.matches_map(&labels(&[])));
     }
 
+    /// The table of cases the SDKs' fake hosts are held to as well (`tests/cases/selectors.yaml`).
+    #[test]
+    fn the_shared_table_of_cases() {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Case {
+            selector: String,
+            #[serde(default)]
+            invalid: bool,
+            #[serde(default, rename = "match")]
+            matches: Vec<BTreeMap<String, String>>,
+            #[serde(default)]
+            miss: Vec<BTreeMap<String, String>>,
+        }
+        let cases: Vec<Case> = serde_saphyr::from_str(include_str!("../../tests/cases/selectors.yaml")).expect("the table parses");
+        assert!(cases.len() > 30, "{} cases", cases.len());
+        for case in cases {
+            let parsed = case.selector.parse::<LabelSelector>();
+            if case.invalid {
+                assert!(parsed.is_err(), "{:?} should be refused", case.selector);
+                continue;
+            }
+            let selector = parsed.unwrap_or_else(|e| panic!("{:?}: {e}", case.selector));
+            for labels in &case.matches {
+                assert!(selector.matches_map(labels), "{:?} should select {labels:?}", case.selector);
+            }
+            for labels in &case.miss {
+                assert!(!selector.matches_map(labels), "{:?} should not select {labels:?}", case.selector);
+            }
+        }
+    }
+
     #[test]
     fn errors_say_what_is_wrong() {
         for (input, needle) in [

@@ -11,7 +11,9 @@
 //! reconcile: {namespace: ns, name: a}   # or `finalize:` (or `map: OBJECT`, expecting `keys:`;
 //!                                   # or none, with `settings:` and `expect: {refused: SUBSTRING}`)
 //! expect:
-//!   result: done                    # or {requeueAfter: MS}, or {error: CODE, message: SUBSTRING}
+//!   result: done                    # or {requeueAfter: MS}, or {error: CODE, message: SUBSTRING},
+//!                                   # or {fault: KIND} (trap, deadline, memory, oversized; also
+//!                                   # for `map:` cases)
 //!   calls:                          # every client call, in order, compared exactly
 //!     - apply: {apiVersion: apps/v1, kind: Deployment, ...}   # server-side apply (forced)
 //!     - applyStatus: {...}
@@ -164,10 +166,18 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
     let mut failures = String::new();
     if let Some(object) = &case.map {
         let gvk = gvk_of(object).ok_or("the `map` object needs apiVersion and kind")?;
-        let keys = runner.map_related(&gvk, object.to_string().into()).await.map_err(|e| format!("map-related failed: {e}"))?;
-        let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
-        if let Some(expected) = &case.expect.keys {
-            compare(&mut failures, "keys", &json!(expected), &json!(keys));
+        match (runner.map_related(&gvk, object.to_string().into()).await, &case.expect.result) {
+            (Ok(keys), expected) => {
+                let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
+                if let Some(expected) = expected {
+                    let _ = writeln!(failures, "map-related returned {}; expected {expected}", json!(keys));
+                } else if let Some(expected) = &case.expect.keys {
+                    compare(&mut failures, "keys", &json!(expected), &json!(keys));
+                }
+            }
+            // A map case expecting a `result` expects map-related to fail (it has no error value).
+            (Err(e), Some(expected)) => check_result(&mut failures, expected, &Err(e)),
+            (Err(e), None) => return Err(format!("map-related failed: {e}")),
         }
     } else {
         let (spec, finalize) = match (&case.reconcile, &case.finalize) {
@@ -199,11 +209,16 @@ fn gvk_of(object: &Value) -> Option<Gvk> {
 fn check_result(failures: &mut String, expected: &Value, actual: &Result<Action, CallError>) {
     let actual_value = case::result(actual);
     // An expected error message is a substring of the actual one.
+    let message_matches = |e: &serde_json::Map<String, Value>, actual: &str| e.get("message").and_then(Value::as_str).is_none_or(|m| actual.contains(m));
     let matches = match (expected, &actual_value) {
         (Value::Object(e), Value::Object(a)) if e.contains_key("error") => {
-            e.get("error") == a.get("error")
-                && e.get("message").and_then(Value::as_str).is_none_or(|m| a.get("message").and_then(Value::as_str).is_some_and(|am| am.contains(m)))
+            e.get("error") == a.get("error") && message_matches(e, a.get("message").and_then(Value::as_str).unwrap_or_default())
         }
+        // A fault is named by its kind: how a trap reads differs by language and build.
+        (Value::Object(e), _) if e.contains_key("fault") => match actual {
+            Err(CallError::Fault(fault)) => e.get("fault").and_then(Value::as_str) == Some(fault.kind()) && message_matches(e, &fault.to_string()),
+            _ => false,
+        },
         _ => *expected == actual_value,
     };
     if !matches {
@@ -257,4 +272,37 @@ pub async fn run_dir(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPol
     let (passed, failed) = (outcomes.len() - failed.len(), failed.len());
     let _ = writeln!(out, "\ntest result: {}. {passed} passed; {failed} failed", if failed == 0 { "ok" } else { "FAILED" });
     Ok((passed, failed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{Fault, GuestErrorCode};
+
+    fn failures(expected: Value, actual: Result<Action, CallError>) -> String {
+        let mut failures = String::new();
+        check_result(&mut failures, &expected, &actual);
+        failures
+    }
+
+    #[test]
+    fn a_fault_is_expected_by_its_kind_and_optionally_a_substring() {
+        let trap = || Err(CallError::Fault(Fault::Trap("wasm trap: wasm `unreachable` instruction executed".into())));
+        assert_eq!(failures(json!({"fault": "trap"}), trap()), "");
+        assert_eq!(failures(json!({"fault": "trap", "message": "unreachable"}), trap()), "");
+        assert_ne!(failures(json!({"fault": "trap", "message": "deadline"}), trap()), "");
+        assert_ne!(failures(json!({"fault": "deadline"}), trap()), "");
+        let returned = Err(CallError::Plugin { code: GuestErrorCode::Other, message: "trap".into() });
+        assert_ne!(failures(json!({"fault": "trap"}), returned), "", "an error value is not a fault");
+        assert_ne!(failures(json!({"fault": "trap"}), Ok(Action::Done)), "");
+    }
+
+    #[test]
+    fn an_error_is_expected_by_its_code_and_a_substring_of_its_message() {
+        let forbidden = || Err(CallError::Plugin { code: GuestErrorCode::Forbidden, message: "no get on Pods".into() });
+        assert_eq!(failures(json!({"error": "forbidden", "message": "on Pods"}), forbidden()), "");
+        assert_eq!(failures(json!({"error": "forbidden"}), forbidden()), "");
+        assert_ne!(failures(json!({"error": "invalid"}), forbidden()), "");
+        assert_ne!(failures(json!({"error": "forbidden"}), Err(CallError::Fault(Fault::Trap("forbidden".into())))), "");
+    }
 }

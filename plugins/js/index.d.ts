@@ -83,7 +83,10 @@ export class Action {
   readonly isDone: boolean;
   /** Nothing more until something changes (or the periodic resync). */
   static done(): Action;
-  /** Reconcile again after `ms` milliseconds even if nothing changes. */
+  /**
+   * Reconcile again after `ms` milliseconds even if nothing changes (rounded up to a whole
+   * millisecond; under 1000 it is rate limited like a failure).
+   */
   static requeueAfter(ms: number): Action;
 }
 export const DONE: Action;
@@ -93,14 +96,25 @@ interface WitEnum<T extends string> {
   parse(value: string): T;
 }
 export const Verb: WitEnum<VerbName> & {
-  GET: 'get'; LIST: 'list'; WATCH: 'watch'; CREATE: 'create'; UPDATE: 'update'; PATCH: 'patch'; DELETE: 'delete';
+  GET: 'get';
+  LIST: 'list';
+  WATCH: 'watch';
+  CREATE: 'create';
+  UPDATE: 'update';
+  PATCH: 'patch';
+  DELETE: 'delete';
 };
 export const EventType: WitEnum<EventTypeName> & { NORMAL: 'normal'; WARNING: 'warning' };
 export const PatchType: WitEnum<PatchTypeName> & { MERGE: 'merge'; JSON: 'json'; STRATEGIC: 'strategic' };
 export const LogLevel: WitEnum<LogLevelName> & { TRACE: 'trace'; DEBUG: 'debug'; INFO: 'info'; WARN: 'warn'; ERROR: 'error' };
 export const ErrorCode: WitEnum<ErrorCodeName> & {
-  NOT_FOUND: 'not-found'; ALREADY_EXISTS: 'already-exists'; CONFLICT: 'conflict'; FORBIDDEN: 'forbidden';
-  INVALID: 'invalid'; UNAVAILABLE: 'unavailable'; OTHER: 'other';
+  NOT_FOUND: 'not-found';
+  ALREADY_EXISTS: 'already-exists';
+  CONFLICT: 'conflict';
+  FORBIDDEN: 'forbidden';
+  INVALID: 'invalid';
+  UNAVAILABLE: 'unavailable';
+  OTHER: 'other';
 };
 
 // --- errors -----------------------------------------------------------------------------------
@@ -112,21 +126,44 @@ export class KubewasmError extends Error {
   static fromCode(code: ErrorCodeName, message: string): KubewasmError;
 }
 /** The object does not exist. */
-export class NotFound extends KubewasmError { constructor(message: string); readonly code: 'not-found'; }
+export class NotFound extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'not-found';
+}
 /** A create found an object of that name already there. */
-export class AlreadyExists extends KubewasmError { constructor(message: string); readonly code: 'already-exists'; }
+export class AlreadyExists extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'already-exists';
+}
 /** Another actor changed the object first: re-read, then retry (thrown from reconcile: requeued without a Warning Event). */
-export class Conflict extends KubewasmError { constructor(message: string); readonly code: 'conflict'; }
+export class Conflict extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'conflict';
+}
 /** The manifest does not grant this access, or Kubernetes RBAC refused it. */
-export class Forbidden extends KubewasmError { constructor(message: string); readonly code: 'forbidden'; }
+export class Forbidden extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'forbidden';
+}
 /** A malformed request: bad JSON, a missing name, a bad selector, an unserved resource... */
-export class Invalid extends KubewasmError { constructor(message: string); readonly code: 'invalid'; }
+export class Invalid extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'invalid';
+}
 /** The API server could not be reached, throttled, or this host is a standby. Retry later. */
-export class Unavailable extends KubewasmError { constructor(message: string); readonly code: 'unavailable'; }
+export class Unavailable extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'unavailable';
+}
 /** Anything else; the message says what. */
-export class Other extends KubewasmError { constructor(message: string); readonly code: 'other'; }
+export class Other extends KubewasmError {
+  constructor(message: string);
+  readonly code: 'other';
+}
 /** Thrown from a controller's constructor to refuse loading, saying what is wrong with the settings. */
-export class SettingsError extends Error { constructor(message: string); }
+export class SettingsError extends Error {
+  constructor(message: string);
+}
 
 // --- the manifest -----------------------------------------------------------------------------
 
@@ -258,7 +295,13 @@ export class Context {
 // --- the controller ---------------------------------------------------------------------------
 
 /** A controller plugin: extend it and export the class (`export default class ... extends Controller`). */
+/**
+ * A controller plugin. Anything but a `KubewasmError` thrown out of a method is a bug: the call
+ * traps (a fault; an object the plugin keeps faulting on is quarantined).
+ */
 export class Controller<Settings extends Record<string, any> = Record<string, any>, Primary extends KubeObject = KubeObject> {
+  /** Every setting the controller takes, with its default; any other key refuses the plugin. */
+  static settingsDefaults: Record<string, unknown>;
   constructor(settings: Settings);
   readonly settings: Settings;
   /** What the plugin reconciles and what it needs. */
@@ -267,7 +310,7 @@ export class Controller<Settings extends Record<string, any> = Record<string, an
   reconcile(obj: Primary, ctx: Context): Action | void;
   /** Cleans up before an object carrying the manifest's finalizer goes away. */
   finalize(obj: Primary, ctx: Context): Action | void;
-  /** Maps an event on a watched object (mapping map-related) to primary keys. */
+  /** Maps an event on a watched object (mapping map-related) to primary keys; throwing traps. */
   mapRelated(resource: Gvk, obj: KubeObject, ctx: Context): ObjectKey[];
   /**
    * Lets go of a primary that stopped matching the primary selector. By default, deletes the
@@ -328,8 +371,28 @@ export namespace objects {
 }
 
 export namespace kinds {
-  const CONFIG_MAP: Gvk, ENDPOINTS: Gvk, EVENT: Gvk, NAMESPACE: Gvk, NODE: Gvk, PERSISTENT_VOLUME: Gvk,
-    PERSISTENT_VOLUME_CLAIM: Gvk, POD: Gvk, SECRET: Gvk, SERVICE: Gvk, SERVICE_ACCOUNT: Gvk, DAEMON_SET: Gvk,
-    DEPLOYMENT: Gvk, REPLICA_SET: Gvk, STATEFUL_SET: Gvk, CRON_JOB: Gvk, JOB: Gvk, INGRESS: Gvk, LEASE: Gvk,
-    POD_DISRUPTION_BUDGET: Gvk, CLUSTER_ROLE: Gvk, CLUSTER_ROLE_BINDING: Gvk, ROLE: Gvk, ROLE_BINDING: Gvk;
+  const CONFIG_MAP: Gvk,
+    ENDPOINTS: Gvk,
+    EVENT: Gvk,
+    NAMESPACE: Gvk,
+    NODE: Gvk,
+    PERSISTENT_VOLUME: Gvk,
+    PERSISTENT_VOLUME_CLAIM: Gvk,
+    POD: Gvk,
+    SECRET: Gvk,
+    SERVICE: Gvk,
+    SERVICE_ACCOUNT: Gvk,
+    DAEMON_SET: Gvk,
+    DEPLOYMENT: Gvk,
+    REPLICA_SET: Gvk,
+    STATEFUL_SET: Gvk,
+    CRON_JOB: Gvk,
+    JOB: Gvk,
+    INGRESS: Gvk,
+    LEASE: Gvk,
+    POD_DISRUPTION_BUDGET: Gvk,
+    CLUSTER_ROLE: Gvk,
+    CLUSTER_ROLE_BINDING: Gvk,
+    ROLE: Gvk,
+    ROLE_BINDING: Gvk;
 }

@@ -21,8 +21,21 @@ export interface RecordedEvent {
   note: string;
 }
 
-/** Kubernetes label selector matching (equality, existence and set-based requirements). */
+/**
+ * Kubernetes label selector matching (equality, existence and set-based requirements), as the
+ * host matches; throws `Invalid` for a selector the host would refuse.
+ */
 export function matchLabels(labels: Record<string, string>, selector: string | undefined): boolean;
+
+/** A parsed label selector's requirements (the operators of kube's `Expression`). */
+export interface Requirement {
+  op: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist' | 'Equal' | 'NotEqual';
+  key: string;
+  values: string[];
+}
+
+/** Parses a label selector as the host does; throws `Invalid` when it does not parse. */
+export function parseSelector(selector: string): Requirement[];
 
 /** An in-memory host: a store serving the cache, recorded writes, events and logs, injected failures. */
 export class FakeHost implements Host {

@@ -418,25 +418,43 @@ async fn a_poison_object_is_quarantined_until_it_or_the_plugin_changes() -> Resu
     Ok(())
 }
 
+/// The finalizer of the `keeper` plugin.
+const KEEPER_FINALIZER: &str = "e2e.kubewasm.io/cleanup";
+
+/// A host running the `keeper` plugin (with a finalizer) in a namespace of its own, and one
+/// primary `object` it has reconciled and put its finalizer on.
+struct Keeper {
+    cms: Api<ConfigMap>,
+    host: Host,
+    _dir: PluginDir,
+    _ns: kubewasm_tests::TestNamespace,
+}
+
+impl Keeper {
+    async fn start(label: &str, object: &str) -> Result<Keeper> {
+        let cp = ControlPlane::shared().await;
+        let ns = cp.namespace(label).await?;
+        let cms: Api<ConfigMap> = ns.api();
+        let dir = PluginDir::new();
+        dir.install_e2e(&E2eSettings::new("keeper").finalizer(KEEPER_FINALIZER), "v01");
+        let mut host = Host::start(host_config("keeper", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+        host.wait_ready(READY).await?;
+        let want = inputs(&[object], "1");
+        create_primaries(&cms, &want).await?;
+        wait_outputs(&cms, "keeper", &want, Want::default()).await?;
+        let finalizers = cms.get(object).await?.finalizers().to_vec();
+        ensure!(finalizers.iter().any(|f| f == KEEPER_FINALIZER), "the finalizer was not added: {finalizers:?}");
+        Ok(Keeper { cms, host, _dir: dir, _ns: ns })
+    }
+}
+
 /// The plugin's finalizer is added before its first reconcile; a deletion waits while
 /// `finalize` asks for more time and completes once it is done.
 #[tokio::test]
 async fn deletion_waits_for_the_finalizer() -> Result<()> {
-    let cp = ControlPlane::shared().await;
-    let ns = cp.namespace("finalizer").await?;
-    let cms: Api<ConfigMap> = ns.api();
-    let finalizer = "e2e.kubewasm.io/cleanup";
-    let dir = PluginDir::new();
-    dir.install_e2e(&E2eSettings::new("keeper").finalizer(finalizer), "v01");
-    let mut host = Host::start(host_config("keeper", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
-    host.wait_ready(READY).await?;
+    let Keeper { cms, host, _dir, _ns } = Keeper::start("finalizer", "held").await?;
 
-    let want = inputs(&["held"], "1");
-    create_primaries(&cms, &want).await?;
-    wait_outputs(&cms, "keeper", &want, Want::default()).await?;
-    let object = cms.get("held").await?;
-    ensure!(object.finalizers().iter().any(|f| f == finalizer), "the finalizer was not added: {:?}", object.finalizers());
-
+    let finalizer = KEEPER_FINALIZER;
     cms.delete("held", &DeleteParams::default()).await?;
     // finalize ran and asked to wait ...
     let record = "held.keeper.finalized";
@@ -463,6 +481,32 @@ async fn deletion_waits_for_the_finalizer() -> Result<()> {
     .await?;
     let state = cms.get(record).await?.data.and_then(|d| d.get("state").cloned());
     ensure!(state.as_deref() == Some("done"), "finalize's record says {state:?}");
+    host.stop().await?;
+    Ok(())
+}
+
+/// A primary that leaves the plugin's selector (its label removed) loses the host's finalizer
+/// with it: the plugin no longer sees the object, so nothing else would ever take it off, and a
+/// later deletion would wait forever (audit M5).
+#[tokio::test]
+async fn a_primary_that_leaves_the_selector_loses_the_finalizer() -> Result<()> {
+    let Keeper { cms, host, _dir, _ns } = Keeper::start("unselected", "leaving").await?;
+    let finalizer = KEEPER_FINALIZER;
+
+    cms.patch("leaving", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {PRIMARY: null}}}))).await?;
+    eventually("the finalizer to go with the label", CONVERGE, || async {
+        let object = cms.get("leaving").await?;
+        if object.finalizers().iter().any(|f| f == finalizer) { Err(anyhow!("still {:?}", object.finalizers())) } else { Ok(()) }
+    })
+    .await?;
+    cms.delete("leaving", &DeleteParams::default()).await?;
+    eventually("the deletion to complete", CONVERGE, || async {
+        match cms.get_opt("leaving").await? {
+            None => Ok(()),
+            Some(cm) => Err(anyhow!("still there with finalizers {:?}", cm.finalizers())),
+        }
+    })
+    .await?;
     host.stop().await?;
     Ok(())
 }
@@ -857,5 +901,66 @@ async fn moving_a_child_between_primaries_reconciles_both() -> Result<()> {
     })
     .await?;
     host.stop().await?;
+    Ok(())
+}
+
+/// `map-related` runs only on the leader (M9): a standby keeps the changes of watched objects
+/// waiting and runs no plugin code for them; when it takes over it maps what waited, so no
+/// primary misses the reconcile its watched objects asked for.
+#[tokio::test]
+async fn map_related_runs_only_on_the_leader_and_a_standby_catches_up() -> Result<()> {
+    const LEASE: Duration = Duration::from_secs(15);
+    const PARENT: &str = "e2e.kubewasm.io/parent";
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("map-leader").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let lease = "e2e-map-leader";
+    let host_dir = || {
+        let dir = PluginDir::new();
+        dir.install_e2e(&E2eSettings::new("mapper").map_label(PARENT), "v01");
+        dir
+    };
+    let elected = |name: &str, dir: &PluginDir| host_config(name, dir.path(), cp.kubeconfig_path(), ns.name()).leader_elect(ns.name(), lease);
+    let status = [("name", lease)];
+    let names = ["p0", "p1", "p2", "p3", "p4"];
+    create_primaries(&cms, &inputs(&names, "1")).await?;
+    let (dir1, dir2) = (host_dir(), host_dir());
+    let mut h1 = Host::start(elected("h1", &dir1)).await?;
+    h1.wait_ready(READY).await?;
+    h1.wait_metric("leader_election_master_status", &status, CONVERGE, |v| v == 1.0).await?;
+    let mut h2 = Host::start(elected("h2", &dir2)).await?;
+    h2.wait_ready(READY).await?;
+
+    // 50 watched objects, each naming a primary.
+    for i in 0..50 {
+        let watched = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("w-{i}")),
+                labels: Some([(PARENT.to_string(), names[i % names.len()].to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        cms.create(&PostParams::default(), &watched).await?;
+    }
+    let mapped = [("name", "mapper-map-related")];
+    h1.wait_metric("workqueue_work_duration_seconds_count", &mapped, CONVERGE, |v| v >= 50.0).await.context("the leader maps every watched object")?;
+    let standby_calls = h2.metric("workqueue_work_duration_seconds_count", &mapped).await?;
+    ensure!(standby_calls == 0.0, "the standby ran map-related {standby_calls} times");
+    ensure!(h2.metric("kubewasm_plugin_instances", &[("plugin", "mapper")]).await? == 0.0, "the standby instantiated the plugin");
+    let waiting = h2.metric("workqueue_depth", &mapped).await?;
+    ensure!(waiting >= 50.0, "the standby kept {waiting} watched objects waiting, not 50");
+
+    // The leader dies; the standby takes over and maps what waited.
+    h1.kill();
+    h2.wait_metric("leader_election_master_status", &status, LEASE * 3, |v| v == 1.0).await.context("h2 takes over")?;
+    h2.wait_metric("workqueue_work_duration_seconds_count", &mapped, CONVERGE, |v| v >= 50.0).await.context("the new leader maps what waited")?;
+    let every_primary = names.len() as f64;
+    h2.wait_metric("kubewasm_reconcile_reasons_total", &[("controller", "mapper"), ("reason", "mapped")], CONVERGE, |v| v >= every_primary)
+        .await
+        .context("every primary reconciled for its watched objects")?;
+    let metrics = h2.metrics().await?;
+    ensure!(kubewasm_tests::prom::sum(&metrics, "kubewasm_plugin_mapped_dropped_total", &[("plugin", "mapper")]) == 0.0, "watched objects were left out");
+    h2.stop().await?;
     Ok(())
 }

@@ -371,3 +371,229 @@ fn tar_with_one_file(path: &Path) -> Result<()> {
     std::fs::write(path, tar)?;
     Ok(())
 }
+
+/// The host's peak resident memory so far (`VmHWM`), in bytes.
+fn peak_rss(host: &Host) -> Result<u64> {
+    let pid = host.pid().context("the host runs")?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).context("VmHWM")?;
+    Ok(kib << 10)
+}
+
+/// Waits (at most `within`) until the Plugin's Ready condition has `reason`; returns its status.
+async fn wait_reason(plugins: &Api<DynamicObject>, name: &str, reason: &str, within: Duration) -> Result<serde_json::Value> {
+    eventually(&format!("Plugin {name} Ready=False ({reason})"), within, || async {
+        let have = plugins.get(name).await?.data["status"].clone();
+        if have["conditions"][0]["reason"] == reason { Ok(have) } else { Err(anyhow!("status so far: {have}")) }
+    })
+    .await
+    .map_err(Into::into)
+}
+
+/// A registry that plays the attacker (C3, M11): an endless module, a module larger than its
+/// manifest declares, a multi-GB manifest, a manifest trickled a byte every 29 s, a module
+/// redirected to the host's own `/readyz`, and 404 pages carrying a marker. Each Plugin fails with
+/// a reason that names what happened and no response text; host memory stays bounded; and a
+/// well-behaved Plugin beside them keeps being updated meanwhile.
+#[tokio::test]
+async fn a_hostile_registry_neither_exhausts_nor_stalls_the_host() -> Result<()> {
+    use kubewasm_tests::hostile_registry::{HostileRegistry, MARKER};
+    let cp = ControlPlane::shared().await;
+    let registry = Registry::start()?;
+    let hostile = HostileRegistry::start(8 << 20).await?;
+    let resource: ApiResource = install_plugin_crd(&cp.client().await?).await?;
+    let ns = cp.namespace("delivery-hostile").await?;
+    let plugins: Api<DynamicObject> = Api::namespaced_with(ns.client().clone(), ns.name(), &resource);
+    let cms: Api<ConfigMap> = ns.api();
+    let config = HostConfig::resources("delivery-hostile", ns.name(), cp.kubeconfig_path())
+        .namespace(ns.name())
+        .status_configmap(ns.name(), STATUS)
+        .arg("--pull-timeout=20s")
+        .arg("--max-module-bytes=8Mi");
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+    let client = cp.client().await?;
+
+    let steady = format!("{}/team/e2e:1", registry.host());
+    push("v01", &steady).await?;
+    plugins.create(&PostParams::default(), &plugin("steady", &steady, &E2eSettings::new("steady").host("first"))).await?;
+    wait_ready(&plugins, "steady", "True", "Running").await?;
+    create_primaries(&cms, &BTreeMap::from([("p".to_string(), "0".to_string())])).await?;
+    wait_outputs(&cms, "steady", &BTreeMap::from([("p".to_string(), "0".to_string())]), Want { host: Some("first"), ..Want::default() }).await?;
+    let baseline = peak_rss(&host)?;
+
+    hostile.redirect_to(&format!("http://{}/readyz?x", host.health_addr()));
+    let attacks = [
+        ("endless", "TooLarge"),
+        ("larger", "TooLarge"),
+        ("huge-manifest", "TooLarge"),
+        ("trickle", "PullTimeout"),
+        ("redirect", "DigestMismatch"),
+        ("not-found", "NotFound"),
+        ("missing", "NotFound"),
+    ];
+    let started = std::time::Instant::now();
+    for (name, _) in attacks {
+        plugins.create(&PostParams::default(), &plugin(name, &format!("{}/team/{name}:1", hostile.host()), &E2eSettings::new(name))).await?;
+    }
+    // Meanwhile the steady Plugin is updated, and its update runs within seconds.
+    set_spec(&plugins, "steady", json!({"settings": settings(&E2eSettings::new("steady").host("second"))})).await?;
+    host.wait_metric("kubewasm_plugin_reloads_total", &[("plugin", "steady"), ("result", "reloaded")], Duration::from_secs(15), |v| v >= 1.0)
+        .await
+        .context("the steady Plugin's update must not wait for the hostile registry")?;
+    let updated = started.elapsed();
+    set_input(&cms, "p", "1").await?;
+    wait_outputs_within(
+        &cms,
+        "steady",
+        &BTreeMap::from([("p".to_string(), "1".to_string())]),
+        Want { host: Some("second"), ..Want::default() },
+        Duration::from_secs(15),
+    )
+    .await?;
+
+    for (name, reason) in attacks {
+        let status = wait_reason(&plugins, name, reason, CONVERGE).await?;
+        let last_error = status["lastError"].as_str().unwrap_or_default();
+        eprintln!("{name}: {reason} after {:?}: {last_error}", started.elapsed());
+        ensure!(!last_error.contains(MARKER) && !last_error.contains("<html"), "{name}: no response body in lastError: {last_error}");
+    }
+    let trickle = plugins.get("trickle").await?.data["status"]["lastError"].as_str().unwrap_or_default().to_string();
+    ensure!(trickle.contains("--pull-timeout"), "the trickle ends at the pull's deadline: {trickle}");
+    let notes = describe_events(&events(&client, ns.name()).await?);
+    ensure!(!notes.contains(MARKER), "no response body in any Event:\n{notes}");
+    let peak = peak_rss(&host)?;
+    eprintln!("host peak RSS: {} MiB before the attacks, {} MiB after; steady's update ran {updated:?} after they began", baseline >> 20, peak >> 20);
+    ensure!(peak.saturating_sub(baseline) < 100 << 20, "host peak RSS grew from {} MiB to {} MiB", baseline >> 20, peak >> 20);
+    ensure!(host.metric("kubewasm_plugin_faults_total", &[("plugin", "steady")]).await? == 0.0, "the steady Plugin never faulted");
+    host.stop().await?;
+    Ok(())
+}
+
+/// A Plugin's spec with `settings` and `[kubewasm]` options.
+fn plugin_with(name: &str, module: &str, settings_: &E2eSettings, options: serde_json::Value, poll: &str) -> DynamicObject {
+    let mut settings = settings(settings_);
+    settings["kubewasm"] = options;
+    serde_json::from_value(json!({
+        "apiVersion": "kubewasm.io/v1alpha1",
+        "kind": "Plugin",
+        "metadata": {"name": name},
+        "spec": {"module": module, "settings": settings, "pollInterval": poll},
+    }))
+    .expect("a Plugin")
+}
+
+/// One Plugin's slow start holds up nobody (M4) and a hostile `pollInterval` stops nothing (H2):
+/// two Plugins whose `describe` sleeps 300 s and two whose `pollInterval` overflows a duration
+/// (`18446744073709551615s1s`, which the CRD admits and which panicked the two shared workers)
+/// beside them; a third Plugin is still loaded within 10 s, and deleting a running one stops it
+/// at once.
+#[tokio::test]
+async fn slow_or_hostile_plugins_hold_up_no_other_plugin() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let registry = Registry::start()?;
+    let Setup { ns: _ns, plugins, cms, mut host } = setup(cp, "delivery-pipelines").await?;
+    let reference = format!("{}/team/e2e:1", registry.host());
+    push("v01", &reference).await?;
+    plugins.create(&PostParams::default(), &plugin("going", &reference, &E2eSettings::new("going"))).await?;
+    wait_ready(&plugins, "going", "True", "Running").await?;
+    create_primaries(&cms, &BTreeMap::from([("p".to_string(), "0".to_string())])).await?;
+    wait_outputs(&cms, "going", &BTreeMap::from([("p".to_string(), "0".to_string())]), Want::default()).await?;
+
+    for name in ["slow-a", "slow-b"] {
+        let settings = E2eSettings::new(name).describe_sleep_ms(300_000);
+        plugins.create(&PostParams::default(), &plugin_with(name, &reference, &settings, json!({"deadline-ms": 300_000}), "2s")).await?;
+    }
+    for name in ["overflow-a", "overflow-b"] {
+        plugins.create(&PostParams::default(), &plugin_with(name, &reference, &E2eSettings::new(name), json!({}), "18446744073709551615s1s")).await?;
+    }
+    // Both slow describes are under way.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let started = std::time::Instant::now();
+    plugins.create(&PostParams::default(), &plugin("third", &reference, &E2eSettings::new("third"))).await?;
+    eventually("the third Plugin to run", Duration::from_secs(10), || async {
+        let status = plugins.get("third").await?.data["status"].clone();
+        if status["conditions"][0]["reason"] == "Running" { Ok::<_, anyhow::Error>(()) } else { Err(anyhow!("{status}")) }
+    })
+    .await
+    .context("a Plugin must load while two others describe themselves slowly")?;
+    let loaded = started.elapsed();
+
+    let started = std::time::Instant::now();
+    plugins.delete("going", &DeleteParams::default()).await?;
+    host.wait_metric("kubewasm_plugin_reloads_total", &[("plugin", "going"), ("result", "unloaded")], Duration::from_secs(10), |v| v == 1.0)
+        .await
+        .context("a deleted Plugin must stop while others describe themselves slowly")?;
+    let stopped = started.elapsed();
+    for name in ["overflow-a", "overflow-b"] {
+        let status = wait_reason(&plugins, name, "InvalidSpec", CONVERGE).await?;
+        ensure!(status["lastError"].as_str().is_some_and(|e| e.contains("pollInterval")), "{status}");
+    }
+    eprintln!("beside two 300 s describes: a Plugin loaded in {loaded:?}, a deleted one stopped in {stopped:?}");
+    ensure!(!host.log_text().contains("panicked"), "no delivery task panicked");
+    host.stop().await?;
+    Ok(())
+}
+
+/// `kubewasm push`, returning the manifest digest it printed.
+async fn push_for_digest(variant: &str, reference: &str) -> Result<String> {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("e2e.wasm");
+    std::fs::write(&file, e2e_variant(variant))?;
+    let out = tokio::process::Command::new(kubewasm_binary()?)
+        .args(["push", &file.display().to_string(), reference])
+        .arg(format!("--cache-dir={}", dir.path().join("cache").display()))
+        .output()
+        .await?;
+    ensure!(out.status.success(), "kubewasm push failed: {}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    said.split("(sha256:").nth(1).and_then(|r| r.split(')').next()).map(|hex| format!("sha256:{hex}")).with_context(|| format!("a digest in: {said}"))
+}
+
+/// A host restarted while the registry is down (M8) runs the last modules it pulled, from the
+/// cache directory it kept: a Plugin pinned by digest as if nothing happened, a Plugin on a tag
+/// with its last resolution (its status says the registry is unreachable and what runs).
+#[tokio::test]
+async fn a_host_restarted_while_the_registry_is_down_runs_its_last_modules() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let registry = Registry::start()?;
+    let proxy = FaultProxy::start(registry.addr()).await?;
+    let resource: ApiResource = install_plugin_crd(&cp.client().await?).await?;
+    let ns = cp.namespace("delivery-offline").await?;
+    let plugins: Api<DynamicObject> = Api::namespaced_with(ns.client().clone(), ns.name(), &resource);
+    let cms: Api<ConfigMap> = ns.api();
+    let cache = tempfile::tempdir()?;
+    let config = HostConfig::resources("delivery-offline", ns.name(), cp.kubeconfig_path())
+        .namespace(ns.name())
+        .status_configmap(ns.name(), STATUS)
+        .artifacts(cache.path());
+    let mut first = Host::start(config.clone()).await?;
+    first.wait_ready(READY).await?;
+    let tagged = format!("{}/team/e2e:1", proxy.addr());
+    let manifest = push_for_digest("v01", &tagged).await?;
+    let pinned = format!("{}/team/e2e@{manifest}", proxy.addr());
+    plugins.create(&PostParams::default(), &plugin("pinned", &pinned, &E2eSettings::new("pinned"))).await?;
+    plugins.create(&PostParams::default(), &plugin("tagged", &tagged, &E2eSettings::new("tagged"))).await?;
+    wait_ready(&plugins, "pinned", "True", "Running").await?;
+    wait_ready(&plugins, "tagged", "True", "Running").await?;
+    first.stop().await?;
+
+    proxy.set(Mode::Reset);
+    let mut second = Host::start(config).await?;
+    second.wait_ready(READY).await?;
+    let inputs = BTreeMap::from([("p".to_string(), "1".to_string())]);
+    create_primaries(&cms, &inputs).await?;
+    for name in ["pinned", "tagged"] {
+        wait_outputs(&cms, name, &inputs, Want { variant: Some("v01"), ..Want::default() }).await.with_context(|| format!("{name} runs after the restart"))?;
+    }
+    wait_ready(&plugins, "pinned", "True", "Running").await?;
+    let status = wait_ready(&plugins, "tagged", "False", "RegistryUnreachable").await?;
+    ensure!(status["lastError"].as_str().is_some_and(|e| e.contains("runs the last module pulled")), "the status says what runs: {status}");
+    ensure!(status["digest"].as_str().is_some_and(|d| d.starts_with("sha256:")), "{status}");
+
+    proxy.set(Mode::Pass);
+    wait_ready(&plugins, "tagged", "True", "Running").await?;
+    second.stop().await?;
+    Ok(())
+}

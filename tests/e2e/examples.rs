@@ -2,6 +2,11 @@
 //!
 //! - table tests: every example in Rust, Python, JavaScript and Go runs its shared `cases/`
 //!   through the kubewasm library (`kubewasm::tabletest`, what `kubewasm test` runs);
+//! - SDK conformance: the conformance plugin of `tests/conformance`, one per language with the
+//!   same behaviour, passes the same cases in every language — a panic or exception in
+//!   reconcile or map-related is a fault, an unknown setting is refused, requeue delays arrive
+//!   in milliseconds, error codes and messages round-trip, over-long values get the host's
+//!   `invalid` (issue 21 §2, issue 20 item 1);
 //! - cross-language end-to-end: every example in every language runs in the real `kubewasm run`
 //!   against the local control plane, and the objects it leaves are identical across languages —
 //!   for the sample-controller the Deployments, Foo statuses and Events made from the same Foos;
@@ -74,15 +79,25 @@ async fn built_in_every_language(example: &'static str) -> Result<Vec<(&'static 
 /// Runs `examples/<example>/cases` against the example built in `lang`, as `kubewasm test` does.
 async fn table_test(example: &'static str, lang: &'static str) -> Result<()> {
     let wasm = built(example, lang).await?;
+    run_cases(&format!("{example} in {lang}"), &wasm, &workspace_root().join("examples").join(example).join("cases")).await
+}
+
+/// Runs `tests/conformance/cases` against the conformance plugin built in `lang`.
+async fn conformance_test(lang: &'static str) -> Result<()> {
+    let wasm = tokio::task::spawn_blocking(move || guests::conformance(lang)).await?;
+    run_cases(&format!("the conformance plugin in {lang}"), &wasm, &workspace_root().join("tests/conformance/cases")).await
+}
+
+/// Runs the cases of `cases` against the plugin `wasm`, failing with the report unless all pass.
+async fn run_cases(what: &str, wasm: &Path, cases: &Path) -> Result<()> {
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
     let loader = Loader::new(runtime, Some(ArtifactCache::new(artifact_cache_dir())), LimitPolicy::default());
-    let plugin = loader.load(&wasm).await.with_context(|| format!("loading {}", wasm.display()))?;
-    let cases = workspace_root().join("examples").join(example).join("cases");
+    let plugin = loader.load(wasm).await.with_context(|| format!("loading {}", wasm.display()))?;
     let mut report = String::new();
-    let (passed, failed) = kubewasm::tabletest::run_dir(loader.runtime(), &plugin, &LimitPolicy::default(), &cases, &mut report).await?;
+    let (passed, failed) = kubewasm::tabletest::run_dir(loader.runtime(), &plugin, &LimitPolicy::default(), cases, &mut report).await?;
     let report = quoted(&report);
-    ensure!(failed == 0, "{example} in {lang}: {failed} of {} cases failed:{report}", passed + failed);
-    ensure!(passed > 0, "{example} has no cases in {}", cases.display());
+    ensure!(failed == 0, "{what}: {failed} of {} cases failed:{report}", passed + failed);
+    ensure!(passed > 0, "{what}: no cases in {}", cases.display());
     Ok(())
 }
 
@@ -110,6 +125,22 @@ table_tests! {
     table_tests_reboot_coordinator_js: "reboot-coordinator", "js";
     table_tests_sample_controller_go: "sample-controller", "go";
     table_tests_reboot_coordinator_go: "reboot-coordinator", "go";
+}
+
+macro_rules! conformance_tests {
+    ($($test:ident: $lang:literal;)*) => {$(
+        #[tokio::test]
+        async fn $test() -> Result<()> {
+            conformance_test($lang).await
+        }
+    )*};
+}
+
+conformance_tests! {
+    conformance_rust: "rust";
+    conformance_python: "python";
+    conformance_js: "js";
+    conformance_go: "go";
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
-//! Containment (issue 10) against the real API server: one test per attack of a hostile plugin
-//! (`tests/guests/hostile`), each beside a well-behaved plugin (`tests/guests/e2e`, `good`) in
-//! the same host. Every test asserts the same promise — the host stays up and under
-//! [`RSS_BOUND`], the well-behaved plugin reconciles 30 creates and 30 updates each within
-//! [`LATENCY_BOUND`] with no error and every Event delivered — and that the attack met its limit
-//! (a metric, an Event or a bound on what reached the API server or the log).
+//! Containment (issues 10 and 20) against the real API server: one test per attack of a hostile
+//! plugin (`tests/guests/hostile`, or written by hand: `kubewasm_tests::components`), each beside
+//! a well-behaved plugin (`tests/guests/e2e`, `good`) in the same host. Every test asserts the
+//! same promise — the host stays up and under [`RSS_BOUND`], the well-behaved plugin reconciles 30
+//! creates and 30 updates each within [`LATENCY_BOUND`] with no error and every Event delivered —
+//! and that the attack met its limit (a metric, an Event or a bound on what reached the API server
+//! or the log). Attacks on the WIT boundary also keep the host's peak resident memory within
+//! [`BOUNDARY_RSS_GROWTH`] of what it was before.
 //!
 //! `cargo test -p kubewasm-tests --test hostile`
 
@@ -16,7 +18,7 @@ use anyhow::{Context, Result, anyhow, ensure};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
-use kubewasm_tests::{ControlPlane, E2eSettings, Host, HostConfig, PluginDir, TestNamespace, eventually, guests, prom};
+use kubewasm_tests::{ControlPlane, E2eSettings, Host, HostConfig, PluginDir, TestNamespace, components, eventually, guests, prom};
 use support::*;
 
 const READY: Duration = Duration::from_secs(60);
@@ -24,6 +26,10 @@ const READY: Duration = Duration::from_secs(60);
 const RSS_BOUND: f64 = 512.0;
 /// The well-behaved plugin's 30 creates, and then its 30 updates, must each be done within this.
 const LATENCY_BOUND: Duration = Duration::from_secs(20);
+/// What an attack on the WIT boundary may add to the host's resident memory (issue 20).
+const BOUNDARY_RSS_GROWTH: f64 = 200.0;
+/// The label the attacker's primaries carry.
+const TARGET: &str = "hostile.kubewasm.io/target";
 
 /// A host running the hostile plugin `hostile` (with `attack` and extra `settings`) beside the
 /// well-behaved `good`, in a namespace of its own.
@@ -32,6 +38,8 @@ struct Siege {
     cms: Api<ConfigMap>,
     host: Host,
     started: Instant,
+    /// The host's resident memory once ready, before the attack (MiB).
+    baseline: f64,
     dir: PluginDir,
 }
 
@@ -45,7 +53,8 @@ struct Setup<'a> {
     args: &'a [&'a str],
     /// Serve every namespace, not only the siege's own.
     everywhere: bool,
-    /// With `service_accounts`, apply what `kubewasm rbac` prints for the hostile plugin too.
+    /// With `service_accounts`, apply what `kubewasm rbac` prints for the hostile plugin too
+    /// (which is then there from the start, before the host's memory is noted).
     hostile_rbac: bool,
 }
 
@@ -56,14 +65,21 @@ impl Siege {
 
     /// Starts the host in `ns` and gives the attacker its target object.
     async fn start(ns: TestNamespace, attack: &str, settings: &str) -> Result<Siege> {
-        Siege::start_with(ns, attack, settings, Setup::default()).await
+        Siege::configured(ns, attack, settings, Setup::default()).await
     }
 
-    async fn start_with(ns: TestNamespace, attack: &str, settings: &str, setup: Setup<'_>) -> Result<Siege> {
+    /// [`Siege::start`] with the host run as `setup` says.
+    async fn configured(ns: TestNamespace, attack: &str, settings: &str, setup: Setup<'_>) -> Result<Siege> {
+        Siege::start_with(ns, attack, &hostile_guest()?, &hostile_settings("hostile", attack, settings), setup).await
+    }
+
+    /// Starts the host (as `setup` says) running the good plugin, notes its resident memory,
+    /// then adds `hostile` as the plugin `hostile` with `toml` as its settings (so that what
+    /// loading it costs counts in [`Siege::rss_stayed_bounded`]), and gives it its target object.
+    async fn start_with(ns: TestNamespace, attack: &str, hostile: &[u8], toml: &str, setup: Setup<'_>) -> Result<Siege> {
         let cp = ControlPlane::shared().await;
         let dir = PluginDir::new();
         dir.install_e2e(&E2eSettings::new("good").events(), "v01");
-        dir.install("hostile", &hostile_guest()?, Some(&hostile_settings("hostile", attack, settings)));
         let mut config = match setup.everywhere {
             true => HostConfig::new(attack, dir.path(), cp.kubeconfig_path()).status_configmap(ns.name(), STATUS),
             false => host_config(attack, dir.path(), cp.kubeconfig_path(), ns.name()),
@@ -73,7 +89,9 @@ impl Siege {
             if setup.everywhere {
                 args.retain(|a| !a.starts_with("--namespace="));
             }
-            if !setup.hostile_rbac {
+            if setup.hostile_rbac {
+                dir.install("hostile", hostile, Some(toml));
+            } else {
                 args.push("--controllers=good".into());
             }
             apply(cp, &rbac(&args).await?).await?;
@@ -85,17 +103,35 @@ impl Siege {
         let started = Instant::now();
         let mut host = Host::start(config).await?;
         host.wait_ready(READY).await?;
+        let pid = host.pid().context("host pid")?;
+        let baseline = rss_mib(pid)?;
+        kubewasm_tests::process::reset_peak_rss(pid)?;
+        if !setup.hostile_rbac {
+            dir.install("hostile", hostile, Some(toml));
+        }
         let cms: Api<ConfigMap> = ns.api();
+        let siege = Siege { ns, cms, host, started, baseline, dir };
+        siege.target("target").await?;
+        Ok(siege)
+    }
+
+    /// Another object for the attacker to reconcile.
+    async fn target(&self, name: &str) -> Result<()> {
         let target = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some("target".into()),
-                labels: Some([("hostile.kubewasm.io/target".to_string(), "yes".to_string())].into()),
-                ..Default::default()
-            },
+            metadata: ObjectMeta { name: Some(name.into()), labels: Some([(TARGET.to_string(), "yes".to_string())].into()), ..Default::default() },
             ..Default::default()
         };
-        cms.create(&PostParams::default(), &target).await?;
-        Ok(Siege { ns, cms, host, started, dir })
+        self.cms.create(&PostParams::default(), &target).await?;
+        Ok(())
+    }
+
+    /// The attack on the boundary added at most [`BOUNDARY_RSS_GROWTH`] to the host's resident
+    /// memory at its peak; returns the peak (MiB).
+    fn rss_stayed_bounded(&self) -> Result<f64> {
+        let peak = kubewasm_tests::process::peak_rss_bytes(self.host.pid().context("host pid")?).context("the host is gone")? as f64 / (1 << 20) as f64;
+        eprintln!("{}: host RSS {:.0} MiB before the attack, {peak:.0} MiB at its peak", self.host.name(), self.baseline);
+        ensure!(peak - self.baseline < BOUNDARY_RSS_GROWTH, "the host's resident memory grew from {:.0} to {peak:.0} MiB", self.baseline);
+        Ok(peak)
     }
 
     /// Waits until the hostile plugin's `metric` (with `labels` besides `plugin="hostile"`) is
@@ -169,7 +205,7 @@ fn hostile_guest() -> Result<Vec<u8>> {
 
 /// The hostile plugin's settings file: top-level keys before any `[kubewasm]` table in `settings`.
 fn hostile_settings(name: &str, attack: &str, settings: &str) -> String {
-    format!("name = {name:?}\nattack = {attack:?}\nselector = \"hostile.kubewasm.io/target\"\n{settings}")
+    format!("name = {name:?}\nattack = {attack:?}\nselector = \"{TARGET}\"\n{settings}")
 }
 
 /// The host's resident memory in MiB.
@@ -312,7 +348,7 @@ async fn access_reviews(ns: &str, plugin: &str) -> Vec<kubewasm_tests::audit::Au
 async fn access_review_flood() -> Result<()> {
     let ns = Siege::namespace("access-flood").await?;
     let setup = Setup { service_accounts: true, everywhere: true, ..Setup::default() };
-    let mut siege = Siege::start_with(ns, "access-flood", "", setup).await?;
+    let mut siege = Siege::configured(ns, "access-flood", "", setup).await?;
     wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "--max-admission-reviews=2000").await?;
     siege.good_plugin_is_unharmed().await?;
     let reviews = access_reviews(siege.ns.name(), "hostile").await;
@@ -328,7 +364,7 @@ async fn access_reviews_are_paced() -> Result<()> {
     let ns = Siege::namespace("access-paced").await?;
     let settings = "rules = 6\nverbs = [\"get\"]\nnamespaces = 0\nnames = 100\n";
     let setup = Setup { service_accounts: true, args: &["--admission-qps=20"], ..Setup::default() };
-    let mut siege = Siege::start_with(ns, "access-flood", settings, setup).await?;
+    let mut siege = Siege::configured(ns, "access-flood", settings, setup).await?;
     wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "kubewasm-plugin-hostile lacks").await?;
     siege.good_plugin_is_unharmed().await?;
     let reviews = access_reviews(siege.ns.name(), "hostile").await;
@@ -356,7 +392,7 @@ async fn watch_flood() -> Result<()> {
     let ns = Siege::namespace("watch-flood").await?;
     let admin = ControlPlane::shared().await.client().await?;
     let before = kubewasm_tests::prom::apiserver_watches(&admin, "", "secrets").await?;
-    let mut siege = Siege::start_with(ns, "watch-flood", "", Setup { everywhere: true, ..Setup::default() }).await?;
+    let mut siege = Siege::configured(ns, "watch-flood", "", Setup { everywhere: true, ..Setup::default() }).await?;
     wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "namespaces`: 5000 entries; at most 100").await?;
     siege.dir.install("wide", &hostile_guest()?, Some(&hostile_settings("wide", "watch-flood", "grants = 10\nnamespaces = 100\n")));
     wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "more than 500 watches").await?;
@@ -392,7 +428,7 @@ async fn live_reads_in_a_loop() -> Result<()> {
     let admin = ControlPlane::shared().await.client().await?;
     let settings = "[kubewasm]\nqps = 1000.0\nburst = 2\ndeadline-ms = 20000\n";
     let setup = Setup { args: &["--max-plugin-qps=5"], ..Setup::default() };
-    let mut siege = Siege::start_with(ns, "get-loop", settings, setup).await?;
+    let mut siege = Siege::configured(ns, "get-loop", settings, setup).await?;
     let before = pod_template_gets(&admin).await?;
     eventually("the attacker's reads", CONVERGE, || async {
         let now = pod_template_gets(&admin).await?;
@@ -433,7 +469,7 @@ async fn apply_that_would_create_without_a_create_grant() -> Result<()> {
     );
     apply(ControlPlane::shared().await, &create).await?;
     let setup = Setup { service_accounts: true, hostile_rbac: true, ..Setup::default() };
-    let mut siege = Siege::start_with(ns, "apply-blind", "", setup).await?;
+    let mut siege = Siege::configured(ns, "apply-blind", "", setup).await?;
     let outcome = eventually("the blind apply", CONVERGE, || async {
         let log = siege.host.log_text();
         log.lines().find(|l| l.contains("blind apply:")).map(String::from).ok_or_else(|| anyhow!("no attempt yet"))
@@ -443,5 +479,185 @@ async fn apply_that_would_create_without_a_create_grant() -> Result<()> {
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = siege.ns.api();
     ensure!(secrets.get_opt("blind").await?.is_none(), "the Secret was created without a create grant");
     siege.good_plugin_is_unharmed().await?;
+    siege.stop().await
+}
+
+/// A noisy neighbour (H8): the attacker computes without end on 64 objects at once (64 workers,
+/// 8 MiB each, a 300 s deadline: within any budget), beside a plugin whose reconciles do about
+/// 100 ms of work under a 1 s deadline. The neighbour's reconciles stay within their deadline
+/// (measured in their own time, and each plugin holds at most as many ready calls as the host
+/// has workers): no deadline fault, no quarantine, no error; and the lease, renewed on a runtime
+/// of its own, never lapses. Prints the neighbour's reconcile time alone and under siege, and
+/// the lease-renew latency.
+#[tokio::test]
+async fn noisy_neighbour_busy_loops() -> Result<()> {
+    const WORK_MI: &str = "100";
+    let cp = ControlPlane::shared().await;
+    let ns = Siege::namespace("busy-loop").await?;
+    let dir = PluginDir::new();
+    let good = format!("{}[kubewasm]\ndeadline-ms = 1000\n", E2eSettings::new("good").max_concurrency(2).to_toml());
+    dir.install("good", &kubewasm_tests::plugindir::e2e_variant("v01"), Some(&good));
+    let hostile = std::fs::read(guests::guest("hostile-guest", "hostile_guest"))?;
+    let toml = "name = \"hostile\"\nattack = \"busy-loop\"\nmax-concurrency = 64\n[kubewasm]\nmemory-mib = 8\ndeadline-ms = 300000\n";
+    dir.install("hostile", &hostile, Some(toml));
+    let config = host_config("busy-loop", dir.path(), cp.kubeconfig_path(), ns.name()).leader_elect(ns.name(), "kubewasm-busy-loop");
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+    host.wait_metric("leader_election_master_status", &[], CONVERGE, |v| v == 1.0).await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let good_time = |metrics: &str| {
+        let labels = [("controller", "good")];
+        (
+            prom::sum(metrics, "controller_runtime_reconcile_time_seconds_sum", &labels),
+            prom::sum(metrics, "controller_runtime_reconcile_time_seconds_count", &labels),
+        )
+    };
+    let working = |name: &str, input: &str| {
+        let mut cm = primary(name, input);
+        cm.metadata.annotations.get_or_insert_with(Default::default).insert("e2e.kubewasm.io/work-mi".into(), WORK_MI.into());
+        cm
+    };
+    let round = |prefix: &'static str, input: &'static str| {
+        let cms = cms.clone();
+        async move {
+            let inputs: BTreeMap<String, String> = (0..10).map(|i| (format!("{prefix}-{i}"), input.to_string())).collect();
+            let started = Instant::now();
+            for name in inputs.keys() {
+                cms.create(&PostParams::default(), &working(name, input)).await?;
+            }
+            wait_outputs_within(&cms, "good", &inputs, Want::default(), LATENCY_BOUND).await?;
+            anyhow::Ok(started.elapsed())
+        }
+    };
+
+    // Alone.
+    let alone_wall = round("alone", "1").await.context("the good plugin alone")?;
+    let (sum, count) = good_time(&host.metrics().await?);
+    let alone = sum / count;
+
+    // Under siege: the attacker busy on 64 objects.
+    for i in 0..64 {
+        let target = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("target-{i}")),
+                labels: Some([("hostile.kubewasm.io/target".to_string(), "yes".to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        cms.create(&PostParams::default(), &target).await?;
+    }
+    host.wait_metric("controller_runtime_active_workers", &[("controller", "hostile")], CONVERGE, |v| v >= 64.0)
+        .await
+        .context("the attacker never ran 64 calls")?;
+    let sieged_wall = round("sieged", "2").await.context("the good plugin beside the busy loops")?;
+    let metrics = host.metrics().await?;
+    let (sum2, count2) = good_time(&metrics);
+    let sieged = (sum2 - sum) / (count2 - count);
+    let good = [("plugin", "good")];
+    ensure!(prom::sum(&metrics, "kubewasm_plugin_faults_total", &good) == 0.0, "the good plugin faulted:\n{}", host.log_tail(20));
+    ensure!(prom::sum(&metrics, "kubewasm_plugin_quarantined_objects", &good) == 0.0, "objects of the good plugin were quarantined");
+    let errors = prom::sum(&metrics, "controller_runtime_reconcile_errors_total", &[("controller", "good")]);
+    ensure!(errors == 0.0, "the good plugin had {errors} reconcile errors");
+    ensure!(prom::sum(&metrics, "controller_runtime_active_workers", &[("controller", "hostile")]) >= 64.0, "the siege ended early");
+    let renew_sum = prom::sum(&metrics, "kubewasm_leader_renew_duration_seconds_sum", &[]);
+    let renewals = prom::sum(&metrics, "kubewasm_leader_renew_duration_seconds_count", &[]);
+    let slow_renewals = renewals - prom::sum(&metrics, "kubewasm_leader_renew_duration_seconds_bucket", &[("le", "1.0")]);
+    ensure!(renewals >= 3.0, "only {renewals} lease renewals");
+    ensure!(slow_renewals == 0.0, "{slow_renewals} of {renewals} lease renewals took over 1 s");
+    ensure!(prom::sum(&metrics, "leader_election_master_status", &[]) == 1.0, "the host lost its lease");
+    ensure!(host.log_text().matches("became the leader").count() == 1, "leadership flapped:\n{}", host.log_tail(40));
+    let rss = rss_mib(host.pid().context("host pid")?)?;
+    eprintln!(
+        "noisy neighbour: the good plugin's reconcile (~{WORK_MI}M rounds) took {:.0} ms alone (10 in {alone_wall:?}), {:.0} ms beside 64 busy loops (10 in {sieged_wall:?}); \
+         {renewals} lease renewals, mean {:.1} ms, none over 1 s; host RSS {rss:.0} MiB",
+        alone * 1e3,
+        sieged * 1e3,
+        renew_sum / renewals * 1e3,
+    );
+    host.stop().await?;
+    Ok(())
+}
+
+/// Who a hand-written attacker (`kubewasm_tests::components`) says it is: the plugin `hostile`,
+/// reconciling the targets.
+fn component_manifest() -> components::Manifest {
+    components::Manifest::new("hostile", TARGET)
+}
+
+/// At full concurrency, the attacker publishes Events about a ConfigMap with an 8 MiB name, 300
+/// to a reconcile, straight through the generated bindings: each is refused with `invalid` before
+/// the name is copied, so nothing is queued or kept, and the host's memory stays put.
+#[tokio::test]
+async fn events_about_an_8_mib_name() -> Result<()> {
+    let ns = Siege::namespace("event-bomb").await?;
+    let mut siege = Siege::start(ns, "event-bomb", "max-concurrency = 4\n").await?;
+    for i in 1..4 {
+        siege.target(&format!("target-{i}")).await?;
+    }
+    wait_event(siege.ns.client(), siege.ns.name(), "target", "ReconcileFailed", "name is 8388608 bytes; at most 253").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    let bombs = events(siege.ns.client(), siege.ns.name()).await?.iter().filter(|e| e.reason.as_deref() == Some("Bomb")).count();
+    ensure!(bombs == 0, "{bombs} Events about the 8 MiB name were sent");
+    siege.stop().await
+}
+
+/// The attacker's `map-related` returns a million keys whose names all point at one 30 MiB
+/// buffer, for every ConfigMap event: the host stops lifting them within the bound of a valid
+/// answer (an `oversized` fault), never copies the names, and the neighbour is unharmed.
+#[tokio::test]
+async fn map_related_keys_aliasing_one_buffer() -> Result<()> {
+    let ns = Siege::namespace("map-alias").await?;
+    let hostile = components::map_related_alias(&component_manifest(), 1_000_000, 30 << 20);
+    let mut siege = Siege::start_with(ns, "map-alias", &hostile, "", Setup::default()).await?;
+    siege.limit_reached("kubewasm_plugin_faults_total", &[("kind", "oversized")]).await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    let metrics = siege.host.metrics().await?;
+    ensure!(prom::sum(&metrics, "kubewasm_plugin_faults_total", &[("plugin", "hostile"), ("kind", "instantiate")]) == 0.0, "misreported as instantiate");
+    siege.stop().await
+}
+
+/// A plugin whose manifest's permission lists a hundred thousand namespaces, all pointing at one
+/// 1 MiB buffer, is refused at load (`oversized`), having cost the host no more than the largest
+/// valid manifest.
+#[tokio::test]
+async fn describe_aliasing_one_buffer() -> Result<()> {
+    let ns = Siege::namespace("describe-alias").await?;
+    let hostile = components::describe_alias(&component_manifest(), 100_000, 1 << 20);
+    let mut siege = Siege::start_with(ns, "describe-alias", &hostile, "", Setup::default()).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "more than describe may return").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    siege.stop().await
+}
+
+/// Beside its plugin, the attacker's component holds twenty core instances of a module with ten
+/// tables of a million function references, filled when it is instantiated to describe itself:
+/// table space counts in its memory limit, so it is refused at load with a memory fault.
+#[tokio::test]
+async fn table_bomb() -> Result<()> {
+    let ns = Siege::namespace("table-bomb").await?;
+    let hostile = components::table_bomb(&component_manifest(), 20, 10, 1_000_000);
+    let mut siege = Siege::start_with(ns, "table-bomb", &hostile, "", Setup::default()).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "exceeded its memory limit").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    siege.stop().await
+}
+
+/// The attacker's settings ask for 4 GiB of memory, and its `describe` touches 3 GiB: describe
+/// runs inside the host's plugin memory budget (1 GiB here, as in the chart), so it is refused
+/// before it runs, with the budget named.
+#[tokio::test]
+async fn describe_touching_3_gib() -> Result<()> {
+    let ns = Siege::namespace("describe-memory").await?;
+    let hostile = std::fs::read(guests::guest("hostile-guest", "hostile_guest"))?;
+    let toml = format!("name = \"hostile\"\nattack = \"describe-memory\"\nselector = \"{TARGET}\"\n[kubewasm]\nmemory-mib = 4096\n");
+    let mut siege = Siege::start_with(ns, "describe-memory", &hostile, &toml, Setup { args: &["--plugin-memory-budget=1Gi"], ..Setup::default() }).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "describe would run under its memory limit of 4294967296 bytes").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
     siege.stop().await
 }

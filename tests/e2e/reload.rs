@@ -303,7 +303,6 @@ async fn a_plugin_still_starting_is_replaced_or_removed() -> Result<()> {
     let dir = PluginDir::new();
     dir.install_e2e(&E2eSettings::new("early").kind("Widget"), "v01");
     dir.install_e2e(&E2eSettings::new("gone").kind("Widget"), "v01");
-    // Not ready while they start: only serving.
     let mut host = Host::start(host_config("starting", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
     let waiting = |log: &str, plugin: &str| log.lines().filter(|l| l.contains(&format!("plugin={plugin}")) && l.contains("cannot start yet")).count();
     eventually("both plugins to wait for their kind", CONVERGE, || async {
@@ -325,6 +324,32 @@ async fn a_plugin_still_starting_is_replaced_or_removed() -> Result<()> {
     ensure!(waiting(&host.log_text(), "gone") == at_removal, "the removed plugin is still trying to start:\n{}", host.log_tail(20));
     ensure!(status_line(&cms, "gone").await.is_err(), "the status ConfigMap still lists the removed plugin");
     host.wait_ready(READY).await.context("ready once nothing is left starting")?;
+    host.stop().await?;
+    Ok(())
+}
+
+/// One plugin whose primary kind is not served (its CRD is not installed) keeps no replica
+/// NotReady: the host is ready once the others serve, and the status ConfigMap lists the
+/// waiting plugin as starting (audit M6: one team's typo stalled every host rollout).
+#[tokio::test]
+async fn a_plugin_waiting_for_its_crd_does_not_hold_readiness() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("reload-nocrd").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("typo").kind("Widget"), "v01");
+    dir.install_e2e(&E2eSettings::new("fine"), "v01");
+    let mut host = Host::start(host_config("nocrd", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await.context("ready while typo waits for its kind")?;
+    let want = BTreeMap::from([("o".to_string(), "1".to_string())]);
+    create_primaries(&cms, &want).await?;
+    wait_outputs(&cms, "fine", &want, Want::default()).await?;
+    eventually("the status ConfigMap to list typo as starting", CONVERGE, || async {
+        let line = status_line(&cms, "typo").await?;
+        if line.starts_with("state=starting ") { Ok(()) } else { Err(anyhow!("{line}")) }
+    })
+    .await?;
+    ensure!(host.log_text().contains("cannot start yet"), "typo is not waiting for its kind:\n{}", host.log_tail(20));
     host.stop().await?;
     Ok(())
 }

@@ -2,8 +2,8 @@
 //! the resulting components: Rust guests with cargo for `wasm32-wasip2` (once per test process),
 //! Python and JavaScript plugins with their SDKs' build commands (`kubewasm-py build`, `node
 //! plugins/js/bin/kubewasm-js.js build`; one at a time, since each peaks at hundreds of MB), Go
-//! plugins with `kubewasm build --lang go` (the workspace's own `kubewasm`), and the examples in
-//! every language ([`example`]). Python, JS and Go builds take seconds each: they are kept in the
+//! plugins with `kubewasm build --lang go` (the workspace's own `kubewasm`), and the examples and
+//! the SDK conformance plugin in every language ([`example`], [`conformance`]). Python, JS and Go builds take seconds each: they are kept in the
 //! target directory, keyed by a digest of their inputs ([`cached_plugin`]).
 
 use std::collections::HashMap;
@@ -223,12 +223,21 @@ pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
 /// `python/<example with _>.py`, the JS one `js/<example>.js`, the Go one the module in `go/`
 /// (see [`cached_plugin`]).
 pub fn example(example: &str, lang: &str) -> PathBuf {
-    let dir = workspace_root().join("examples").join(example);
+    plugin_in(&workspace_root().join("examples").join(example), example, lang)
+}
+
+/// The SDK conformance plugin (`tests/conformance`, laid out as an example) built in `lang`.
+pub fn conformance(lang: &str) -> PathBuf {
+    plugin_in(&workspace_root().join("tests/conformance"), "conformance", lang)
+}
+
+/// The plugin `name` of the directory `dir`, laid out as [`example`] says, built in `lang`.
+fn plugin_in(dir: &Path, name: &str, lang: &str) -> PathBuf {
     match lang {
-        "rust" => guest(example, &example.replace('-', "_")),
-        "python" => cached_plugin(lang, &dir.join("python").join(format!("{}.py", example.replace('-', "_"))), &format!("{example}-{lang}")),
-        "js" => cached_plugin(lang, &dir.join("js").join(format!("{example}.js")), &format!("{example}-{lang}")),
-        "go" => cached_plugin(lang, &dir.join("go"), &format!("{example}-{lang}")),
+        "rust" => guest(name, &name.replace('-', "_")),
+        "python" => cached_plugin(lang, &dir.join("python").join(format!("{}.py", name.replace('-', "_"))), &format!("{name}-{lang}")),
+        "js" => cached_plugin(lang, &dir.join("js").join(format!("{name}.js")), &format!("{name}-{lang}")),
+        "go" => cached_plugin(lang, &dir.join("go"), &format!("{name}-{lang}")),
         other => panic!("unknown language {other:?}: the examples are in {LANGS:?}"),
     }
 }

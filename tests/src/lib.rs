@@ -22,16 +22,20 @@
 //! child process), `plugindir` (a plugin directory and the suite's `e2e-guest` plugin), `prom`
 //! (Prometheus text: the host's metrics and the API server's), `timing` (for the benchmarks),
 //! `proxy` (a fault-injection TCP proxy), `audit` (the API server's audit log), `accounts`
-//! (ServiceAccount kubeconfigs from TokenRequest), `build` also builds the suite's Go tools
+//! (ServiceAccount kubeconfigs from TokenRequest), `hostile_registry` (a registry on loopback that
+//! plays the attacker: endless, oversized, trickling and redirecting answers), `components`
+//! (hostile components written by hand in WAT), `build` also builds the suite's Go tools
 //! (`registry`: an OCI registry on loopback; crane; helm).
 
 pub mod accounts;
 pub mod audit;
 pub mod build;
+pub mod components;
 pub mod controlplane;
 pub mod crd;
 pub mod guests;
 pub mod host;
+pub mod hostile_registry;
 pub mod kubectl;
 pub mod namespace;
 pub mod plugindir;

@@ -52,6 +52,7 @@ pub struct E2eSettings {
     pub events: bool,
     pub extra: Vec<String>,
     pub map_label: Option<String>,
+    pub describe_sleep_ms: Option<u64>,
 }
 
 impl E2eSettings {
@@ -93,6 +94,11 @@ impl E2eSettings {
         self.map_label = Some(label.into());
         self
     }
+    /// Sleep `ms` in `describe`: a plugin slow to start.
+    pub fn describe_sleep_ms(mut self, ms: u64) -> Self {
+        self.describe_sleep_ms = Some(ms);
+        self
+    }
     /// A Normal Event `Reconciled` (note: the input) on each primary reconciled.
     pub fn events(mut self) -> Self {
         self.events = true;
@@ -116,6 +122,9 @@ impl E2eSettings {
         }
         if let Some(n) = self.max_concurrency {
             out.push_str(&format!("max-concurrency = {n}\n"));
+        }
+        if let Some(ms) = self.describe_sleep_ms {
+            out.push_str(&format!("describe-sleep-ms = {ms}\n"));
         }
         if self.events {
             out.push_str("events = true\n");

@@ -114,10 +114,10 @@ func TestNothingToDo(t *testing.T) {
 
 func TestMapRelatedReturnsTheWaitingNodesSortedByName(t *testing.T) {
 	h := kubewasmtest.New(t, New, kubewasmtest.WithObjects(node("node-c", true, false, ""), node("node-a", true, false, ""), node("node-b", true, true, "")))
-	keys := h.MapRelated(kinds.Node, node("node-b", false, false, ""))
+	keys, err := h.MapRelated(kinds.Node, node("node-b", false, false, ""))
 	want := []kubewasm.ObjectKey{{Name: "node-a"}, {Name: "node-c"}}
-	if !reflect.DeepEqual(keys, want) {
-		t.Errorf("%v", keys)
+	if err != nil || !reflect.DeepEqual(keys, want) {
+		t.Errorf("%v %v", keys, err)
 	}
 }
 

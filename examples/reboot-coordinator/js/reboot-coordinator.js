@@ -17,9 +17,12 @@ export const isWaiting = (node) => o.hasAnnotation(node, REBOOT_NEEDED) && !o.ha
 export const isUnavailable = (node) => o.hasAnnotation(node, REBOOT_NOW) || o.conditionStatus(node, 'Ready') !== 'True';
 
 export default class RebootCoordinator extends Controller {
+  // reboot-coordinator.toml: how many Nodes may be unavailable at once.
+  static settingsDefaults = { maxUnavailable: 1 };
+
   constructor(settings) {
     super(settings);
-    const maxUnavailable = 'maxUnavailable' in settings ? settings.maxUnavailable : 1;
+    const { maxUnavailable } = settings;
     // As in the Rust version: an integer of at least 1. (JSON cannot tell 2.0 from 2: both are 2 here.)
     if (!Number.isSafeInteger(maxUnavailable) || maxUnavailable < 1) {
       throw new SettingsError(`maxUnavailable must be an integer of at least 1, not ${JSON.stringify(maxUnavailable)}`);
@@ -45,7 +48,7 @@ export default class RebootCoordinator extends Controller {
     return Action.done();
   }
 
-  mapRelated(resource, obj, ctx) {
+  mapRelated(_resource, _obj, ctx) {
     return ctx
       .list(kinds.NODE)
       .filter(isWaiting)

@@ -20,12 +20,18 @@ test('manifest', () => {
   const m = new Harness(RebootCoordinator).manifest;
   assert.deepEqual([m.name, m.version, m.primary, m.maxConcurrency], ['reboot-coordinator', '0.1.0', kinds.NODE, 1]);
   assert.deepEqual(m.watches, [{ resource: kinds.NODE, mapping: Mapping.mapRelated(), labelSelector: undefined }]);
-  assert.deepEqual(m.permissions.map((p) => [p.resource, p.subresource, p.verbs]), [[kinds.NODE, undefined, ['patch']]]);
+  assert.deepEqual(
+    m.permissions.map((p) => [p.resource, p.subresource, p.verbs]),
+    [[kinds.NODE, undefined, ['patch']]],
+  );
   assert.deepEqual(m.owns, []);
 });
 
 test('settings', () => {
-  for (const [settings, expected] of [[{}, 1], [{ maxUnavailable: 3 }, 3]]) {
+  for (const [settings, expected] of [
+    [{}, 1],
+    [{ maxUnavailable: 3 }, 3],
+  ]) {
     assert.equal(new Harness(RebootCoordinator, { settings }).controller.maxUnavailable, expected);
   }
 });
@@ -85,7 +91,10 @@ test('one at a time', () => {
   const h = new Harness(RebootCoordinator, { objects: [node('a', { needed: true }), node('b', { needed: true })] });
   h.reconcile(objectKey(undefined, 'a'));
   h.reconcile(objectKey(undefined, 'b'));
-  assert.deepEqual(h.host.writes('patch').map((c) => c.name), ['a']);
+  assert.deepEqual(
+    h.host.writes('patch').map((c) => c.name),
+    ['a'],
+  );
 });
 
 test('mapRelated returns the waiting nodes, sorted', () => {

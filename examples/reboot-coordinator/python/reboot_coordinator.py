@@ -28,9 +28,12 @@ def is_unavailable(node: Object) -> bool:
 
 
 class RebootCoordinator(Controller):
+    # reboot-coordinator.toml: how many Nodes may be unavailable at once.
+    settings_defaults = {"maxUnavailable": 1}
+
     def __init__(self, settings: dict[str, Any]) -> None:
         super().__init__(settings)
-        value = settings.get("maxUnavailable", 1)
+        value = settings["maxUnavailable"]
         # As in the Rust version: an integer (not 2.0, not a bool, which Python counts as an int)
         # of at least 1.
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

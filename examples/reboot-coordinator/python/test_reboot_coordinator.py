@@ -2,11 +2,11 @@
 (with the SDK installed: `pip install ../../../plugins/python`)."""
 
 import pytest
+from reboot_coordinator import REBOOT_NEEDED, REBOOT_NOW, RebootCoordinator
 
 from kubewasm import DONE, Mapping, ObjectKey, PatchType, kinds
 from kubewasm.runtime import Refused
 from kubewasm.testing import Harness
-from reboot_coordinator import REBOOT_NEEDED, REBOOT_NOW, RebootCoordinator
 
 
 def node(name, ready=True, needed=False, now=False):

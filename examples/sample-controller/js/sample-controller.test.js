@@ -45,10 +45,13 @@ const events = (h) => h.host.events.map((e) => [e.eventType, e.reason, e.action,
 test('manifest', () => {
   const m = new Harness(SampleController).manifest;
   assert.deepEqual([m.name, m.version, m.primary, m.owns, m.maxConcurrency], ['sample-controller', '0.1.0', FOO, [kinds.DEPLOYMENT], 2]);
-  assert.deepEqual(m.permissions.map((p) => [p.resource, p.subresource, p.verbs]), [
-    [kinds.DEPLOYMENT, undefined, ['create', 'patch']],
-    [FOO, 'status', ['patch']],
-  ]);
+  assert.deepEqual(
+    m.permissions.map((p) => [p.resource, p.subresource, p.verbs]),
+    [
+      [kinds.DEPLOYMENT, undefined, ['create', 'patch']],
+      [FOO, 'status', ['patch']],
+    ],
+  );
   assert.deepEqual(m.watches, []);
   assert.equal(m.finalizer, undefined);
 });
@@ -67,7 +70,10 @@ test('replicas default to one, and zero is kept', () => {
   const h = new Harness(SampleController, { objects: [foo()] });
   h.reconcile(foo({ deploymentName: 'web' }));
   h.reconcile(foo({ deploymentName: 'web', replicas: 0 }));
-  assert.deepEqual(h.host.applied().map((d) => d.spec.replicas), [1, 0]);
+  assert.deepEqual(
+    h.host.applied().map((d) => d.spec.replicas),
+    [1, 0],
+  );
 });
 
 test('the status reports the available replicas of the applied Deployment', () => {

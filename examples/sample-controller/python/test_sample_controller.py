@@ -2,10 +2,10 @@
 (with the SDK installed: `pip install ../../../plugins/python`)."""
 
 import pytest
+from sample_controller import FOO, SampleController
 
 from kubewasm import DONE, EventType, Forbidden, kinds
 from kubewasm.testing import Harness
-from sample_controller import FOO, SampleController
 
 
 def foo(**spec):

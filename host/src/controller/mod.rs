@@ -28,8 +28,8 @@ use tracing::Instrument;
 
 pub use health::Health;
 use health::Tally;
-use quarantine::Quarantine;
 pub use quarantine::{DEFAULT_AFTER as DEFAULT_QUARANTINE_AFTER, Listing as QuarantineListing};
+use quarantine::{Quarantine, Subject, is_object_fault};
 pub use reconcile::Outcome;
 use shadow::Shadow;
 pub use shadow::{Agreement, Report as ShadowReport};
@@ -48,7 +48,7 @@ use crate::plugin::LoadedPlugin;
 use crate::queue::{QueueError, RateLimitConfig, Reason, WorkQueue};
 use crate::resource::{ObjectKey, Scope};
 use crate::runtime::host::{Api, EventSink, Services};
-use crate::runtime::{PluginMetrics, PluginRunner, Runtime};
+use crate::runtime::{CallError, PluginMetrics, PluginRunner, Runtime};
 
 /// Watched objects a plugin may have waiting for `map-related` at once.
 const MAP_BACKLOG: usize = 10_000;
@@ -76,6 +76,8 @@ pub struct Environment {
     pub idle_instances: Duration,
     /// Faults in a row on one object that quarantine it; 0 never does.
     pub quarantine_after: u32,
+    /// How long list and resync work may wait behind live changes in a plugin's queue.
+    pub max_queue_wait: Duration,
 }
 
 impl Environment {
@@ -180,7 +182,7 @@ impl Controller {
     /// Events are sent).
     pub async fn start(env: Arc<Environment>, plugin: LoadedPlugin, shutdown: CancellationToken) -> Result<Arc<Self>, ControllerError> {
         let name = plugin.described.manifest.name.clone();
-        let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?;
+        let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?.with_max_wait(env.max_queue_wait);
         let limits = env.client_limits(&plugin);
         let kube = env.identities.client_for(&name);
         let api = Arc::new(ApiClient::new(
@@ -472,58 +474,115 @@ impl Controller {
         tracing::info!(plugin = %self.name, "workers stopped");
     }
 
-    /// Runs the plugin's `map-related` for watched objects, one at a time, off the informers'
-    /// tasks, and enqueues the keys it returns. A fault leaves the object for a retry with
-    /// backoff.
+    /// Runs the plugin's `map-related` for watched objects, off the informers' tasks, and
+    /// enqueues the keys it returns — only while this host leads (a standby keeps the backlog
+    /// and maps it when it takes over). Several objects at once: one call on the instance the
+    /// memory budget reserves for map-related, and more on reconcile worker slots that are free,
+    /// so that the instances stay within the reservation. A backlog that overflowed (objects
+    /// left out) enqueues every primary instead. A fault is retried with backoff; an object that
+    /// keeps faulting is quarantined like a primary ([`quarantine`]).
     async fn map_related(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut leadership = self.env.leadership().clone();
+        let reserved = Arc::new(tokio::sync::Semaphore::new(1));
         loop {
             let lease = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                lease = self.mapper.queue.get() => match lease {
+                lease = async {
+                    leadership.wait_until_leading().await;
+                    self.resync_if_overflowed();
+                    self.mapper.queue.get().await
+                } => match lease {
                     Some(lease) => lease,
                     None => return,
                 },
             };
-            let slot: &MapKey = lease.key();
-            let Some(object) = self.mapper.get(slot) else { continue };
-            let resource = &slot.0;
-            let version = self.version();
-            match version.runner.map_related(resource, object.clone()).await {
-                Ok(keys) => {
-                    self.mapper.mapped(slot, &object);
-                    self.mapper.queue.forget(slot);
-                    // Only keys of cached primaries: a reconcile of any other key would find
-                    // nothing to do, and invented keys would grow the queue without bound.
-                    let primary = &version.manifest.primary;
-                    keys.into_iter().filter(|key| version.primary.get(primary, key).is_some()).for_each(|key| self.queue.add_for(key, Reason::Mapped));
-                }
-                // A fault (map-related returns no errors). One watched object the plugin keeps
-                // faulting on is set aside as a poison primary is: until it changes.
-                Err(e) => {
-                    let faults = self.mapper.queue.num_requeues(slot) + 1;
-                    let after = self.env.quarantine_after;
-                    if after == 0 || faults < after {
-                        tracing::warn!(plugin = %self.name, %resource, object = %slot.1, "map-related failed, retrying with backoff: {e}");
-                        self.mapper.queue.add_rate_limited(slot.clone());
-                        continue;
-                    }
-                    self.mapper.mapped(slot, &object);
-                    self.mapper.queue.forget(slot);
-                    let note = format!(
-                        "map-related of {} faulted {faults} times in a row on this object (last: the plugin {e}); it is not mapped again until the object changes",
-                        self.name
-                    );
-                    tracing::warn!(plugin = %self.name, %resource, object = %slot.1, "{note}");
-                    self.events.publish(crate::events::ObjectEvent {
-                        regarding: resource.clone(),
-                        key: slot.1.clone(),
-                        uid: crate::resource::uid_of(&object),
-                        warning: true,
-                        reason: "Quarantined".into(),
-                        action: "MapRelated".into(),
-                        note,
-                    });
-                }
+            if !leadership.is_leader() {
+                self.mapper.queue.add(lease.key().clone());
+                continue;
+            }
+            self.resync_if_overflowed();
+            // The reserved instance first, else a free worker slot.
+            let place = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                permit = reserved.clone().acquire_owned() => MapPlace::Reserved { _permit: permit.expect("never closed") },
+                slot = self.workers.acquire() => MapPlace::Worker { _slot: slot },
+            };
+            let controller = self.clone();
+            tokio::spawn(async move {
+                controller.map_one(lease.key()).await;
+                drop(lease);
+                drop(place);
+            });
+        }
+    }
+
+    /// After objects were left out of the backlog: every primary, instead of their mappings.
+    fn resync_if_overflowed(&self) {
+        if !self.mapper.take_overflow() {
+            return;
+        }
+        let keys = self.version().primary_keys();
+        tracing::warn!(
+            plugin = %self.name,
+            primaries = keys.len(),
+            "more watched objects waited for map-related than the host keeps ({MAP_BACKLOG}): reconciling every primary instead"
+        );
+        for key in keys {
+            self.queue.add_for(key, Reason::Resync);
+        }
+    }
+
+    /// Maps one watched object in the state it waits in.
+    async fn map_one(&self, slot: &MapKey) {
+        let Some(object) = self.mapper.get(slot) else { return };
+        let resource = &slot.0;
+        let subject = Subject::Watched(resource.clone(), slot.1.clone());
+        let seen = reconcile::meta(&object).resource_version.unwrap_or_default();
+        if self.quarantine.holds(&subject, || Some(seen.clone())) {
+            self.mapper.mapped(slot, &object);
+            self.mapper.queue.forget(slot);
+            return;
+        }
+        let version = self.version();
+        match version.runner.map_related(resource, object.clone()).await {
+            Ok(keys) => {
+                self.quarantine.succeeded(&subject);
+                self.mapper.mapped(slot, &object);
+                self.mapper.queue.forget(slot);
+                // Only keys of cached primaries: a reconcile of any other key would find
+                // nothing to do, and invented keys would grow the queue without bound.
+                let primary = &version.manifest.primary;
+                keys.into_iter().filter(|key| version.primary.get(primary, key).is_some()).for_each(|key| self.queue.add_for(key, Reason::Mapped));
+            }
+            // A fault (map-related returns no errors); one of the object's own is counted
+            // towards quarantining it.
+            Err(e) => {
+                let entered = match &e {
+                    CallError::Fault(fault) if is_object_fault(fault) => self.quarantine.fault(&subject, &seen),
+                    _ => None,
+                };
+                let Some(entered) = entered else {
+                    tracing::warn!(plugin = %self.name, %resource, object = %slot.1, "map-related failed, retrying with backoff: {e}");
+                    self.mapper.queue.add_rate_limited(slot.clone());
+                    return;
+                };
+                self.mapper.mapped(slot, &object);
+                self.mapper.queue.forget(slot);
+                let note = format!(
+                    "map-related of {} faulted {} times in a row on this object (last: the plugin {e}); it is not mapped again until the object changes (any update) or a new version of {} is loaded",
+                    self.name, entered.faults, self.name
+                );
+                tracing::warn!(plugin = %self.name, %resource, object = %slot.1, "{note}");
+                self.events.publish(crate::events::ObjectEvent {
+                    regarding: resource.clone(),
+                    key: slot.1.clone(),
+                    uid: crate::resource::uid_of(&object),
+                    warning: true,
+                    reason: "Quarantined".into(),
+                    action: "MapRelated".into(),
+                    note,
+                });
             }
         }
     }
@@ -566,6 +625,13 @@ impl Controller {
 /// The finalizers an object (JSON text) carries.
 pub fn finalizers_of(json: &str) -> Vec<String> {
     reconcile::meta(json).finalizers
+}
+
+/// Where a `map-related` call runs: the instance reserved for map-related, or a free reconcile
+/// worker slot. Held until the call ends.
+enum MapPlace {
+    Reserved { _permit: tokio::sync::OwnedSemaphorePermit },
+    Worker { _slot: workers::Slot },
 }
 
 /// What every version of a controller shares.

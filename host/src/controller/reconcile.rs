@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use super::quarantine::{Entered, is_object_fault};
+use super::quarantine::{Entered, Subject, is_object_fault};
 use super::shadow::Trace;
 use super::{Controller, Version};
 use crate::client::{PatchKind, RequestError, WriteOp, WriteRequest};
@@ -36,7 +36,7 @@ pub enum Outcome {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct Meta {
-    resource_version: Option<String>,
+    pub(super) resource_version: Option<String>,
     deletion_timestamp: Option<String>,
     pub(crate) finalizers: Vec<String>,
 }
@@ -69,9 +69,10 @@ impl Controller {
         self.metrics.reconcile_time.observe(started.elapsed().as_secs_f64());
         // A call that ends without a fault breaks the key's streak of faults; a failure before
         // the call (the finalizer write) or before the object was seen (instantiation) does not.
+        let subject = Subject::Primary(key.clone());
         let outcome = match result {
             Ok(action) => {
-                self.quarantine.succeeded(key);
+                self.quarantine.succeeded(&subject);
                 version.tally.record(key, false);
                 match action {
                     Action::Done => Outcome::Success,
@@ -81,22 +82,23 @@ impl Controller {
             Err(failure) => {
                 self.report(version, key, &failure);
                 // Only the plugin's own failures say how this version does: a conflict is
-                // another actor's doing, a finalizer write the host's.
-                match &failure {
-                    Failure::Call { error: CallError::Plugin { code: GuestErrorCode::Conflict, .. }, .. } => version.tally.record(key, false),
-                    Failure::Call { .. } => version.tally.record(key, true),
-                    Failure::Finalizer(_) => {}
+                // another actor's doing, an outage the infrastructure's, a finalizer write the
+                // host's.
+                if let Failure::Call { error, .. } = &failure {
+                    version.tally.record_failure(key, error);
                 }
                 match failure {
-                    Failure::Call { error: CallError::Fault(fault), seen: Some(seen) } if is_object_fault(&fault) => match self.quarantine.fault(key, &seen) {
-                        Some(entered) => {
-                            self.report_quarantine(version, key, &fault, entered);
-                            Outcome::Quarantined
+                    Failure::Call { error: CallError::Fault(fault), seen: Some(seen) } if is_object_fault(&fault) => {
+                        match self.quarantine.fault(&subject, &seen) {
+                            Some(entered) => {
+                                self.report_quarantine(version, key, &fault, entered);
+                                Outcome::Quarantined
+                            }
+                            None => Outcome::Error,
                         }
-                        None => Outcome::Error,
-                    },
+                    }
                     Failure::Call { error: CallError::Plugin { .. }, .. } => {
-                        self.quarantine.succeeded(key);
+                        self.quarantine.succeeded(&subject);
                         Outcome::Error
                     }
                     _ => Outcome::Error,
@@ -115,7 +117,7 @@ impl Controller {
     /// is released).
     pub(super) fn held(&self, version: &Version, key: &ObjectKey) -> bool {
         let current = || version.primary.get(&version.manifest.primary, key).map(|json| meta(&json).resource_version.unwrap_or_default());
-        self.quarantine.holds(key, current)
+        self.quarantine.holds(&Subject::Primary(key.clone()), current)
     }
 
     async fn reconcile_key(&self, version: &Version, key: &ObjectKey) -> Result<Action, Failure> {
@@ -167,7 +169,7 @@ impl Controller {
             None => version.runner.reconcile(request).await,
             // Journaled for the candidate to replay.
             Some(shadow) => {
-                let journal = Journal::new(version.runner.services().clone());
+                let journal = Journal::bounded(version.runner.services().clone(), shadow.trace_bytes());
                 let result = version.runner.reconcile_with(request.clone(), journal.services()).await;
                 shadow.offer(Trace { request, live: journal.entries(), result: result.clone() });
                 result
@@ -185,6 +187,7 @@ impl Controller {
         let request = Request { key: key.clone(), object: last.clone(), retries: self.queue.num_requeues(key) };
         let action = version.runner.released(request).await.map_err(|error| Failure::Call { error, seen: None })?;
         if !matches!(action, Some(Action::RequeueAfter(_))) {
+            self.drop_finalizer(version, key, &last).await?;
             let mut released = self.released.lock();
             // Unless it was released again (a newer state) meanwhile.
             if released.get(key).is_some_and(|s| std::sync::Arc::ptr_eq(s, &last)) {
@@ -192,6 +195,25 @@ impl Controller {
             }
         }
         Ok(action.unwrap_or(Action::Done))
+    }
+
+    /// Takes the host's finalizer off a primary that stopped matching the selector: the plugin is
+    /// no longer responsible for it, and no later event of it reaches this plugin — its deletion
+    /// would otherwise wait forever. Read live (the object is outside every view of the plugin),
+    /// and patched on the condition that it has not changed since (a conflict is retried).
+    async fn drop_finalizer(&self, version: &Version, key: &ObjectKey, last: &str) -> Result<(), Failure> {
+        let ours = |f: &String| Some(f) == version.manifest.finalizer.as_ref() || version.previous_finalizers.contains(f);
+        if !meta(last).finalizers.iter().any(ours) {
+            return Ok(());
+        }
+        let current = self.api.get(&version.manifest.primary, key.namespace(), key.name()).await.map_err(Failure::Finalizer)?;
+        let Some(current) = current else { return Ok(()) };
+        let meta = meta(&current);
+        if !meta.finalizers.iter().any(ours) {
+            return Ok(());
+        }
+        let rest = meta.finalizers.iter().filter(|f| !ours(f)).cloned().collect();
+        self.set_finalizers(version, key, &meta, rest).await.map(drop)
     }
 
     /// Replaces the primary's finalizers, as the plugin, on the condition that it has not

@@ -8,7 +8,10 @@
 //! Events and the result — and tallies per key whether they agree, keeping the first diffs.
 //!
 //! The shadow never slows the live version: it has its own instances, its own rate limit for
-//! dry runs, one worker, and a backlog of at most [`BACKLOG`] keys (the newest trace per key);
+//! dry runs, one worker, and a backlog of at most [`BACKLOG`] keys (the newest trace per key)
+//! and at most the candidate's memory limit in bytes: the candidate reserves two instances of
+//! the memory budget and its one worker uses one, so the journals it waits on are held to the
+//! other. A live call journaled past [`Shadow::trace_bytes`] (an eighth of that) is skipped;
 //! while the live version has work, the shadow takes at most [`SHARE`] of the time (it pauses
 //! after each call for the rest). Its faults and errors are counted, never retried, and never
 //! reach the live queue.
@@ -36,6 +39,8 @@ use crate::selector::LabelSelector;
 
 /// Keys waiting for the shadow at most; traces beyond are skipped.
 pub const BACKLOG: usize = 1_000;
+/// The share of the backlog's bytes one trace may take.
+const TRACE_SHARE: usize = 8;
 /// The share of time the shadow may take while the live version has work.
 pub const SHARE: f64 = 0.1;
 /// Diffs kept for the status, with their keys.
@@ -119,6 +124,8 @@ pub struct Shadow {
     /// The candidate's dry-run client.
     api: Arc<dyn Api>,
     backlog: Mutex<Backlog>,
+    /// The most bytes of journals waiting at once (the candidate's memory limit).
+    backlog_bytes: usize,
     wake: Notify,
     report: Mutex<Report>,
     counters: HashMap<Agreement, Counter>,
@@ -129,6 +136,8 @@ pub struct Shadow {
 struct Backlog {
     order: VecDeque<ObjectKey>,
     traces: HashMap<ObjectKey, Trace>,
+    /// What the waiting traces' journals hold.
+    bytes: usize,
 }
 
 impl Shadow {
@@ -143,11 +152,13 @@ impl Shadow {
         stop: CancellationToken,
     ) -> Arc<Self> {
         let report = Report { version: candidate.manifest.version.clone(), digest: candidate.plugin.digest.to_string(), ..Report::default() };
+        let backlog_bytes = usize::try_from(candidate.runner.limits().memory_bytes).unwrap_or(usize::MAX);
         let shadow = Arc::new(Shadow {
             plugin: plugin.into(),
             candidate,
             api,
             backlog: Mutex::default(),
+            backlog_bytes,
             wake: Notify::new(),
             report: Mutex::new(report),
             counters: Agreement::ALL.iter().map(|a| (*a, metrics.shadow(plugin, a.label()))).collect(),
@@ -155,6 +166,11 @@ impl Shadow {
         });
         tokio::spawn(shadow.clone().run(live_busy));
         shadow
+    }
+
+    /// The most a live call's journal may hold to be replayed.
+    pub fn trace_bytes(&self) -> usize {
+        self.backlog_bytes / TRACE_SHARE
     }
 
     pub fn candidate(&self) -> &Arc<Version> {
@@ -174,16 +190,26 @@ impl Shadow {
     /// same key still waiting is replaced (and counted skipped).
     pub fn offer(&self, trace: Trace) {
         let key = trace.request.key.clone();
+        let bytes = held_bytes(&trace);
         let mut backlog = self.backlog.lock();
-        let replaced = backlog.traces.insert(key.clone(), trace).is_some();
-        if replaced {
+        let waiting = backlog.traces.get(&key).map(held_bytes);
+        // Over the bytes: a journal that overflowed, or one the backlog has no room for.
+        if trace.live.overflowed || backlog.bytes - waiting.unwrap_or(0) + bytes > self.backlog_bytes {
+            drop(backlog);
+            self.count(Agreement::Skipped);
+            return;
+        }
+        if let Some(before) = waiting {
+            backlog.bytes = backlog.bytes - before + bytes;
+            backlog.traces.insert(key, trace);
             drop(backlog);
             self.count(Agreement::Skipped);
         } else if backlog.order.len() >= BACKLOG {
-            backlog.traces.remove(&key);
             drop(backlog);
             self.count(Agreement::Skipped);
         } else {
+            backlog.bytes += bytes;
+            backlog.traces.insert(key.clone(), trace);
             backlog.order.push_back(key);
             drop(backlog);
             self.wake.notify_one();
@@ -193,7 +219,9 @@ impl Shadow {
     fn next(&self) -> Option<Trace> {
         let mut backlog = self.backlog.lock();
         let key = backlog.order.pop_front()?;
-        backlog.traces.remove(&key)
+        let trace = backlog.traces.remove(&key)?;
+        backlog.bytes -= held_bytes(&trace);
+        Some(trace)
     }
 
     fn count(&self, agreement: Agreement) {
@@ -258,14 +286,19 @@ impl Drop for Shadow {
     }
 }
 
+/// What a waiting trace holds: its journal and the object it was handed.
+fn held_bytes(trace: &Trace) -> usize {
+    trace.live.bytes + trace.request.object.len()
+}
+
 /// How the candidate's call compared with the live one, and what differed.
 fn compare(live: &Entries, live_result: &Result<Action, CallError>, own: &Entries, result: &Result<Action, CallError>) -> (Agreement, Option<String>) {
     if let Err(CallError::Fault(fault)) = result {
         return (Agreement::Fault, Some(format!("the candidate {fault}")));
     }
-    let spell = |entries: &Entries, result: &Result<Action, CallError>| {
+    let spell = |entries: &Entries, result: &Result<Action, CallError>, calls: fn(&WriteRequest) -> Value| {
         json!({
-            "calls": entries.writes.iter().map(|w| comparable(&w.request)).collect::<Vec<_>>(),
+            "calls": entries.writes.iter().map(|w| calls(&w.request)).collect::<Vec<_>>(),
             "events": entries.events.iter().map(case::event).collect::<Vec<_>>(),
             // An error is compared by its code: messages may word the same failure differently.
             "result": match result {
@@ -274,10 +307,13 @@ fn compare(live: &Entries, live_result: &Result<Action, CallError>, own: &Entrie
             },
         })
     };
-    let (theirs, ours) = (spell(live, live_result), spell(own, result));
-    let Some(mut diff) = case::diff_labelled("live and candidate", ("live", &theirs), ("candidate", &ours)) else {
+    if spell(live, live_result, comparable) == spell(own, result, comparable) {
         return (Agreement::Same, None);
-    };
+    }
+    // What is shown (the log, the status ConfigMap) is spelled redacted.
+    let (theirs, ours) = (spell(live, live_result, shown), spell(own, result, shown));
+    let mut diff = case::diff_labelled("live and candidate", ("live", &theirs), ("candidate", &ours))
+        .unwrap_or_else(|| "the calls differ in Secret values, which are not shown\n".to_string());
     // What the dry runs of calls only the candidate made said.
     for written in own.writes.iter().filter(|w| w.result.is_err()) {
         diff.push_str(&format!(
@@ -295,7 +331,15 @@ fn compare(live: &Entries, live_result: &Result<Action, CallError>, own: &Entrie
 
 /// A write as compared: its case spelling without the fields the API server sets.
 fn comparable(request: &WriteRequest) -> Value {
-    let mut call = case::call(request);
+    without_server_fields(case::call(request))
+}
+
+/// A write as a diff shows it: compared, and redacted.
+fn shown(request: &WriteRequest) -> Value {
+    without_server_fields(case::redacted_call(request))
+}
+
+fn without_server_fields(mut call: Value) -> Value {
     if let Some(metadata) =
         call.as_object_mut().and_then(|c| c.values_mut().next()).and_then(|object| object.get_mut("metadata")).and_then(Value::as_object_mut)
     {
@@ -454,6 +498,33 @@ mod tests {
         let diff = diff.unwrap();
         let line = |sign: char, text: &str| diff.lines().any(|l| l.strip_prefix(sign).is_some_and(|rest| rest.trim() == text));
         assert!(line('-', "replicas: 3") && line('+', "replicas: 2"), "{diff}");
+    }
+
+    #[test]
+    fn a_secret_written_otherwise_differs_without_its_values_in_the_diff() {
+        let secret = |value: &str| WriteRequest {
+            resource: Gvk::new("", "v1", "Secret"),
+            namespace: Some("ns".into()),
+            name: "s".into(),
+            op: WriteOp::Apply {
+                object: json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"k": value}}),
+                force: true,
+                status: false,
+            },
+        };
+        let (agreement, diff) = compare(&entries(vec![secret("djE=")]), &Ok(Action::Done), &entries(vec![secret("djI=")]), &Ok(Action::Done));
+        assert_eq!(agreement, Agreement::Differs);
+        let diff = diff.unwrap();
+        assert!(!diff.contains("djE=") && !diff.contains("djI="), "{diff}");
+        assert!(diff.contains("Secret values"), "{diff}");
+        // A JSON patch of the Secret too.
+        let patch = |value: &str| WriteRequest {
+            op: WriteOp::Patch { patch_type: PatchKind::Json, body: json!([{"op": "replace", "path": "/data/k", "value": value}]) },
+            ..secret("")
+        };
+        let (_, diff) = compare(&entries(vec![patch("djE=")]), &Ok(Action::Done), &entries(vec![patch("djI="), patch("djM=")]), &Ok(Action::Done));
+        let diff = diff.unwrap();
+        assert!(["djE=", "djI=", "djM="].iter().all(|v| !diff.contains(v)), "{diff}");
     }
 
     #[test]

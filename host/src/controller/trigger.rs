@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
@@ -39,13 +40,16 @@ pub type Released = Arc<Mutex<HashMap<ObjectKey, Arc<str>>>>;
 
 /// Watched objects waiting for `map-related`, deduplicated: per object, its current state and
 /// the oldest state not mapped yet (so an object that moved from one primary to another reaches
-/// both). Bounded: past `max` objects, new ones are dropped and counted. Entries leave once
-/// mapped; a fault leaves them for a retry with backoff.
+/// both). Bounded: past `max` objects, a new one is not kept but counted, and the backlog is
+/// marked overflowed: its owner then reconciles every primary instead (level-triggered, so no
+/// change is lost; [`MapBacklog::take_overflow`]). Entries leave once mapped; a fault leaves them
+/// for a retry with backoff.
 pub struct MapBacklog {
     pub queue: WorkQueue<MapKey>,
     objects: Mutex<HashMap<MapKey, Arc<str>>>,
     max: usize,
     dropped: Counter,
+    overflowed: AtomicBool,
 }
 
 /// One state of one watched object: (resource, key, whether it is a state it left).
@@ -53,7 +57,7 @@ pub type MapKey = (Gvk, ObjectKey, bool);
 
 impl MapBacklog {
     pub fn new(queue: WorkQueue<MapKey>, max: usize, dropped: Counter) -> Self {
-        MapBacklog { queue, objects: Mutex::default(), max, dropped }
+        MapBacklog { queue, objects: Mutex::default(), max, dropped, overflowed: AtomicBool::new(false) }
     }
 
     fn push(&self, resource: &Gvk, key: &ObjectKey, object: &Arc<str>, previous: bool) {
@@ -67,6 +71,7 @@ impl MapBacklog {
                 Some(state) => *state = object.clone(),
                 None if full => {
                     self.dropped.inc();
+                    self.overflowed.store(true, Ordering::Release);
                     return;
                 }
                 None => {
@@ -75,6 +80,12 @@ impl MapBacklog {
             }
         }
         self.queue.add(slot);
+    }
+
+    /// Whether objects were left out since the last time it was asked (and so every primary
+    /// must be reconciled).
+    pub fn take_overflow(&self) -> bool {
+        self.overflowed.swap(false, Ordering::AcqRel)
     }
 
     /// The state to map for `slot`, if it still waits.
@@ -109,10 +120,12 @@ pub struct Trigger {
 
 impl Subscriber for Trigger {
     fn on_event(&self, event: Event<'_>) {
-        let (key, object, old) = match event {
-            Event::Applied { key, object, old } => (key, object, old),
-            Event::Deleted { key, object } => (key, object, None),
+        let (key, object, old, listed) = match event {
+            Event::Applied { key, object, old, listed } => (key, object, old, listed),
+            Event::Deleted { key, object } => (key, object, None, false),
         };
+        // What a list says waits behind what the watch saw change (the queue's background lane).
+        let reason = |live: Reason| if listed { Reason::Listed } else { live };
         match &self.mapping {
             Mapping::Primary { selector, releases } => {
                 let matches = |entry: &Entry| selector.as_ref().is_none_or(|s| s.matches(|k| entry.label(k)));
@@ -122,7 +135,7 @@ impl Subscriber for Trigger {
                     self.released.lock().insert(key.clone(), object.json().clone());
                     self.queue.add_for(key.clone(), Reason::Released);
                 } else {
-                    self.queue.add_for(key.clone(), Reason::Changed);
+                    self.queue.add_for(key.clone(), reason(Reason::Changed));
                 }
             }
             Mapping::Owners { controller_only } => {
@@ -133,7 +146,7 @@ impl Subscriber for Trigger {
                 targets.sort();
                 targets.dedup();
                 for owner in targets {
-                    self.queue.add_for(self.primary_key(key, &owner), Reason::Owned);
+                    self.queue.add_for(self.primary_key(key, &owner), reason(Reason::Owned));
                 }
             }
             Mapping::Label(label) => {
@@ -141,7 +154,7 @@ impl Subscriber for Trigger {
                 targets.extend(old.and_then(|old| old.label(label)));
                 targets.dedup();
                 for name in targets {
-                    self.queue.add_for(self.primary_key(key, name), Reason::Mapped);
+                    self.queue.add_for(self.primary_key(key, name), reason(Reason::Mapped));
                 }
             }
             Mapping::MapRelated => {
@@ -244,7 +257,7 @@ mod tests {
     }
 
     fn applied<'a>(key: &'a ObjectKey, object: &'a Entry, old: Option<&'a Entry>) -> Event<'a> {
-        Event::Applied { key, object, old }
+        Event::Applied { key, object, old, listed: false }
     }
 
     #[tokio::test]
@@ -260,6 +273,18 @@ mod tests {
         );
         f.trigger.on_event(Event::Deleted { key: &key, object: &entry });
         assert_eq!(queued(&f.queue).await, ["ns/mine:owned"]);
+    }
+
+    #[tokio::test]
+    async fn what_a_list_says_is_background_work_what_the_watch_saw_is_live() {
+        let refs = serde_json::json!([{"apiVersion": "example.com/v1", "kind": "Foo", "name": "a", "uid": "1", "controller": true}]);
+        let f = trigger(Mapping::Owners { controller_only: true }, true);
+        let (key, entry) = child(refs, serde_json::json!({}));
+        f.trigger.on_event(Event::Applied { key: &key, object: &entry, old: None, listed: true });
+        assert_eq!(queued(&f.queue).await, ["ns/a:listed"]);
+        f.trigger.on_event(Event::Applied { key: &key, object: &entry, old: None, listed: true });
+        f.trigger.on_event(applied(&key, &entry, None));
+        assert_eq!(queued(&f.queue).await, ["ns/a:owned,listed"], "a change while listed moves it to the live lane");
     }
 
     #[tokio::test]
@@ -310,8 +335,11 @@ mod tests {
         assert!(previous.contains(r#""v":"1""#) && current.contains(r#""v":"3""#));
         // Full (2 here): another object is dropped and counted, the known ones still update.
         let (other, _) = entry(serde_json::json!({"metadata": {"name": "other", "namespace": "ns"}}));
+        assert!(!f.mapper.take_overflow());
         f.trigger.on_event(applied(&other, &after, None));
         assert_eq!(f.mapper.len(), 2);
+        assert!(f.mapper.take_overflow(), "a left-out object is never silent: the owner resyncs every primary");
+        assert!(!f.mapper.take_overflow(), "once");
         // Mapped at one state while a newer one arrived: the newer one stays.
         f.mapper.mapped(&(resource.clone(), key.clone(), false), &previous);
         assert_eq!(f.mapper.len(), 2);

@@ -15,7 +15,7 @@
 pub mod raw;
 pub mod store;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -83,7 +83,9 @@ impl std::fmt::Display for WatchKey {
 pub enum Event<'a> {
     /// Added, changed, or seen again in a re-list; `old` is the state the cache held before,
     /// if any (an update that moves an object from one target to another must reach both).
-    Applied { key: &'a ObjectKey, object: &'a Entry, old: Option<&'a Entry> },
+    /// `listed`: from a (re)list, or the cache handed to a late subscriber, rather than a change
+    /// the watch saw — background work for a queue.
+    Applied { key: &'a ObjectKey, object: &'a Entry, old: Option<&'a Entry>, listed: bool },
     /// Gone from this watch: deleted, or (for a watch with a label selector) no longer
     /// matching it. `object` is its final state as the watch reported it.
     Deleted { key: &'a ObjectKey, object: &'a Entry },
@@ -124,10 +126,10 @@ impl Subscribed {
     fn deliver(&self, event: Event<'_>) {
         let Some(selector) = &self.selector else { return self.subscriber.on_event(event) };
         match event {
-            Event::Applied { key, object, old } => {
+            Event::Applied { key, object, old, listed } => {
                 let old = old.filter(|o| o.matches(selector));
                 if object.matches(selector) {
-                    self.subscriber.on_event(Event::Applied { key, object, old });
+                    self.subscriber.on_event(Event::Applied { key, object, old, listed });
                 } else if old.is_some() {
                     // It left the selection: gone, in its state that no longer matches.
                     self.subscriber.on_event(Event::Deleted { key, object });
@@ -149,8 +151,10 @@ impl Informer {
         }
     }
 
-    /// Applies one watcher event to the store and tells the subscribers.
-    fn apply(&self, event: watcher::Event<RawObject>, relist: &mut Vec<ParsedObject>) {
+    /// Applies one watcher event to the store and tells the subscribers. A (re)list is applied
+    /// object by object as it arrives, `listed` keeping the keys seen; what it did not hold goes
+    /// at its end.
+    fn apply(&self, event: watcher::Event<RawObject>, listed: &mut HashSet<ObjectKey>) {
         let parse = |raw: RawObject| match raw.into_cached(&self.key.resource) {
             Ok(object) => Some(object),
             Err(e) => {
@@ -159,28 +163,29 @@ impl Informer {
             }
         };
         match event {
-            watcher::Event::Init => relist.clear(),
-            watcher::Event::InitApply(raw) => relist.extend(parse(raw)),
-            watcher::Event::InitDone => {
-                let listed = std::mem::take(relist);
-                let before: std::collections::HashMap<ObjectKey, Entry> = self.store.store().entries().into_iter().collect();
-                let keys: Vec<(ObjectKey, Entry)> = listed.iter().map(|o| (o.key.clone(), o.entry.clone())).collect();
-                for (key, entry) in self.store.replace_all(listed) {
-                    self.notify(Event::Deleted { key: &key, object: &entry });
-                }
-                for (key, entry) in &keys {
-                    if self.store.store().entry(key).is_some() {
-                        self.notify(Event::Applied { key, object: entry, old: before.get(key) });
+            watcher::Event::Init => listed.clear(),
+            watcher::Event::InitApply(raw) => {
+                if let Some(object) = parse(raw) {
+                    let key = object.key.clone();
+                    listed.insert(key.clone());
+                    if let Some(Inserted::Cached { now, old }) = self.store.relisted(object) {
+                        self.notify(Event::Applied { key: &key, object: &now, old: old.as_ref(), listed: true });
                     }
                 }
+            }
+            watcher::Event::InitDone => {
+                for (key, entry) in self.store.relist_done(listed) {
+                    self.notify(Event::Deleted { key: &key, object: &entry });
+                }
+                *listed = HashSet::new();
             }
             watcher::Event::Apply(raw) => {
                 if let Some(object) = parse(raw) {
                     let key = object.key.clone();
                     match self.store.insert_newer(object) {
-                        Inserted::Cached { now, old } => self.notify(Event::Applied { key: &key, object: &now, old: old.as_ref() }),
+                        Inserted::Cached { now, old } => self.notify(Event::Applied { key: &key, object: &now, old: old.as_ref(), listed: false }),
                         // Still worth a look: level-triggered subscribers read the cache anyway.
-                        Inserted::Stale(kept) => self.notify(Event::Applied { key: &key, object: &kept, old: None }),
+                        Inserted::Stale(kept) => self.notify(Event::Applied { key: &key, object: &kept, old: None, listed: false }),
                         Inserted::Buried => {}
                     }
                 }
@@ -283,7 +288,7 @@ impl Informers {
             let mut subscribers = informer.subscribers.write();
             let subscribed = Subscribed { id, selector: selector.clone(), subscriber };
             for (key, entry) in informer.store.store().entries() {
-                subscribed.deliver(Event::Applied { key: &key, object: &entry, old: None });
+                subscribed.deliver(Event::Applied { key: &key, object: &entry, old: None, listed: true });
             }
             subscribers.push(subscribed);
         }
@@ -355,7 +360,7 @@ impl Informers {
         tokio::spawn(async move {
             tracing::info!(informer = %task.key, "watching");
             let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
-            let mut relist = Vec::new();
+            let mut listed = HashSet::new();
             loop {
                 let event = tokio::select! {
                     _ = task.stop.cancelled() => break,
@@ -364,7 +369,7 @@ impl Informers {
                 match event {
                     Some(Ok(event)) => {
                         let done = matches!(event, watcher::Event::InitDone);
-                        task.apply(event, &mut relist);
+                        task.apply(event, &mut listed);
                         if done {
                             synced_tx.send_replace(true);
                         }
@@ -500,11 +505,11 @@ mod tests {
         let subscribed = Subscribed { id: 1, selector: Some("app=web".parse().unwrap()), subscriber: seen.clone() };
         let (web, db) = (entry("a", "web"), entry("a", "db"));
         let key = &web.key;
-        subscribed.deliver(Event::Applied { key, object: &web.entry, old: None });
-        subscribed.deliver(Event::Applied { key, object: &web.entry, old: Some(&web.entry) });
-        subscribed.deliver(Event::Applied { key, object: &db.entry, old: Some(&web.entry) });
-        subscribed.deliver(Event::Applied { key, object: &db.entry, old: Some(&db.entry) });
-        subscribed.deliver(Event::Applied { key, object: &web.entry, old: Some(&db.entry) });
+        subscribed.deliver(Event::Applied { key, object: &web.entry, old: None, listed: false });
+        subscribed.deliver(Event::Applied { key, object: &web.entry, old: Some(&web.entry), listed: false });
+        subscribed.deliver(Event::Applied { key, object: &db.entry, old: Some(&web.entry), listed: false });
+        subscribed.deliver(Event::Applied { key, object: &db.entry, old: Some(&db.entry), listed: false });
+        subscribed.deliver(Event::Applied { key, object: &web.entry, old: Some(&db.entry), listed: false });
         subscribed.deliver(Event::Deleted { key, object: &web.entry });
         subscribed.deliver(Event::Deleted { key, object: &db.entry });
         assert_eq!(*seen.0.lock(), ["applied a old=false", "applied a old=true", "deleted a", "applied a old=false", "deleted a"]);

@@ -9,7 +9,7 @@
 //! that an answer to a write that arrives after the object's deletion was seen (or after its
 //! writer deleted it) cannot bring it back.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -146,6 +146,9 @@ struct Inner {
     namespaces: HashSet<Arc<str>>,
     /// Objects known to be deleted, by key: their uid and last resourceVersion, and when.
     tombstones: HashMap<ObjectKey, Tombstone>,
+    /// The tombstones in the order they were laid, so that the expired ones go from the front
+    /// one by one: a delete never scans them all (50 k deletes in a TTL would be O(n²)).
+    buried_order: VecDeque<(ObjectKey, Instant)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -157,8 +160,9 @@ struct Tombstone {
 
 /// Tombstones are kept this long (answers in flight arrive within a request timeout)...
 const TOMBSTONE_TTL: Duration = Duration::from_secs(300);
-/// ...and pruned once there are more than this many.
-const TOMBSTONE_PRUNE_AT: usize = 4096;
+/// ...and at most this many: past it the oldest go first, young or not (a churn of deletes must
+/// not grow the cache without bound; an answer older than 64 k deletes is very late indeed).
+const TOMBSTONES_MAX: usize = 65_536;
 
 impl Tombstone {
     /// Whether `entry` is the deleted object (or an older state of it).
@@ -184,11 +188,19 @@ impl Inner {
     }
 
     fn bury(&mut self, key: &ObjectKey, uid: u64, version: u64) {
-        if self.tombstones.len() >= TOMBSTONE_PRUNE_AT {
-            let now = Instant::now();
-            self.tombstones.retain(|_, t| now.duration_since(t.at) < TOMBSTONE_TTL);
+        let now = Instant::now();
+        while let Some((oldest, at)) = self.buried_order.front() {
+            if now.duration_since(*at) < TOMBSTONE_TTL && self.buried_order.len() < TOMBSTONES_MAX {
+                break;
+            }
+            // Only if it is still that tombstone: a key buried again later has a newer one.
+            if self.tombstones.get(oldest).is_some_and(|t| t.at == *at) {
+                self.tombstones.remove(oldest);
+            }
+            self.buried_order.pop_front();
         }
-        self.tombstones.insert(key.clone(), Tombstone { uid, version, at: Instant::now() });
+        self.tombstones.insert(key.clone(), Tombstone { uid, version, at: now });
+        self.buried_order.push_back((key.clone(), now));
     }
 
     /// Whether `object` was deleted already; a newer object under the key clears the tombstone.
@@ -361,21 +373,26 @@ impl Writer {
         Some(cached)
     }
 
-    /// Replaces the whole content (after a full list) and returns the entries that are gone.
-    /// Objects known to be deleted are left out: a list served from a lagging cache may still
-    /// hold them.
-    pub fn replace_all(&self, objects: Vec<ParsedObject>) -> Vec<(ObjectKey, Entry)> {
+    /// Puts in one object of a full list, whatever the cache held (a list is the truth), and
+    /// returns the state it replaced. An object known to be deleted is left out: a list served
+    /// from a lagging cache may still hold it. A relist goes through here object by object, as
+    /// the list's pages arrive, so that it never holds the old cache and the whole new list at
+    /// once (twice the memory after an API server restart, audit M10).
+    pub fn relisted(&self, object: ParsedObject) -> Option<Inserted> {
         let mut inner = self.store.inner.write();
-        let mut fresh = Inner { tombstones: std::mem::take(&mut inner.tombstones), ..Inner::default() };
-        for object in objects {
-            if fresh.buried(&object) {
-                continue;
-            }
-            let key = fresh.intern(object.key);
-            fresh.objects.insert(key, object.entry);
+        if inner.buried(&object) {
+            return None;
         }
-        let old = std::mem::replace(&mut *inner, fresh);
-        old.objects.into_iter().filter(|(key, _)| !inner.objects.contains_key(key)).collect()
+        let key = inner.intern(object.key);
+        let old = inner.objects.insert(key, object.entry.clone());
+        Some(Inserted::Cached { now: object.entry, old })
+    }
+
+    /// Ends a full list: removes what it did not hold and returns those entries.
+    pub fn relist_done(&self, listed: &HashSet<ObjectKey>) -> Vec<(ObjectKey, Entry)> {
+        let mut inner = self.store.inner.write();
+        let gone: Vec<ObjectKey> = inner.objects.keys().filter(|key| !listed.contains(*key)).cloned().collect();
+        gone.into_iter().filter_map(|key| inner.objects.remove(&key).map(|entry| (key, entry))).collect()
     }
 }
 
@@ -415,12 +432,21 @@ mod tests {
         assert_eq!(keys(store.list(None, Some(&web))), ["a/x", "b/x"]);
     }
 
+    /// A relist, object by object, then what it did not hold goes.
+    fn relist(writer: &Writer, objects: Vec<ParsedObject>) -> Vec<(ObjectKey, Entry)> {
+        let listed: HashSet<ObjectKey> = objects.iter().map(|o| o.key.clone()).collect();
+        for object in objects {
+            writer.relisted(object);
+        }
+        writer.relist_done(&listed)
+    }
+
     #[test]
-    fn replace_all_reports_what_disappeared() {
+    fn a_relist_reports_what_disappeared() {
         let writer = Writer::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
         writer.insert(object("a", "gone", ""));
         writer.insert(object("a", "kept", ""));
-        let removed = writer.replace_all(vec![object("a", "kept", ""), object("a", "new", "")]);
+        let removed = relist(&writer, vec![object("a", "kept", ""), object("a", "new", "")]);
         assert_eq!(removed.into_iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>(), ["a/gone"]);
         assert_eq!(writer.store().len(), 2);
         assert!(writer.store().get(&ObjectKey::new(Some("a"), "new")).is_some());
@@ -466,7 +492,7 @@ mod tests {
         assert!(matches!(writer.insert_newer(at("11", "u1", "late")), Inserted::Buried));
         assert!(writer.store().get(&key).is_none());
         // A list served from a lagging cache still has it: left out.
-        writer.replace_all(vec![at("10", "u1", "v")]);
+        relist(&writer, vec![at("10", "u1", "v")]);
         assert!(writer.store().get(&key).is_none());
         // An object re-created under the same name is a new object.
         assert!(cached(writer.insert_newer(at("20", "u2", "new"))).starts_with("cached"));
@@ -488,6 +514,32 @@ mod tests {
         let one = writer.store().get(&ObjectKey::new(Some("a"), "o0")).unwrap().len();
         assert_eq!(writer.store().list_bounded(None, None, one * 10).unwrap().len(), 10);
         assert_eq!(writer.store().list_bounded(None, None, one * 10 - 1).unwrap_err(), one * 10);
+    }
+
+    #[test]
+    fn tombstones_expire_from_the_oldest_and_are_bounded() {
+        let writer = Writer::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
+        let last = at("1", "u", "v").entry;
+        for i in 0..(TOMBSTONES_MAX + 10) {
+            writer.remove(&ObjectKey::new(Some("n"), &format!("o{i}")), &last);
+        }
+        let inner = writer.store.inner.read();
+        assert_eq!(inner.tombstones.len(), TOMBSTONES_MAX);
+        assert!(!inner.tombstones.contains_key(&ObjectKey::new(Some("n"), "o0")), "the oldest went first");
+        assert!(inner.tombstones.contains_key(&ObjectKey::new(Some("n"), &format!("o{}", TOMBSTONES_MAX + 9))));
+        drop(inner);
+        // A key buried twice keeps its newer tombstone when the older one expires.
+        let key = ObjectKey::new(Some("n"), "again");
+        writer.remove(&key, &last);
+        writer.remove(&key, &last);
+        for i in 0..TOMBSTONES_MAX {
+            writer.remove(&ObjectKey::new(Some("m"), &format!("p{i}")), &last);
+            if writer.store.inner.read().buried_order.front().is_some_and(|(k, _)| *k == key) {
+                break;
+            }
+        }
+        writer.remove(&ObjectKey::new(Some("m"), "one-more"), &last);
+        assert!(writer.store.inner.read().tombstones.contains_key(&key), "its second tombstone stays");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! beside it (`.sha256`), verified before loading, so a corrupt or truncated entry is recompiled —
 //! never handed to wasmtime's (unsafe) deserializer. A verified artifact is mapped from its file,
 //! not copied into memory: its code pages are the page cache's, read in as they run and shared
-//! with every other host on the node that maps them (a Python or JS plugin's is 35 MB).
+//! with every other host on the node that maps them (a Python or JS plugin's is 35 MB). Each load
+//! marks its entry as used, for the cache's size limit (`crate::cache_dir`), which evicts the
+//! least recently used entries but none this process maps.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -40,6 +42,16 @@ impl ArtifactCache {
         Some(base.join("kubewasm").join("artifacts"))
     }
 
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The component of `digest` if the cache holds a verified artifact of it (what a compiler
+    /// process stored, see `plugin::compiler`); never compiles.
+    pub fn cached(&self, runtime: &Runtime, digest: &Digest) -> Option<Component> {
+        self.load(runtime, &self.path(runtime, digest))
+    }
+
     fn path(&self, runtime: &Runtime, digest: &Digest) -> PathBuf {
         self.dir.join(format!("{digest}-{}.cwasm", runtime.artifact_tag()))
     }
@@ -61,16 +73,26 @@ impl ArtifactCache {
 
     fn load(&self, runtime: &Runtime, path: &Path) -> Option<Component> {
         let expected = std::fs::read(checksum_path(path)).ok()?;
-        if file_sha256(path).ok()?.as_slice() != expected.as_slice() {
+        // One open file is checked and then mapped (through /proc/self/fd, where there is one):
+        // a file renamed over the entry between the check and the map cannot take its place.
+        let file = std::fs::File::open(path).ok()?;
+        if reader_sha256(&file).ok()?.as_slice() != expected.as_slice() {
             tracing::warn!(path = %path.display(), "artifact cache entry is corrupt; recompiling");
             return None;
         }
+        let pinned = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file)));
+        let mapped = if pinned.exists() { pinned } else { path.to_path_buf() };
         // SAFETY: the file is, byte for byte, what `store` wrote from `Runtime::serialize` with
-        // this artifact tag (the checksum above proves it is unmodified), and entries are only
-        // ever replaced by renaming a new file over them, never rewritten in place, so the
-        // mapping keeps the verified bytes.
-        match unsafe { runtime.deserialize_file(path) } {
-            Ok(component) => Some(component),
+        // this artifact tag (the checksum above proves it is unmodified, read from the very file
+        // mapped here), and entries are only ever replaced by renaming a new file over them,
+        // never rewritten in place, so the mapping keeps the verified bytes. What this does not
+        // cover: someone else who may write the cache directory rewriting a file in place — the
+        // directory must be the host's alone (the chart's emptyDir is).
+        match unsafe { runtime.deserialize_file(&mapped) } {
+            Ok(component) => {
+                crate::cache_dir::touch(path);
+                Some(component)
+            }
             Err(e) => {
                 tracing::warn!(path = %path.display(), "artifact cache entry unusable ({e}); recompiling");
                 None
@@ -98,9 +120,9 @@ fn checksum_path(artifact: &Path) -> PathBuf {
     artifact.with_extension("cwasm.sha256")
 }
 
-/// The sha256 of a file, read in pieces (an artifact is tens of MB).
-fn file_sha256(path: &Path) -> std::io::Result<[u8; 32]> {
+/// The sha256 of an open file, read in pieces (an artifact is tens of MB).
+fn reader_sha256(mut file: &std::fs::File) -> std::io::Result<[u8; 32]> {
     let mut hasher = Sha256::new();
-    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    std::io::copy(&mut file, &mut hasher)?;
     Ok(hasher.finalize().into())
 }

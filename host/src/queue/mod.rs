@@ -2,6 +2,14 @@
 //! key deduplicate, a key is never held by two workers at once (one added while held is queued
 //! again when released), delayed adds keep the earliest time, failed keys are retried after a
 //! per-key exponential backoff under a token bucket, and shutdown can wait for in-flight work.
+//!
+//! Keys wait in two lanes, as in controller-runtime's priority queue: live changes (an object,
+//! a child or a watched object changed; retries and requeues) go before background work (a
+//! list, a resync, a catch-up after a reload), first-in first-out within each, a key taking the
+//! higher of its reasons' lanes. Unlike controller-runtime's, background keys age: one that has
+//! waited longer than the queue's bound ([`WorkQueue::with_max_wait`]) is served in turn with the
+//! live lane, so a busy stream of changes can never starve a resync (controller-runtime #3496),
+//! and a resync storm delays a live change by at most one background key per live one.
 //! It knows keys only — not objects, plugins or Kubernetes — and spawns no task: getters sleep
 //! until the earliest delayed key is due.
 //!
@@ -44,7 +52,11 @@ use tokio::time::Instant;
 pub use rate_limit::RateLimitConfig;
 use state::{State, Take};
 
+pub use crate::metrics::Priority;
 use crate::metrics::{Refresh, WorkqueueMetrics};
+
+/// How long a background key may wait behind live ones before it is served in turn with them.
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
 
 /// What the queue needs of a key: cheap to clone (it is stored in the queue and in the item
 /// table), hashable, and shareable between worker tasks.
@@ -75,6 +87,9 @@ pub enum Reason {
     Released,
     /// The periodic resync, a catch-up after a reload, or leadership regained.
     Resync,
+    /// Seen in a (re)list of a watch: an initial list, a relist, or the cache handed to a plugin
+    /// that subscribed late.
+    Listed,
     /// A failed attempt, retried with backoff.
     Retry,
     /// Asked for by the last reconcile (`requeue-after`).
@@ -82,7 +97,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    const ALL: [Reason; 7] = [Reason::Changed, Reason::Owned, Reason::Mapped, Reason::Released, Reason::Resync, Reason::Retry, Reason::Requeue];
+    const ALL: [Reason; 8] = [Reason::Changed, Reason::Owned, Reason::Mapped, Reason::Released, Reason::Resync, Reason::Listed, Reason::Retry, Reason::Requeue];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -91,6 +106,7 @@ impl Reason {
             Reason::Mapped => "mapped",
             Reason::Released => "released",
             Reason::Resync => "resync",
+            Reason::Listed => "listed",
             Reason::Retry => "retry",
             Reason::Requeue => "requeue",
         }
@@ -106,6 +122,13 @@ impl Reason {
 pub struct Reasons(u8);
 
 impl Reasons {
+    /// The lane these reasons put a key in: background only when nothing but a list or a resync
+    /// asked for it (a key queued with no reason is a live change).
+    pub fn priority(self) -> Priority {
+        let background = Reason::Resync.bit() | Reason::Listed.bit();
+        if self.0 != 0 && self.0 & !background == 0 { Priority::Background } else { Priority::Live }
+    }
+
     pub fn contains(self, reason: Reason) -> bool {
         self.0 & reason.bit() != 0
     }
@@ -161,10 +184,17 @@ struct Shared<K: Key> {
 impl<K: Key> WorkQueue<K> {
     pub fn new(rate_limit: RateLimitConfig, metrics: WorkqueueMetrics) -> Result<Self, QueueError> {
         rate_limit.validate()?;
-        let shared = Arc::new(Shared { state: Mutex::new(State::new(&rate_limit, metrics.clone())), ready: Notify::new(), drained: Notify::new() });
+        let state = State::new(&rate_limit, DEFAULT_MAX_WAIT, metrics.clone());
+        let shared = Arc::new(Shared { state: Mutex::new(state), ready: Notify::new(), drained: Notify::new() });
         let hook = Arc::downgrade(&shared);
         metrics.refresh_on_scrape(hook);
         Ok(WorkQueue { shared })
+    }
+
+    /// Sets how long a background key may wait behind live ones (default [`DEFAULT_MAX_WAIT`]).
+    pub fn with_max_wait(self, max_wait: Duration) -> Self {
+        self.shared.state.lock().set_max_wait(max_wait);
+        self
     }
 
     /// Queues `key` unless it is already queued; ignored once shut down.

@@ -1,6 +1,6 @@
-//! The workqueue's bookkeeping behind its one lock: which keys are queued, being processed,
-//! processed-and-dirty or waiting for a time, each key's failures, and the `workqueue_*` series
-//! that follow from those transitions. Synchronous, and the time comes from the caller (the
+//! The workqueue's bookkeeping behind its one lock: which keys are queued (in which lane),
+//! being processed, processed-and-dirty or waiting for a time, each key's failures, and the
+//! `workqueue_*` series that follow from those transitions. Synchronous, and the time comes from the caller (the
 //! tests' paused clock works); waking and waiting belong to the handle in `queue/mod.rs`.
 
 use std::collections::VecDeque;
@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::delay::Delayed;
 use super::rate_limit::{RateLimitConfig, RateLimiter};
-use super::{Key, Reason, Reasons};
+use super::{Key, Priority, Reason, Reasons};
 use crate::metrics::WorkqueueMetrics;
 
 /// Where one key stands; a key with neither time set has no entry at all.
@@ -24,6 +24,10 @@ struct Item {
     processing_since: Option<Instant>,
     /// Why it is queued (every reason since a worker last took it).
     reasons: Reasons,
+    /// Its place in a lane while it is ready: the lane and the number of its entry there. A key
+    /// moved to the live lane leaves a stale entry behind in the background lane, skipped when it
+    /// comes up (a search through the lane on every promotion would cost O(n)).
+    place: Option<(Priority, u64)>,
 }
 
 /// What [`State::take`] found.
@@ -47,8 +51,17 @@ pub(crate) struct Done {
 #[derive(Debug)]
 pub(crate) struct State<K: Key> {
     items: HashMap<K, Item>,
-    /// Keys queued and not being processed, first-in first-out: each exactly once.
-    ready: VecDeque<K>,
+    /// Keys queued and not being processed, per [`Priority`], first-in first-out: each key's
+    /// current entry exactly once (and stale entries of promoted keys).
+    lanes: [VecDeque<(K, u64)>; 2],
+    /// Numbers the lane entries.
+    entries: u64,
+    /// Keys ready, whatever their lane.
+    ready: usize,
+    /// A background key waiting longer than this is served in turn with the live lane.
+    max_wait: Duration,
+    /// Whether the last key handed out while both lanes had keys came from the live lane.
+    last_live: bool,
     delayed: Delayed<K>,
     /// Why each delayed key was delayed, handed on when it falls due.
     delayed_reasons: HashMap<K, Reasons>,
@@ -59,10 +72,14 @@ pub(crate) struct State<K: Key> {
 }
 
 impl<K: Key> State<K> {
-    pub(crate) fn new(rate_limit: &RateLimitConfig, metrics: WorkqueueMetrics) -> Self {
+    pub(crate) fn new(rate_limit: &RateLimitConfig, max_wait: Duration, metrics: WorkqueueMetrics) -> Self {
         State {
             items: HashMap::new(),
-            ready: VecDeque::new(),
+            lanes: [VecDeque::new(), VecDeque::new()],
+            entries: 0,
+            ready: 0,
+            max_wait,
+            last_live: false,
             delayed: Delayed::new(),
             delayed_reasons: HashMap::new(),
             limiter: RateLimiter::new(rate_limit),
@@ -70,6 +87,18 @@ impl<K: Key> State<K> {
             shutting_down: false,
             metrics,
         }
+    }
+
+    pub(crate) fn set_max_wait(&mut self, max_wait: Duration) {
+        self.max_wait = max_wait;
+    }
+
+    /// Puts a ready key at the back of `lane`.
+    fn enter(&mut self, key: &K, lane: Priority) -> (Priority, u64) {
+        self.entries += 1;
+        self.lanes[lane as usize].push_back((key.clone(), self.entries));
+        self.metrics.depth[lane as usize].inc();
+        (lane, self.entries)
     }
 
     /// Queues `key` unless it is already queued. Returns whether it became ready for a getter.
@@ -84,20 +113,32 @@ impl<K: Key> State<K> {
                 let item = slot.get_mut();
                 item.reasons = item.reasons | reasons;
                 if item.queued_since.is_some() {
+                    // Ready in the background lane, and live now: moved ahead.
+                    if let Some((Priority::Background, _)) = item.place
+                        && item.reasons.priority() == Priority::Live
+                    {
+                        let key = slot.key().clone();
+                        self.metrics.depth[Priority::Background as usize].dec();
+                        let place = self.enter(&key, Priority::Live);
+                        self.items.get_mut(&key).expect("present").place = Some(place);
+                    }
                     return false;
                 }
                 // Processing: `done` queues it, so it never reaches two workers at once.
                 item.queued_since = Some(now());
-                false
+                self.metrics.adds.inc();
+                return false;
             }
             Entry::Vacant(slot) => {
-                self.ready.push_back(slot.key().clone());
-                slot.insert(Item { queued_since: Some(now()), processing_since: None, reasons });
+                let key = slot.key().clone();
+                slot.insert(Item { queued_since: Some(now()), processing_since: None, reasons, place: None });
+                let place = self.enter(&key, reasons.priority());
+                self.items.get_mut(&key).expect("present").place = Some(place);
+                self.ready += 1;
                 true
             }
         };
         self.metrics.adds.inc();
-        self.metrics.depth.inc();
         ready
     }
 
@@ -138,17 +179,56 @@ impl<K: Key> State<K> {
             let reasons = self.delayed_reasons.remove(&key).unwrap_or_default();
             promoted += usize::from(self.add(key, reasons, || now));
         }
-        let Some(key) = self.ready.pop_front() else {
+        let Some((key, lane)) = self.next(now) else {
             return Take::Wait(self.delayed.next_due());
         };
         let item = self.items.get_mut(&key).expect("a ready key has an item");
         let queued_since = item.queued_since.take().expect("a ready key is queued");
         item.processing_since = Some(now);
+        item.place = None;
         let reasons = std::mem::take(&mut item.reasons);
         self.processing += 1;
-        self.metrics.depth.dec();
-        self.metrics.queue_duration.observe((now - queued_since).as_secs_f64());
+        self.ready -= 1;
+        let waited = now - queued_since;
+        self.metrics.depth[lane as usize].dec();
+        self.metrics.queue_duration[lane as usize].observe(waited.as_secs_f64());
+        if lane == Priority::Background && waited > self.max_wait {
+            self.metrics.starved.inc();
+        }
         Take::Key(key, reasons, promoted.saturating_sub(1))
+    }
+
+    /// The front of `lane` once stale entries are dropped, and when it was queued.
+    fn front(&mut self, lane: Priority) -> Option<Instant> {
+        let items = &self.items;
+        let queue = &mut self.lanes[lane as usize];
+        while let Some((key, entry)) = queue.front() {
+            match items.get(key) {
+                Some(item) if item.place == Some((lane, *entry)) => return item.queued_since,
+                _ => {
+                    queue.pop_front();
+                }
+            }
+        }
+        None
+    }
+
+    /// The key to hand out next, and its lane: the live lane's first, unless the background
+    /// lane's first has waited past the bound — then the two lanes take turns.
+    fn next(&mut self, now: Instant) -> Option<(K, Priority)> {
+        let live = self.front(Priority::Live).is_some();
+        let background = self.front(Priority::Background);
+        let aged = background.is_some_and(|since| now.saturating_duration_since(since) >= self.max_wait);
+        let lane = match (live, background) {
+            (false, None) => return None,
+            (true, Some(_)) if aged && self.last_live => Priority::Background,
+            (true, _) => Priority::Live,
+            (false, Some(_)) => Priority::Background,
+        };
+        if background.is_some() && live {
+            self.last_live = lane == Priority::Live;
+        }
+        self.lanes[lane as usize].pop_front().map(|(key, _)| (key, lane))
     }
 
     /// Releases a key a worker took; queues it again if it was added meanwhile.
@@ -159,7 +239,8 @@ impl<K: Key> State<K> {
         self.metrics.work_duration.observe((now - started).as_secs_f64());
         let requeued = item.queued_since.is_some();
         if requeued {
-            self.ready.push_back(key.clone());
+            item.place = Some(self.enter(&key, item.reasons.priority()));
+            self.ready += 1;
             self.items.insert(key, item);
         }
         Done { requeued, drained: self.shutting_down && self.processing == 0 }
@@ -174,7 +255,7 @@ impl<K: Key> State<K> {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.ready.len()
+        self.ready
     }
 
     pub(crate) fn processing(&self) -> usize {
@@ -205,8 +286,10 @@ impl<K: Key> Drop for State<K> {
     /// The series outlive the queue (a reloaded plugin's new queue reuses them): take back what
     /// this queue still contributes so they do not report its leftovers forever.
     fn drop(&mut self) {
-        let queued = self.items.values().filter(|item| item.queued_since.is_some()).count();
-        self.metrics.depth.dec_by(i64::try_from(queued).unwrap_or(i64::MAX));
+        for item in self.items.values().filter(|item| item.queued_since.is_some()) {
+            let lane = item.place.map_or(item.reasons.priority(), |(lane, _)| lane);
+            self.metrics.depth[lane as usize].dec();
+        }
         self.metrics.unfinished_work.set(0.0);
         self.metrics.longest_running_processor.set(0.0);
     }

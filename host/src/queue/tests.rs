@@ -24,11 +24,13 @@ async fn nothing_ready(q: &WorkQueue<&'static str>) -> bool {
     timeout(ms(1), q.get()).await.is_err()
 }
 
-/// One sample's value in the exposition, e.g. `sample(&text, "workqueue_depth")`.
+/// A series' value in the exposition, summed over its other labels (the depth's priorities),
+/// e.g. `sample(&text, "workqueue_depth")`.
 fn sample(text: &str, series: &str) -> f64 {
     let prefix = format!("{series}{{");
-    let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {series} in:\n{text}"));
-    line.rsplit(' ').next().unwrap().parse().unwrap()
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with(&prefix)).collect();
+    assert!(!lines.is_empty(), "no {series} in:\n{text}");
+    lines.iter().map(|line| line.rsplit(' ').next().unwrap().parse::<f64>().unwrap()).sum()
 }
 
 #[tokio::test(start_paused = true)]
@@ -378,4 +380,47 @@ async fn a_key_carries_every_reason_it_was_queued_for_until_a_worker_takes_it() 
     assert_eq!(seen, ["b:retry", "c:requeue"]);
     q.add("d");
     assert_eq!(q.get().await.unwrap().reasons().to_string(), "-");
+}
+
+#[tokio::test(start_paused = true)]
+async fn live_changes_go_before_background_work_which_ages_into_turns() {
+    let metrics = Metrics::new();
+    let q: WorkQueue<&'static str> = queue(&metrics).with_max_wait(Duration::from_secs(10));
+    for key in ["r1", "r2", "r3"] {
+        q.add_for(key, Reason::Resync);
+    }
+    q.add_for("live1", Reason::Changed);
+    q.add_for("live2", Reason::Owned);
+    // A resync key that changes meanwhile moves ahead (the higher of its reasons).
+    q.add_for("r3", Reason::Changed);
+    let text = metrics.encode();
+    let depth = |priority: &str| {
+        let line = format!(r#"workqueue_depth{{name="test",controller="test",priority="{priority}"}} "#);
+        text.lines().find_map(|l| l.strip_prefix(&line)).map(|v| v.parse::<f64>().unwrap())
+    };
+    assert_eq!((depth("0"), depth("-100")), (Some(3.0), Some(2.0)), "r3 moved lanes:\n{text}");
+    let order = |n: usize| {
+        let q = q.clone();
+        async move {
+            let mut got = Vec::new();
+            for _ in 0..n {
+                let lease = q.get().await.unwrap();
+                got.push(*lease.key());
+            }
+            got
+        }
+    };
+    assert_eq!(order(3).await, ["live1", "live2", "r3"]);
+    assert_eq!(order(2).await, ["r1", "r2"], "then the background lane, in order");
+
+    // A steady stream of changes: without aging the resync keys would wait forever.
+    q.add_for("b1", Reason::Listed);
+    q.add_for("b2", Reason::Listed);
+    for i in 0..4 {
+        q.add_for(["l0", "l1", "l2", "l3"][i], Reason::Changed);
+    }
+    assert_eq!(order(2).await, ["l0", "l1"], "young background keys wait");
+    tokio::time::advance(Duration::from_secs(11)).await;
+    assert_eq!(order(4).await, ["b1", "l2", "b2", "l3"], "aged, they take turns with the live lane");
+    assert_eq!(sample(&metrics.encode(), "workqueue_starved_total"), 2.0);
 }

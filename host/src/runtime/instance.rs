@@ -1,15 +1,17 @@
-//! One live instance of a plugin: its store (WASI context, memory cap, deadline) and the
-//! interfaces it exports. Created by [`super::PluginRunner`], reused across calls, dropped after
+//! One live instance of a plugin: its store (WASI context, memory cap, the clock its deadline is
+//! measured on) and the interfaces it exports. Created by [`super::PluginRunner`], reused across calls, dropped after
 //! a fault or when idle.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{access_exports, plugin_exports, reconciler_exports, release_exports};
+use super::boundary::Transfer;
+use super::cpu::{self, CallClock};
 use super::host::{HostContext, HostState, Services};
 use crate::metrics::PluginMetrics;
 use crate::resource::ObjectKey;
@@ -20,17 +22,36 @@ pub struct InstanceState {
     table: ResourceTable,
     pub(super) memory: MemoryCap,
     pub(super) host: Arc<HostContext>,
+    /// The plugin's context for the current call alone (`map-related`'s: the cache only).
+    pub(super) call_host: Option<Arc<HostContext>>,
     /// The key being reconciled, for log context.
     pub(super) key: Option<ObjectKey>,
-    /// When the current call must end.
-    pub(super) deadline: Instant,
+    /// The current call's own time, against its deadline ([`cpu`]).
+    pub(super) clock: Arc<CallClock>,
+    /// The plugin's services, their API waits kept off the clock.
+    plugin_services: Services,
     /// Services for the current call alone, instead of the plugin's.
-    pub(super) services: Option<Services>,
+    services: Option<Services>,
+    /// How much may be lifted out of the guest's memory, now.
+    pub(super) transfer: Transfer,
+}
+
+impl AsMut<Transfer> for InstanceState {
+    fn as_mut(&mut self) -> &mut Transfer {
+        &mut self.transfer
+    }
+}
+
+impl InstanceState {
+    /// Hands the current call `services` (timed like the plugin's) instead of the plugin's.
+    pub(super) fn set_services(&mut self, services: Option<Services>) {
+        self.services = services.map(|s| cpu::timed(&s, &self.clock));
+    }
 }
 
 impl HostState for InstanceState {
     fn host(&self) -> &Arc<HostContext> {
-        &self.host
+        self.call_host.as_ref().unwrap_or(&self.host)
     }
     fn memory_limit(&self) -> u64 {
         self.memory.limit() as u64
@@ -39,7 +60,7 @@ impl HostState for InstanceState {
         self.key.as_ref()
     }
     fn services(&self) -> &Services {
-        self.services.as_ref().unwrap_or(&self.host.services)
+        self.services.as_ref().unwrap_or(&self.plugin_services)
     }
 }
 
@@ -49,8 +70,10 @@ impl WasiView for InstanceState {
     }
 }
 
-/// Caps the total linear memory of one instance (a component may hold several core memories)
-/// and remembers a refused growth, so a trap that follows can be reported as what it is.
+/// Caps what one instance may hold: its linear memories and its tables together (a component
+/// may hold several of each) within its memory limit, and how many core instances, memories and
+/// tables its store may have. Remembers a refused growth, so a trap that follows can be reported
+/// as what it is.
 pub(super) struct MemoryCap {
     limit: usize,
     used: usize,
@@ -58,29 +81,55 @@ pub(super) struct MemoryCap {
     metrics: PluginMetrics,
 }
 
+/// What the store of one instance may create. The largest real guests need 14 core instances
+/// (Python), 1 memory and 2 tables: these leave room for other toolchains, and keep a hostile
+/// component from reserving address space by the thousand (each memory reserves 4 GiB of it,
+/// see `Runtime::new`).
+const MAX_INSTANCES: usize = 64;
+const MAX_MEMORIES: usize = 4;
+const MAX_TABLES: usize = 64;
+/// What one table element costs the host: a function reference is a pointer.
+const TABLE_ELEMENT_BYTES: usize = size_of::<usize>();
+
 impl MemoryCap {
-    /// The most linear memory the instance may hold.
+    /// The most linear memory and table space the instance may hold.
     pub(super) fn limit(&self) -> usize {
         self.limit
+    }
+
+    /// Takes `desired - current` more bytes, or refuses them (and remembers it).
+    fn grow(&mut self, current: usize, desired: usize) -> bool {
+        let total = self.used.saturating_sub(current).saturating_add(desired);
+        if total > self.limit {
+            self.refused = Some(total);
+            self.metrics.memory_refusals.inc();
+            return false;
+        }
+        self.used = total;
+        self.metrics.memory_bytes.inc_by(desired.saturating_sub(current) as i64);
+        true
     }
 }
 
 impl ResourceLimiter for MemoryCap {
     fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let total = self.used - current + desired;
-        if total > self.limit {
-            self.refused = Some(total);
-            self.metrics.memory_refusals.inc();
-            return Ok(false);
-        }
-        self.used = total;
-        self.metrics.memory_bytes.inc_by((desired - current) as i64);
-        Ok(true)
+        Ok(self.grow(current, desired))
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        // Tables hold function references; a million is far beyond any real guest.
-        Ok(desired <= 1_000_000)
+    fn table_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(self.grow(current.saturating_mul(TABLE_ELEMENT_BYTES), desired.saturating_mul(TABLE_ELEMENT_BYTES)))
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
     }
 }
 
@@ -89,11 +138,6 @@ impl Drop for MemoryCap {
         self.metrics.memory_bytes.dec_by(self.used as i64);
     }
 }
-
-/// Raised from the epoch callback when a call outlives its deadline.
-#[derive(Debug, thiserror::Error)]
-#[error("deadline exceeded")]
-pub(super) struct DeadlineExceeded;
 
 /// The interfaces an instance exports: `access` and `release` only when built for 0.1.1 or later.
 pub(super) struct Exports {
@@ -113,27 +157,35 @@ pub(super) struct Instance {
 }
 
 impl Instance {
-    pub(super) fn new_store(engine: &wasmtime::Engine, host: Arc<HostContext>, memory_limit: u64, deadline: Instant) -> Store<InstanceState> {
+    pub(super) fn new_store(engine: &wasmtime::Engine, host: Arc<HostContext>, memory_limit: u64, deadline: Duration) -> Store<InstanceState> {
         let metrics = host.metrics.clone();
+        let clock = Arc::new(CallClock::new(deadline));
         let state = InstanceState {
+            plugin_services: cpu::timed(&host.services, &clock),
+            clock,
             wasi: super::sandbox::wasi_ctx(&host.plugin, &host.logs),
             table: ResourceTable::new(),
             memory: MemoryCap { limit: usize::try_from(memory_limit).unwrap_or(usize::MAX), used: 0, refused: None, metrics },
             host,
+            call_host: None,
             key: None,
-            deadline,
             services: None,
+            transfer: Transfer::new(memory_limit),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.memory);
+        store.call_hook(Transfer::on_crossing);
         // Each epoch tick yields to the executor (a busy guest never starves a tokio worker)
-        // and stops the call once its deadline has passed.
+        // and stops the call once it has used its deadline of its own time.
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| if Instant::now() >= ctx.data().deadline { Err(DeadlineExceeded.into()) } else { Ok(UpdateDeadline::Yield(1)) });
+        store.epoch_deadline_callback(|ctx| match ctx.data().clock.tick() {
+            Ok(()) => Ok(UpdateDeadline::Yield(1)),
+            Err(exceeded) => Err(exceeded.into()),
+        });
         store
     }
 
-    /// Linear memory currently held by this instance.
+    /// Linear memory and tables currently held by this instance.
     pub(super) fn memory_bytes(&self) -> usize {
         self.store.data().memory.used
     }

@@ -1,7 +1,8 @@
 //! Runs plugin calls safely: the wasmtime engine (component model, async), the one `bindgen!`,
-//! per-instance limits (a wall-clock deadline per call, a memory cap), the host-wide budget of
-//! plugin memory, the WASI sandbox, and a small pool of reused instances per plugin version
-//! (released when idle).
+//! per-instance limits (a deadline per call in the call's own time, with a wall-clock backstop,
+//! and each plugin's share of the executor: [`cpu`]; a memory cap), the WASI sandbox, and a
+//! small pool of reused instances per plugin version (released when idle). The host-wide budget
+//! those limits are reserved from is [`crate::budget`]'s.
 //!
 //! The runtime runs one call at a time per instance and does not schedule: the controller
 //! decides what to call and when. It knows manifests (to check capabilities) but not queues,
@@ -9,6 +10,8 @@
 //! [`host::Services`].
 
 pub mod bindings;
+pub mod boundary;
+mod cpu;
 mod describe;
 pub mod host;
 mod instance;
@@ -26,8 +29,10 @@ use wasmtime::{Engine, Trap};
 use self::bindings::reconciler_exports::Request as WitRequest;
 use self::bindings::types::{Action as WitAction, ErrorCode, ObjectKey as WitKey};
 use self::bindings::{PACKAGE, PACKAGE_VERSION, access_exports, plugin_exports, reconciler_exports, release_exports};
+use self::boundary::{Export, MAX_ERROR_MESSAGE, MAX_MAPPED_KEYS, MAX_NAME, MAX_NAMESPACE, Transfer};
+use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Stalled};
 use self::host::{HostContext, LogBudget, Services};
-use self::instance::{DeadlineExceeded, Exports, Instance, InstanceState};
+use self::instance::{Exports, Instance, InstanceState};
 use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
 pub use crate::metrics::{FaultCounters, PluginMetrics};
 use crate::resource::{Gvk, ObjectKey};
@@ -83,8 +88,13 @@ pub enum DescribeError {
 pub enum Fault {
     #[error("trapped: {0}")]
     Trap(String),
+    /// Used its deadline of its own time (running, or in a wait of its own).
     #[error("ran past its deadline of {} ms", .0.as_millis())]
     Deadline(Duration),
+    /// Waited on the API server (or was starved) past the wall-clock backstop without using its
+    /// own deadline: the infrastructure's trouble, not the object's or the version's.
+    #[error("stalled: still waiting on host calls after {} ms (its own time was within the deadline)", .0.as_millis())]
+    Stalled(Duration),
     #[error("exceeded its memory limit of {limit} bytes (wanted {wanted})")]
     Memory { limit: u64, wanted: u64 },
     #[error("returned too much: {0}")]
@@ -99,6 +109,7 @@ impl Fault {
         match self {
             Fault::Trap(_) => "trap",
             Fault::Deadline(_) => "deadline",
+            Fault::Stalled(_) => "stalled",
             Fault::Memory { .. } => "memory",
             Fault::Oversized(_) => "oversized",
             Fault::Instantiate(_) => "instantiate",
@@ -109,6 +120,7 @@ impl Fault {
         match self {
             Fault::Trap(_) => &metrics.trap,
             Fault::Deadline(_) => &metrics.deadline,
+            Fault::Stalled(_) => &metrics.stalled,
             Fault::Memory { .. } => &metrics.memory,
             Fault::Oversized(_) => &metrics.oversized,
             Fault::Instantiate(_) => &metrics.instantiate,
@@ -154,10 +166,6 @@ pub struct Request {
     pub object: Arc<str>,
     pub retries: u32,
 }
-
-/// Limits on what a guest may return.
-const MAX_ERROR_MESSAGE: usize = 64 * 1024;
-const MAX_MAPPED_KEYS: usize = 100_000;
 
 /// The engine and linker shared by every plugin, and the thread that advances epochs.
 pub struct Runtime {
@@ -220,13 +228,25 @@ impl Runtime {
             .epoch_interruption(config.deadlines)
             .cranelift_opt_level(wasmtime::OptLevel::Speed)
             // Deep recursion traps at 1 MiB of wasm stack, well inside the 2 MiB fiber stack.
-            .max_wasm_stack(1 << 20);
+            .max_wasm_stack(1 << 20)
+            // Each linear memory reserves 4 GiB of address space plus a 32 MiB guard, so that no
+            // access of a 32-bit memory needs a bounds check and no memory ever moves. What that
+            // costs is bounded: an instance holds at most 4 memories (`instance::MemoryCap`),
+            // and the memory budget holds at most one instance per MiB it has, so even a 4 GiB
+            // budget spent on 1 MiB instances of 4 memories each reserves 64 TiB of the 128 TiB
+            // a process may address.
+            .memory_reservation(4 << 30)
+            .memory_guard_size(32 << 20);
         let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(chain(&e)))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| RuntimeError::Engine(chain(&e)))?;
         host::add_to_linker(&mut linker).map_err(|e| RuntimeError::Engine(chain(&e)))?;
         let ticker = config.deadlines.then(|| EpochTicker::start(engine.clone()));
         Ok(Runtime { engine, linker, config, ticker })
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
     }
 
     /// Compiles a component. CPU-heavy (seconds for Python or JS guests): run it off the async
@@ -293,14 +313,20 @@ impl Runtime {
             services: Services::unreachable(),
             logs: Arc::new(LogBudget::new(metrics.log_dropped.clone())),
             metrics,
+            cache_only: false,
         });
         let runner = PluginRunner::new(self, prepared.clone(), host, limits, settings.into());
-        let deadline = Instant::now() + limits.deadline;
-        let (mut instance, manifest) = runner.instantiate_until(deadline).await?;
-        let manifest = manifest.map_err(DescribeError::Refused)?;
+        let (mut instance, manifest) = runner.instantiate().await?;
+        let manifest = manifest.map_err(|message| match boundary::too_long("its message", message.len(), MAX_ERROR_MESSAGE) {
+            Some(problem) => DescribeError::Refused(format!("{}… ({problem})", host::log::clip(&message, 1024))),
+            None => DescribeError::Refused(message),
+        })?;
         let rules = match &instance.exports.access {
             Some(access) => {
-                let rules = runner.bounded(access.call_rules(&mut instance.store), deadline).await;
+                Transfer::expect(&mut instance.store, Export::Rules);
+                // The rest of the deadline instantiating left.
+                let clock = instance.store.data().clock.clone();
+                let rules = runner.bounded(access.call_rules(&mut instance.store), clock).await;
                 rules.map_err(|e| DescribeError::Call(runner.classify(e, &instance.store)))?
             }
             None => Vec::new(),
@@ -318,6 +344,7 @@ impl Runtime {
             services,
             logs: Arc::new(LogBudget::new(metrics.log_dropped.clone())),
             metrics,
+            cache_only: false,
         });
         PluginRunner::new(self, prepared, host, described.limits, settings.into())
     }
@@ -331,75 +358,19 @@ impl Drop for Runtime {
     }
 }
 
-/// The host-wide budget of plugin linear memory (`--plugin-memory-budget`). Each plugin reserves
-/// what its instances may grow to — its memory limit × (max-concurrency + 1: its workers and its
-/// map-related task) — before it starts; a new version's reservation replaces the old one's. So
-/// the plugins' memory limits together never exceed what the host was given for them.
-#[derive(Clone)]
-pub struct MemoryBudget {
-    total: u64,
-    reserved: Arc<Mutex<std::collections::BTreeMap<String, u64>>>,
-    /// The bytes reserved by all plugins together, kept current on every reservation and
-    /// release (`kubewasm_plugin_memory_budget_bytes{state="reserved"}`).
-    gauge: prometheus_client::metrics::gauge::Gauge,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "needs {needed} bytes of plugin memory ({per_instance} per instance × {instances} instances: max-concurrency + 1), \
-     but only {available} of the host's {total} (--plugin-memory-budget) are free: lower its memory limit or \
-     max-concurrency (`[kubewasm] memory-mib`, `max-concurrency` in NAME.toml), or raise the budget"
-)]
-pub struct BudgetError {
-    pub needed: u64,
-    pub per_instance: u64,
-    pub instances: u64,
-    pub available: u64,
-    pub total: u64,
-}
-
-impl MemoryBudget {
-    /// A budget of `total` bytes whose reservations `gauge` follows.
-    pub fn new(total: u64, gauge: prometheus_client::metrics::gauge::Gauge) -> Self {
-        MemoryBudget { total, reserved: Arc::default(), gauge }
-    }
-
-    /// Reserves room for `plugin`'s instances, replacing what it held before.
-    pub fn reserve(&self, plugin: &str, per_instance: u64, workers: u32) -> Result<(), BudgetError> {
-        let instances = u64::from(workers) + 1;
-        let needed = per_instance.saturating_mul(instances);
-        let mut reserved = self.reserved.lock();
-        let others: u64 = reserved.iter().filter(|(name, _)| *name != plugin).map(|(_, bytes)| bytes).sum();
-        let available = self.total.saturating_sub(others);
-        if needed > available {
-            return Err(BudgetError { needed, per_instance, instances, available, total: self.total });
-        }
-        reserved.insert(plugin.to_string(), needed);
-        self.gauge.set(reserved.values().sum::<u64>() as i64);
-        Ok(())
-    }
-
-    /// Gives back what `plugin` reserved.
-    pub fn release(&self, plugin: &str) {
-        let mut reserved = self.reserved.lock();
-        reserved.remove(plugin);
-        self.gauge.set(reserved.values().sum::<u64>() as i64);
-    }
-
-    pub fn total(&self) -> u64 {
-        self.total
-    }
-}
-
 /// Calls into one plugin version: keeps its idle instances, applies its limits.
 pub struct PluginRunner {
     engine: Engine,
     prepared: Prepared,
     host: Arc<HostContext>,
+    /// `host` for `map-related` calls: the cache only.
+    mapping_host: Arc<HostContext>,
     limits: Limits,
     settings: Arc<str>,
     max_calls_per_instance: u64,
     idle: Mutex<Vec<Instance>>,
+    /// How many of its calls may run at once ([`cpu`]).
+    share: CpuShare,
 }
 
 enum Call {
@@ -416,14 +387,24 @@ enum Output {
 
 impl PluginRunner {
     fn new(runtime: &Runtime, prepared: Prepared, host: Arc<HostContext>, limits: Limits, settings: Arc<str>) -> Self {
+        let mapping_host = Arc::new(HostContext {
+            plugin: host.plugin.clone(),
+            manifest: host.manifest.clone(),
+            services: host.services.clone(),
+            metrics: host.metrics.clone(),
+            logs: host.logs.clone(),
+            cache_only: true,
+        });
         PluginRunner {
             engine: runtime.engine.clone(),
             prepared,
+            mapping_host,
             host,
             limits,
             settings,
             max_calls_per_instance: runtime.config.max_calls_per_instance,
             idle: Mutex::new(Vec::new()),
+            share: CpuShare::for_current_runtime(),
         }
     }
 
@@ -494,23 +475,23 @@ impl PluginRunner {
     /// that faulted is dropped; one that succeeded goes back to the pool until it has served
     /// `max_calls_per_instance` calls.
     async fn invoke(&self, call: Call, services: Option<Services>) -> Result<Output, CallError> {
-        let deadline = Instant::now() + self.limits.deadline;
         let idle = self.idle.lock().pop();
         let mut instance = match idle {
             Some(instance) => instance,
-            None => self.instantiate_for_calls(deadline).await?,
+            None => self.instantiate_for_calls().await?,
         };
         let state = instance.store.data_mut();
-        state.deadline = deadline;
+        state.clock.reset(self.limits.deadline);
         state.key = match &call {
             Call::Reconcile(r) | Call::Finalize(r) | Call::Released(r) => Some(r.key.clone()),
             Call::MapRelated(..) => None,
         };
-        state.services = services;
-        let result = self.run(&mut instance, call, deadline).await;
+        state.set_services(services);
+        state.call_host = matches!(call, Call::MapRelated(..)).then(|| self.mapping_host.clone());
+        let result = self.run(&mut instance, call).await;
         match result {
             Ok(output) => {
-                instance.store.data_mut().services = None;
+                instance.store.data_mut().set_services(None);
                 instance.calls += 1;
                 instance.idle_since = Instant::now();
                 if instance.calls < self.max_calls_per_instance {
@@ -529,7 +510,10 @@ impl PluginRunner {
         }
     }
 
-    async fn run(&self, instance: &mut Instance, call: Call, deadline: Instant) -> Result<Output, Fault> {
+    async fn run(&self, instance: &mut Instance, call: Call) -> Result<Output, Fault> {
+        let clock = instance.store.data().clock.clone();
+        let export = if matches!(call, Call::MapRelated(..)) { Export::MapRelated } else { Export::Call };
+        Transfer::expect(&mut instance.store, export);
         let Instance { store, exports, .. } = instance;
         let reconciler = &exports.reconciler;
         let call = async {
@@ -543,18 +527,16 @@ impl PluginRunner {
                 Call::MapRelated(gvk, object) => Output::Keys(reconciler.call_map_related(&mut *store, &(&gvk).into(), &object.to_string()).await?),
             })
         };
-        let output = self.bounded(call, deadline).await.map_err(|e| self.classify(e, &instance.store))?;
+        let output = self.bounded(call, clock).await.map_err(|e| self.classify(e, &instance.store))?;
         check_size(&output)?;
         Ok(output)
     }
 
-    /// Runs a call under the deadline. The epoch callback stops a guest that computes; the
-    /// timeout stops one that waits on a slow host call.
-    async fn bounded<T>(&self, call: impl Future<Output = wasmtime::Result<T>>, deadline: Instant) -> wasmtime::Result<T> {
-        match tokio::time::timeout_at((deadline + EPOCH_TICK * 5).into(), call).await {
-            Ok(result) => result,
-            Err(_) => Err(DeadlineExceeded.into()),
-        }
+    /// Runs a call within the plugin's share of the executor, under the deadline on `clock`:
+    /// the epoch callback stops a guest that computes past it, a timer one that waits past it on
+    /// its own account (a WASI sleep), and the wall-clock backstop one that waits on the API.
+    async fn bounded<T>(&self, call: impl Future<Output = wasmtime::Result<T>>, clock: Arc<CallClock>) -> wasmtime::Result<T> {
+        cpu::metered(call, clock, self.share.clone(), cpu::backstop(self.limits.deadline)).await
     }
 
     /// Names what stopped a call or an instantiation. A trap is reported by its code alone: the
@@ -564,8 +546,20 @@ impl PluginRunner {
         if error.downcast_ref::<DeadlineExceeded>().is_some() {
             return Fault::Deadline(self.limits.deadline);
         }
+        if error.downcast_ref::<Stalled>().is_some() {
+            return Fault::Stalled(cpu::backstop(self.limits.deadline));
+        }
         if let Some(wanted) = store.data().memory.refused {
             return Fault::Memory { limit: self.limits.memory_bytes, wanted: wanted as u64 };
+        }
+        if boundary::fuel_exhausted(&error) {
+            let transfer = store.data().transfer;
+            return Fault::Oversized(format!(
+                "more than {} may return ({} bytes), or than a host call may be passed ({} bytes), counting every string and list entry, aliases included",
+                transfer.export.name(),
+                transfer.export.fuel(),
+                transfer.import
+            ));
         }
         match error.downcast_ref::<Trap>() {
             Some(trap) => Fault::Trap(trap.to_string()),
@@ -574,8 +568,8 @@ impl PluginRunner {
     }
 
     /// A fresh instance for the pool: instantiated and told its settings through `describe`.
-    async fn instantiate_for_calls(&self, deadline: Instant) -> Result<Instance, Fault> {
-        let (instance, described) = self.instantiate_until(deadline).await?;
+    async fn instantiate_for_calls(&self) -> Result<Instance, Fault> {
+        let (instance, described) = self.instantiate().await?;
         match described {
             Ok(_) => Ok(instance),
             Err(message) => {
@@ -587,8 +581,10 @@ impl PluginRunner {
         }
     }
 
-    async fn instantiate_until(&self, deadline: Instant) -> Result<(Instance, Result<plugin_exports::Manifest, String>), Fault> {
-        let mut store = Instance::new_store(&self.engine, self.host.clone(), self.limits.memory_bytes, deadline);
+    /// A new instance, instantiated and described within one deadline of its own time.
+    async fn instantiate(&self) -> Result<(Instance, Result<plugin_exports::Manifest, String>), Fault> {
+        let mut store = Instance::new_store(&self.engine, self.host.clone(), self.limits.memory_bytes, self.limits.deadline);
+        let clock = store.data().clock.clone();
         let indices = &self.prepared.0.indices;
         let started = async {
             let instance = self.prepared.0.pre.instantiate_async(&mut store).await?;
@@ -598,10 +594,11 @@ impl PluginRunner {
                 access: indices.access.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 release: indices.release.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
             };
+            Transfer::expect(&mut store, Export::Describe);
             let described = exports.plugin.call_describe(&mut store, &self.settings).await?;
             Ok((exports, described))
         };
-        match self.bounded(started, deadline).await {
+        match self.bounded(started, clock).await {
             Ok((exports, described)) => {
                 self.host.metrics.instances.inc();
                 Ok((Instance { store, exports, calls: 0, idle_since: Instant::now() }, described))
@@ -630,6 +627,13 @@ fn check_size(output: &Output) -> Result<(), Fault> {
         Output::Keys(keys) if keys.len() > MAX_MAPPED_KEYS => {
             Err(Fault::Oversized(format!("map-related returned {} keys; at most {MAX_MAPPED_KEYS}", keys.len())))
         }
+        Output::Keys(keys) => keys.iter().try_for_each(|key| {
+            let namespace = key.namespace.as_deref().and_then(|ns| boundary::too_long("namespace", ns.len(), MAX_NAMESPACE));
+            match namespace.or_else(|| boundary::too_long("name", key.name.len(), MAX_NAME)) {
+                Some(problem) => Err(Fault::Oversized(format!("map-related returned a key whose {problem}"))),
+                None => Ok(()),
+            }
+        }),
         _ => Ok(()),
     }
 }
@@ -705,28 +709,5 @@ impl EpochTicker {
     fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.thread.join();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_memory_budget_counts_every_worker_and_lets_a_new_version_replace_the_old() {
-        let gauge = prometheus_client::metrics::gauge::Gauge::default();
-        let budget = MemoryBudget::new(1000, gauge.clone());
-        budget.reserve("a", 100, 3).unwrap();
-        assert_eq!(gauge.get(), 400, "limit × (max-concurrency + 1)");
-        let refused = budget.reserve("b", 100, 6).unwrap_err();
-        assert_eq!((refused.needed, refused.available), (700, 600));
-        assert!(refused.to_string().contains("--plugin-memory-budget"), "{refused}");
-        budget.reserve("b", 100, 5).unwrap();
-        // A new version of `a` asking for more than is free besides its own reservation.
-        assert!(budget.reserve("a", 100, 4).is_err());
-        budget.reserve("a", 50, 7).unwrap();
-        assert_eq!(gauge.get(), 1000);
-        budget.release("b");
-        assert_eq!(gauge.get(), 400);
     }
 }

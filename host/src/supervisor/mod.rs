@@ -1,48 +1,46 @@
-//! The plugins' controllers: starts a controller for each `NAME.wasm` of the plugin directory,
-//! and — with hot reload on — swaps, starts and stops them as files are replaced, added and
-//! removed, without restarting the host or losing an event. Other sources of plugins (Plugin
-//! resources) hand over files with [`Supervisor::apply`] and [`Supervisor::remove`] and follow
-//! them with [`Supervisor::state`]; the same rules hold for them.
+//! The plugins' controllers: one [`slot::PluginSlot`] per plugin file — `NAME.wasm` of the plugin
+//! directory, or the file a Plugin resource's module was written to ([`Supervisor::apply`],
+//! [`Supervisor::remove`], followed with [`Supervisor::state`]) — which starts, hot-swaps and
+//! stops that plugin's controller, without restarting the host or losing an event. The
+//! supervisor itself only routes: "file X changed" and "file X went" go to X's slot (a candidate
+//! `NAME.next.wasm` to the slot of `NAME.wasm`); what a plugin holds is its slot's alone.
 //!
-//! [`files`] says what changed in the directory; [`registry`] keeps the plugins by name
-//! (starting or running); [`status`] tells about them. Each file is looked at by its own task,
-//! one at a time per file and without any lock held across a load or a sync, so a slow plugin
-//! never holds up the others. A new version is compiled and described off the reconcile path,
-//! admitted (its identity's RBAC, the memory budget, a name and finalizer of its own), then
-//! swapped in ([`Controller::swap`], bounded by the sync timeout); a refused one is rejected
-//! while the old version keeps serving, and refusals that may pass (RBAC applied later, memory
-//! freed, a name given up) are looked at again after a growing delay. A version swapped in is
-//! watched for a while, the one it replaced kept at hand: if it fails on clearly more objects
-//! ([`rollout`]), the previous version is swapped back, and the rolled-back content is not loaded
-//! again from that file until it changes. A candidate file (`NAME.next.wasm`) is admitted the
-//! same way and run in the shadow of its plugin (`Controller::shadow_with`); it is promoted by
-//! renaming it over the live file — by hand, or here once it has agreed long enough — and the
-//! live file's reload does the rest. Every load, reload, rejection, rollback, shadow run,
-//! promotion and unload is logged, counted and recorded as an Event on the status ConfigMap.
+//! [`files`] says what changed in the directory; [`claims`] keeps names and finalizers unique
+//! across slots; [`rollout`] judges a version just swapped in and a candidate in its shadow;
+//! [`backend`] is what a slot works through (the loader, admission, controllers), a trait so
+//! that slots are tested without a cluster; [`status`] tells about it all: every load, reload,
+//! rejection, rollback, shadow run, promotion and unload is logged, counted and recorded as an
+//! Event on the status ConfigMap, which lists what runs.
 
+pub mod backend;
+pub mod claims;
 pub mod files;
-pub mod registry;
 pub mod rollout;
+pub mod slot;
 pub mod status;
+#[cfg(test)]
+mod tests;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use files::{Change, Files, INCOMPLETE_GRACE, read_content, stem};
+use backend::{Backend, HostBackend, Module, Running};
+use claims::Claims;
+use files::{Change, Files, INCOMPLETE_GRACE, read_content};
 pub use files::{ControllerFilter, plugin_files};
-use registry::{Registry, Slot};
-use status::{Outcome, StatusPublisher};
+use slot::{Accepted, Command, Load, Phase, PluginSlot, SlotHandle};
+use status::StatusPublisher;
 
-use crate::controller::{Agreement, Controller, ControllerError, Environment, Health, Version};
-use crate::events::ObjectEvent;
-use crate::plugin::{Digest, LoadError, LoadedPlugin, Loader, PluginOptions, candidate_for};
-use crate::runtime::MemoryBudget;
+use crate::budget::MemoryBudget;
+use crate::controller::{Environment, ShadowReport};
+use crate::plugin::{Loader, candidate_for};
 
 pub use files::DirError;
 pub use status::StatusObject;
@@ -51,18 +49,52 @@ pub use status::StatusObject;
 const STATUS_REFRESH: Duration = Duration::from_secs(5);
 /// Quarantined objects named in a plugin's status entry (all are counted).
 const QUARANTINE_LISTED: usize = 10;
-/// How often a version in its rollback window is judged.
-const ROLLBACK_CHECK: Duration = Duration::from_secs(1);
+
+/// Why a version was refused: the `Ready` condition's reason of a Plugin, the Event's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectReason {
+    /// The file itself: not a component, a bad manifest, bad settings, a failed swap.
+    Rejected,
+    /// The module declares another name than its source expects.
+    NameMismatch,
+    /// Another file holds the name, or another plugin the finalizer.
+    NameTaken,
+    /// RBAC does not grant the plugin's identity what its manifest declares.
+    Forbidden,
+    /// The API server could not say what the plugin's identity may do.
+    AdmissionFailed,
+    /// Not enough of the plugin memory budget is free.
+    OverBudget,
+    /// Its caches did not sync within the sync timeout.
+    SyncFailed,
+    /// This content was rolled back and has not changed since.
+    RolledBack,
+    /// A candidate for a plugin that does not run.
+    NotRunning,
+}
+
+impl RejectReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::Rejected => "Rejected",
+            RejectReason::NameMismatch => "NameMismatch",
+            RejectReason::NameTaken => "NameTaken",
+            RejectReason::Forbidden => "Forbidden",
+            RejectReason::AdmissionFailed => "AdmissionFailed",
+            RejectReason::OverBudget => "OverBudget",
+            RejectReason::SyncFailed => "SyncFailed",
+            RejectReason::RolledBack => "RolledBack",
+            RejectReason::NotRunning => "NotRunning",
+        }
+    }
+}
 
 /// Why a file does not run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
     /// The plugin (or, unknown, the file's stem).
     pub plugin: String,
-    /// What refused it, as a condition reason: `Rejected` (the file), `NameMismatch`,
-    /// `NameTaken`, `Forbidden` (RBAC), `OverBudget` (memory), `SyncFailed` or `RolledBack` (the
-    /// content was rolled back and has not changed since).
-    pub reason: &'static str,
+    pub reason: RejectReason,
     pub why: String,
     /// Whether it may pass without the file changing: look again later.
     pub retry: bool,
@@ -79,60 +111,22 @@ pub enum PluginState {
     Stopped { error: Option<String> },
 }
 
-pub struct Supervisor {
-    env: Arc<Environment>,
-    loader: Loader,
-    filter: ControllerFilter,
-    /// The plugin directory, if plugins come from one.
+pub struct Supervisor<B: Backend = HostBackend> {
+    backend: Arc<B>,
+    claims: Arc<Claims>,
+    /// The slots by live file.
+    slots: Mutex<BTreeMap<PathBuf, SlotHandle<B>>>,
+    /// The plugin directory, if plugins come from one, and what is known of its files.
     dir: Option<PathBuf>,
-    status: Arc<StatusPublisher>,
-    budget: MemoryBudget,
-    shutdown: CancellationToken,
-    files: tokio::sync::Mutex<Files>,
-    registry: Arc<Registry>,
-    /// Plugins removed while objects still carry their finalizer: their status entries.
-    removed: Arc<Mutex<BTreeMap<String, String>>>,
-    /// One look at a file at a time.
-    examining: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
-    /// Files read and loaded at once, one per core: fifty plugins starting together would
-    /// otherwise each hold their whole module in memory while they queue for the compiler.
-    loading: tokio::sync::Semaphore,
+    files: Arc<tokio::sync::Mutex<Files>>,
     /// Set once the first scan of the directory has loaded (or rejected) every file in it.
     scanned: AtomicBool,
-    /// The last refusal of each plugin not running, for [`Supervisor::state`].
-    refused: Arc<Mutex<HashMap<String, String>>>,
-    rollback: rollout::Policy,
-    /// What was rolled back from each file: refused until the file changes.
-    rolled_back: Mutex<HashMap<PathBuf, RolledBack>>,
+    /// How long a plugin's first sync may hold up readiness.
+    sync_timeout: Duration,
+    shutdown: CancellationToken,
 }
 
-/// Content of a file that was rolled back: its module, settings and options.
-#[derive(PartialEq)]
-struct RolledBack {
-    digest: Digest,
-    settings: String,
-    options: PluginOptions,
-}
-
-impl RolledBack {
-    fn of(plugin: &LoadedPlugin) -> Self {
-        RolledBack { digest: plugin.digest, settings: plugin.settings.clone(), options: plugin.options.clone() }
-    }
-}
-
-/// A version just swapped in, on watch, and what to swap back to.
-struct Promotion {
-    name: String,
-    path: PathBuf,
-    /// The version judged; gone (or another one serving) ends the watch.
-    version: std::sync::Weak<Version>,
-    previous: LoadedPlugin,
-    /// How the previous version did over its life.
-    baseline: Health,
-    policy: rollout::Policy,
-}
-
-impl Supervisor {
+impl Supervisor<HostBackend> {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         env: Arc<Environment>,
@@ -141,46 +135,66 @@ impl Supervisor {
         dir: Option<PathBuf>,
         status: Arc<StatusPublisher>,
         budget: MemoryBudget,
-        rollback: rollout::Policy,
+        rollout: rollout::Policy,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
-        Arc::new(Supervisor {
-            env,
-            loader,
-            filter,
-            dir,
-            status,
-            budget,
-            shutdown,
-            files: Default::default(),
-            registry: Default::default(),
-            removed: Default::default(),
-            examining: Default::default(),
-            loading: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, usize::from)),
-            scanned: Default::default(),
-            refused: Default::default(),
-            rollback,
-            rolled_back: Default::default(),
-        })
+        let files: Arc<tokio::sync::Mutex<Files>> = Arc::default();
+        let sync_timeout = env.sync_timeout;
+        let backend =
+            Arc::new(HostBackend { env, loader, filter, budget, rollout, status: status.clone(), files: files.clone(), supervisor: Default::default() });
+        let supervisor = Supervisor::with_backend(backend.clone(), dir, files, sync_timeout, shutdown);
+        let _ = backend.supervisor.set(Arc::downgrade(&supervisor));
+        tokio::spawn(supervisor.clone().refresh_status(status));
+        supervisor
     }
 
-    /// `Ok` when every plugin runs with synced caches; else which do not.
+    /// Rewrites the status listing when what it shows changed without a load or an unload
+    /// (objects quarantined or released), until shutdown.
+    async fn refresh_status(self: Arc<Self>, status: Arc<StatusPublisher>) {
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(STATUS_REFRESH) => {}
+            }
+            let supervisor = self.clone();
+            if let Err(e) = status.refresh(move || supervisor.listing()).await {
+                tracing::warn!("cannot update the status ConfigMap: {e}");
+            }
+        }
+    }
+}
+
+impl<B: Backend> Supervisor<B> {
+    fn with_backend(
+        backend: Arc<B>,
+        dir: Option<PathBuf>,
+        files: Arc<tokio::sync::Mutex<Files>>,
+        sync_timeout: Duration,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        Arc::new(Supervisor { backend, claims: Arc::default(), slots: Default::default(), dir, files, scanned: AtomicBool::new(false), sync_timeout, shutdown })
+    }
+
+    /// `Ok` once the plugin directory has been loaded and no plugin is syncing its caches for the
+    /// first time (within the sync timeout). A plugin waiting for a resource that is not served
+    /// (a CRD not installed yet) does not hold the host back: the status listing names it.
     pub fn readiness(&self) -> Result<(), String> {
         if !self.scanned.load(Ordering::SeqCst) {
             return Err("not ready: loading the plugin directory".into());
         }
-        let waiting = self.registry.waiting();
-        if waiting.is_empty() { Ok(()) } else { Err(format!("not ready: {}", waiting.join(", "))) }
+        let syncing: Vec<String> = self
+            .views(|view| match &view.phase {
+                Phase::Starting { since, waiting } if waiting.lock().is_none() && since.elapsed() < self.sync_timeout => view.name.clone(),
+                _ => None,
+            })
+            .into_iter()
+            .flatten()
+            .collect();
+        if syncing.is_empty() { Ok(()) } else { Err(format!("not ready: {}", syncing.join(", "))) }
     }
 
-    pub fn controllers(&self) -> Vec<Arc<Controller>> {
-        self.registry.running().into_iter().map(|(c, _)| c).collect()
-    }
-
-    /// Loads the directory, then (with `watch`) follows it until shutdown; keeps the status
-    /// listing current meanwhile.
+    /// Loads the directory, then (with `watch`) follows it until shutdown.
     pub async fn run(self: Arc<Self>, watch: bool) -> Result<(), DirError> {
-        tokio::spawn(self.clone().refresh_status());
         let Some(dir) = self.dir.clone() else {
             self.scanned.store(true, Ordering::SeqCst);
             return Ok(());
@@ -191,7 +205,7 @@ impl Supervisor {
             let _ = task.await;
         }
         self.scanned.store(true, Ordering::SeqCst);
-        if self.registry.is_empty() {
+        if self.views(|view| view.phase.controller().is_some() || matches!(view.phase, Phase::Starting { .. })).iter().all(|running| !running) {
             tracing::warn!(dir = %dir.display(), "no plugin is running");
         }
         let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
@@ -240,7 +254,7 @@ impl Supervisor {
         Ok(())
     }
 
-    /// Compares the directory with what runs and starts a task for each difference.
+    /// Compares the directory with what runs and hands each difference to its slot.
     async fn scan(self: Arc<Self>, dir: &Path, complete: &HashSet<PathBuf>, startup: bool) -> Vec<tokio::task::JoinHandle<()>> {
         let changes = match self.files.lock().await.scan(dir, complete, startup).await {
             Ok(changes) => changes,
@@ -253,12 +267,11 @@ impl Supervisor {
         for change in changes {
             match change {
                 Change::Ready(path) => tasks.push(tokio::spawn(self.clone().examine(path))),
-                Change::Renamed { from, to } => {
-                    if let Some(name) = self.registry.rename(&from, &to) {
-                        tracing::info!(plugin = %name, from = %from.display(), to = %to.display(), "renamed: same content, nothing to reload");
-                    }
+                Change::Renamed { from, to } => self.moved(&from, &to),
+                Change::Removed(path) => {
+                    let supervisor = self.clone();
+                    tasks.push(tokio::spawn(async move { supervisor.remove(&path).await }));
                 }
-                Change::Removed(path) => tasks.push(tokio::spawn(self.clone().unload(path))),
             }
         }
         tasks
@@ -276,15 +289,8 @@ impl Supervisor {
         }
     }
 
-    fn examining(&self, path: &Path) -> Arc<tokio::sync::Mutex<()>> {
-        self.examining.lock().entry(path.to_path_buf()).or_default().clone()
-    }
-
-    /// Looks at one settled file: loads it and installs it, or rejects it.
+    /// Hands one settled file of the directory to its slot, and remembers what it loaded.
     async fn examine(self: Arc<Self>, path: PathBuf) {
-        let guard = self.examining(&path);
-        let _one_at_a_time = guard.lock().await;
-        let loading = self.loading.acquire().await.expect("never closed");
         let content = match read_content(&path).await {
             Ok(content) => content,
             Err(e) => {
@@ -296,41 +302,52 @@ impl Supervisor {
             tracing::debug!(file = %path.display(), "rewritten with the same content: nothing to reload");
             return;
         }
-        let started = Instant::now();
-        let loaded = self.loader.load(&path).await;
-        drop(loading);
-        crate::plugin::release_freed_memory();
-        let result = match loaded {
-            Ok(plugin) => {
-                // What was loaded, which a writer still at work may have changed since
-                // `read_content` looked: remembering that read instead would load it again.
-                let loaded = (plugin.digest, content.1);
-                let installed = match candidate_for(&path) {
-                    Some(live) => self.shadow(&path, &live, plugin, started, true).await,
-                    None => self.install(&path, plugin, None, started).await,
-                };
-                installed.map(|running| running.then_some(loaded))
-            }
-            Err(e) if looks_incomplete(&e) && self.files.lock().await.since(&path).is_some_and(|since| since.elapsed() < INCOMPLETE_GRACE) => {
-                tracing::debug!(file = %path.display(), "not a complete component yet, waiting: {e}");
-                self.files.lock().await.unhandle(&path);
-                return;
-            }
-            Err(e) => Err(Rejection { plugin: stem(&path), reason: "Rejected", why: load_error(&path, &e), retry: false }),
-        };
+        let grace = self.files.lock().await.since(&path).is_some_and(|since| since.elapsed() < INCOMPLETE_GRACE);
+        let result = self.load(&path, None, true, grace, Some(content.clone())).await;
         let mut files = self.files.lock().await;
         match result {
-            Ok(loaded) => files.set_loaded(&path, loaded),
-            Err(rejection) => {
-                let again = if rejection.retry { files.retry_later(&path) } else { None };
-                drop(files);
-                let mut note = format!("rejected {}: {} ({} ms)", path.display(), rejection.why, started.elapsed().as_millis());
-                if let Some(after) = again {
-                    note.push_str(&format!("; trying again in {after:?}"));
-                }
-                self.report(&rejection.plugin, Outcome::Rejected, note).await;
-            }
+            // What was loaded, which a writer still at work may have changed since
+            // `read_content` looked: remembering that read instead would load it again.
+            Ok(Accepted::Runs(digest)) => files.set_loaded(&path, Some((digest, content.1))),
+            Ok(Accepted::Disabled) => files.set_loaded(&path, None),
+            Ok(Accepted::Incomplete) => files.unhandle(&path),
+            // The slot reported it, and asked for a retry if it may pass.
+            Err(_) => {}
         }
+    }
+
+    /// The slot of the live file `live`, made if there is none.
+    fn slot(&self, live: &Path) -> SlotHandle<B> {
+        let mut slots = self.slots.lock();
+        slots
+            .entry(live.to_path_buf())
+            .or_insert_with(|| PluginSlot::spawn(self.backend.clone(), self.claims.clone(), live.to_path_buf(), self.shutdown.clone()))
+            .clone()
+    }
+
+    /// Has the slot of `path` (the live file's, for a candidate) load it.
+    async fn load(
+        &self,
+        path: &Path,
+        expected: Option<&str>,
+        promote_files: bool,
+        grace: bool,
+        content: Option<files::Content>,
+    ) -> Result<Accepted, Rejection> {
+        let live = candidate_for(path).unwrap_or_else(|| path.to_path_buf());
+        let (reply, answer) = oneshot::channel();
+        let load = Load { path: path.to_path_buf(), expected: expected.map(String::from), promote_files, grace, content, reply };
+        let slot = self.slot(&live);
+        let lost = || Rejection {
+            plugin: expected.map(String::from).unwrap_or_else(|| files::stem(path)),
+            reason: RejectReason::Rejected,
+            why: "the host stopped, or failed while loading it (see the host log)".into(),
+            retry: true,
+        };
+        if slot.commands.send(Command::Load(load)).is_err() {
+            return Err(lost());
+        }
+        answer.await.unwrap_or_else(|_| Err(lost()))
     }
 
     /// Loads a file handed over by another source and admits, starts or swaps it, as for a file
@@ -338,557 +355,107 @@ impl Supervisor {
     /// `Ok(false)` when `--controllers` disables it. A refusal is reported like any other and the
     /// version running before keeps serving; nothing retries it here — the source decides when
     /// to hand it over again.
-    pub async fn apply(self: &Arc<Self>, path: &Path, name: &str) -> Result<bool, Rejection> {
-        let guard = self.examining(path);
-        let _one_at_a_time = guard.lock().await;
-        let started = Instant::now();
-        let loaded = {
-            let _loading = self.loading.acquire().await.expect("never closed");
-            self.loader.load(path).await
-        };
-        crate::plugin::release_freed_memory();
-        let result = match (loaded, candidate_for(path)) {
-            // A candidate handed over is promoted by its source, not by renaming its file.
-            (Ok(plugin), Some(live)) => self.shadow(path, &live, plugin, started, false).await,
-            (Ok(plugin), None) => self.install(path, plugin, Some(name), started).await,
-            (Err(e), _) => Err(Rejection { plugin: name.into(), reason: "Rejected", why: load_error(path, &e), retry: false }),
-        };
-        if let Err(rejection) = &result {
-            let note = format!("rejected {}: {} ({} ms)", path.display(), rejection.why, started.elapsed().as_millis());
-            self.report(name, Outcome::Rejected, note).await;
+    pub async fn apply(&self, path: &Path, name: &str) -> Result<bool, Rejection> {
+        match self.load(path, Some(name), false, false, None).await? {
+            Accepted::Runs(_) => Ok(true),
+            Accepted::Disabled => Ok(false),
+            Accepted::Incomplete => unreachable!("no grace for a file handed over whole"),
         }
-        result
     }
 
-    /// Stops the plugin a source handed over at `path`, as if its file were removed.
-    pub async fn remove(self: &Arc<Self>, path: &Path) {
-        self.clone().unload(path.to_path_buf()).await;
+    /// Stops the plugin of `path` (or ends the shadow run of a candidate), as when its file goes.
+    pub async fn remove(&self, path: &Path) {
+        let live = candidate_for(path).unwrap_or_else(|| path.to_path_buf());
+        let Some(slot) = self.slots.lock().get(&live).cloned() else { return };
+        let (reply, done) = oneshot::channel();
+        if slot.commands.send(Command::Remove { path: path.to_path_buf(), reply }).is_ok() {
+            let _ = done.await;
+        }
+        // Gone with its file, unless it keeps objects' finalizers listed.
+        if candidate_for(path).is_none() && slot.view.read().removed.is_none() {
+            self.slots.lock().remove(&live);
+        }
+    }
+
+    /// A live file moved, unchanged: its slot follows it.
+    fn moved(&self, from: &Path, to: &Path) {
+        let mut slots = self.slots.lock();
+        if let Some(slot) = slots.remove(from) {
+            let _ = slot.commands.send(Command::Moved { to: to.to_path_buf() });
+            slots.insert(to.to_path_buf(), slot);
+        }
+    }
+
+    /// Something of every slot's view.
+    fn views<T>(&self, f: impl Fn(&slot::View<B::Controller>) -> T) -> Vec<T> {
+        self.slots.lock().values().map(|slot| f(&slot.view.read())).collect()
+    }
+
+    /// The view of the slot of plugin `name`: the one running it, or the slot whose file is
+    /// named after it (a Plugin resource's).
+    fn find<T>(&self, name: &str, f: impl Fn(&slot::View<B::Controller>) -> T) -> Option<T> {
+        let slots = self.slots.lock();
+        let by_name = slots.values().find(|slot| slot.view.read().name.as_deref() == Some(name));
+        let by_file = || slots.values().find(|slot| files::stem(&slot.view.read().path) == name);
+        by_name.or_else(by_file).map(|slot| f(&slot.view.read()))
     }
 
     /// Where the plugin `name` stands.
     pub fn state(&self, name: &str) -> PluginState {
-        match self.registry.controller(name) {
-            Some(controller) if controller.is_synced() => {
-                let version = controller.version();
-                PluginState::Running { version: version.manifest.version.clone(), digest: format!("sha256:{}", version.plugin.digest) }
+        self.find(name, |view| match &view.phase {
+            Phase::Running(controller) if controller.is_synced() => {
+                let plugin = controller.serving();
+                PluginState::Running { version: plugin.manifest().version.clone(), digest: format!("sha256:{}", plugin.digest()) }
             }
-            Some(_) => PluginState::Starting,
-            None if self.registry.waiting().iter().any(|w| w == name) => PluginState::Starting,
-            None => PluginState::Stopped { error: self.refused.lock().get(name).cloned() },
-        }
+            Phase::Running(_) | Phase::Starting { .. } => PluginState::Starting,
+            Phase::Idle => PluginState::Stopped { error: view.rejection.clone() },
+        })
+        .unwrap_or(PluginState::Stopped { error: None })
     }
 
     /// The digest of what was rolled back from `path`, while that content is refused.
     pub fn rolled_back(&self, path: &Path) -> Option<String> {
-        self.rolled_back.lock().get(path).map(|r| r.digest.to_string())
+        self.slots.lock().get(path).and_then(|slot| slot.view.read().rolled_back).map(|d| d.to_string())
     }
 
     /// How the shadow run of the plugin `name`'s candidate compares so far, if one runs.
-    pub fn shadow_report(&self, name: &str) -> Option<crate::controller::ShadowReport> {
-        self.registry.controller(name)?.shadow_report()
+    pub fn shadow_report(&self, name: &str) -> Option<ShadowReport> {
+        self.find(name, |view| view.phase.controller().and_then(|c| c.shadow_report())).flatten()
     }
 
     /// The agreeing reconciles that make the plugin `name`'s candidate promotable (its options,
     /// else `--promote-after`); 0 when none runs or never.
     pub fn promote_after(&self, name: &str) -> u64 {
-        let candidate = self.registry.controller(name).and_then(|c| c.candidate());
-        candidate.map_or(0, |c| self.rollback.for_plugin(&c.plugin.options).promote_after)
+        self.find(name, |view| view.promote_after).unwrap_or(0)
     }
 
-    /// Admits and starts, swaps or restarts the controller for a loaded plugin. `Ok(true)` when
-    /// it runs (or is starting), `Ok(false)` when it is disabled. With `expected`, the plugin
-    /// must declare that name.
-    async fn install(self: &Arc<Self>, path: &Path, plugin: LoadedPlugin, expected: Option<&str>, started: Instant) -> Result<bool, Rejection> {
-        let manifest = plugin.described.manifest.clone();
-        let name = manifest.name.clone();
-        let reject = |reason: &'static str, why: String, retry: bool| Rejection { plugin: name.clone(), reason, why, retry };
-        if let Some(expected) = expected.filter(|e| *e != name) {
-            let why = format!("the module declares the plugin name {name:?}, not {expected:?}: name the Plugin after the plugin");
-            return Err(Rejection { plugin: expected.into(), reason: "NameMismatch", why, retry: false });
-        }
-        if self.rolled_back.lock().get(path).is_some_and(|r| *r == RolledBack::of(&plugin)) {
-            let why = format!(
-                "{name} {} (sha256:{}) was rolled back; it is not loaded again until the module or its settings change",
-                manifest.version, plugin.digest
-            );
-            return Err(reject("RolledBack", why, false));
-        }
-        if !self.filter.enables(&name) {
-            tracing::info!(plugin = %name, file = %path.display(), "disabled by --controllers");
-            return Ok(false);
-        }
-        self.registry.check(&name, path, manifest.finalizer.as_deref()).map_err(|e| reject("NameTaken", e.to_string(), true))?;
-        self.env.identities.admit(&manifest).await.map_err(|e| reject("Forbidden", e.to_string(), true))?;
-        let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency);
-        self.budget.reserve(&name, plugin.described.limits.memory_bytes, workers).map_err(|e| reject("OverBudget", e.to_string(), true))?;
-        // The file may have held another plugin before: that one goes.
-        if let Some(old) = self.registry.name_at(path).filter(|n| *n != name) {
-            self.stop(&old).await;
-        }
-        let (version, digest) = (manifest.version.clone(), plugin.digest);
-        match self.registry.controller(&name) {
-            Some(controller) if controller.version().manifest.primary == manifest.primary => {
-                let before = controller.version();
-                let baseline = before.health();
-                match controller.swap(plugin).await {
-                    Ok(swapped) => {
-                        self.rolled_back.lock().remove(path);
-                        // The candidate that ran in the shadow is live now: its run is over.
-                        let promoted = controller.candidate().is_some_and(|c| c.plugin.digest == digest);
-                        let report = if promoted { controller.end_shadow() } else { None };
-                        if promoted {
-                            self.budget.release(&candidate_budget(&name));
-                        }
-                        let (outcome, verb) = if promoted { (Outcome::Promoted, "promoted") } else { (Outcome::Reloaded, "reloaded") };
-                        let mut note = format!("{verb} {name} {version} (sha256:{digest}) in {} ms", started.elapsed().as_millis());
-                        if let Some(report) = report {
-                            note.push_str(&format!(" after a shadow run of {}", report.summary()));
-                        }
-                        self.report(&name, outcome, note).await;
-                        let policy = self.rollback.for_plugin(&swapped.plugin.options);
-                        if !policy.is_off() {
-                            let promotion = Promotion {
-                                name: name.clone(),
-                                path: path.to_path_buf(),
-                                version: Arc::downgrade(&swapped),
-                                previous: before.plugin.clone(),
-                                baseline,
-                                policy,
-                            };
-                            tokio::spawn(self.clone().watch(promotion));
-                        }
-                        Ok(true)
-                    }
-                    Err(e) => {
-                        // The old version keeps serving with what it had reserved.
-                        let workers = before.plugin.options.max_concurrency.unwrap_or(before.manifest.max_concurrency);
-                        let _ = self.budget.reserve(&name, before.plugin.described.limits.memory_bytes, workers);
-                        let sync = matches!(e, ControllerError::SyncTimeout(..));
-                        Err(reject(if sync { "SyncFailed" } else { "Rejected" }, e.to_string(), sync))
-                    }
+    /// What the status ConfigMap lists: each running plugin, each plugin starting, and plugins
+    /// removed while objects still carry their finalizer (unless their name runs again).
+    pub fn listing(&self) -> BTreeMap<String, String> {
+        let mut listing = BTreeMap::new();
+        let mut removed = Vec::new();
+        for slot in self.slots.lock().values() {
+            let view = slot.view.read();
+            match (&view.phase, &view.name) {
+                (Phase::Running(controller), _) => controller.list(&view.path, &mut listing),
+                (Phase::Starting { .. }, Some(name)) => {
+                    listing.insert(name.clone(), format!("state=starting file={}", view.path.display()));
                 }
-            }
-            _ => {
-                // Not running, starting, or running with another primary resource (a new queue):
-                // this version takes the name, whatever held it stops, then this version starts.
-                self.start(path, plugin).await.map_err(|e| reject("NameTaken", e.to_string(), true))?;
-                self.rolled_back.lock().remove(path);
-                let note = format!("loaded {name} {version} (sha256:{digest}) in {} ms", started.elapsed().as_millis());
-                self.report(&name, Outcome::Loaded, note).await;
-                Ok(true)
+                (Phase::Idle, Some(name)) if view.removed.is_some() => removed.extend(view.removed.clone().map(|entry| (name.clone(), entry))),
+                _ => {}
             }
         }
+        for (name, entry) in removed {
+            listing.entry(name).or_insert(entry);
+        }
+        listing
     }
 
-    /// Runs a candidate file (`NAME.next.wasm`) in the shadow of the live plugin of `live`,
-    /// admitted as a new version would be (its identity's RBAC, the memory budget — one worker's
-    /// worth); a candidate before it ends. `Ok(true)` when it runs.
-    async fn shadow(self: &Arc<Self>, path: &Path, live: &Path, plugin: LoadedPlugin, started: Instant, promote_files: bool) -> Result<bool, Rejection> {
-        let manifest = plugin.described.manifest.clone();
-        let name = manifest.name.clone();
-        let reject = |reason: &'static str, why: String, retry: bool| Rejection { plugin: name.clone(), reason, why, retry };
-        let running = self.registry.name_at(live).and_then(|n| self.registry.controller(&n).filter(|c| c.is_synced()));
-        let Some(controller) = running else {
-            return Err(reject("NotRunning", format!("{} is a candidate for {}, which does not run (yet)", path.display(), live.display()), true));
-        };
-        if controller.name() != name {
-            let why = format!("the candidate declares the plugin name {name:?}, but {} runs {:?}", live.display(), controller.name());
-            return Err(reject("NameMismatch", why, false));
-        }
-        if controller.version().manifest.primary != manifest.primary {
-            let why = format!(
-                "the candidate's primary is {}, the live version's {}: a new primary is a new controller, load it as one",
-                manifest.primary,
-                controller.version().manifest.primary
-            );
-            return Err(reject("Rejected", why, false));
-        }
-        self.env.identities.admit(&manifest).await.map_err(|e| reject("Forbidden", e.to_string(), true))?;
-        self.budget.reserve(&candidate_budget(&name), plugin.described.limits.memory_bytes, 1).map_err(|e| reject("OverBudget", e.to_string(), true))?;
-        let (version, digest) = (manifest.version.clone(), plugin.digest);
-        let policy = self.rollback.for_plugin(&plugin.options);
-        match controller.shadow_with(plugin).await {
-            Ok(candidate) => {
-                let live_version = controller.version().manifest.version.clone();
-                let mut note = format!(
-                    "shadowing {name} {live_version} with the candidate {version} (sha256:{digest}) from {} in {} ms",
-                    path.display(),
-                    started.elapsed().as_millis()
-                );
-                if policy.promote_after > 0 {
-                    note.push_str(&format!("; promoted once it agrees on {} reconciles", policy.promote_after));
-                }
-                self.report(&name, Outcome::Candidate, note).await;
-                if policy.promote_after > 0 && promote_files {
-                    tokio::spawn(self.clone().promote_when_agreed(controller, Arc::downgrade(&candidate), live.to_path_buf(), policy.promote_after));
-                }
-                Ok(true)
-            }
-            Err(e) => {
-                self.budget.release(&candidate_budget(&name));
-                let sync = matches!(e, ControllerError::SyncTimeout(..));
-                Err(reject(if sync { "SyncFailed" } else { "Rejected" }, e.to_string(), sync))
-            }
-        }
-    }
-
-    /// A candidate file went: its shadow run ends — unless it was renamed over the live file
-    /// (promoted), which the live file's reload takes care of.
-    async fn candidate_gone(&self, path: &Path, live: &Path) {
-        let Some(controller) = self.registry.name_at(live).and_then(|n| self.registry.controller(&n)) else {
-            return;
-        };
-        let promoted = match (controller.candidate(), read_content(live).await) {
-            (Some(candidate), Ok((digest, _))) => candidate.plugin.digest == digest,
-            _ => false,
-        };
-        if promoted {
-            tracing::debug!(plugin = %controller.name(), "the candidate was renamed over {}: its reload ends the shadow run", live.display());
-            return;
-        }
-        let Some(report) = controller.end_shadow() else {
-            return;
-        };
-        let why = format!("{} was removed", path.display());
-        let name = controller.name().to_string();
-        self.budget.release(&candidate_budget(&name));
-        let note = format!("ended the shadow run of {name}'s candidate {} (sha256:{}): {why}; it compared {}", report.version, report.digest, report.summary());
-        self.report(&name, Outcome::CandidateRemoved, note).await;
-    }
-
-    /// Promotes the candidate once it has agreed `after` times and never otherwise, by renaming
-    /// its file over the live one (the directory's watcher then loads it as a new version, and
-    /// the rollback window watches it). Ends when the candidate is replaced or gone, or cannot
-    /// ever qualify.
-    async fn promote_when_agreed(self: Arc<Self>, controller: Arc<Controller>, candidate: std::sync::Weak<Version>, live: PathBuf, after: u64) {
-        loop {
-            tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                _ = tokio::time::sleep(ROLLBACK_CHECK) => {}
-            }
-            let current = controller.candidate();
-            if !current.is_some_and(|c| std::ptr::eq(Arc::as_ptr(&c), candidate.as_ptr())) {
-                return;
-            }
-            let Some(report) = controller.shadow_report() else {
-                return;
-            };
-            if !report.agreed(after) {
-                if [Agreement::Differs, Agreement::Error, Agreement::Fault].iter().any(|a| report.count(*a) > 0) {
-                    tracing::info!(plugin = %controller.name(), "the candidate did not agree with the live version: it is left for `kubewasm rollout promote`");
-                    return;
-                }
-                continue;
-            }
-            let name = controller.name().to_string();
-            match crate::plugin::promote(&live) {
-                Ok(()) => {
-                    tracing::info!(plugin = %name, "the candidate agreed on {} reconciles: promoting it", report.count(Agreement::Same))
-                }
-                Err(e) => {
-                    let note = format!(
-                        "cannot promote {name}'s candidate {} (it agreed on {} reconciles): {e}; promote it by hand",
-                        report.version,
-                        report.count(Agreement::Same)
-                    );
-                    self.report(&name, Outcome::Rejected, note).await;
-                }
-            }
-            return;
-        }
-    }
-
-    /// Judges a version just swapped in until its window ends, and swaps the previous version
-    /// back if it is clearly worse. Ends early when another version replaces it or the plugin
-    /// stops. The window counts time spent leading only: a standby reconciles nothing, so it
-    /// keeps the previous version at hand and judges the new one once it takes over.
-    async fn watch(self: Arc<Self>, promotion: Promotion) {
-        let mut judged_for = Duration::ZERO;
-        let mut tick = Instant::now();
-        loop {
-            tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                _ = tokio::time::sleep(ROLLBACK_CHECK) => {}
-            }
-            let now = Instant::now();
-            if self.env.leadership().is_leader() {
-                judged_for += now - tick;
-            }
-            tick = now;
-            let Some(current) = self.judged(&promotion) else { return };
-            let health = current.health();
-            drop(current);
-            match promotion.policy.judge(&promotion.baseline, &health, judged_for) {
-                rollout::Verdict::Watch => {}
-                rollout::Verdict::Keep => {
-                    tracing::debug!(plugin = %promotion.name, "rollback window over: the new version stays");
-                    return;
-                }
-                rollout::Verdict::RollBack { before, after } => {
-                    let why = format!(
-                        "it failed on {} of {} objects ({:.0}%) after {} reconciles, the version before on {:.0}%",
-                        health.failing,
-                        health.objects,
-                        after * 100.0,
-                        health.reconciles,
-                        before * 100.0
-                    );
-                    self.roll_back(promotion, why).await;
-                    return;
-                }
-            }
-        }
-    }
-
-    /// The version on watch, if it still serves.
-    fn judged(&self, promotion: &Promotion) -> Option<Arc<Version>> {
-        let current = self.registry.controller(&promotion.name)?.version();
-        std::ptr::eq(Arc::as_ptr(&current), promotion.version.as_ptr()).then_some(current)
-    }
-
-    /// Swaps the previous version back in place of the one on watch, and marks what was rolled
-    /// back so that the file is not loaded again until it changes.
-    async fn roll_back(self: &Arc<Self>, promotion: Promotion, why: String) {
-        let guard = self.examining(&promotion.path);
-        let _one_at_a_time = guard.lock().await;
-        let started = Instant::now();
-        // Replaced while waiting for the file: that version has a window of its own.
-        let (Some(bad), Some(controller)) = (self.judged(&promotion), self.registry.controller(&promotion.name)) else { return };
-        let (name, previous) = (&promotion.name, promotion.previous);
-        let (from, to) = (
-            format!("{} (sha256:{})", bad.manifest.version, bad.plugin.digest),
-            format!("{} (sha256:{})", previous.described.manifest.version, previous.digest),
-        );
-        let mark = RolledBack::of(&bad.plugin);
-        drop(bad);
-        let workers = previous.options.max_concurrency.unwrap_or(previous.described.manifest.max_concurrency);
-        let memory = previous.described.limits.memory_bytes;
-        match controller.swap(previous).await {
-            Ok(_) => {
-                // What it had reserved before the reload; it ran within it then.
-                let _ = self.budget.reserve(name, memory, workers);
-                self.rolled_back.lock().insert(promotion.path.clone(), mark);
-                let note = format!(
-                    "rolled back {name} {from} to {to} in {} ms: {why}; {} is not loaded again until it changes",
-                    started.elapsed().as_millis(),
-                    promotion.path.display()
-                );
-                self.report(name, Outcome::RolledBack, note).await;
-            }
-            Err(e) => tracing::warn!(plugin = %name, "cannot roll {from} back to {to}, it keeps serving: {e}"),
-        }
-    }
-
-    /// Starts a controller in the background: retrying while a resource it needs is not served
-    /// yet (its CRD may be installed later), then waiting for its caches to sync, within the
-    /// sync timeout (else it is stopped and rejected, and looked at again later).
-    async fn start(self: &Arc<Self>, path: &Path, plugin: LoadedPlugin) -> Result<(), registry::ClaimError> {
-        let name = plugin.described.manifest.name.clone();
-        let stop = self.shutdown.child_token();
-        let generation = self.registry.generation();
-        let finalizer = plugin.described.manifest.finalizer.clone();
-        let slot = Slot::Starting { path: path.to_path_buf(), finalizer: finalizer.clone(), stop: stop.clone(), generation };
-        // Held while what was there stops: no other file can take the name meanwhile.
-        if let Some(previous) = self.registry.claim(&name, finalizer.as_deref(), slot)? {
-            previous.stop().await;
-        }
-        self.removed.lock().remove(&name);
-        let (env, registry, status, budget, refused) =
-            (self.env.clone(), self.registry.clone(), self.status.clone(), self.budget.clone(), self.refused.clone());
-        let path = path.to_path_buf();
-        let supervisor_listing = self.listing_source();
-        let supervisor = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut delay = Duration::from_secs(1);
-            let controller = loop {
-                match Controller::start(env.clone(), plugin.clone(), stop.child_token()).await {
-                    Ok(controller) => break controller,
-                    Err(e) => tracing::warn!(plugin = %name, "cannot start yet, retrying in {delay:?}: {e}"),
-                }
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(delay) => delay = (delay * 2).min(Duration::from_secs(30)),
-                }
-            };
-            let synced = tokio::select! {
-                _ = stop.cancelled() => return,
-                synced = controller.first_sync() => synced,
-            };
-            if let Err(e) = synced {
-                stop.cancel();
-                controller.stopped().await;
-                if registry.take(&name, Some(generation)).is_some() {
-                    budget.release(&name);
-                    let retry = match supervisor.upgrade() {
-                        Some(supervisor) => supervisor.files.lock().await.retry_later(&path),
-                        None => None,
-                    };
-                    let mut note = format!("rejected {}: {e}", path.display());
-                    if let Some(after) = retry {
-                        note.push_str(&format!("; trying again in {after:?}"));
-                    }
-                    refused.lock().insert(name.clone(), note.clone());
-                    let uid = status.publish(supervisor_listing).await.unwrap_or(None);
-                    status.record(&name, Outcome::Rejected, &note, uid);
-                }
-                return;
-            }
-            if registry.started(&name, generation, controller) {
-                // It runs now: list it.
-                if let Err(e) = status.publish(supervisor_listing).await {
-                    tracing::warn!("cannot update the status ConfigMap: {e}");
-                }
-            }
-        });
-        Ok(())
-    }
-
-    /// Rewrites the status listing when what it shows changed without a load or an unload
-    /// (objects quarantined or released), until shutdown.
-    async fn refresh_status(self: Arc<Self>) {
-        loop {
-            tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                _ = tokio::time::sleep(STATUS_REFRESH) => {}
-            }
-            if let Err(e) = self.status.refresh(self.listing_source()).await {
-                tracing::warn!("cannot update the status ConfigMap: {e}");
-            }
-        }
-    }
-
-    /// A snapshot source of the status listing, for tasks.
-    fn listing_source(&self) -> impl FnOnce() -> BTreeMap<String, String> + Send + 'static {
-        let registry = self.registry.clone();
-        let removed = self.removed.clone();
-        move || listing(&registry, &removed)
-    }
-
-    /// Stops a plugin gracefully, whatever state it is in: running reconciles finish; its queue
-    /// goes, and informers no other plugin needs are released.
-    async fn stop(&self, name: &str) {
-        self.stop_slot(name).await;
-        self.budget.release(name);
-        self.budget.release(&candidate_budget(name));
-    }
-
-    async fn stop_slot(&self, name: &str) {
-        if let Some(slot) = self.registry.take(name, None) {
-            slot.stop().await;
-        }
-    }
-
-    async fn unload(self: Arc<Self>, path: PathBuf) {
-        let guard = self.examining(&path);
-        let _one_at_a_time = guard.lock().await;
-        let started = Instant::now();
-        if let Some(live) = candidate_for(&path) {
-            self.candidate_gone(&path, &live).await;
-            return;
-        }
-        self.rolled_back.lock().remove(&path);
-        let Some(name) = self.registry.name_at(&path) else { return };
-        if let Some(controller) = self.registry.controller(&name) {
-            self.report_leftover_finalizers(&name, &controller);
-        }
-        self.stop(&name).await;
-        let note = format!("unloaded {name}: {} was removed ({} ms)", path.display(), started.elapsed().as_millis());
-        self.report(&name, Outcome::Unloaded, note).await;
-    }
-
-    /// A plugin going away whose finalizer objects still carry: they would stay Terminating
-    /// with no sign. Each gets a Warning Event, and the status ConfigMap keeps the plugin's
-    /// finalizer so that `kubewasm finalizers release NAME` can take it off.
-    fn report_leftover_finalizers(&self, name: &str, controller: &Controller) {
-        let version = controller.version();
-        let finalizers: Vec<&String> = version.manifest.finalizer.iter().chain(&version.previous_finalizers).collect();
-        if finalizers.is_empty() {
-            return;
-        }
-        let carrying: Vec<_> =
-            version.primary_objects().into_iter().filter(|(_, json)| crate::controller::finalizers_of(json).iter().any(|f| finalizers.contains(&f))).collect();
-        if carrying.is_empty() {
-            return;
-        }
-        let finalizer = finalizers[0];
-        tracing::warn!(plugin = name, finalizer = %finalizer, objects = carrying.len(), "removed while objects still carry its finalizer: release them with `kubewasm finalizers release {name}`");
-        for (key, json) in &carrying {
-            controller.events().publish(ObjectEvent {
-                regarding: version.manifest.primary.clone(),
-                key: key.clone(),
-                uid: crate::resource::uid_of(json),
-                warning: true,
-                reason: "FinalizerLeftBehind".into(),
-                action: "Unload".into(),
-                note: format!(
-                    "plugin {name} was removed; its finalizer {finalizer} keeps this object from being deleted. Run `kubewasm finalizers release {name}` to remove it"
-                ),
-            });
-        }
-        self.removed.lock().insert(name.to_string(), status::removed_entry(finalizer, &version.manifest.primary, carrying.len()));
-    }
-
-    /// Logs, counts and reports one load, reload, rejection, rollback or unload (status
-    /// ConfigMap first, so the Event can name the ConfigMap's uid).
-    async fn report(&self, plugin: &str, outcome: Outcome, note: String) {
-        match outcome {
-            Outcome::Rejected => self.refused.lock().insert(plugin.to_string(), note.clone()),
-            _ => self.refused.lock().remove(plugin),
-        };
-        let uid = match self.status.publish(self.listing_source()).await {
-            Ok(uid) => uid,
-            Err(e) => {
-                tracing::warn!(configmap = %format!("{}/{}", self.status.object().namespace, self.status.object().name), "cannot update the status ConfigMap: {e}");
-                None
-            }
-        };
-        self.status.record(plugin, outcome, &note, uid);
-    }
-
-    /// Stops every controller (graceful).
+    /// Waits until every controller has stopped (graceful) after shutdown.
     pub async fn stopped(&self) {
-        for (controller, _) in self.registry.running() {
+        let controllers: Vec<_> = self.views(|view| view.phase.controller().cloned()).into_iter().flatten().collect();
+        for controller in controllers {
             controller.stopped().await;
         }
-    }
-}
-
-/// What the status ConfigMap lists: each running plugin, and plugins removed while objects
-/// still carry their finalizer.
-fn listing(registry: &Registry, removed: &Mutex<BTreeMap<String, String>>) -> BTreeMap<String, String> {
-    let mut listing = removed.lock().clone();
-    for (controller, path) in registry.running() {
-        let v = controller.version();
-        let mut entry = status::running_entry(&v.manifest.version, &v.plugin.digest.to_string(), &path.display().to_string(), v.manifest.finalizer.as_deref());
-        entry.extend(status::quarantine_fields(&controller.quarantined(QUARANTINE_LISTED)));
-        if let Some(report) = controller.shadow_report() {
-            entry.push_str(&status::shadow_fields(&report));
-            listing.insert(status::rollout_key(controller.name()), status::rollout_report(controller.name(), &v.manifest.version, &report));
-        }
-        listing.insert(controller.name().to_string(), entry);
-    }
-    listing
-}
-
-/// What a plugin's candidate reserves of the memory budget under.
-fn candidate_budget(name: &str) -> String {
-    format!("{name}.next")
-}
-
-/// A one-line reason a file could not be loaded, naming the file at fault: a bad `NAME.toml`
-/// is reported as the `.toml`, not the `.wasm`.
-fn load_error(path: &Path, error: &LoadError) -> String {
-    match error {
-        LoadError::Settings { .. } | LoadError::Options(_) => format!("{} (settings of {})", error, path.display()),
-        _ => error.to_string(),
-    }
-}
-
-/// A load error that a file still being written produces.
-fn looks_incomplete(error: &LoadError) -> bool {
-    match error {
-        LoadError::Truncated(_) | LoadError::NotWebAssembly => true,
-        LoadError::Runtime(crate::runtime::RuntimeError::Compile(message)) => message.contains("unexpected end") || message.contains("out of bounds"),
-        _ => false,
     }
 }

@@ -1,8 +1,8 @@
-//! The rollout policy (host flags, overridden per plugin in `NAME.toml`): when a candidate that
-//! agreed with the live version in its shadow run is promoted, and when a version just swapped
-//! in by a hot reload is clearly worse than the one it replaced and is rolled back. Owns the
-//! verdicts; the supervisor acts on them (it keeps the previous version during the rollback
-//! window and swaps it back).
+//! The rollout lifecycle: the policy (host flags, overridden per plugin in `NAME.toml`), the
+//! [`Probation`] of a version just swapped in by a hot reload — watched for a window, the version
+//! it replaced kept at hand with its memory reservation, so that a rollback always fits — and the
+//! verdicts: when the new version is clearly worse and is rolled back, and when a candidate that
+//! agreed with the live version in its shadow run is promoted. A plugin's slot acts on them.
 //!
 //! A version is judged by the share of the cached objects whose last reconcile by it failed (a
 //! fault or an error result; see `controller::Health`): an object counts once however often it
@@ -12,7 +12,10 @@
 
 use std::time::Duration;
 
-use crate::controller::Health;
+use tokio::time::Instant;
+
+use crate::budget::Reservation;
+use crate::controller::{Agreement, Health, ShadowReport};
 use crate::plugin::PluginOptions;
 
 /// Share of failing objects that rolls a new version back, unless told otherwise.
@@ -24,6 +27,8 @@ pub const MARGIN: f64 = 0.25;
 pub const DEFAULT_MIN_RECONCILES: u64 = 20;
 /// How long a new version is watched (and the previous one kept to swap back to).
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(300);
+/// How often a version on probation, and a candidate waiting for promotion, are looked at.
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Policy {
@@ -84,6 +89,58 @@ impl Policy {
     }
 }
 
+/// A version just swapped in, on watch, and the version it replaced, to swap back to.
+pub struct Probation<P> {
+    pub previous: P,
+    /// What the previous version had reserved, held until the window ends: a rollback never
+    /// waits for memory.
+    pub reservation: Reservation,
+    /// How the previous version did over its life.
+    baseline: Health,
+    policy: Policy,
+    /// The time judged so far: only time spent leading counts (a standby reconciles nothing).
+    judged_for: Duration,
+    last: Instant,
+}
+
+impl<P> Probation<P> {
+    pub fn new(previous: P, reservation: Reservation, baseline: Health, policy: Policy, now: Instant) -> Self {
+        Probation { previous, reservation, baseline, policy, judged_for: Duration::ZERO, last: now }
+    }
+
+    /// Counts the time since the last look (if this host led meanwhile) and judges `health`,
+    /// the new version's.
+    pub fn judge(&mut self, now: Instant, leading: bool, health: &Health) -> Verdict {
+        if leading {
+            self.judged_for += now.saturating_duration_since(self.last);
+        }
+        self.last = now;
+        self.policy.judge(&self.baseline, health, self.judged_for)
+    }
+}
+
+/// What to do about a candidate waiting for promotion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Promotion {
+    /// Not enough agreeing reconciles yet.
+    Wait,
+    /// It agreed `after` times and never otherwise.
+    Promote,
+    /// It differed, erred or faulted: it is left for `kubewasm rollout promote`.
+    Never,
+}
+
+/// Judges a candidate's shadow run against the agreeing reconciles `after` that promote it.
+pub fn promotion(report: &ShadowReport, after: u64) -> Promotion {
+    if [Agreement::Differs, Agreement::Error, Agreement::Fault].iter().any(|a| report.count(*a) > 0) {
+        Promotion::Never
+    } else if report.agreed(after) {
+        Promotion::Promote
+    } else {
+        Promotion::Wait
+    }
+}
+
 /// The share of cached objects a version fails on.
 pub fn failing_share(health: &Health) -> f64 {
     if health.objects == 0 { 0.0 } else { (health.failing as f64 / health.objects as f64).min(1.0) }
@@ -129,6 +186,21 @@ mod tests {
         // The previous version failed on 40% already: 60% is not a quarter worse.
         assert_eq!(policy.judge(&health(1000, 4, 10), &health(40, 6, 10), MINUTE), Verdict::Watch);
         assert_eq!(policy.judge(&health(1000, 4, 10), &health(40, 7, 10), MINUTE), Verdict::RollBack { before: 0.4, after: 0.7 });
+    }
+
+    #[test]
+    fn probation_counts_leading_time_only() {
+        let budget = crate::budget::MemoryBudget::new(100, Default::default());
+        let start = Instant::now();
+        let mut probation = Probation::new((), budget.reserve(10, 0).unwrap(), health(1000, 0, 10), Policy::default(), start);
+        let fine = health(40, 0, 10);
+        // Standing by for longer than the window: nothing judged yet.
+        assert_eq!(probation.judge(start + DEFAULT_WINDOW * 2, false, &fine), Verdict::Watch);
+        assert_eq!(probation.judge(start + DEFAULT_WINDOW * 2 + MINUTE, true, &fine), Verdict::Watch);
+        assert_eq!(probation.judge(start + DEFAULT_WINDOW * 3, true, &fine), Verdict::Keep);
+        assert_eq!(budget.reserved(), 10, "the previous version's reservation is held while on watch");
+        drop(probation);
+        assert_eq!(budget.reserved(), 0);
     }
 
     #[test]

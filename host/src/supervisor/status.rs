@@ -21,9 +21,9 @@ pub struct StatusObject {
     pub name: String,
 }
 
-/// What became of a plugin file.
+/// What happened to a plugin: a load, a reload, a rejection, a rollback, ...
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Transition {
     Loaded,
     Reloaded,
     Rejected,
@@ -38,31 +38,31 @@ pub enum Outcome {
     Promoted,
 }
 
-impl Outcome {
+impl Transition {
     /// The `result` label of `kubewasm_plugin_reloads_total`.
     fn label(self) -> &'static str {
         match self {
-            Outcome::Loaded => "loaded",
-            Outcome::Reloaded => "reloaded",
-            Outcome::Rejected => "rejected",
-            Outcome::RolledBack => "rolled_back",
-            Outcome::Unloaded => "unloaded",
-            Outcome::Candidate => "candidate",
-            Outcome::CandidateRemoved => "candidate_removed",
-            Outcome::Promoted => "promoted",
+            Transition::Loaded => "loaded",
+            Transition::Reloaded => "reloaded",
+            Transition::Rejected => "rejected",
+            Transition::RolledBack => "rolled_back",
+            Transition::Unloaded => "unloaded",
+            Transition::Candidate => "candidate",
+            Transition::CandidateRemoved => "candidate_removed",
+            Transition::Promoted => "promoted",
         }
     }
 
     fn reason(self) -> &'static str {
         match self {
-            Outcome::Loaded => "PluginLoaded",
-            Outcome::Reloaded => "PluginReloaded",
-            Outcome::Rejected => "PluginRejected",
-            Outcome::RolledBack => "RolledBack",
-            Outcome::Unloaded => "PluginUnloaded",
-            Outcome::Candidate => "CandidateShadowed",
-            Outcome::CandidateRemoved => "CandidateRemoved",
-            Outcome::Promoted => "CandidatePromoted",
+            Transition::Loaded => "PluginLoaded",
+            Transition::Reloaded => "PluginReloaded",
+            Transition::Rejected => "PluginRejected",
+            Transition::RolledBack => "RolledBack",
+            Transition::Unloaded => "PluginUnloaded",
+            Transition::Candidate => "CandidateShadowed",
+            Transition::CandidateRemoved => "CandidateRemoved",
+            Transition::Promoted => "CandidatePromoted",
         }
     }
 }
@@ -150,16 +150,16 @@ impl StatusPublisher {
 
     /// Logs and counts one load, reload, rejection, rollback or unload, and records it as an
     /// Event on the status ConfigMap (after `uid` says which one it is).
-    pub fn record(&self, plugin: &str, outcome: Outcome, note: &str, uid: Option<String>) {
+    pub fn record(&self, plugin: &str, outcome: Transition, note: &str, uid: Option<String>) {
         let note = note.replace('\n', " ");
-        let warning = matches!(outcome, Outcome::Rejected | Outcome::RolledBack);
+        let warning = matches!(outcome, Transition::Rejected | Transition::RolledBack);
         if warning {
             tracing::warn!(plugin, result = outcome.label(), "{note}");
         } else {
             tracing::info!(plugin, result = outcome.label(), "{note}");
         }
         self.metrics.reloads(plugin, outcome.label()).inc();
-        if outcome == Outcome::RolledBack {
+        if outcome == Transition::RolledBack {
             self.metrics.rollbacks(plugin).inc();
         }
         if !self.leadership.is_leader() {
@@ -248,7 +248,7 @@ mod tests {
         assert_eq!(fields["primary"], "Foo.v1.example.com");
         let running = running_entry("1.0", "abc", "/p/a.wasm", Some("x.io/y"));
         assert_eq!(parse_entry(&running)["finalizer"], "x.io/y");
-        let quarantined = QuarantineListing { count: 3, first: vec![ObjectKey::new(Some("ns"), "a"), ObjectKey::new(Some("ns"), "b")] };
+        let quarantined = QuarantineListing { count: 3, first: vec![ObjectKey::new(Some("ns"), "a").into(), ObjectKey::new(Some("ns"), "b").into()] };
         let entry = running + &quarantine_fields(&quarantined).unwrap();
         assert_eq!(parse_entry(&entry)["quarantined"], "3");
         assert_eq!(parse_entry(&entry)["keys"], "ns/a,ns/b");

@@ -13,11 +13,14 @@ import { Action, Controller, Manifest, SettingsError, kinds, objects as o } from
 const LABEL = '{{name}}.example.com/enabled';
 
 export default class Summarizer extends Controller {
+  // Every setting the plugin takes, with its default: any other key in `{{name}}.toml` refuses
+  // the plugin. A summary is named `<name>-<suffix>`.
+  static settingsDefaults = { suffix: 'summary' };
+
   // `settings`: `{{name}}.toml` beside `{{name}}.wasm` in the host's plugin directory.
   constructor(settings) {
     super(settings);
-    // A summary is named `<name>-<suffix>`.
-    const suffix = settings.suffix ?? 'summary';
+    const { suffix } = settings;
     if (typeof suffix !== 'string' || suffix === '') {
       throw new SettingsError('suffix must be a non-empty string');
     }

@@ -16,11 +16,14 @@ LABEL = "{{name}}.example.com/enabled"
 
 
 class Summarizer(Controller):
+    # Every setting the plugin takes, with its default: any other key in `{{name}}.toml` refuses
+    # the plugin. A summary is named `<name>-<suffix>`.
+    settings_defaults = {"suffix": "summary"}
+
     def __init__(self, settings: dict) -> None:
         """`settings`: `{{name}}.toml` beside `{{name}}.wasm` in the host's plugin directory."""
         super().__init__(settings)
-        # A summary is named `<name>-<suffix>`.
-        suffix = settings.get("suffix", "summary")
+        suffix = settings["suffix"]
         if not isinstance(suffix, str) or not suffix:
             raise SettingsError("suffix must be a non-empty string")
         self.suffix = suffix

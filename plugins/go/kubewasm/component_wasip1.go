@@ -27,6 +27,7 @@
 package kubewasm
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"runtime/debug"
@@ -96,6 +97,19 @@ func enter() {
 // leave ends an export: the collector off before the host reads the results and writes the next
 // call's arguments.
 func leave() { gcOff() }
+
+// trap executes WebAssembly's `unreachable` (trap_wasip1_wasm.s): the instance traps, a fault.
+// An unrecovered Go panic would instead exit the instance (proc_exit), which the host reads as
+// an instance that could not run, not as a fault of the call.
+func trap()
+
+// fault ends an export that failed without an answer — a panic (r), or an error from
+// MapRelated, which has no error value — with the reason and the stack in the host log, then
+// a trap: what an uncaught exception or panic is in every SDK.
+func fault(what string, reason any) {
+	fmt.Fprintf(stderr, "%s: %v\n%s", what, reason, debug.Stack())
+	trap()
+}
 
 // --- conversions between the SDK's types and the bindings' ---
 
@@ -336,6 +350,11 @@ func (c *component) Rules() []kubewasm_controller_access.Rule {
 func (c *component) call(method Method, request kubewasm_controller_reconciler.Request) witTypes.Result[wit.Action, wit.Error] {
 	enter()
 	defer leave()
+	defer func() {
+		if r := recover(); r != nil {
+			fault(string(method)+" panicked", r)
+		}
+	}()
 	if c.plugin == nil {
 		return witTypes.Err[wit.Action](wit.Error{Code: uint8(CodeOther), Message: "the host called the plugin before describe"})
 	}
@@ -345,7 +364,7 @@ func (c *component) call(method Method, request kubewasm_controller_reconciler.R
 		return witTypes.Err[wit.Action](wit.Error{Code: uint8(e.Code), Message: e.Message})
 	}
 	if result.RequeueAfter > 0 {
-		return witTypes.Ok[wit.Action, wit.Error](wit.MakeActionRequeueAfter(uint64(result.RequeueAfter.Milliseconds())))
+		return witTypes.Ok[wit.Action, wit.Error](wit.MakeActionRequeueAfter(requeueMillis(result.RequeueAfter)))
 	}
 	return witTypes.Ok[wit.Action, wit.Error](wit.MakeActionDone())
 }
@@ -368,7 +387,15 @@ func (c *component) MapRelated(resource wit.Gvk, object string) []wit.ObjectKey 
 	if c.plugin == nil {
 		return nil
 	}
-	keys := c.plugin.MapRelated(fromWitGVK(resource), object)
+	defer func() {
+		if r := recover(); r != nil {
+			fault("map-related panicked", r)
+		}
+	}()
+	keys, err := c.plugin.MapRelated(fromWitGVK(resource), object)
+	if err != nil {
+		fault("map-related failed", err)
+	}
 	out := make([]wit.ObjectKey, len(keys))
 	for i, k := range keys {
 		out[i] = wit.ObjectKey{Namespace: option(k.Namespace), Name: k.Name}

@@ -63,9 +63,9 @@ func (l LogLevel) String() string {
 type Event struct {
 	Regarding ObjectRef
 	Type      EventType
-	// Reason is why, in PascalCase, at most 128 characters, e.g. "DeploymentNotOwned".
+	// Reason is why, in PascalCase, 1 to 128 bytes, e.g. "DeploymentNotOwned".
 	Reason string
-	// Action is what was done or attempted, at most 128 characters, e.g. "Reconcile".
+	// Action is what was done or attempted, 1 to 128 bytes, e.g. "Reconcile".
 	Action string
 	// Note is for humans, at most 1024 bytes.
 	Note string
@@ -101,6 +101,10 @@ type Host interface {
 // method that can fail returns an *Error (match it with errors.Is(err, kubewasm.ErrConflict),
 // kubewasm.IsNotFound(err), ...).
 //
+// Every method checks the sizes the host takes before calling it (names, namespaces, kinds,
+// objects, patches, selectors, Event texts: MaxName and the other bounds): an over-long value
+// is an error of code invalid with the host's own message, e.g. "name is 254 bytes; at most 253".
+//
 // Objects going in may be an Object or any value encoding/json turns into one (a struct with
 // json tags, a k8s.io/api type); objects coming out are Objects (decode them with Into).
 type Context struct {
@@ -128,15 +132,21 @@ func parse(text string) (Object, error) {
 	return obj, nil
 }
 
-func dump(obj any) (string, error) {
-	if s, ok := obj.(string); ok {
-		return s, nil
+// dump is obj's JSON text (a string is taken as it is) within limit bytes: "object" or
+// "patch body" names it in errors.
+func dump(obj any, what string, limit int) (string, error) {
+	text, ok := obj.(string)
+	if !ok {
+		encoded, err := marshal(obj)
+		if err != nil {
+			return "", &Error{Code: CodeInvalid, Message: what + " is not JSON: " + err.Error()}
+		}
+		text = string(encoded)
 	}
-	text, err := marshal(obj)
-	if err != nil {
-		return "", &Error{Code: CodeInvalid, Message: "object is not JSON: " + err.Error()}
+	if err := atMost(what, text, limit); err != nil {
+		return "", err
 	}
-	return string(text), nil
+	return text, nil
 }
 
 // --- the cache: reads without an API round trip ---
@@ -144,6 +154,9 @@ func dump(obj any) (string, error) {
 // Get is an object from the cache (a copy). namespace is "" for cluster-scoped resources. A
 // missing object is an error of code not-found: test it with kubewasm.IsNotFound(err).
 func (c *Context) Get(gvk GVK, namespace, name string) (Object, error) {
+	if err := checkTarget(gvk, namespace, name); err != nil {
+		return nil, err
+	}
 	text, found, err := c.host.CacheGet(gvk, namespace, name)
 	if err != nil {
 		return nil, err
@@ -156,6 +169,9 @@ func (c *Context) Get(gvk GVK, namespace, name string) (Object, error) {
 
 // GetInto reads an object from the cache into a typed value (e.g. a k8s.io/api type).
 func (c *Context) GetInto(gvk GVK, namespace, name string, into any) error {
+	if err := checkTarget(gvk, namespace, name); err != nil {
+		return err
+	}
 	text, found, err := c.host.CacheGet(gvk, namespace, name)
 	if err != nil {
 		return err
@@ -188,6 +204,15 @@ func (c *Context) listText(gvk GVK, opts []ListOption) ([]string, error) {
 	var o listOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := checkGVK(gvk); err != nil {
+		return nil, err
+	}
+	if err := atMost("namespace", o.namespace, MaxNamespace); err != nil {
+		return nil, err
+	}
+	if err := atMost("label selector", o.selector, MaxLabelSelector); err != nil {
+		return nil, err
 	}
 	return c.host.CacheList(gvk, o.namespace, o.selector)
 }
@@ -241,7 +266,7 @@ func applyForce(opts []ApplyOption) bool {
 }
 
 func (c *Context) write(call func(string) (string, error), obj any) (Object, error) {
-	text, err := dump(obj)
+	text, err := dump(obj, "object", MaxObject)
 	if err != nil {
 		return nil, err
 	}
@@ -278,15 +303,15 @@ func (c *Context) UpdateStatus(obj any) (Object, error) { return c.write(c.host.
 // Patch patches an object. body is the patch: a map or struct (encoded as JSON), or a string
 // or []byte of JSON. Returns the object as stored.
 func (c *Context) Patch(gvk GVK, namespace, name string, patchType PatchType, body any) (Object, error) {
-	var text string
-	switch b := body.(type) {
-	case []byte:
-		text = string(b)
-	default:
-		var err error
-		if text, err = dump(body); err != nil {
-			return nil, err
-		}
+	if err := checkTarget(gvk, namespace, name); err != nil {
+		return nil, err
+	}
+	if b, ok := body.([]byte); ok {
+		body = string(b)
+	}
+	text, err := dump(body, "patch body", MaxPatchBody)
+	if err != nil {
+		return nil, err
 	}
 	stored, err := c.host.Patch(gvk, namespace, name, patchType, text)
 	if err != nil {
@@ -297,6 +322,9 @@ func (c *Context) Patch(gvk GVK, namespace, name string, patchType PatchType, bo
 
 // Delete deletes an object (its dependents are garbage-collected); not-found if already gone.
 func (c *Context) Delete(gvk GVK, namespace, name string) error {
+	if err := checkTarget(gvk, namespace, name); err != nil {
+		return err
+	}
 	return c.host.Delete(gvk, namespace, name)
 }
 
@@ -338,7 +366,14 @@ func (c *Context) Event(regarding Object, eventType EventType, reason, action, n
 
 // EventAbout records a Kubernetes Event about the object ref names.
 func (c *Context) EventAbout(ref ObjectRef, eventType EventType, reason, action, note string) error {
-	return c.host.PublishEvent(Event{Regarding: ref, Type: eventType, Reason: reason, Action: action, Note: note})
+	event := Event{Regarding: ref, Type: eventType, Reason: reason, Action: action, Note: note}
+	if err := checkTarget(ref.GVK, ref.Namespace, ref.Name); err != nil {
+		return err
+	}
+	if err := checkEvent(event); err != nil {
+		return err
+	}
+	return c.host.PublishEvent(event)
 }
 
 // Log writes a structured record into the host's log; keysAndValues alternate keys and values,

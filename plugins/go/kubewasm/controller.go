@@ -13,10 +13,17 @@ import (
 
 // Result is what the host does with the key after a successful Reconcile, Finalize or
 // Released, as in controller-runtime: the zero Result means done (nothing more until something
-// changes, or the periodic resync); RequeueAfter reconciles again after that long even if
-// nothing changes (under a second it means "again soon", rate limited like a failure).
+// changes, or the periodic resync); a positive RequeueAfter reconciles again after that long
+// even if nothing changes, in whole milliseconds rounded up (under a second it means "again
+// soon", rate limited like a failure: per-key backoff from 5 ms and the plugin's token bucket).
 type Result struct {
 	RequeueAfter time.Duration
+}
+
+// requeueMillis is the WIT's requeue-after of a positive delay: whole milliseconds, rounded up,
+// so that no positive delay becomes 0.
+func requeueMillis(after time.Duration) uint64 {
+	return uint64((after + time.Millisecond - 1) / time.Millisecond)
 }
 
 // Controller is a controller plugin: what it reconciles (Manifest) and how (Reconcile).
@@ -24,6 +31,10 @@ type Result struct {
 // The host makes a fresh instance of the plugin now and then (on load, for concurrency, after
 // a fault); each builds its controller once, with the constructor given to Export and the
 // settings from NAME.toml beside NAME.wasm, then handles many calls, one at a time.
+//
+// A panic is a fault, never an error value: the call traps, the instance is replaced, the key
+// is retried with backoff, and an object the plugin keeps faulting on is quarantined (set aside
+// until it changes). Return an error for what the controller means to report.
 //
 // A controller may also implement Finalizer, RelatedMapper and Releaser.
 type Controller interface {
@@ -43,8 +54,9 @@ type Finalizer interface {
 }
 
 // RelatedMapper is a Controller with a map-related watch: MapRelated maps an event on a
-// watched object to the keys of primary objects to reconcile. It must be quick. An error is
-// logged and maps to no keys.
+// watched object to the keys of primary objects to reconcile. It must be quick. The WIT's
+// map-related has no error value: an error (like a panic) traps, and the host retries the
+// watched object like a faulting Reconcile. No keys means no keys, never a failure.
 type RelatedMapper interface {
 	MapRelated(ctx *Context, gvk GVK, obj Object) ([]ObjectKey, error)
 }
@@ -156,6 +168,10 @@ func (p *Plugin) Describe(settings string) (spec ManifestSpec, err error) {
 			err = fmt.Errorf("panic: %v", r)
 			fmt.Fprintf(stderr, "describe panicked: %v\n%s", r, debug.Stack())
 		}
+		// The host takes a refusal of at most MaxErrorMessage bytes.
+		if err != nil && len(err.Error()) > MaxErrorMessage {
+			err = errors.New(cut(err.Error()))
+		}
 	}()
 	controller, err := p.factory(settings)
 	if err != nil {
@@ -193,7 +209,8 @@ const (
 
 // Call runs Reconcile, Finalize or Released on the primary obj (JSON text). A failure is an
 // *Error as the host gets it: the controller's error's code (other for errors without one) and
-// message; a panic is code other, with the stack on stderr (the host log).
+// message, cut to MaxErrorMessage. A panic is not recovered: it is a bug, and the component's
+// export traps on it (a fault).
 func (p *Plugin) Call(method Method, key ObjectKey, obj string, retries int) (result Result, err error) {
 	if p.controller == nil {
 		return Result{}, &Error{Code: CodeOther, Message: "the host called the plugin before describe"}
@@ -203,12 +220,6 @@ func (p *Plugin) Call(method Method, key ObjectKey, obj string, retries int) (re
 		return Result{}, &Error{Code: CodeInvalid, Message: "the primary object does not parse: " + perr.Error()}
 	}
 	ctx := NewContext(p.host, key, retries)
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(stderr, "%s panicked: %v\n%s", method, r, debug.Stack())
-			result, err = Result{}, &Error{Code: CodeOther, Message: fmt.Sprintf("%s: panic: %v", method, r)}
-		}
-	}()
 	switch method {
 	case MethodReconcile:
 		result, err = p.controller.Reconcile(ctx, parsed)
@@ -234,28 +245,16 @@ func (p *Plugin) Call(method Method, key ObjectKey, obj string, retries int) (re
 	return result, nil
 }
 
-// MapRelated runs the controller's MapRelated. It never fails: an error (or a panic) is logged
-// and maps to no keys, since the WIT function cannot fail.
-func (p *Plugin) MapRelated(gvk GVK, obj string) (keys []ObjectKey) {
+// MapRelated runs the controller's MapRelated. The WIT function has no error value: the
+// component's export traps on an error, as on a panic (not recovered here either).
+func (p *Plugin) MapRelated(gvk GVK, obj string) ([]ObjectKey, error) {
 	mapper, ok := p.controller.(RelatedMapper)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	ctx := NewContext(p.host, ObjectKey{}, 0)
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(stderr, "map-related panicked: %v\n%s", r, debug.Stack())
-			ctx.Error("map-related failed", "resource", gvk.String(), "error", fmt.Sprintf("panic: %v", r))
-			keys = nil
-		}
-	}()
 	parsed, err := parseObject(obj)
-	if err == nil {
-		keys, err = mapper.MapRelated(ctx, gvk, parsed)
-	}
 	if err != nil {
-		ctx.Error("map-related failed", "resource", gvk.String(), "error", err.Error())
-		return nil
+		return nil, &Error{Code: CodeInvalid, Message: "the watched object does not parse: " + err.Error()}
 	}
-	return keys
+	return mapper.MapRelated(NewContext(p.host, ObjectKey{}, 0), gvk, parsed)
 }

@@ -2,10 +2,12 @@ package kubewasm
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func init() { stderr = io.Discard }
@@ -158,10 +160,15 @@ func TestCallsReturnWhatTheHostGets(t *testing.T) {
 	if e := err.(*Error); e.Code != CodeOther || e.Message != "something broke" {
 		t.Errorf("plain: %+v", e)
 	}
-	_, err = p.Call(MethodReconcile, ObjectKey{}, obj("panic"), 0)
-	if e := err.(*Error); e.Code != CodeOther || e.Message != "reconcile: panic: oh no" {
-		t.Errorf("panic: %+v", e)
-	}
+	func() {
+		defer func() {
+			if r := recover(); r != "oh no" {
+				t.Errorf("a panic is not an answer: it reaches the export (to trap), got %v", r)
+			}
+		}()
+		r, err := p.Call(MethodReconcile, ObjectKey{}, obj("panic"), 0)
+		t.Errorf("a panic returned %v %v", r, err)
+	}()
 	_, err = p.Call(MethodReconcile, ObjectKey{}, `{not json`, 0)
 	if e := err.(*Error); e.Code != CodeInvalid {
 		t.Errorf("bad object: %+v", e)
@@ -187,21 +194,46 @@ func TestReleasedDeletesControlledChildrenByDefault(t *testing.T) {
 	}
 }
 
-func TestMapRelatedNeverFails(t *testing.T) {
-	host := &recordingHost{}
-	p := NewPlugin(newTestController, host)
+func TestMapRelatedFailuresReachTheExport(t *testing.T) {
+	p := NewPlugin(newTestController, &recordingHost{})
 	if _, err := p.Describe("{}"); err != nil {
 		t.Fatal(err)
 	}
-	keys := p.MapRelated(deployment, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"ns"}}`)
-	if len(keys) != 1 || keys[0] != (ObjectKey{"ns", "owner"}) {
-		t.Errorf("%v", keys)
+	keys, err := p.MapRelated(deployment, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"ns"}}`)
+	if err != nil || len(keys) != 1 || keys[0] != (ObjectKey{"ns", "owner"}) {
+		t.Errorf("%v %v", keys, err)
 	}
-	if keys := p.MapRelated(deployment, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"bad"}}`); keys != nil {
-		t.Errorf("%v", keys)
+	// The export traps on the error (map-related has no error value), never maps to no keys.
+	if keys, err := p.MapRelated(deployment, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"bad"}}`); err == nil || err.Error() != "cannot map" {
+		t.Errorf("%v %v", keys, err)
 	}
-	if !strings.Contains(host.logs[len(host.logs)-1], "error map-related failed") {
-		t.Errorf("%v", host.logs)
+	if _, err := p.MapRelated(deployment, `{not json`); CodeOf(err) != CodeInvalid {
+		t.Errorf("bad object: %v", err)
+	}
+}
+
+func TestRequeueDelaysRoundUpToWholeMilliseconds(t *testing.T) {
+	for after, want := range map[time.Duration]uint64{2500 * time.Millisecond: 2500, 400 * time.Microsecond: 1, 1001 * time.Microsecond: 2, time.Nanosecond: 1, time.Hour: 3_600_000} {
+		if got := requeueMillis(after); got != want {
+			t.Errorf("%v: %d, want %d", after, got, want)
+		}
+	}
+}
+
+func TestReturnedErrorsAreCutToWhatTheHostTakes(t *testing.T) {
+	long := strings.Repeat("é", 40_000)
+	for _, err := range []error{NewError(CodeConflict, "%s", long), fmt.Errorf("wrapped: %w", NewError(CodeConflict, "%s", long)), errors.New(long)} {
+		e := asError(err)
+		if len(e.Message) > MaxErrorMessage || len(e.Message) < MaxErrorMessage-1 || !utf8.ValidString(e.Message) {
+			t.Errorf("%d bytes, valid %v", len(e.Message), utf8.ValidString(e.Message))
+		}
+	}
+	if e := asError(NewError(CodeConflict, "short")); e.Message != "short" || e.Code != CodeConflict {
+		t.Errorf("%+v", e)
+	}
+	p := NewPlugin(func(NoSettings) (*testController, error) { return nil, errors.New(long) }, &recordingHost{})
+	if _, err := p.Describe("{}"); err == nil || len(err.Error()) != MaxErrorMessage {
+		t.Errorf("describe refusal of %d bytes", len(err.Error()))
 	}
 }
 

@@ -116,15 +116,16 @@ func IgnoreNotFound(err error) error {
 }
 
 // asError is what a failed call returns to the host: err's *Error (code and message) when it
-// is or wraps one, keeping the whole text of a wrapped one; code other otherwise.
+// is or wraps one, keeping the whole text of a wrapped one; code other otherwise. The message
+// is cut to MaxErrorMessage, what the host takes.
 func asError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
-		if e == err {
+		if e == err && len(e.Message) <= MaxErrorMessage {
 			return e
 		}
 		// Wrapped: keep the code and the wrapper's context.
-		return &Error{Code: e.Code, Message: err.Error()}
+		return &Error{Code: e.Code, Message: cut(err.Error())}
 	}
-	return &Error{Code: CodeOther, Message: err.Error()}
+	return &Error{Code: CodeOther, Message: cut(err.Error())}
 }

@@ -89,7 +89,8 @@ func (h *Harness) call(method kubewasm.Method, obj kubewasm.Object, retries int)
 }
 
 // Reconcile runs Reconcile on obj. The error is what the component would return: an
-// *kubewasm.Error with the code and message the host gets.
+// *kubewasm.Error with the code and message the host gets. A panic is not recovered: in the
+// component it traps.
 func (h *Harness) Reconcile(obj kubewasm.Object) (kubewasm.Result, error) {
 	return h.call(kubewasm.MethodReconcile, obj, 0)
 }
@@ -119,8 +120,9 @@ func (h *Harness) Released(obj kubewasm.Object) (kubewasm.Result, error) {
 	return h.call(kubewasm.MethodReleased, obj, 0)
 }
 
-// MapRelated runs MapRelated on an object of a watched kind.
-func (h *Harness) MapRelated(gvk kubewasm.GVK, obj kubewasm.Object) []kubewasm.ObjectKey {
+// MapRelated runs MapRelated on an object of a watched kind. An error is what makes the
+// component trap (map-related has no error value).
+func (h *Harness) MapRelated(gvk kubewasm.GVK, obj kubewasm.Object) ([]kubewasm.ObjectKey, error) {
 	text, err := json.Marshal(obj)
 	if err != nil {
 		panic(fmt.Sprintf("kubewasmtest: object is not JSON: %v", err))

@@ -13,6 +13,7 @@
 //   publishEvent({ regarding, eventType, reason, action, note })
 //   log(level, message, fields: [{ key, value }])
 
+import { MAX_LABEL_SELECTOR, MAX_NAMESPACE, MAX_OBJECT, MAX_PATCH_BODY, atMost, checkEvent, checkGvk, checkTarget } from './bounds.js';
 import { EventType, LogLevel, PatchType } from './core.js';
 import { Invalid, NotFound } from './errors.js';
 import { isControlledBy, name, namespace, objectRef } from './objects.js';
@@ -25,14 +26,21 @@ function parse(text) {
   }
 }
 
-function dump(value) {
+function json(value, what) {
   let text;
   try {
     text = JSON.stringify(value);
   } catch (e) {
-    throw new Invalid(`object is not JSON: ${e.message}`);
+    throw new Invalid(`${what} is not JSON: ${e.message}`);
   }
-  if (text === undefined) throw new Invalid('object is not JSON');
+  if (text === undefined) throw new Invalid(`${what} is not JSON`);
+  return text;
+}
+
+/** An object's JSON text for a client call, within the host's bound. */
+function dump(value) {
+  const text = json(value, 'object');
+  atMost('object', text, MAX_OBJECT);
   return text;
 }
 
@@ -40,7 +48,13 @@ function opt(value) {
   return value === null || value === '' ? undefined : value;
 }
 
-/** The host, as seen from one call. Every method may throw a `KubewasmError` subclass. */
+/**
+ * The host, as seen from one call. Every method may throw a `KubewasmError` subclass.
+ *
+ * Every method checks the sizes the host takes before calling it (names, namespaces, kinds,
+ * objects, patches, selectors, Event texts: see `bounds.js`): an over-long value throws
+ * `Invalid` with the host's own message, e.g. "name is 254 bytes; at most 253".
+ */
 export class Context {
   #host;
   #key;
@@ -66,6 +80,7 @@ export class Context {
 
   /** An object from the cache (a copy), or undefined. `namespace` is undefined for cluster-scoped resources. */
   get(resource, namespace, name) {
+    checkTarget(resource, opt(namespace), name);
     const text = this.#host.cacheGet(resource, opt(namespace), name);
     return text === undefined || text === null ? undefined : parse(text);
   }
@@ -75,6 +90,9 @@ export class Context {
    * selector such as "app=web,tier!=db", sorted by namespace then name.
    */
   list(resource, namespace = undefined, labelSelector = undefined) {
+    checkGvk(resource);
+    atMost('namespace', opt(namespace), MAX_NAMESPACE);
+    atMost('label selector', opt(labelSelector), MAX_LABEL_SELECTOR);
     return this.#host.cacheList(resource, opt(namespace), opt(labelSelector)).map(parse);
   }
 
@@ -114,12 +132,15 @@ export class Context {
    * or 'strategic'. Returns the stored object.
    */
   patch(resource, namespace, name, body, patchType = PatchType.MERGE) {
-    const text = typeof body === 'string' ? body : dump(body);
+    checkTarget(resource, opt(namespace), name);
+    const text = typeof body === 'string' ? body : json(body, 'patch body');
+    atMost('patch body', text, MAX_PATCH_BODY);
     return parse(this.#host.patch(resource, opt(namespace), name, PatchType.parse(patchType), text));
   }
 
   /** Deletes an object (dependents are garbage-collected); `NotFound` if already gone. */
   delete(resource, namespace, name) {
+    checkTarget(resource, opt(namespace), name);
     this.#host.delete(resource, opt(namespace), name);
   }
 
@@ -152,7 +173,10 @@ export class Context {
    * what was done or attempted, `note` for humans.
    */
   event(regarding, eventType, reason, action, note = '') {
-    this.#host.publishEvent({ regarding: objectRef(regarding), eventType: EventType.parse(eventType), reason, action, note });
+    const ref = objectRef(regarding);
+    checkTarget(ref.resource, ref.namespace, ref.name);
+    checkEvent(reason, action, note);
+    this.#host.publishEvent({ regarding: ref, eventType: EventType.parse(eventType), reason, action, note });
   }
 
   /** A structured log record in the host's log; `fields` become key=value pairs. */

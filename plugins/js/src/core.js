@@ -41,9 +41,17 @@ export function keyString(key) {
   return key.namespace ? `${key.namespace}/${key.name}` : key.name;
 }
 
+/** The WIT's `requeue-after(u64)`, in milliseconds. */
+export const MAX_REQUEUE_MS = 2n ** 64n - 1n;
+
 /**
  * What the host does with the key after a successful reconcile, finalize or released:
  * `Action.done()` (or returning undefined), or `Action.requeueAfter(ms)`.
+ *
+ * Delays are in milliseconds, JavaScript's unit of time (`setTimeout`, `Date.now()`), and reach
+ * the host as whole milliseconds, rounded up. Under a second a requeue means "again soon": it is
+ * rate limited like a failure (per-key backoff from 5 ms and the plugin's token bucket), so ask
+ * for 1000 or more for a fixed delay.
  */
 export class Action {
   constructor(requeueAfterMs) {
@@ -55,10 +63,14 @@ export class Action {
     return DONE;
   }
 
-  /** Reconcile again after `ms` milliseconds even if nothing changes. */
+  /**
+   * Reconcile again after `ms` milliseconds even if nothing changes: rounded up to a whole
+   * millisecond (through whole microseconds, so that float noise such as 1000.0000000000001
+   * does not add one), `Infinity` the longest the WIT can say.
+   */
   static requeueAfter(ms) {
-    if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`requeueAfter: bad delay ${ms}`);
-    return new Action(Math.round(ms));
+    if (typeof ms !== 'number' || Number.isNaN(ms) || ms < 0) throw new RangeError(`requeueAfter: bad delay ${ms}`);
+    return new Action(ms === Infinity ? ms : Math.ceil(Math.round(ms * 1000) / 1000));
   }
 
   get isDone() {

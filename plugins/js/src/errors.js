@@ -3,9 +3,10 @@
 //
 //   try { ctx.create(configMap); } catch (e) { if (!(e instanceof AlreadyExists)) throw e; }
 //
-// An exception escaping `reconcile`, `finalize` or `released` fails the call: a `KubewasmError`
-// keeps its code (`Conflict` retries without a Warning Event), anything else becomes code
-// `other` with the exception's name and message; the host retries the key with backoff.
+// A `KubewasmError` escaping `reconcile`, `finalize` or `released` fails the call with its code
+// (`Conflict` retries without a Warning Event, the others with one) and its message (cut to the
+// 64 KiB the host takes); the host retries the key with backoff. Anything else thrown is a bug:
+// the call traps, a fault, as an uncaught exception or panic is in every SDK.
 
 import { ErrorCode } from './core.js';
 

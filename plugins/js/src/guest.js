@@ -9,14 +9,18 @@
 //
 // WIT conventions of componentize-js used here: option = undefined, u64 = BigInt, enums are
 // their case names, variants are { tag, val }, a failed import throws an error whose `payload`
-// is the WIT error, and a thrown non-Error value becomes the `err` of an exported result
-// (a thrown Error instance traps, so everything is caught and converted).
+// is the WIT error, and whatever an export with a result type throws becomes its `err` (an
+// Error's `payload` if it has one, else the thrown value itself). So a `KubewasmError` (the
+// controller's answer) is thrown as a plain `{ code, message }`, and anything else (a bug) as
+// an `err` that cannot be lowered, which aborts the instance: a trap, as in every SDK.
 
 import { get, listObjects } from 'kubewasm:controller/cache@0.1.1';
 import * as client from 'kubewasm:controller/client@0.1.1';
 import { publish } from 'kubewasm:controller/events@0.1.1';
 import { emit } from 'kubewasm:controller/log@0.1.1';
 
+import { cut } from './bounds.js';
+import { MAX_REQUEUE_MS } from './core.js';
 import { KubewasmError } from './errors.js';
 import { findController, Refused, Runner } from './runtime.js';
 
@@ -68,12 +72,28 @@ function witManifest(spec) {
 }
 
 function witAction(action) {
-  return action.requeueAfterMs === undefined ? { tag: 'done' } : { tag: 'requeue-after', val: BigInt(action.requeueAfterMs) };
+  if (action.requeueAfterMs === undefined) return { tag: 'done' };
+  const ms = action.requeueAfterMs === Infinity ? MAX_REQUEUE_MS : BigInt(action.requeueAfterMs);
+  return { tag: 'requeue-after', val: ms > MAX_REQUEUE_MS ? MAX_REQUEUE_MS : ms };
 }
 
 function witError(e) {
   // A plain object, not an Error: componentize-js makes a thrown non-Error value the `err`.
   return { code: e.code, message: e.message };
+}
+
+/**
+ * What a bug throws out of an export, its stack in the host log first: an Error whose payload's
+ * code is no `error-code`, so componentize-js (0.23, which gives JavaScript no other way to
+ * trap) fails to lower it and aborts — a trap, whatever the thrown value looked like (an Error
+ * that happened to carry a valid `code` would otherwise pass for an answer). `map-related`,
+ * without a result type, aborts on anything thrown.
+ */
+function trap(e) {
+  console.error(e instanceof Error && e.stack ? `${e.name}: ${e.message}\n${e.stack}` : `uncaught: ${String(e)}`);
+  const error = e instanceof Error ? e : new Error(String(e));
+  error.payload = { code: 'uncaught-exception', message: error.message };
+  return error;
 }
 
 /** The world's exports for the controller an author's module exports. */
@@ -83,7 +103,7 @@ export function exportsFor(mod) {
     try {
       return witAction(runner.call(method, request.key, request.object, request.retries));
     } catch (e) {
-      throw witError(e instanceof KubewasmError ? e : { code: 'other', message: String(e) });
+      throw e instanceof KubewasmError ? witError(e) : trap(e);
     }
   };
   return {
@@ -92,14 +112,20 @@ export function exportsFor(mod) {
         try {
           return witManifest(runner.describe(settings));
         } catch (e) {
-          throw e instanceof Refused ? e.message : `describe: ${e}`;
+          throw e instanceof Refused ? e.message : cut(`describe: ${e}`);
         }
       },
     },
     reconciler: {
       reconcile: (request) => call('reconcile', request),
       finalize: (request) => call('finalize', request),
-      mapRelated: (resource, object) => runner.mapRelated(resource, object),
+      mapRelated: (resource, object) => {
+        try {
+          return runner.mapRelated(resource, object);
+        } catch (e) {
+          throw trap(e);
+        }
+      },
     },
     // Rules are already in the WIT `rule` shape.
     access: { rules: () => runner.rules() },

@@ -44,7 +44,9 @@ function rbacVerb(value) {
 
 /** Whether a permission on the resource itself (any version) grants `verb`. */
 function grants(permissions, resource, verb) {
-  return permissions.some((p) => p.resource.group === resource.group && p.resource.kind === resource.kind && p.subresource === undefined && p.verbs.includes(verb));
+  return permissions.some(
+    (p) => p.resource.group === resource.group && p.resource.kind === resource.kind && p.subresource === undefined && p.verbs.includes(verb),
+  );
 }
 
 /**

@@ -73,7 +73,7 @@ export function field(obj, path, fallback = undefined) {
   for (const step of steps) {
     if (current === null || typeof current !== 'object') return fallback;
     if (Array.isArray(current) !== (typeof step === 'number')) return fallback;
-    if (!Object.prototype.hasOwnProperty.call(current, step)) return fallback;
+    if (!Object.hasOwn(current, step)) return fallback;
     current = current[step];
     if (current === undefined || current === null) return fallback;
   }
@@ -103,7 +103,8 @@ export function label(obj, k, fallback = undefined) {
 
 export function setLabel(obj, k, value) {
   const meta = metaMut(obj);
-  (meta.labels ??= {})[k] = value;
+  meta.labels ??= {};
+  meta.labels[k] = value;
 }
 
 export function annotations(obj) {
@@ -115,12 +116,13 @@ export function annotation(obj, k, fallback = undefined) {
 }
 
 export function hasAnnotation(obj, k) {
-  return Object.prototype.hasOwnProperty.call(annotations(obj), k);
+  return Object.hasOwn(annotations(obj), k);
 }
 
 export function setAnnotation(obj, k, value) {
   const meta = metaMut(obj);
-  (meta.annotations ??= {})[k] = value;
+  meta.annotations ??= {};
+  meta.annotations[k] = value;
 }
 
 // --- owner references -----------------------------------------------------------------------
@@ -240,7 +242,8 @@ export function setCondition(obj, { type, status: value, reason, message = '', o
     throw new TypeError(`condition status must be True, False or Unknown, not ${JSON.stringify(value)}`);
   }
   if (obj.status === null || typeof obj.status !== 'object') obj.status = {};
-  const conds = (obj.status.conditions ??= []);
+  obj.status.conditions ??= [];
+  const conds = obj.status.conditions;
   const wanted = { type, status: value, reason, message };
   if (observedGeneration !== undefined) wanted.observedGeneration = observedGeneration;
   const existing = conds.find((c) => c.type === type);
@@ -273,9 +276,7 @@ export function removeCondition(obj, type) {
 
 /** The keys of objects, sorted by namespace then name (cluster-scoped first). */
 export function sortedKeys(objs) {
-  return objs
-    .map(key)
-    .sort((a, b) => compare(a.namespace ?? '', b.namespace ?? '') || compare(a.name, b.name));
+  return objs.map(key).sort((a, b) => compare(a.namespace ?? '', b.namespace ?? '') || compare(a.name, b.name));
 }
 
 function compare(a, b) {

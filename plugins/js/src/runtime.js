@@ -2,6 +2,7 @@
 // `guest.js` wires it to the WIT imports inside a component; `testing.js` wires it to a fake
 // host under Node. Keeping the dispatch here means the tests exercise the code the component runs.
 
+import { cut } from './bounds.js';
 import { Context } from './context.js';
 import { Action, DONE, objectKey } from './core.js';
 import { Invalid, KubewasmError, Other, SettingsError } from './errors.js';
@@ -39,13 +40,26 @@ function describeMessage(e) {
   return String(e);
 }
 
-/** The error a call returns for an exception that escaped the controller. */
-function failure(e, what) {
-  if (e instanceof KubewasmError) return e;
-  // A bug in the controller: the stack goes to the host log (stderr), the message to the call.
-  console.error(e instanceof Error && e.stack ? e.stack : String(e));
-  const detail = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-  return new Other(`${what}: ${detail}`);
+/**
+ * The settings the controller gets: its class's `settingsDefaults` with the given keys over
+ * them. A key it does not declare there is refused (a typo, or a setting of another version).
+ */
+function settingsFor(ControllerClass, given) {
+  const defaults = ControllerClass.settingsDefaults ?? {};
+  if (typeof defaults !== 'object' || Array.isArray(defaults)) {
+    throw new Refused(`${ControllerClass.name}.settingsDefaults must be an object, not ${Array.isArray(defaults) ? 'an array' : typeof defaults}`);
+  }
+  for (const key of Object.keys(given)) {
+    if (!Object.hasOwn(defaults, key)) throw new Refused(`settings: unknown field ${JSON.stringify(key)}`);
+  }
+  // A copy: an instance that changes its settings does not change the next one's defaults.
+  return { ...JSON.parse(JSON.stringify(defaults)), ...given };
+}
+
+/** The error as the host gets it: its message cut to what the host takes. */
+function returned(e) {
+  const message = cut(e.message);
+  return message.length === e.message.length ? e : KubewasmError.fromCode(e.code, message);
 }
 
 /** One controller instance and the host it calls. */
@@ -72,12 +86,13 @@ export class Runner {
     if (typeof parsed !== 'object' || Array.isArray(parsed)) {
       throw new Refused(`settings must be a table, not ${Array.isArray(parsed) ? 'an array' : typeof parsed}`);
     }
+    const given = settingsFor(this.ControllerClass, parsed);
     let controller, manifest;
     try {
-      controller = new this.ControllerClass(parsed);
+      controller = new this.ControllerClass(given);
       manifest = controller.manifest();
     } catch (e) {
-      throw new Refused(describeMessage(e));
+      throw new Refused(cut(describeMessage(e)));
     }
     if (typeof manifest?.forHost !== 'function') {
       throw new Refused(`${this.ControllerClass.name}.manifest() must return a Manifest`);
@@ -100,7 +115,8 @@ export class Runner {
 
   /**
    * Runs `method` ('reconcile', 'finalize' or 'released') on the primary `object` (JSON text).
-   * Throws `KubewasmError`.
+   * Throws `KubewasmError` (its message cut to what the host takes) for the controller's answer;
+   * anything else thrown is a bug and propagates: inside a component it traps (a fault).
    */
   call(method, key, object, retries) {
     const controller = this.#controller();
@@ -115,26 +131,23 @@ export class Runner {
     try {
       action = controller[method](parsed, ctx);
     } catch (e) {
-      throw failure(e, method);
+      if (e instanceof KubewasmError) throw returned(e);
+      throw e;
     }
     if (action === undefined || action === null) return DONE;
     if (!(action instanceof Action)) {
-      throw new Other(`${method} returned ${JSON.stringify(action)}, not an Action (use Action.done() or Action.requeueAfter(ms))`);
+      throw new TypeError(`${method} returned ${JSON.stringify(action)}, not an Action (use Action.done() or Action.requeueAfter(ms))`);
     }
     return action;
   }
 
-  /** Runs `mapRelated`. Never throws: a failure is logged and maps to no keys. */
+  /**
+   * Runs `mapRelated`. The WIT function has no error value: anything it throws (a
+   * `KubewasmError` too) propagates, and inside a component traps (a fault the host retries and,
+   * repeated, quarantines).
+   */
   mapRelated(resource, object) {
-    try {
-      const controller = this.#controller();
-      const keys = controller.mapRelated(resource, JSON.parse(object), new Context(this.host)) ?? [];
-      return keys.map((k) => objectKey(k.namespace, k.name));
-    } catch (e) {
-      console.error(e instanceof Error && e.stack ? e.stack : String(e));
-      const detail = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-      this.host.log('error', `mapRelated failed: ${detail}`, [{ key: 'resource', value: `${resource.kind}.${resource.version}.${resource.group}` }]);
-      return [];
-    }
+    const keys = this.#controller().mapRelated(resource, JSON.parse(object), new Context(this.host)) ?? [];
+    return keys.map((k) => objectKey(k.namespace, k.name));
   }
 }

@@ -38,7 +38,10 @@ function merge(into, patch, deleteNulls) {
 
 function pointer(path) {
   if (!path.startsWith('/')) throw new Invalid(`JSON patch path ${JSON.stringify(path)} must start with /`);
-  return path.slice(1).split('/').map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return path
+    .slice(1)
+    .split('/')
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 /** RFC 6902: add, remove, replace, test (move and copy are left out). */
@@ -79,47 +82,127 @@ function jsonPatch(doc, ops) {
   return doc;
 }
 
-/**
- * Kubernetes label selectors: `a=b`, `a==b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x,y)`,
- * comma-separated.
- */
-export function matchLabels(labels, selector) {
-  if (!selector) return true;
+// --- label selectors: the host's parser (host/src/selector.rs), line for line, so that a fake
+// host selects exactly what the host would (tests/cases/selectors.yaml holds both to it) ---
+
+const alnum = (c) => /^[A-Za-z0-9]$/.test(c);
+
+function isLabelName(s) {
+  return s.length > 0 && s.length <= 63 && alnum(s[0]) && alnum(s.at(-1)) && [...s].every((c) => alnum(c) || '-_.'.includes(c));
+}
+
+function isDnsLabel(s) {
+  const ok = (c) => /^[a-z0-9]$/.test(c);
+  return s.length > 0 && s.length <= 63 && ok(s[0]) && ok(s.at(-1)) && [...s].every((c) => ok(c) || c === '-');
+}
+
+function labelKey(key) {
+  const slash = key.lastIndexOf('/');
+  if (slash >= 0) {
+    const prefix = key.slice(0, slash);
+    if (!(prefix.length <= 253 && prefix.split('.').every(isDnsLabel))) throw new Error(`label key prefix ${JSON.stringify(prefix)} is not a DNS subdomain`);
+  }
+  if (!isLabelName(key.slice(slash + 1))) {
+    throw new Error(`label key ${JSON.stringify(key)} must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit`);
+  }
+  return key;
+}
+
+function labelValue(value) {
+  if (value !== '' && !isLabelName(value)) throw new Error(`label value ${JSON.stringify(value)} is not valid`);
+  return value;
+}
+
+function splitRequirements(selector) {
   const parts = [];
   let depth = 0;
-  let current = '';
-  for (const ch of selector) {
-    if (ch === '(') depth++;
-    if (ch === ')') depth--;
-    if (ch === ',' && depth === 0) {
-      parts.push(current);
-      current = '';
-    } else current += ch;
-  }
-  parts.push(current);
-  const has = (k) => Object.prototype.hasOwnProperty.call(labels, k);
-  for (const raw of parts) {
-    const req = raw.trim();
-    if (!req) throw new Invalid(`label selector ${JSON.stringify(selector)}: empty requirement`);
-    let ok;
-    const set = req.match(/^(\S+)\s+(in|notin)\s+\((.*)\)$/);
-    if (set) {
-      const values = set[3].split(',').map((v) => v.trim());
-      ok = has(set[1]) ? values.includes(labels[set[1]]) !== (set[2] === 'notin') : set[2] === 'notin';
-    } else if (req.includes('!=')) {
-      const [k, v] = req.split('!=').map((s) => s.trim());
-      ok = labels[k] !== v;
-    } else if (req.includes('=')) {
-      const [k, v] = req.replace('==', '=').split('=').map((s) => s.trim());
-      ok = labels[k] === v;
-    } else if (req.startsWith('!')) {
-      ok = !has(req.slice(1).trim());
-    } else {
-      ok = has(req);
+  let start = 0;
+  for (let i = 0; i < selector.length; i++) {
+    const c = selector[i];
+    if (c === '(') depth++;
+    else if (c === ')') {
+      if (depth === 0) throw new Error("unbalanced ')'");
+      depth--;
+    } else if (c === ',' && depth === 0) {
+      parts.push(selector.slice(start, i));
+      start = i + 1;
     }
-    if (!ok) return false;
   }
-  return true;
+  if (depth !== 0) throw new Error("unbalanced '('");
+  parts.push(selector.slice(start));
+  return parts.length === 1 && parts[0].trim() === '' ? [] : parts;
+}
+
+/** Splits at the first `sep`: [before, after], or undefined. */
+function splitOnce(s, sep) {
+  const i = s.indexOf(sep);
+  return i < 0 ? undefined : [s.slice(0, i), s.slice(i + sep.length)];
+}
+
+/** One requirement: `{ op, key, values }`, the operators of kube's `Expression`. */
+function requirement(raw) {
+  const req = raw.trim();
+  if (req === '') throw new Error('empty requirement');
+  if (req.startsWith('!')) return { op: 'DoesNotExist', key: labelKey(req.slice(1).trim()), values: [] };
+  const notEqual = splitOnce(req, '!=');
+  if (notEqual) return { op: 'NotEqual', key: labelKey(notEqual[0].trim()), values: [labelValue(notEqual[1].trim())] };
+  const equal = splitOnce(req, '==') ?? splitOnce(req, '=');
+  if (equal) return { op: 'Equal', key: labelKey(equal[0].trim()), values: [labelValue(equal[1].trim())] };
+  const space = req.search(/\s/);
+  const key = labelKey(space < 0 ? req : req.slice(0, space));
+  if (space < 0) return { op: 'Exists', key, values: [] };
+  const rest = req.slice(space).trim();
+  let op, set;
+  if (rest.startsWith('notin')) [op, set] = ['NotIn', rest.slice('notin'.length)];
+  else if (rest.startsWith('in')) [op, set] = ['In', rest.slice('in'.length)];
+  else throw new Error(`expected '=', '!=', 'in' or 'notin' after ${JSON.stringify(key)}`);
+  set = set.trim();
+  if (!set.startsWith('(') || !set.endsWith(')')) throw new Error(`the values of ${JSON.stringify(key)} must be in parentheses`);
+  return {
+    op,
+    key,
+    values: set
+      .slice(1, -1)
+      .split(',')
+      .map((v) => labelValue(v.trim())),
+  };
+}
+
+/** Parses a Kubernetes label selector as the host does; throws `Invalid` when it does not parse. */
+export function parseSelector(selector) {
+  try {
+    return splitRequirements(selector).map(requirement);
+  } catch (e) {
+    throw new Invalid(`label selector ${JSON.stringify(selector)}: ${e.message}`);
+  }
+}
+
+function satisfies(labels, { op, key, values }) {
+  const value = Object.hasOwn(labels, key) ? labels[key] : undefined;
+  switch (op) {
+    case 'In':
+      return value !== undefined && values.includes(value);
+    case 'NotIn':
+      return value === undefined || !values.includes(value);
+    case 'Exists':
+      return value !== undefined;
+    case 'DoesNotExist':
+      return value === undefined;
+    case 'Equal':
+      return value === values[0];
+    default:
+      return value !== values[0];
+  }
+}
+
+/**
+ * Whether labels match a Kubernetes label selector (`a=b`, `a==b`, `a!=b`, `a`, `!a`,
+ * `a in (x,y)`, `a notin (x,y)`, comma-separated), as the host matches it. Throws `Invalid` for
+ * a selector the host would refuse.
+ */
+export function matchLabels(labels, selector) {
+  if (selector === undefined || selector === null) return true;
+  return parseSelector(selector).every((r) => satisfies(labels, r));
 }
 
 /**
@@ -196,7 +279,7 @@ export class FakeHost {
 
   #maybeFail(op) {
     const queue = this.failures.get(op);
-    if (queue && queue.length) throw queue.shift();
+    if (queue?.length) throw queue.shift();
   }
 
   #parse(text) {
@@ -239,7 +322,12 @@ export class FakeHost {
     this.#maybeFail('cacheList');
     const found = [...this.objects.values()].filter((o) => {
       const g = gvkOf(o);
-      return g.group === resource.group && g.kind === resource.kind && (namespace === undefined || (o.metadata?.namespace ?? '') === namespace) && matchLabels(o.metadata?.labels ?? {}, labelSelector);
+      return (
+        g.group === resource.group &&
+        g.kind === resource.kind &&
+        (namespace === undefined || (o.metadata?.namespace ?? '') === namespace) &&
+        matchLabels(o.metadata?.labels ?? {}, labelSelector)
+      );
     });
     const sortKey = (o) => [o.metadata?.namespace ?? '', o.metadata?.name ?? ''];
     found.sort((a, b) => {

@@ -2,8 +2,23 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  Action, AlreadyExists, Conflict, DONE, ErrorCode, EventType, Forbidden, Invalid, KubewasmError, Manifest, Mapping,
-  NotFound, Other, PatchType, Unavailable, Verb, kinds,
+  Action,
+  AlreadyExists,
+  Conflict,
+  DONE,
+  ErrorCode,
+  EventType,
+  Forbidden,
+  Invalid,
+  KubewasmError,
+  Manifest,
+  Mapping,
+  NotFound,
+  Other,
+  PatchType,
+  Unavailable,
+  Verb,
+  kinds,
 } from '@kubewasm/sdk';
 
 test('actions', () => {
@@ -15,10 +30,23 @@ test('actions', () => {
   assert.throws(() => Action.requeueAfter(NaN), RangeError);
 });
 
+test('requeue delays are milliseconds, rounded up to whole ones', () => {
+  assert.equal(Action.requeueAfter(2500).requeueAfterMs, 2500);
+  assert.equal(Action.requeueAfter(0.4).requeueAfterMs, 1, 'a positive delay never becomes 0');
+  assert.equal(Action.requeueAfter(1.5).requeueAfterMs, 2);
+  assert.equal(Action.requeueAfter(1000.0000000000001).requeueAfterMs, 1000, 'no float noise');
+  assert.equal(Action.requeueAfter(Infinity).requeueAfterMs, Infinity);
+});
+
 test('errors map codes to classes', () => {
   const table = {
-    'not-found': NotFound, 'already-exists': AlreadyExists, conflict: Conflict, forbidden: Forbidden,
-    invalid: Invalid, unavailable: Unavailable, other: Other,
+    'not-found': NotFound,
+    'already-exists': AlreadyExists,
+    conflict: Conflict,
+    forbidden: Forbidden,
+    invalid: Invalid,
+    unavailable: Unavailable,
+    other: Other,
   };
   for (const [code, cls] of Object.entries(table)) {
     const e = KubewasmError.fromCode(code, 'msg');
@@ -117,7 +145,11 @@ test('owned kinds say which may be deleted', () => {
     .owns(kinds.SERVICE)
     .permission(kinds.DEPLOYMENT, ['patch', 'delete'])
     .statusPermission(kinds.SECRET, ['delete']);
-  assert.deepEqual(m.owned(), [[kinds.DEPLOYMENT, true], [kinds.SECRET, false], [kinds.SERVICE, false]]);
+  assert.deepEqual(m.owned(), [
+    [kinds.DEPLOYMENT, true],
+    [kinds.SECRET, false],
+    [kinds.SERVICE, false],
+  ]);
 });
 
 test('manifest defaults', () => {

@@ -124,7 +124,14 @@ test('finalizers', () => {
 });
 
 test('conditions', () => {
-  const node = { status: { conditions: [{ type: 'Ready', status: 'True' }, { type: 'DiskPressure', status: 'False' }] } };
+  const node = {
+    status: {
+      conditions: [
+        { type: 'Ready', status: 'True' },
+        { type: 'DiskPressure', status: 'False' },
+      ],
+    },
+  };
   assert.equal(o.conditionStatus(node, 'Ready'), 'True');
   assert.ok(o.isConditionTrue(node, 'Ready'));
   assert.ok(!o.isConditionTrue(node, 'DiskPressure'));
@@ -137,7 +144,12 @@ test('setCondition keeps the transition time unless the status changes', () => {
   const obj = {};
   assert.ok(o.setCondition(obj, { type: 'Ready', status: true, reason: 'Applied', message: 'ok', observedGeneration: 2, now: 't1' }));
   assert.deepEqual(o.getCondition(obj, 'Ready'), {
-    type: 'Ready', status: 'True', reason: 'Applied', message: 'ok', observedGeneration: 2, lastTransitionTime: 't1',
+    type: 'Ready',
+    status: 'True',
+    reason: 'Applied',
+    message: 'ok',
+    observedGeneration: 2,
+    lastTransitionTime: 't1',
   });
   assert.ok(!o.setCondition(obj, { type: 'Ready', status: 'True', reason: 'Applied', message: 'ok', observedGeneration: 2, now: 't2' }));
   assert.equal(o.getCondition(obj, 'Ready').lastTransitionTime, 't1');

@@ -26,10 +26,13 @@ test('a TypeScript controller type-checks against index.d.ts', { skip: existsSyn
   const dir = await mkdtemp(join(tmpdir(), 'kubewasm-tsc-'));
   try {
     const config = join(dir, 'tsconfig.json');
-    await writeFile(config, JSON.stringify({
-      compilerOptions: { strict: true, noEmit: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', types: [] },
-      files: [FIXTURE],
-    }));
+    await writeFile(
+      config,
+      JSON.stringify({
+        compilerOptions: { strict: true, noEmit: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', types: [] },
+        files: [FIXTURE],
+      }),
+    );
     const result = spawnSync(TSC, ['-p', config], { encoding: 'utf8' });
     assert.equal(result.status, 0, result.stdout + result.stderr);
   } finally {

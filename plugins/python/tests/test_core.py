@@ -34,6 +34,17 @@ def test_actions():
         Action.requeue_after(-1)
 
 
+def test_requeue_delays_are_seconds_rounded_up_to_whole_milliseconds():
+    assert Action.requeue_after(2.5).requeue_after_ms == 2500
+    assert Action.requeue_after(1.1).requeue_after_ms == 1100, "no float noise"
+    assert Action.requeue_after(0.0004).requeue_after_ms == 1, "a positive delay never becomes 0"
+    assert Action.requeue_after(timedelta(microseconds=1001)).requeue_after_ms == 2
+    assert Action.requeue_after(1e30).requeue_after_ms == 2**64 - 1, "cut to the WIT's u64"
+    assert Action.requeue_after(float("inf")).requeue_after_ms == 2**64 - 1
+    with pytest.raises(ValueError):
+        Action.requeue_after(float("nan"))
+
+
 @pytest.mark.parametrize(
     "code,cls",
     [

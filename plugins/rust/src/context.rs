@@ -2,6 +2,7 @@
 //! typed.
 
 use crate::bindings::kubewasm::controller::{cache, client, events, log, types as wit};
+use crate::bounds;
 use crate::error::Result;
 use crate::object::{DynamicObject, Gvk, Object, ObjectKey, ResourceExt, gvk_of};
 
@@ -10,6 +11,11 @@ pub use events::EventType;
 pub use log::Level as LogLevel;
 
 /// The host, as seen from one call.
+///
+/// Every method checks the sizes the host takes before calling it (names, namespaces, kinds,
+/// objects, patches, selectors, Event texts: see `wit/`): an over-long value is an
+/// [`ErrorCode::Invalid`](crate::ErrorCode::Invalid) error with the host's own message, e.g.
+/// `name is 254 bytes; at most 253`.
 pub struct Context {
     key: ObjectKey,
     retries: u32,
@@ -19,8 +25,11 @@ fn parse<T: serde::de::DeserializeOwned>(json: &str) -> Result<T> {
     Ok(serde_json::from_str(json)?)
 }
 
+/// An object's JSON text for a client call, within the host's bound.
 fn json(object: &impl serde::Serialize) -> Result<String> {
-    Ok(serde_json::to_string(object)?)
+    let text = serde_json::to_string(object)?;
+    bounds::at_most("object", &text, bounds::MAX_OBJECT)?;
+    Ok(text)
 }
 
 impl Context {
@@ -50,6 +59,7 @@ impl Context {
     }
 
     fn get_raw<T: serde::de::DeserializeOwned>(&self, gvk: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<T>> {
+        bounds::target(gvk, namespace, name)?;
         cache::get(&gvk.into(), namespace, name)?.map(|j| parse(&j)).transpose()
     }
 
@@ -64,6 +74,9 @@ impl Context {
     }
 
     fn list_raw<T: serde::de::DeserializeOwned>(&self, gvk: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<T>> {
+        bounds::gvk(gvk)?;
+        bounds::at_most("namespace", namespace.unwrap_or_default(), bounds::MAX_NAMESPACE)?;
+        bounds::at_most("label selector", selector.unwrap_or_default(), bounds::MAX_LABEL_SELECTOR)?;
         cache::list_objects(&gvk.into(), namespace, selector)?.iter().map(|j| parse(j)).collect()
     }
 
@@ -99,7 +112,10 @@ impl Context {
     }
 
     pub fn patch(&self, gvk: &Gvk, namespace: Option<&str>, name: &str, patch_type: PatchType, body: &serde_json::Value) -> Result<DynamicObject> {
-        parse(&client::patch(&gvk.into(), namespace, name, patch_type, &body.to_string())?)
+        bounds::target(gvk, namespace, name)?;
+        let body = body.to_string();
+        bounds::at_most("patch body", &body, bounds::MAX_PATCH_BODY)?;
+        parse(&client::patch(&gvk.into(), namespace, name, patch_type, &body)?)
     }
 
     pub fn delete<K: k8s_openapi::Resource>(&self, namespace: Option<&str>, name: &str) -> Result<()> {
@@ -107,6 +123,7 @@ impl Context {
     }
 
     pub fn delete_dynamic(&self, gvk: &Gvk, namespace: Option<&str>, name: &str) -> Result<()> {
+        bounds::target(gvk, namespace, name)?;
         Ok(client::delete(&gvk.into(), namespace, name)?)
     }
 
@@ -136,8 +153,11 @@ impl Context {
 
     /// Records a Kubernetes Event about `regarding`.
     pub fn event(&self, regarding: &impl Object, event_type: EventType, reason: &str, action: &str, note: &str) -> Result<()> {
+        let resource = regarding.gvk();
+        bounds::target(&resource, regarding.namespace(), regarding.name())?;
+        bounds::event(reason, action, note)?;
         Ok(events::publish(&events::Event {
-            regarding: wit::ObjectRef { resource: (&regarding.gvk()).into(), namespace: regarding.namespace().map(Into::into), name: regarding.name().into() },
+            regarding: wit::ObjectRef { resource: (&resource).into(), namespace: regarding.namespace().map(Into::into), name: regarding.name().into() },
             event_type,
             reason: reason.into(),
             action: action.into(),
@@ -164,5 +184,59 @@ impl Context {
 
     pub fn error(&self, message: &str) {
         self.log(log::Level::Error, message, &[]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+    use crate::ErrorCode;
+
+    /// Natively the WIT imports cannot be called (they abort): each call here returns before it
+    /// would reach the host.
+    fn refused<T: std::fmt::Debug>(result: Result<T>) -> String {
+        let e = result.unwrap_err();
+        assert_eq!(e.code, ErrorCode::Invalid, "{e}");
+        e.message
+    }
+
+    fn ctx() -> Context {
+        Context::new(wit::ObjectKey { namespace: None, name: "a".into() }, 0)
+    }
+
+    #[test]
+    fn over_long_arguments_are_refused_before_the_host_is_called() {
+        let ctx = ctx();
+        let long = "a".repeat(254);
+        assert_eq!(refused(ctx.get::<ConfigMap>(Some("ns"), &long)), "name is 254 bytes; at most 253");
+        assert_eq!(refused(ctx.get::<ConfigMap>(Some(&"n".repeat(64)), "a")), "namespace is 64 bytes; at most 63");
+        assert_eq!(refused(ctx.list::<ConfigMap>(None, Some(&"a".repeat(4097)))), "label selector is 4097 bytes; at most 4096");
+        let gvk = Gvk::new("", "v1", &"K".repeat(64));
+        assert_eq!(refused(ctx.list_dynamic(&gvk, None, None)), "kind is 64 bytes; at most 63");
+        assert_eq!(refused(ctx.delete_dynamic(&gvk_of::<ConfigMap>(), Some("ns"), &long)), "name is 254 bytes; at most 253");
+        let body = serde_json::json!({"data": {"k": "x".repeat(3 << 20)}});
+        let message = refused(ctx.patch(&gvk_of::<ConfigMap>(), Some("ns"), "a", PatchType::Merge, &body));
+        assert_eq!(message, format!("patch body is {} bytes; at most 3145728", body.to_string().len()));
+    }
+
+    #[test]
+    fn over_long_objects_and_event_texts_are_refused_before_the_host_is_called() {
+        let ctx = ctx();
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("a".into());
+        cm.metadata.namespace = Some("ns".into());
+        cm.data = Some([("k".to_string(), "x".repeat(3 << 20))].into());
+        let size = serde_json::to_string(&cm).unwrap().len();
+        for result in [ctx.apply(&cm), ctx.create(&cm), ctx.update(&cm), ctx.update_status(&cm), ctx.apply_status(&cm)] {
+            assert_eq!(refused(result), format!("object is {size} bytes; at most 3145728"));
+        }
+        cm.data = None;
+        assert_eq!(refused(ctx.event(&cm, EventType::Normal, "", "Reconcile", "")), "event reason must not be empty");
+        assert_eq!(refused(ctx.event(&cm, EventType::Normal, "Made", &"A".repeat(129), "")), "event action is 129 bytes; at most 128");
+        assert_eq!(refused(ctx.event(&cm, EventType::Normal, "Made", "Reconcile", &"n".repeat(1025))), "event note is 1025 bytes; at most 1024");
+        cm.metadata.name = Some("a".repeat(254));
+        assert_eq!(refused(ctx.event(&cm, EventType::Normal, "Made", "Reconcile", "")), "name is 254 bytes; at most 253");
     }
 }

@@ -54,8 +54,10 @@ impl From<wit::Error> for Error {
     }
 }
 
+/// What a call returns to the host: the message cut to the 64 KiB the host takes (a longer one
+/// would be a fault).
 impl From<Error> for wit::Error {
     fn from(e: Error) -> Self {
-        wit::Error { code: e.code, message: e.message }
+        wit::Error { code: e.code, message: crate::bounds::cut(e.message) }
     }
 }

@@ -34,6 +34,7 @@
 //! types. Everything the host offers — cache reads, writes, events, logs — is a method of
 //! [`Context`].
 
+pub mod bounds;
 mod builtins;
 mod context;
 mod error;
@@ -72,8 +73,17 @@ use std::time::Duration;
 pub enum Action {
     /// Nothing more until something changes (or the periodic resync).
     Done,
-    /// Reconcile again after this long even if nothing changes.
+    /// Reconcile again after this long even if nothing changes, in whole milliseconds rounded
+    /// up. Under a second it means "again soon": rate limited like a failure (per-key backoff
+    /// from 5 ms and the plugin's token bucket), so ask for a second or more for a fixed delay.
     RequeueAfter(Duration),
+}
+
+impl Action {
+    /// The WIT's milliseconds: rounded up, so that no positive delay becomes 0, and saturating.
+    fn requeue_millis(after: Duration) -> u64 {
+        after.as_nanos().div_ceil(1_000_000).try_into().unwrap_or(u64::MAX)
+    }
 }
 
 /// A controller plugin.
@@ -81,11 +91,17 @@ pub enum Action {
 /// The host creates a fresh instance of the plugin now and then (on load, for concurrency, after
 /// a fault); each one builds its controller once with [`Controller::new`] from the settings in
 /// `NAME.toml` beside `NAME.wasm`, then handles many calls, one at a time.
+///
+/// A panic is a fault, never an error value: the call traps, the instance is replaced, the key
+/// is retried with backoff, and an object the plugin keeps faulting on is quarantined (set
+/// aside until it changes). Return an [`Error`] for what the plugin means to report.
 pub trait Controller: Sized + 'static {
     /// The resource reconciled: a k8s-openapi type or [`DynamicObject`].
     type Primary: Object;
-    /// The plugin's settings, read from `NAME.toml` (use `()` for none).
-    type Settings: serde::de::DeserializeOwned + Default;
+    /// The plugin's settings, read from `NAME.toml` (use `()` for none). A key that `Settings`
+    /// does not declare refuses the plugin (`settings: unknown field "KEY"`); with `()` any key
+    /// does. Missing keys take `Default`'s values when the type says so (`#[serde(default)]`).
+    type Settings: serde::de::DeserializeOwned + Default + 'static;
 
     /// Builds the controller from its settings; `Err` refuses to load, saying what is wrong.
     fn new(settings: Self::Settings) -> std::result::Result<Self, String>;
@@ -104,9 +120,12 @@ pub trait Controller: Sized + 'static {
     }
 
     /// Maps an event on a watched object (mapping [`Mapping::MapRelated`]) to primary keys.
-    fn map_related(&self, resource: &Gvk, object: DynamicObject, ctx: &Context) -> Vec<ObjectKey> {
+    /// The WIT's `map-related` has no error value: an `Err` (like a panic) traps, and the host
+    /// retries the watched object like a faulting reconcile (quarantining it after as many
+    /// faults in a row). An empty list means no keys.
+    fn map_related(&self, resource: &Gvk, object: DynamicObject, ctx: &Context) -> Result<Vec<ObjectKey>> {
         let _ = (resource, object, ctx);
-        Vec::new()
+        Ok(Vec::new())
     }
 
     /// Lets go of a primary that stopped matching the manifest's primary selector (its labels
@@ -172,6 +191,78 @@ macro_rules! export_controller {
     };
 }
 
+/// Settings JSON text as `describe` gets it, decoded into `S`: nothing (or `{}`) is
+/// `S::default()`; a key `S` does not declare is refused, since ignoring it would run the plugin
+/// without a setting its operator believes is on (serde ignores unknown keys unless each type
+/// says `deny_unknown_fields`, so `serde_ignored` reports them for every type).
+fn settings<S: serde::de::DeserializeOwned + Default + 'static>(text: &str) -> std::result::Result<S, String> {
+    let table: serde_json::Map<String, serde_json::Value> = match text.trim() {
+        "" | "null" => return Ok(S::default()),
+        text => serde_json::from_str(text).map_err(|e| format!("settings must be a table: {e}"))?,
+    };
+    if table.is_empty() {
+        return Ok(S::default());
+    }
+    // `()` takes no settings: name the first key rather than serde's "expected unit".
+    if std::any::TypeId::of::<S>() == std::any::TypeId::of::<()>() {
+        let key = table.keys().next().map(String::as_str).unwrap_or_default();
+        return Err(format!("settings: unknown field {key:?}"));
+    }
+    let mut unknown = None;
+    let settings = serde_ignored::deserialize(serde_json::Value::Object(table), |path| {
+        unknown.get_or_insert_with(|| path.to_string());
+    })
+    .map_err(|e| format!("settings: {e}"))?;
+    match unknown {
+        Some(path) => Err(format!("settings: unknown field {path:?}")),
+        None => Ok(settings),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Default, Debug, PartialEq)]
+    #[serde(default, rename_all = "camelCase")]
+    struct Settings {
+        max_unavailable: u32,
+        nested: Nested,
+    }
+
+    #[derive(serde::Deserialize, Default, Debug, PartialEq)]
+    #[serde(default)]
+    struct Nested {
+        known: bool,
+    }
+
+    #[test]
+    fn declared_settings_decode_and_missing_ones_take_defaults() {
+        assert_eq!(settings::<Settings>(r#"{"maxUnavailable": 2}"#).unwrap(), Settings { max_unavailable: 2, ..Default::default() });
+        assert_eq!(settings::<Settings>("{}").unwrap(), Settings::default());
+        assert_eq!(settings::<Settings>("").unwrap(), Settings::default());
+        settings::<()>("{}").unwrap();
+    }
+
+    #[test]
+    fn unknown_settings_are_refused_with_the_key_named() {
+        assert_eq!(settings::<Settings>(r#"{"maxUnavailable": 2, "bogus": 1}"#).unwrap_err(), r#"settings: unknown field "bogus""#);
+        assert_eq!(settings::<Settings>(r#"{"nested": {"typo": true}}"#).unwrap_err(), r#"settings: unknown field "nested.typo""#);
+        assert_eq!(settings::<()>(r#"{"bogus": 1}"#).unwrap_err(), r#"settings: unknown field "bogus""#);
+        assert!(settings::<Settings>(r#"{"maxUnavailable": "two"}"#).unwrap_err().starts_with("settings: invalid type"));
+        assert!(settings::<Settings>("[1]").unwrap_err().starts_with("settings must be a table"));
+    }
+
+    #[test]
+    fn requeue_delays_round_up_to_whole_milliseconds() {
+        assert_eq!(Action::requeue_millis(Duration::from_millis(2500)), 2500);
+        assert_eq!(Action::requeue_millis(Duration::from_micros(400)), 1);
+        assert_eq!(Action::requeue_millis(Duration::from_micros(1001)), 2);
+        assert_eq!(Action::requeue_millis(Duration::ZERO), 0);
+        assert_eq!(Action::requeue_millis(Duration::MAX), u64::MAX);
+    }
+}
+
 #[doc(hidden)]
 pub mod __private {
     use std::any::Any;
@@ -199,11 +290,8 @@ pub mod __private {
     }
 
     pub fn describe<C: Controller>(settings: &str) -> Result<WitManifest, String> {
-        let settings: C::Settings = match settings.trim() {
-            "" | "{}" | "null" => C::Settings::default(),
-            text => serde_json::from_str(text).map_err(|e| format!("settings: {e}"))?,
-        };
-        let controller = C::new(settings)?;
+        let settings = super::settings::<C::Settings>(settings).map_err(super::bounds::cut)?;
+        let controller = C::new(settings).map_err(super::bounds::cut)?;
         let (manifest, rules) = controller.manifest().into_wit();
         CONTROLLER.with(|slot| *slot.borrow_mut() = Some(Box::new(controller)));
         RULES.with(|slot| *slot.borrow_mut() = rules);
@@ -229,16 +317,22 @@ pub mod __private {
         let action = with::<C, _>(|c| f(c, object, &ctx))?;
         Ok(match action {
             Action::Done => wit::Action::Done,
-            Action::RequeueAfter(after) => wit::Action::RequeueAfter(after.as_millis().try_into().unwrap_or(u64::MAX)),
+            Action::RequeueAfter(after) => wit::Action::RequeueAfter(Action::requeue_millis(after)),
         })
     }
 
+    /// Runs `map_related`; a failure traps (a panic), since `map-related` has no error value.
     pub fn map_related<C: Controller>(resource: wit::Gvk, object: &str) -> Vec<wit::ObjectKey> {
-        let Ok(object) = serde_json::from_str::<DynamicObject>(object) else {
-            return Vec::new();
-        };
         let resource = Gvk::from(resource);
-        let ctx = Context::new(wit::ObjectKey { namespace: None, name: String::new() }, 0);
-        with::<C, _>(|c| c.map_related(&resource, object, &ctx)).into_iter().map(Into::into).collect()
+        let keys = serde_json::from_str::<DynamicObject>(object)
+            .map_err(|e| Error::new(ErrorCode::Invalid, format!("the watched object does not parse: {e}")))
+            .and_then(|object| {
+                let ctx = Context::new(wit::ObjectKey { namespace: None, name: String::new() }, 0);
+                with::<C, _>(|c| c.map_related(&resource, object, &ctx))
+            });
+        match keys {
+            Ok(keys) => keys.into_iter().map(Into::into).collect(),
+            Err(e) => panic!("map_related of a {} failed: {e}", resource.kind),
+        }
     }
 }

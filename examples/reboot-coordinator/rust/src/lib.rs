@@ -73,11 +73,11 @@ impl Controller for RebootCoordinator {
         Ok(Action::Done)
     }
 
-    fn map_related(&self, _: &Gvk, _: DynamicObject, ctx: &Context) -> Vec<ObjectKey> {
-        let nodes = ctx.list::<Node>(None, None).unwrap_or_default();
+    fn map_related(&self, _: &Gvk, _: DynamicObject, ctx: &Context) -> Result<Vec<ObjectKey>> {
+        let nodes = ctx.list::<Node>(None, None)?;
         let mut keys: Vec<ObjectKey> = nodes.iter().filter(|n| waiting(n)).map(|n| n.key()).collect();
         keys.sort();
-        keys
+        Ok(keys)
     }
 }
 

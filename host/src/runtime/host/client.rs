@@ -1,16 +1,20 @@
-//! `kubewasm:controller/client`: writes to the Kubernetes API on the plugin's behalf. Parses and
-//! checks the request here (size, identity, capability, and that an apply which would create
-//! has `create`); the [`Api`] backend performs it (field manager, rate limit, leadership, the
+//! `kubewasm:controller/client`: writes to the Kubernetes API on the plugin's behalf. Reads the
+//! request in place and checks it here (sizes before anything is copied, then identity,
+//! capability, and that an apply which would create has `create`); the [`Api`] backend performs it (field manager, rate limit, leadership, the
 //! namespaces served, the host's own objects, and the API round trip as the plugin are its
 //! business), and its errors become WIT error codes here.
 
 use std::sync::Arc;
 
-use wasmtime::component::HasData;
+use wasmtime::StoreContextMut;
+use wasmtime::component::{Linker, WasmStr};
 
 use super::super::bindings::client::{Host, PatchType};
 use super::super::bindings::types::{Error as GuestError, ErrorCode, Gvk as WitGvk};
-use super::{HostContext, HostState, MAX_OBJECT_BYTES, Services, error};
+use super::super::bindings::{PACKAGE, PACKAGE_VERSION};
+use super::super::boundary::{MAX_OBJECT, MAX_PATCH};
+use super::args::{LazyGvk, Read, name, namespace, owned, settle};
+use super::{HostContext, HostState, Services, error};
 use crate::client::{ApiClient, PatchKind, RequestError, WriteOp, WriteRequest};
 use crate::manifest::Verb;
 use crate::resource::{Gvk, ObjectKey};
@@ -65,14 +69,59 @@ pub struct ClientCtx<'a> {
     services: &'a Services,
 }
 
-pub struct ClientData;
-
-impl HasData for ClientData {
-    type Data<'a> = ClientCtx<'a>;
-}
-
 pub fn context<T: HostState>(state: &mut T) -> ClientCtx<'_> {
     ClientCtx { host: state.host(), services: state.services() }
+}
+
+/// Registers a client function taking an object (and then `$arg`s, lifted as they are), its
+/// object read in place.
+macro_rules! with_object {
+    ($client:ident, $name:literal, $method:ident $(, $arg:ident: $ty:ty)*) => {
+        $client.func_wrap_async($name, |mut store: StoreContextMut<'_, T>, (json, $($arg,)*): (WasmStr, $($ty,)*)| {
+            Box::new(async move {
+                match settle(owned(&store, &json, "object", MAX_OBJECT))? {
+                    Ok(json) => Ok((Host::$method(&mut context(store.data_mut()), json $(, $arg)*).await?,)),
+                    Err(refused) => Ok((Err(refused),)),
+                }
+            })
+        })?;
+    };
+}
+
+/// Registers the client's functions with their arguments read in place (`super::args`).
+pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    let mut client = linker.instance(&format!("{PACKAGE}/client@{PACKAGE_VERSION}"))?;
+    with_object!(client, "apply", apply, force: bool);
+    with_object!(client, "apply-status", apply_status, force: bool);
+    with_object!(client, "create", create);
+    with_object!(client, "update", update);
+    with_object!(client, "update-status", update_status);
+    client.func_wrap_async(
+        "patch",
+        |mut store: StoreContextMut<'_, T>, (resource, ns, object, patch_type, body): (LazyGvk, Option<WasmStr>, WasmStr, PatchType, WasmStr)| {
+            Box::new(async move {
+                let read = (|| -> Read<_> {
+                    Ok((resource.read(&store)?, namespace(&store, &ns)?, name(&store, &object)?, owned(&store, &body, "patch body", MAX_PATCH)?))
+                })();
+                match settle(read)? {
+                    Ok((resource, namespace, name, body)) => {
+                        Ok((Host::patch(&mut context(store.data_mut()), resource, namespace, name, patch_type, body).await?,))
+                    }
+                    Err(refused) => Ok((Err(refused),)),
+                }
+            })
+        },
+    )?;
+    client.func_wrap_async("delete", |mut store: StoreContextMut<'_, T>, (resource, ns, object): (LazyGvk, Option<WasmStr>, WasmStr)| {
+        Box::new(async move {
+            let read = (|| -> Read<_> { Ok((resource.read(&store)?, namespace(&store, &ns)?, name(&store, &object)?)) })();
+            match settle(read)? {
+                Ok((resource, namespace, name)) => Ok((Host::delete(&mut context(store.data_mut()), resource, namespace, name).await?,)),
+                Err(refused) => Ok((Err(refused),)),
+            }
+        })
+    })?;
+    Ok(())
 }
 
 /// The verb a write needs.
@@ -92,6 +141,9 @@ impl ClientCtx<'_> {
             Err(e) => return Ok(Err(e)),
         };
         let (resource, namespace, name) = (&request.resource, request.namespace.as_deref(), Some(request.name.as_str()));
+        if let Err(e) = self.host.cache_only(&format!("{} {resource}", verb(&request.op))) {
+            return Ok(Err(e));
+        }
         let manifest = match self.host.check(verb(&request.op), resource, request.op.subresource(), namespace, name) {
             Ok(manifest) => manifest,
             Err(e) => return Ok(Err(e)),
@@ -139,10 +191,8 @@ fn object_request(json: &str, op: impl FnOnce(serde_json::Value) -> WriteOp) -> 
     Ok(WriteRequest { resource: Gvk::from_api_version(&api_version, &kind), namespace: field(&["metadata", "namespace"]), name, op: op(object) })
 }
 
+/// JSON text a guest sent, already within its bound (see `add_to_linker`).
 fn parse_json(json: &str, what: &str) -> Result<serde_json::Value, GuestError> {
-    if json.len() > MAX_OBJECT_BYTES {
-        return Err(error(ErrorCode::Invalid, format!("the {what} is {} bytes; the API server accepts at most {MAX_OBJECT_BYTES}", json.len())));
-    }
     serde_json::from_str(json).map_err(|e| error(ErrorCode::Invalid, format!("the {what} is not valid JSON: {e}")))
 }
 

@@ -35,8 +35,8 @@ from .errors import (
     SettingsError,
     Unavailable,
 )
-from .objects import Object
 from .manifest import Limits, Manifest, ManifestSpec, Mapping, Permission, Rule, Watch
+from .objects import Object
 
 __version__ = "0.1.0"
 

@@ -6,8 +6,9 @@ there.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from componentize_py_types import Err
 from wit_world.exports import access as wa

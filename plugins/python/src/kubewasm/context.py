@@ -9,8 +9,10 @@ behaves the same in both.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
+from . import bounds
 from .core import EventType, Gvk, LogLevel, ObjectKey, PatchType
 from .errors import Invalid, NotFound
 from .objects import Object, gvk, is_controlled_by, name, namespace
@@ -48,15 +50,22 @@ def _parse(text: str) -> Object:
 
 
 def _dump(obj: Any) -> str:
+    """An object's JSON text for a client call, within the host's bound."""
     try:
-        return _ENCODER.encode(obj)
+        text = _ENCODER.encode(obj)
     except (TypeError, ValueError) as e:
         raise Invalid(f"object is not JSON: {e}") from None
+    bounds.at_most("object", text, bounds.MAX_OBJECT)
+    return text
 
 
 class Context:
     """The host, as seen from one call. Every method may raise a `KubewasmError` subclass
-    (`NotFound`, `Conflict`, `Forbidden`, `Invalid`, `Unavailable`, ...)."""
+    (`NotFound`, `Conflict`, `Forbidden`, `Invalid`, `Unavailable`, ...).
+
+    Every method checks the sizes the host takes before calling it (names, namespaces, kinds,
+    objects, patches, selectors, Event texts: see `kubewasm.bounds`): an over-long value raises
+    `Invalid` with the host's own message, e.g. "name is 254 bytes; at most 253"."""
 
     def __init__(self, host: Host, key: ObjectKey | None = None, retries: int = 0) -> None:
         self._host = host
@@ -78,12 +87,16 @@ class Context:
     def get(self, resource: Gvk, namespace: str | None, name: str) -> Object | None:
         """An object from the cache (a copy), or None. `namespace` is None for cluster-scoped
         resources."""
+        bounds.target(resource, namespace, name)
         text = self._host.cache_get(resource, namespace, name)
         return None if text is None else _parse(text)
 
     def list(self, resource: Gvk, namespace: str | None = None, label_selector: str | None = None) -> list[Object]:
         """Objects from the cache: in `namespace` (every readable one when None), matching a
         label selector such as "app=web,tier!=db", sorted by namespace then name."""
+        bounds.gvk(resource)
+        bounds.at_most("namespace", namespace, bounds.MAX_NAMESPACE)
+        bounds.at_most("label selector", label_selector, bounds.MAX_LABEL_SELECTOR)
         return [_parse(t) for t in self._host.cache_list(resource, namespace, label_selector)]
 
     # --- the client: writes as field manager `kubewasm/<plugin>` ---
@@ -120,11 +133,17 @@ class Context:
     ) -> Object:
         """Patches an object: a merge patch by default (a dict), or `PatchType.JSON` (a list of
         operations) or `PatchType.STRATEGIC`. Returns the stored object."""
-        text = body if isinstance(body, str) else _dump(body)
+        bounds.target(resource, namespace, name)
+        try:
+            text = body if isinstance(body, str) else _ENCODER.encode(body)
+        except (TypeError, ValueError) as e:
+            raise Invalid(f"patch body is not JSON: {e}") from None
+        bounds.at_most("patch body", text, bounds.MAX_PATCH_BODY)
         return _parse(self._host.patch(resource, namespace, name, PatchType.parse(patch_type), text))
 
     def delete(self, resource: Gvk, namespace: str | None, name: str) -> None:
         """Deletes an object (dependents are garbage-collected); `NotFound` if already gone."""
+        bounds.target(resource, namespace, name)
         self._host.delete(resource, namespace, name)
 
     def delete_controlled(self, owner: Mapping[str, Any], kinds: Iterable[tuple[Gvk, bool]]) -> None:
@@ -148,6 +167,8 @@ class Context:
         """Records a Kubernetes Event about `regarding` (an object): `reason` in PascalCase,
         `action` what was done or attempted, `note` for humans."""
         ref = (gvk(regarding), namespace(regarding), name(regarding))
+        bounds.target(*ref)
+        bounds.event(reason, action, note)
         self._host.publish_event(ref, EventType.parse(event_type), reason, action, note)
 
     def log(self, level: LogLevel | str, message: str, **fields: Any) -> None:

@@ -7,9 +7,11 @@ Pure Python: nothing here imports the generated WIT bindings, so it runs under p
 from __future__ import annotations
 
 import enum
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Mapping, Self
+from typing import Any, Self
 
 
 @dataclass(frozen=True, order=True)
@@ -63,6 +65,11 @@ class Action:
 
     `Action.done()` (also `DONE`, or returning None): nothing more until something changes or
     the periodic resync. `Action.requeue_after(seconds)`: reconcile again after that long.
+
+    Delays are in seconds, Python's unit of time (`time.sleep`, `timedelta.total_seconds`), and
+    reach the host as whole milliseconds, rounded up. Under a second a requeue means "again
+    soon": it is rate limited like a failure (per-key backoff from 5 ms and the plugin's token
+    bucket), so ask for a second or more for a fixed delay.
     """
 
     requeue_after_ms: int | None = None
@@ -73,25 +80,36 @@ class Action:
 
     @classmethod
     def requeue_after(cls, after: float | timedelta) -> Action:
-        """Reconcile again after `after` (seconds, or a timedelta)."""
-        seconds = after.total_seconds() if isinstance(after, timedelta) else float(after)
-        if seconds < 0:
-            raise ValueError(f"requeue_after: negative delay {seconds}")
-        return cls(requeue_after_ms=round(seconds * 1000))
+        """Reconcile again after `after` (seconds, or a timedelta), in whole milliseconds
+        rounded up (cut to the WIT's u64 milliseconds)."""
+        if isinstance(after, timedelta):
+            # Exact: a timedelta counts whole microseconds.
+            millis = -((after // timedelta(microseconds=1)) // -1000)
+        else:
+            seconds = float(after)
+            if math.isnan(seconds):
+                raise ValueError("requeue_after: the delay is NaN")
+            # Through whole microseconds, so that float noise (1.1 * 1000 = 1100.0000000000002)
+            # does not round up a millisecond.
+            millis = _MAX_MILLIS if math.isinf(seconds) else -(-round(seconds * 1_000_000) // 1000)
+        if millis < 0:
+            raise ValueError(f"requeue_after: negative delay {after}")
+        return cls(requeue_after_ms=min(millis, _MAX_MILLIS))
 
     @property
     def is_done(self) -> bool:
         return self.requeue_after_ms is None
 
 
+# The WIT's `requeue-after(u64)`.
+_MAX_MILLIS = 2**64 - 1
+
 DONE = Action()
 
 
-class _WitEnum(str, enum.Enum):
-    """An enum whose values are the WIT case names, so plain strings are accepted too."""
-
-    def __str__(self) -> str:
-        return str(self.value)
+class _WitEnum(enum.StrEnum):
+    """An enum whose values are the WIT case names (`str()` is the name), so plain strings are
+    accepted too."""
 
     @classmethod
     def parse(cls, value: Any) -> Self:

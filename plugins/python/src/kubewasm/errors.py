@@ -8,9 +8,10 @@ controller can catch exactly what it handles:
     except AlreadyExists:
         pass
 
-An exception escaping `reconcile`, `finalize` or `released` fails the call: a `KubewasmError`
-keeps its code (`Conflict` retries without a Warning Event), any other exception becomes code
-`other` with the exception's type and message, and the host retries the key with backoff.
+A `KubewasmError` escaping `reconcile`, `finalize` or `released` fails the call with its code
+(`Conflict` retries without a Warning Event, the others with one) and its message (cut to the
+64 KiB the host takes); the host retries the key with backoff. Any other exception is a bug: the
+call traps, a fault, as an uncaught exception or panic is in every SDK.
 """
 
 from __future__ import annotations
@@ -91,9 +92,7 @@ class Other(KubewasmError):
     code = ErrorCode.OTHER
 
 
-_BY_CODE: dict[ErrorCode, type[KubewasmError]] = {
-    cls.code: cls for cls in (NotFound, AlreadyExists, Conflict, Forbidden, Invalid, Unavailable, Other)
-}
+_BY_CODE: dict[ErrorCode, type[KubewasmError]] = {cls.code: cls for cls in (NotFound, AlreadyExists, Conflict, Forbidden, Invalid, Unavailable, Other)}
 
 
 class SettingsError(ValueError):

@@ -16,9 +16,10 @@ ServiceAccount RBAC does not grant it, and `kubewasm rbac` prints Roles that do.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Callable, Iterable, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from .core import Gvk, Verb
 from .kinds import CLUSTER_ROLE
@@ -123,10 +124,7 @@ def _rbac_verb(verb: Verb | str) -> str:
 
 def _grants(permissions: Iterable[Permission], resource: Gvk, verb: Verb) -> bool:
     """Whether a permission on the resource itself (any version) grants `verb`."""
-    return any(
-        (p.resource.group, p.resource.kind) == (resource.group, resource.kind) and p.subresource is None and verb in p.verbs
-        for p in permissions
-    )
+    return any((p.resource.group, p.resource.kind) == (resource.group, resource.kind) and p.subresource is None and verb in p.verbs for p in permissions)
 
 
 class Manifest:

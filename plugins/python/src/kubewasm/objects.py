@@ -16,7 +16,8 @@ parents they need.
 
 import datetime as _dt
 from collections import abc as _abc
-from typing import Any, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from typing import Any
 
 from .core import Gvk, ObjectKey
 
@@ -260,7 +261,7 @@ def get_condition(obj: Mapping[str, Any], type: str) -> Object | None:
 
 
 def condition_status(obj: Mapping[str, Any], type: str) -> str | None:
-    """"True", "False", "Unknown", or None when the object has no condition of that type."""
+    """ "True", "False", "Unknown", or None when the object has no condition of that type."""
     cond = get_condition(obj, type)
     return None if cond is None else cond.get("status")
 
@@ -270,7 +271,7 @@ def is_condition_true(obj: Mapping[str, Any], type: str) -> bool:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def set_condition(

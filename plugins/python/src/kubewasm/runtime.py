@@ -7,16 +7,17 @@ the code the component runs.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
-import sys
-import traceback
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Literal
 
+from . import bounds
 from .context import Context, Host
 from .controller import Controller
-from .core import DONE, Action, Gvk, LogLevel, ObjectKey
+from .core import DONE, Action, Gvk, ObjectKey
 from .errors import Invalid, KubewasmError, Other, SettingsError
 from .manifest import Manifest, ManifestSpec, Rule
 
@@ -44,8 +45,7 @@ def find_controller(module: ModuleType) -> type[Controller]:
     if len(found) != 1:
         names = ", ".join(c.__name__ for c in found) or "none"
         raise TypeError(
-            f"{module.__name__} must define exactly one Controller subclass (found: {names}); "
-            "with several, say which one with `controller = MyController`"
+            f"{module.__name__} must define exactly one Controller subclass (found: {names}); with several, say which one with `controller = MyController`"
         )
     return found[0]
 
@@ -56,14 +56,23 @@ def _describe_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _failure(e: Exception, what: str) -> KubewasmError:
-    """The error a call returns for an exception that escaped the controller."""
-    if isinstance(e, KubewasmError):
-        return e
-    # A bug in the controller: say where in the host log (stderr), and fail the call with a
-    # message fit for a Warning Event.
-    traceback.print_exc(file=sys.stderr)
-    return Other(f"{what}: {type(e).__name__}: {e}")
+def _settings(controller_cls: type[Controller], parsed: dict[str, Any]) -> dict[str, Any]:
+    """The settings the controller gets: its `settings_defaults` with the given keys over them.
+    A key it does not declare there is refused (a typo, or a setting of another version)."""
+    defaults = controller_cls.settings_defaults
+    if not isinstance(defaults, Mapping):
+        raise Refused(f"{controller_cls.__name__}.settings_defaults must be a dict, not {type(defaults).__name__}")
+    for key in parsed:
+        if key not in defaults:
+            raise Refused(f"settings: unknown field {json.dumps(key)}")
+    # A copy: an instance that changes its settings does not change the next one's defaults.
+    return {**copy.deepcopy(dict(defaults)), **parsed}
+
+
+def _returned(e: KubewasmError) -> KubewasmError:
+    """The error as the host gets it: its message cut to what the host takes."""
+    message = bounds.cut(e.message)
+    return e if len(message) == len(e.message) else KubewasmError.from_code(e.code, message)
 
 
 class Runner:
@@ -86,11 +95,12 @@ class Runner:
             parsed = {}
         if not isinstance(parsed, dict):
             raise Refused(f"settings must be a table, not {type(parsed).__name__}")
+        given = _settings(self.controller_cls, parsed)
         try:
-            controller = self.controller_cls(parsed)
+            controller = self.controller_cls(given)
             manifest = controller.manifest()
         except Exception as e:
-            raise Refused(_describe_error(e)) from None
+            raise Refused(bounds.cut(_describe_error(e))) from None
         if not isinstance(manifest, Manifest):
             raise Refused(f"{self.controller_cls.__name__}.manifest() must return a Manifest, not {manifest!r}")
         if manifest.spec.primary is None:
@@ -110,7 +120,8 @@ class Runner:
 
     def call(self, method: Method, key: ObjectKey, obj: str, retries: int) -> Action:
         """Runs `reconcile`, `finalize` or `released` on the primary `obj` (JSON text). Raises
-        `KubewasmError`."""
+        `KubewasmError` (its message cut to what the host takes) for the controller's answer;
+        any other exception is a bug and propagates: inside a component it traps (a fault)."""
         controller = self._controller()
         try:
             parsed = json.loads(obj)
@@ -119,23 +130,17 @@ class Runner:
         ctx = Context(self.host, key, retries)
         try:
             action = getattr(controller, method)(parsed, ctx)
-        except Exception as e:
-            raise _failure(e, method) from None
+        except KubewasmError as e:
+            raise _returned(e) from None
         if action is None:
             return DONE
         if not isinstance(action, Action):
-            raise Other(f"{method} returned {action!r}, not an Action")
+            raise TypeError(f"{method} returned {action!r}, not an Action")
         return action
 
     def map_related(self, resource: Gvk, obj: str) -> list[ObjectKey]:
-        """Runs `map_related`. Never raises: a failure is logged and maps to no keys (the WIT
-        function cannot fail)."""
-        try:
-            controller = self._controller()
-            keys = controller.map_related(resource, json.loads(obj), Context(self.host))
-            return [k if isinstance(k, ObjectKey) else ObjectKey(*k) for k in keys or []]
-        except Exception as e:
-            traceback.print_exc(file=sys.stderr)
-            self.host.log(LogLevel.ERROR, f"map_related failed: {type(e).__name__}: {e}", [("resource", str(resource))])
-            return []
-
+        """Runs `map_related`. The WIT function has no error value: anything it raises (a
+        `KubewasmError` too) propagates, and inside a component traps (a fault the host retries
+        and, repeated, quarantines)."""
+        keys = self._controller().map_related(resource, json.loads(obj), Context(self.host))
+        return [k if isinstance(k, ObjectKey) else ObjectKey(*k) for k in keys or []]

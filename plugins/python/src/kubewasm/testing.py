@@ -19,8 +19,9 @@ from __future__ import annotations
 import copy
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from .context import Host
 from .controller import Controller
@@ -30,7 +31,7 @@ from .manifest import ManifestSpec
 from .objects import Object
 from .runtime import Runner
 
-__all__ = ["Call", "FakeHost", "Harness", "match_labels"]
+__all__ = ["Call", "FakeHost", "Harness", "match_labels", "parse_selector"]
 
 
 @dataclass
@@ -119,50 +120,121 @@ def _json_patch(doc: Any, ops: Sequence[Mapping[str, Any]]) -> Any:
     return doc
 
 
-def match_labels(labels: Mapping[str, str], selector: str | None) -> bool:
-    """Kubernetes equality- and existence-based label selectors: `a=b`, `a==b`, `a!=b`, `a`,
-    `!a`, comma-separated (and set-based `a in (x,y)`, `a notin (x,y)`)."""
-    if not selector:
-        return True
-    # Split on commas outside parentheses.
-    parts, depth, current = [], 0, ""
-    for ch in selector:
-        if ch == "(":
+# --- label selectors: the host's parser (host/src/selector.rs), line for line, so that a fake
+# host selects exactly what the host would (tests/cases/selectors.yaml holds both to it) ---
+
+
+def _is_label_name(s: str) -> bool:
+    def alnum(c: str) -> bool:
+        return c.isascii() and c.isalnum()
+
+    return 0 < len(s) <= 63 and alnum(s[0]) and alnum(s[-1]) and all(alnum(c) or c in "-_." for c in s)
+
+
+def _is_dns_label(s: str) -> bool:
+    def ok(c: str) -> bool:
+        return c.isascii() and (c.islower() or c.isdigit())
+
+    return 0 < len(s) <= 63 and ok(s[0]) and ok(s[-1]) and all(ok(c) or c == "-" for c in s)
+
+
+def _label_key(key: str) -> str:
+    prefix, slash, name = key.rpartition("/")
+    if slash and not (len(prefix) <= 253 and all(_is_dns_label(p) for p in prefix.split("."))):
+        raise ValueError(f"label key prefix {prefix!r} is not a DNS subdomain")
+    if not _is_label_name(name):
+        raise ValueError(f"label key {key!r} must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
+    return key
+
+
+def _label_value(value: str) -> str:
+    if value and not _is_label_name(value):
+        raise ValueError(f"label value {value!r} is not valid")
+    return value
+
+
+def _split_requirements(selector: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(selector):
+        if c == "(":
             depth += 1
-        elif ch == ")":
+        elif c == ")":
+            if depth == 0:
+                raise ValueError("unbalanced ')'")
             depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    parts.append(current)
-    for raw in parts:
-        req = raw.strip()
-        if not req:
-            raise Invalid(f"label selector {selector!r}: empty requirement")
-        if " notin " in req or " in " in req:
-            negate = " notin " in req
-            k, _, values = req.partition(" notin " if negate else " in ")
-            values = values.strip()
-            if not (values.startswith("(") and values.endswith(")")):
-                raise Invalid(f"label selector {selector!r}: expected (values) after in/notin")
-            allowed = {v.strip() for v in values[1:-1].split(",")}
-            present = labels.get(k.strip())
-            ok = (present in allowed) != negate if present is not None else negate
-        elif "!=" in req:
-            k, _, v = req.partition("!=")
-            ok = labels.get(k.strip()) != v.strip()
-        elif "=" in req:
-            k, _, v = req.replace("==", "=").partition("=")
-            ok = labels.get(k.strip()) == v.strip()
-        elif req.startswith("!"):
-            ok = req[1:].strip() not in labels
-        else:
-            ok = req in labels
-        if not ok:
-            return False
-    return True
+        elif c == "," and depth == 0:
+            parts.append(selector[start:i])
+            start = i + 1
+    if depth:
+        raise ValueError("unbalanced '('")
+    parts.append(selector[start:])
+    return [] if len(parts) == 1 and not parts[0].strip() else parts
+
+
+# A requirement: (operator, key, values); operators as kube's `Expression`.
+_Requirement = tuple[str, str, frozenset[str]]
+
+
+def _requirement(raw: str) -> _Requirement:
+    req = raw.strip()
+    if not req:
+        raise ValueError("empty requirement")
+    if req.startswith("!"):
+        return ("DoesNotExist", _label_key(req[1:].strip()), frozenset())
+    if "!=" in req:
+        key, _, value = req.partition("!=")
+        return ("NotEqual", _label_key(key.strip()), frozenset([_label_value(value.strip())]))
+    for op in ("==", "="):
+        if op in req:
+            key, _, value = req.partition(op)
+            return ("Equal", _label_key(key.strip()), frozenset([_label_value(value.strip())]))
+    words = req.split(None, 1)
+    key = _label_key(words[0])
+    if len(words) == 1:
+        return ("Exists", key, frozenset())
+    rest = words[1].strip()
+    if rest.startswith("notin"):
+        op, values = "NotIn", rest[len("notin") :]
+    elif rest.startswith("in"):
+        op, values = "In", rest[len("in") :]
+    else:
+        raise ValueError(f"expected '=', '!=', 'in' or 'notin' after {key!r}")
+    values = values.strip()
+    if not (values.startswith("(") and values.endswith(")")):
+        raise ValueError(f"the values of {key!r} must be in parentheses")
+    return (op, key, frozenset(_label_value(v.strip()) for v in values[1:-1].split(",")))
+
+
+def parse_selector(selector: str) -> list[_Requirement]:
+    """Parses a Kubernetes label selector as the host does; `Invalid` when it does not parse."""
+    try:
+        return [_requirement(r) for r in _split_requirements(selector)]
+    except ValueError as e:
+        raise Invalid(f"label selector {selector!r}: {e}") from None
+
+
+def _satisfies(labels: Mapping[str, str], requirement: _Requirement) -> bool:
+    op, key, values = requirement
+    value = labels.get(key)
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    (wanted,) = values
+    return (value == wanted) if op == "Equal" else (value != wanted)
+
+
+def match_labels(labels: Mapping[str, str], selector: str | None) -> bool:
+    """Whether labels match a Kubernetes label selector (`a=b`, `a==b`, `a!=b`, `a`, `!a`,
+    `a in (x,y)`, `a notin (x,y)`, comma-separated), as the host matches it. Raises `Invalid`
+    for a selector the host would refuse."""
+    if selector is None:
+        return True
+    return all(_satisfies(labels, r) for r in parse_selector(selector))
 
 
 class FakeHost(Host):

@@ -31,6 +31,8 @@ const TRAP: &str = "e2e.kubewasm.io/trap";
 const TRAP_VARIANT: &str = "e2e.kubewasm.io/trap-variant";
 /// Names a plugin that computes forever when it reconciles the object (until its deadline).
 const SPIN: &str = "e2e.kubewasm.io/spin";
+/// Millions of rounds of arithmetic to do before reconciling (about 1 ms of CPU per million).
+const WORK: &str = "e2e.kubewasm.io/work-mi";
 const DEFAULT_SELECTOR: &str = "e2e.kubewasm.io/primary";
 
 fn variant() -> String {
@@ -70,6 +72,8 @@ struct Settings {
     /// Watch ConfigMaps carrying this label (`map-related`): each maps to the primary its value
     /// names, in its namespace.
     map_label: Option<String>,
+    /// Sleep this long in `describe` (a plugin slow to start).
+    describe_sleep_ms: Option<u64>,
 }
 
 struct E2e {
@@ -114,6 +118,9 @@ impl Controller for E2e {
         let variant = variant();
         if variant == "trp" {
             panic!("variant trp traps in describe");
+        }
+        if let Some(ms) = settings.describe_sleep_ms {
+            std::thread::sleep(Duration::from_millis(ms));
         }
         Ok(E2e {
             name: settings.name.unwrap_or_else(|| "e2e".into()),
@@ -171,6 +178,15 @@ impl Controller for E2e {
             std::thread::sleep(Duration::from_millis(ms));
             ctx.info(&format!("reconcile of {} woke up", primary.name()));
         }
+        if let Some(millions) = annotation(&primary, WORK).and_then(|v| v.parse::<u64>().ok()) {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for _ in 0..millions * 1_000_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x = std::hint::black_box(x);
+            }
+        }
         if annotation(&primary, TRAP) == Some(self.name.as_str()) {
             panic!("{} asks {} to trap", primary.name(), self.name);
         }
@@ -224,12 +240,12 @@ impl Controller for E2e {
         Ok(Action::Done)
     }
 
-    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Vec<ObjectKey> {
+    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Result<Vec<ObjectKey>> {
         if annotation(&object, TRAP) == Some(self.name.as_str()) {
             panic!("{} asks {} to trap in map-related", object.name(), self.name);
         }
         let parent = self.map_label.as_deref().and_then(|label| object.label(label));
-        parent.map(|name| ObjectKey::new(object.namespace(), name)).into_iter().collect()
+        Ok(parent.map(|name| ObjectKey::new(object.namespace(), name)).into_iter().collect())
     }
 
     fn finalize(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {

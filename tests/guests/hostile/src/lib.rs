@@ -8,7 +8,14 @@
 //!   pause;
 //! - `map-flood`: (as a `map-related` watch of every ConfigMap) maps each to 100 000 new keys;
 //! - `requeue-zero`: asks to be called again at once, forever;
+//! - `busy-loop`: computes without end (until its deadline, up to the host's 300 s maximum) on
+//!   every target at once (setting `max-concurrency`, up to 64);
 //! - `hang`: sleeps in a host call (WASI poll) for an hour;
+//! - `event-bomb`: publishes Events about an object with an 8 MiB name, in a loop, straight through
+//!   the generated bindings (the SDK would refuse the name first), and fails with what the host
+//!   answered;
+//! - `describe-memory`: touches `describe-memory-mib` (default 3072) MiB of memory while it
+//!   describes itself;
 //! - `memory`: asks for 4 GiB per instance and 64 workers (refused at load by the budget);
 //! - `lease`: declares `patch` on Leases (all, or those named by `lease-names`) and patches the
 //!   host's own Lease (setting `lease`, `NAMESPACE/NAME`) to make itself the holder;
@@ -46,6 +53,8 @@ struct Settings {
     names: Option<usize>,
     /// How long each `get-loop` reconcile reads, in milliseconds.
     loop_ms: Option<u64>,
+    /// What `describe-memory` touches in `describe`.
+    describe_memory_mib: Option<usize>,
 }
 
 /// Every RBAC verb.
@@ -103,6 +112,14 @@ impl Controller for Hostile {
 
     fn new(settings: Settings) -> std::result::Result<Self, String> {
         let attack = settings.attack;
+        if attack == "describe-memory" {
+            // One byte a page is enough to make every page resident.
+            let mut memory = vec![0u8; settings.describe_memory_mib.unwrap_or(3072) << 20];
+            for page in memory.chunks_mut(4096) {
+                page[0] = 1;
+            }
+            std::hint::black_box(&memory);
+        }
         Ok(Hostile {
             attack: attack.clone(),
             selector: settings.selector.unwrap_or_else(|| "hostile.kubewasm.io/target".into()),
@@ -189,7 +206,35 @@ impl Controller for Hostile {
                 }
                 Ok(Action::RequeueAfter(Duration::from_secs(1)))
             }
+            "event-bomb" => {
+                use kubewasm_sdk::bindings::kubewasm::controller::{events, types};
+                let event = events::Event {
+                    regarding: types::ObjectRef {
+                        resource: types::Gvk { group: String::new(), version: "v1".into(), kind: "ConfigMap".into() },
+                        namespace: primary.namespace().map(str::to_owned),
+                        name: "a".repeat(8 << 20),
+                    },
+                    event_type: events::EventType::Warning,
+                    reason: "Bomb".into(),
+                    action: "Bomb".into(),
+                    note: "bomb".into(),
+                };
+                let mut answer = None;
+                for _ in 0..300 {
+                    answer = events::publish(&event).err();
+                }
+                match answer {
+                    Some(e) => Err(kubewasm_sdk::Error::new(e.code, e.message)),
+                    None => Ok(Action::RequeueAfter(Duration::from_secs(1))),
+                }
+            }
             "requeue-zero" => Ok(Action::RequeueAfter(Duration::ZERO)),
+            "busy-loop" => {
+                let mut n = 0u64;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(seed));
+                }
+            }
             "lease" => {
                 let (namespace, name) = self.lease.as_deref().and_then(|l| l.split_once('/')).unwrap_or_default();
                 let body = kubewasm_sdk::serde_json::json!({"spec": {"holderIdentity": "hostile", "leaseDurationSeconds": 3600}});
@@ -227,11 +272,11 @@ impl Controller for Hostile {
         }
     }
 
-    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Vec<ObjectKey> {
+    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Result<Vec<ObjectKey>> {
         // New names every time: a queue that kept them would grow without bound.
         static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        (0..100_000).map(|i| ObjectKey::new(object.namespace(), &format!("mapped-{call}-{i}"))).collect()
+        Ok((0..100_000).map(|i| ObjectKey::new(object.namespace(), &format!("mapped-{call}-{i}"))).collect())
     }
 }
 

@@ -3,11 +3,17 @@
 declare module 'kubewasm:controller/plugin@0.1.1' {
   /**
    * Describes the plugin. `settings` is JSON text: the table `NAME.toml` beside `NAME.wasm`
-   * converted to JSON, or "{}" when there is none.
+   * converted to JSON (without the host's own `[kubewasm]` table), or "{}" when there is none.
    * 
    * The host calls `describe` once on every new instance before any other call, always with
    * the same settings, so an instance may keep what it parsed from them. Return `err` with a
    * message saying what is wrong with the settings to refuse loading.
+   * 
+   * Unknown settings are refused: a key the plugin does not declare is a typo or a setting of
+   * another version, and silently ignoring it would run the plugin with a setting its
+   * operator believes is on. Every SDK refuses it here with the message
+   * `settings: unknown field "KEY"` (a plugin that declares no settings refuses any key). A
+   * trap in `describe` refuses loading too.
    */
   export function describe(settings: string): Manifest;
   export type Gvk = import('kubewasm:controller/types@0.1.1').Gvk;

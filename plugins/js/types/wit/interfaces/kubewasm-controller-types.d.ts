@@ -98,6 +98,11 @@ declare module 'kubewasm:controller/types@0.1.1' {
    * 1000 ms it means "again soon" and goes through the plugin's rate limiter like a
    * failure does (per-key exponential backoff from 5 ms, and the plugin's token bucket),
    * so that no plugin can busy-loop the host; ask for 1000 or more for a fixed delay.
+   * 
+   * The SDKs take the delay in their language's own unit of time and convert it to whole
+   * milliseconds, rounding up (a positive delay never becomes 0): Rust a `Duration`,
+   * Go a `time.Duration`, Python seconds (a number or a `timedelta`), JavaScript
+   * milliseconds (as `setTimeout`). Delays past `u64` milliseconds are cut to its maximum.
    */
   export interface ActionRequeueAfter {
     tag: 'requeue-after',
