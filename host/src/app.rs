@@ -20,7 +20,7 @@ use crate::controller::Environment;
 use crate::delivery::PluginResources;
 use crate::discovery::Discovery;
 use crate::events::{EventRecorder, Reporting};
-use crate::identity::{Identities, IdentityMode};
+use crate::identity::{AdmissionLimits, Identities, IdentityMode};
 use crate::informer::Informers;
 use crate::leader::{LeaderConfig, LeaderElector, Leadership};
 use crate::manifest::LimitPolicy;
@@ -61,6 +61,13 @@ pub struct RunConfig {
     pub plugin_identity: IdentityMode,
     /// Where the plugins' ServiceAccounts live.
     pub identity_namespace: String,
+    /// The most of a rate limit any plugin gets.
+    pub client_ceiling: ClientLimits,
+    /// What admission lets one plugin take.
+    pub admission: AdmissionLimits,
+    /// The ValidatingAdmissionPolicy that must be in force while Plugin resources are served
+    /// with a ServiceAccount per plugin.
+    pub identity_policy: Option<String>,
     pub request_timeout: Duration,
     pub sync_timeout: Duration,
     /// Host-wide budget of plugin linear memory, in bytes.
@@ -201,14 +208,19 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     }
     let fence = Fence { leadership: leadership.clone(), namespaces: namespaces.clone(), host_objects: host_objects.into() };
     let informers = Informers::new(client.clone(), discovery.clone(), shutdown.clone());
-    let identities = Identities::new(
+    let mut identities = Identities::new(
         config.plugin_identity,
         config.identity_namespace.clone(),
         client.clone(),
         discovery.clone(),
         namespaces.clone(),
         config.request_timeout,
+        config.admission,
     );
+    // Whoever may create Plugins must not get any identity by naming a Plugin after it.
+    if let Some(policy) = config.identity_policy.clone().filter(|_| config.plugin_resources && config.plugin_identity == IdentityMode::ServiceAccount) {
+        identities = identities.with_policy(policy);
+    }
     let env = Arc::new(Environment {
         discovery: discovery.clone(),
         informers: informers.clone(),
@@ -218,6 +230,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         metrics: metrics.clone(),
         instance: instance.clone(),
         request_timeout: config.request_timeout,
+        client_ceiling: config.client_ceiling,
         sync_timeout: config.sync_timeout,
         idle_instances: config.idle_instances,
         quarantine_after: config.quarantine_after,

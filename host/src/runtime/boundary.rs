@@ -42,17 +42,17 @@ pub const MAX_ERROR_MESSAGE: usize = 64 << 10;
 /// Keys one `map-related` call may return.
 pub const MAX_MAPPED_KEYS: usize = 100_000;
 
-/// Entries in any list of a manifest (`owns`, `watches`, `permissions`, `access.rules`).
-pub const MAX_ENTRIES: usize = 1000;
-/// Per permission or rule: verbs (RBAC has 14), namespaces and resource names.
-pub const MAX_RULE_VERBS: usize = 14;
-pub const MAX_RULE_NAMESPACES: usize = 100;
-pub const MAX_RULE_NAMES: usize = 100;
+/// Entries in any list of a manifest (`owns`, `watches`, `permissions`, `access.rules`), and per
+/// permission or rule namespaces and resource names: the manifest's own bounds, so a manifest
+/// lifted whole is one the host may admit.
+pub use crate::manifest::{MAX_ENTRIES, MAX_PERMISSION_NAMES as MAX_RULE_NAMES, MAX_PERMISSION_NAMESPACES as MAX_RULE_NAMESPACES};
+/// Verbs per permission or rule (RBAC has 14).
+pub const MAX_RULE_VERBS: usize = crate::manifest::Verb::ALL.len();
 /// The other strings of a manifest: its name (a DNS label), its version, label keys and
 /// finalizers (qualified names: a 253-byte prefix, '/', a 63-byte name), subresources (DNS
 /// labels) and RBAC verbs ("deletecollection" is the longest).
 pub const MAX_PLUGIN_NAME: usize = 63;
-pub const MAX_PLUGIN_VERSION: usize = 64;
+pub use crate::manifest::MAX_VERSION as MAX_PLUGIN_VERSION;
 pub const MAX_QUALIFIED_NAME: usize = 253 + 1 + 63;
 pub const MAX_SUBRESOURCE: usize = 63;
 pub const MAX_VERB: usize = 16;

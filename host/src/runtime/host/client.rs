@@ -158,23 +158,26 @@ impl ClientCtx<'_> {
     }
 
     /// Refuses an apply that would create the object when the plugin may not `create`. The
-    /// cache answers when it holds the object; otherwise the API server does. If the plugin's
-    /// identity may not even read it, the write goes ahead and RBAC decides.
+    /// cache answers when it holds the object; otherwise the API server does (as the plugin,
+    /// under its rate limit). If the plugin's identity may not even read it, nothing tells that
+    /// the apply would not create it: refused too, so that the manifest is checked as well as
+    /// RBAC.
     async fn apply_creates(&self, request: &WriteRequest) -> Result<(), GuestError> {
         let key = ObjectKey::new(request.namespace.as_deref(), &request.name);
         let services = self.services;
         if services.cache.get(&request.resource, &key).is_some() {
             return Ok(());
         }
-        match services.api.get(&request.resource, request.namespace.as_deref(), &request.name).await {
+        let unknown = match services.api.get(&request.resource, request.namespace.as_deref(), &request.name).await {
             Ok(Some(_)) => return Ok(()),
-            Ok(None) => {}
-            Err(e) if e.status() == Some(403) => return Ok(()),
+            Ok(None) => "",
+            Err(e) if e.status() == Some(403) => ", unless it exists, which the plugin's identity may not read",
             Err(e) => return Err(guest_error(e)),
-        }
-        Err(self
-            .host
-            .refuse(format!("apply of {} {key} would create it, and create {} is not granted by the plugin's manifest", request.resource, request.resource)))
+        };
+        Err(self.host.refuse(format!(
+            "apply of {} {key} would create it{unknown}, and create {} is not granted by the plugin's manifest",
+            request.resource, request.resource
+        )))
     }
 }
 
