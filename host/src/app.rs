@@ -235,6 +235,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         idle_instances: config.idle_instances,
         quarantine_after: config.quarantine_after,
         max_queue_wait: config.max_queue_wait,
+        budget: budget.clone(),
     });
 
     // 4. The host's own writes and Events (its status ConfigMap), as the host.

@@ -286,8 +286,9 @@ struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     sync_timeout: Duration,
 
-    /// Host-wide budget of plugin memory: the sum of memory limit × (max-concurrency + 1) over
-    /// all plugins (e.g. 4Gi, 512Mi)
+    /// Host-wide budget of plugin memory: the sum of the memory limits of all plugin instances
+    /// that exist (each plugin reserves its first at load, the rest as they are made; e.g. 4Gi,
+    /// 512Mi)
     #[arg(long, value_name = "QUANTITY", default_value = "4Gi", value_parser = parse_bytes)]
     plugin_memory_budget: u64,
 

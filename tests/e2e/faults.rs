@@ -129,10 +129,38 @@ async fn a_trap_is_reported_and_the_instance_discarded() {
     assert_eq!(plugin.metrics.faults.trap.get(), 1);
 }
 
+/// Instances past a version's first reserve their memory limit in the plugin memory budget as
+/// they are made and give it back when they go; when the budget has no room, a call waits for one
+/// of the version's instances instead of failing or passing the budget (issue 26: fifty small
+/// plugins must fit the default budget, so a version reserves only its first instance up front).
+/// Three calls at once, each looping to its 500 ms deadline: with room for two more instances
+/// none waits; with none, two wait and all three still end at their deadline, one at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_past_the_first_reserve_their_memory_and_wait_when_the_budget_is_full() {
+    use kubewasm::budget::MemoryBudget;
+    for (extra, expect_waits) in [(2, false), (0, true)] {
+        let plugin = plugin_with("looper", "[kubewasm]\nmemory-mib = 16\n").await;
+        let limit = plugin.runner.limits().memory_bytes;
+        let budget = MemoryBudget::new(limit * (1 + extra), Default::default());
+        // What the version reserved for its first instance when it was admitted.
+        let _first = budget.reserve(limit).unwrap();
+        let Plugin { runner, recorder, metrics } = plugin;
+        let plugin = Plugin { runner: runner.with_budget(budget.clone()), recorder, metrics };
+        let calls = futures::future::join_all((0..3).map(|_| plugin.call("loop"))).await;
+        for result in calls {
+            assert!(matches!(result, Err(CallError::Fault(Fault::Deadline(_)))), "{result:?}");
+        }
+        let waits = plugin.metrics.budget_waits.get();
+        assert_eq!(waits > 0, expect_waits, "{waits} calls waited with room for {extra} more instances");
+        assert_eq!(budget.reserved(), limit, "every faulted instance gave its memory back");
+        assert_eq!(plugin.metrics.instances.get(), 0);
+    }
+}
+
 #[tokio::test]
 async fn an_endless_loop_is_stopped_at_the_deadline() {
-    let started = Instant::now();
     let plugin = plugin("looper").await;
+    let started = Instant::now();
     let error = plugin.call("loop").await.unwrap_err();
     let took = started.elapsed();
     assert_eq!(error, CallError::Fault(Fault::Deadline(Duration::from_millis(500))), "the manifest asks for 500 ms");

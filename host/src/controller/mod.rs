@@ -36,6 +36,7 @@ pub use shadow::{Agreement, Report as ShadowReport};
 use trigger::{MapBacklog, MapKey, Mapping as TriggerMapping, Released, Trigger};
 use workers::Workers;
 
+use crate::budget::MemoryBudget;
 use crate::client::{ApiClient, ClientLimits, Fence};
 use crate::discovery::Discovery;
 use crate::events::{EventRecorder, Reporting};
@@ -78,6 +79,8 @@ pub struct Environment {
     pub quarantine_after: u32,
     /// How long list and resync work may wait behind live changes in a plugin's queue.
     pub max_queue_wait: Duration,
+    /// What instances past a version's first reserve their memory in.
+    pub budget: MemoryBudget,
 }
 
 impl Environment {
@@ -704,7 +707,8 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
         cache.insert(subscription.store().clone(), subscription.selector().cloned());
     }
     let services = Services { cache: Arc::new(cache), api: parts.api.clone(), events: parts.events.clone() };
-    let runner = env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings);
+    let runner =
+        env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings).with_budget(env.budget.clone());
     let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency) as usize;
     Ok(Version { plugin, manifest, runner: Arc::new(runner), primary, workers, subscriptions, previous_finalizers, tally: Tally::default() })
 }

@@ -287,7 +287,7 @@ impl Loader {
             deadline: DESCRIBE_DEADLINE,
             memory_bytes: options.memory_mib.map_or(self.policy.default_memory_bytes, |mib| mib.saturating_mul(1 << 20).min(self.policy.max_memory_bytes)),
         };
-        let _held = self.budget.as_ref().map(|budget| budget.hold(describe_limits.memory_bytes)).transpose().map_err(LoadError::DescribeMemory)?;
+        let _held = self.budget.as_ref().map(|budget| budget.reserve(describe_limits.memory_bytes)).transpose().map_err(LoadError::DescribeMemory)?;
         let mut described = self.runtime.describe(&prepared, &file_name, &settings, &self.policy, describe_limits).await?;
         described.limits = self.apply_overrides(&described.manifest, &options)?;
         Ok(LoadedPlugin { path: path.to_path_buf(), digest, prepared, described, settings, options, origin, load_time: started.elapsed() })

@@ -33,6 +33,7 @@ use self::boundary::{Export, MAX_ERROR_MESSAGE, MAX_MAPPED_KEYS, MAX_NAME, MAX_N
 use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Stalled};
 use self::host::{HostContext, LogBudget, Services};
 use self::instance::{Exports, Instance, InstanceState};
+use crate::budget::{MemoryBudget, Reservation};
 use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
 pub use crate::metrics::{FaultCounters, PluginMetrics};
 use crate::resource::{Gvk, ObjectKey};
@@ -368,9 +369,37 @@ pub struct PluginRunner {
     limits: Limits,
     settings: Arc<str>,
     max_calls_per_instance: u64,
-    idle: Mutex<Vec<Instance>>,
+    pool: Mutex<Pool>,
+    /// Where instances past the first reserve their memory; `None`: no budget (one-shot commands).
+    budget: Option<MemoryBudget>,
+    /// An instance came back or went: room for a call waiting for one.
+    returned: tokio::sync::Notify,
     /// How many of its calls may run at once ([`cpu`]).
     share: CpuShare,
+}
+
+/// A version's instances not in a call, and whether its first instance's room (reserved by the
+/// version when it was admitted) is in use.
+#[derive(Default)]
+struct Pool {
+    idle: Vec<Pooled>,
+    first_taken: bool,
+}
+
+/// An instance with the budget it holds.
+struct Pooled {
+    instance: Instance,
+    room: Room,
+}
+
+/// What an instance's memory limit is held in.
+enum Room {
+    /// What the version reserved when it was admitted (one instance's worth).
+    First,
+    /// Its own reservation, given back when the instance goes.
+    Reserved { _held: Reservation },
+    /// No budget.
+    Unbudgeted,
 }
 
 enum Call {
@@ -403,9 +432,19 @@ impl PluginRunner {
             limits,
             settings,
             max_calls_per_instance: runtime.config.max_calls_per_instance,
-            idle: Mutex::new(Vec::new()),
+            pool: Mutex::default(),
+            budget: None,
+            returned: tokio::sync::Notify::new(),
             share: CpuShare::for_current_runtime(),
         }
+    }
+
+    /// Instances past the first reserve their memory limit in `budget` as they are made, and a
+    /// call that finds it full waits for one of this version's instances instead; the first runs
+    /// in what the version reserved when it was admitted.
+    pub fn with_budget(mut self, budget: MemoryBudget) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     pub fn limits(&self) -> Limits {
@@ -444,13 +483,19 @@ impl PluginRunner {
         self.action(self.invoke(Call::Released(request), None).await?).map(Some)
     }
 
-    /// Drops the instances that have had nothing to do for `idle`; returns how many.
+    /// Drops the instances that have had nothing to do for `idle` (their memory goes back to the
+    /// budget); returns how many.
     pub fn release_idle(&self, idle: Duration) -> usize {
-        let mut pool = self.idle.lock();
-        let before = pool.len();
-        pool.retain(|instance| instance.idle_since.elapsed() < idle);
-        let released = before - pool.len();
-        self.host.metrics.instances.dec_by(released as i64);
+        let gone: Vec<Pooled> = {
+            let mut pool = self.pool.lock();
+            let (keep, gone) = std::mem::take(&mut pool.idle).into_iter().partition(|p| p.instance.idle_since.elapsed() < idle);
+            pool.idle = keep;
+            gone
+        };
+        let released = gone.len();
+        for pooled in gone {
+            self.discard(pooled.room);
+        }
         released
     }
 
@@ -475,11 +520,7 @@ impl PluginRunner {
     /// that faulted is dropped; one that succeeded goes back to the pool until it has served
     /// `max_calls_per_instance` calls.
     async fn invoke(&self, call: Call, services: Option<Services>) -> Result<Output, CallError> {
-        let idle = self.idle.lock().pop();
-        let mut instance = match idle {
-            Some(instance) => instance,
-            None => self.instantiate_for_calls().await?,
-        };
+        let Pooled { mut instance, room } = self.checkout().await?;
         let state = instance.store.data_mut();
         state.clock.reset(self.limits.deadline);
         state.key = match &call {
@@ -495,14 +536,15 @@ impl PluginRunner {
                 instance.calls += 1;
                 instance.idle_since = Instant::now();
                 if instance.calls < self.max_calls_per_instance {
-                    self.idle.lock().push(instance);
+                    self.pool.lock().idle.push(Pooled { instance, room });
+                    self.returned.notify_one();
                 } else {
-                    self.host.metrics.instances.dec();
+                    self.discard(room);
                 }
                 Ok(output)
             }
             Err(fault) => {
-                self.host.metrics.instances.dec();
+                self.discard(room);
                 fault.count(&self.host.metrics.faults);
                 tracing::warn!(plugin = %self.host.plugin, memory_bytes = instance.memory_bytes(), "plugin fault: {fault}");
                 Err(fault.into())
@@ -567,13 +609,69 @@ impl PluginRunner {
         }
     }
 
-    /// A fresh instance for the pool: instantiated and told its settings through `describe`.
-    async fn instantiate_for_calls(&self) -> Result<Instance, Fault> {
-        let (instance, described) = self.instantiate().await?;
+    /// An idle instance, or a new one where the budget has room for it; else waits until one of
+    /// this version's instances comes back or goes (one is always in a call then: the first
+    /// instance's room is the version's own).
+    async fn checkout(&self) -> Result<Pooled, Fault> {
+        loop {
+            let returned = self.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            let room = {
+                let mut pool = self.pool.lock();
+                if let Some(pooled) = pool.idle.pop() {
+                    return Ok(pooled);
+                }
+                if !pool.first_taken {
+                    pool.first_taken = true;
+                    Some(Room::First)
+                } else {
+                    match &self.budget {
+                        None => Some(Room::Unbudgeted),
+                        Some(budget) => budget.reserve(self.limits.memory_bytes).ok().map(|held| Room::Reserved { _held: held }),
+                    }
+                }
+            };
+            match room {
+                Some(room) => return self.instantiate_for_calls(room).await,
+                None => {
+                    self.host.metrics.budget_waits.inc();
+                    returned.await;
+                }
+            }
+        }
+    }
+
+    /// Lets an instance go (dropped with it, or already): its room goes back to the version or
+    /// the budget, and a call waiting for an instance may make one.
+    fn discard(&self, room: Room) {
+        self.host.metrics.instances.dec();
+        self.give_back(room);
+    }
+
+    fn give_back(&self, room: Room) {
+        if let Room::First = room {
+            self.pool.lock().first_taken = false;
+        }
+        drop(room);
+        self.returned.notify_one();
+    }
+
+    /// A fresh instance for the pool in `room`: instantiated and told its settings through
+    /// `describe`.
+    async fn instantiate_for_calls(&self, room: Room) -> Result<Pooled, Fault> {
+        let (instance, described) = match self.instantiate().await {
+            Ok(made) => made,
+            Err(fault) => {
+                self.give_back(room);
+                return Err(fault);
+            }
+        };
         match described {
-            Ok(_) => Ok(instance),
+            Ok(_) => Ok(Pooled { instance, room }),
             Err(message) => {
-                self.host.metrics.instances.dec();
+                drop(instance);
+                self.discard(room);
                 let fault = Fault::Instantiate(format!("describe refused the settings: {message}"));
                 fault.count(&self.host.metrics.faults);
                 Err(fault)
@@ -614,7 +712,7 @@ impl PluginRunner {
 
 impl Drop for PluginRunner {
     fn drop(&mut self) {
-        self.host.metrics.instances.dec_by(self.idle.get_mut().len() as i64);
+        self.host.metrics.instances.dec_by(self.pool.get_mut().idle.len() as i64);
     }
 }
 

@@ -31,11 +31,6 @@ pub trait Module: Clone + Send + Sync + 'static {
     fn options(&self) -> &PluginOptions;
     /// Linear memory one instance may hold.
     fn memory_bytes(&self) -> u64;
-
-    /// Concurrent reconciles: the operator's option, else the manifest's.
-    fn workers(&self) -> u32 {
-        self.options().max_concurrency.unwrap_or(self.manifest().max_concurrency)
-    }
 }
 
 /// A plugin's controller, running one version at a time (and perhaps a candidate in its shadow).

@@ -25,9 +25,10 @@ declare module 'kubewasm:controller/reconciler@0.1.1' {
    * standby keeps the events and maps them when it leads), several calls at once for
    * different objects. Must be quick; it is subject to the same deadline as `reconcile`. Keys
    * of objects that are not cached primaries of the plugin (no such object, or outside its
-   * selector or namespaces) are dropped; more than 100 000 keys is a fault. When more watched
-   * objects wait than the host keeps (10 000), the rest are not mapped one by one: every
-   * primary is reconciled instead.
+   * selector or namespaces) are dropped; more than 100 000 keys, or a key over the bounds of
+   * `object-key` (a name over 253 bytes, a namespace over 63), is an `oversized` fault. When
+   * more watched objects wait than the host keeps (10 000), the rest are not mapped one by one:
+   * every primary is reconciled instead.
    * 
    * It has no error value: a map-related that fails (in every SDK, an error it returns or an
    * exception or panic it does not catch) traps, and the host retries it with backoff like a
