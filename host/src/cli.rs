@@ -331,9 +331,25 @@ struct RunArgs {
     #[arg(long, value_name = "NAME", default_value = "kubewasm")]
     lease_name: String,
 
-    /// Namespace of the leader election Lease
+    /// Namespace of the leader election Lease (and of the shard Leases)
     #[arg(long, value_name = "NAMESPACE", default_value = "default")]
     lease_namespace: String,
+
+    /// Shard every plugin's objects across the replicas of this ring (needs --leader-elect):
+    /// each replica holds a Lease named after itself, reconciles the objects labelled
+    /// shard.alpha.sharding.timebertt.dev/RING=<itself>, and the leader assigns them; a plugin
+    /// with `sharding = false` in its [kubewasm] options runs on the leader only
+    #[arg(long, value_name = "RING")]
+    shard_ring: Option<String>,
+
+    /// Who assigns the ring's objects: builtin (the leader) or external (another sharder, such
+    /// as kubernetes-controller-sharding's with a ControllerRing)
+    #[arg(long, value_name = "WHO", default_value = "builtin")]
+    shard_assigner: crate::shard::AssignerMode,
+
+    /// Label writes per second of the built-in assigner (its burst is twice that)
+    #[arg(long, value_name = "QPS", default_value_t = 200.0)]
+    shard_assign_qps: f64,
 
     /// Follow the plugin directory and hot-reload added, replaced and removed plugins
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
@@ -772,7 +788,22 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         }
         _ => {}
     }
+    if let Some(ring) = &args.shard_ring {
+        if !args.leader_elect {
+            return Err("--shard-ring needs --leader-elect: the ring's leader assigns the objects and runs the plugins that are not sharded".into());
+        }
+        crate::selector::label_key(&crate::shard::shard_label(ring)).map_err(|e| format!("--shard-ring {ring:?}: {e}"))?;
+    }
+    if args.shard_assign_qps.is_nan() || args.shard_assign_qps <= 0.0 {
+        return Err(format!("--shard-assign-qps {}: must be positive", args.shard_assign_qps));
+    }
     let config = crate::app::RunConfig {
+        shard_ring: args.shard_ring,
+        shard_assigner: args.shard_assigner,
+        shard_assign_limits: crate::client::ClientLimits {
+            qps: args.shard_assign_qps,
+            burst: (args.shard_assign_qps * 2.0).ceil().min(f64::from(u32::MAX)) as u32,
+        },
         plugin_resources: sources.contains(&PluginSource::Resources),
         registries: crate::oci::RegistryOptions { timeout: args.request_timeout, ..args.registry.options() },
         watch: args.watch,
