@@ -100,6 +100,13 @@ enum Command {
                       kubewasm rollout promote sample-controller --plugins ./plugins"
     )]
     Rollout(RolloutArgs),
+    /// Show the ring of sharded replicas: each shard's state, its Lease and the objects it has
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # The replicas of the ring `kubewasm` in kube-system, and who assigns\n  \
+                      kubewasm shards --ring kubewasm --lease-namespace kube-system --lease-name kubewasm"
+    )]
+    Shards(ShardsArgs),
     /// Create a plugin project: a small working controller, a README and a table-test case
     #[command(
         help_template = COMMAND_TEMPLATE,
@@ -534,6 +541,25 @@ struct RolloutStatusArgs {
 }
 
 #[derive(Args)]
+struct ShardsArgs {
+    /// The ring (`kubewasm run --shard-ring`)
+    #[arg(long, value_name = "RING", default_value = "kubewasm")]
+    ring: String,
+
+    /// Namespace of the shard Leases (`kubewasm run --lease-namespace`)
+    #[arg(long, value_name = "NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+
+    /// The leader election Lease: its holder is the ring's assigner
+    #[arg(long, value_name = "NAME", default_value = "kubewasm")]
+    lease_name: String,
+
+    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Args)]
 struct PromoteArgs {
     /// The plugin's name
     #[arg(value_name = "NAME")]
@@ -702,6 +728,7 @@ pub fn main() -> ExitCode {
             Command::Finalizers(FinalizersArgs { command: FinalizersCommand::Release(args) }) => release_finalizers(args).await,
             Command::Rollout(RolloutArgs { command: RolloutCommand::Status(args) }) => rollout_status(args).await,
             Command::Rollout(RolloutArgs { command: RolloutCommand::Promote(args) }) => promote(args).await,
+            Command::Shards(args) => shards(args).await,
             Command::Test(args) => test(args).await,
             Command::Record(args) => record(args).await,
             Command::New(args) => new(args),
@@ -917,6 +944,22 @@ async fn rollout_status(args: RolloutStatusArgs) -> Result<ExitCode, String> {
         (None, Some(entry)) => Err(format!("no candidate runs in the shadow of {}: copy one to NAME.next.wasm beside it (it runs {entry})", args.plugin)),
         (None, None) => Err(format!("the status ConfigMap {namespace}/{name} lists no plugin {:?}", args.plugin)),
     }
+}
+
+async fn shards(args: ShardsArgs) -> Result<ExitCode, String> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let client = crate::client::connect(args.kubeconfig.as_deref(), "shards").await.map_err(|e| e.to_string())?;
+    let api = kube::Api::<Lease>::namespaced(client, &args.lease_namespace);
+    let selector = format!("{}={}", crate::shard::RING_LABEL, args.ring);
+    let leases = api
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| format!("cannot list the shard Leases in {}: {e}", args.lease_namespace))?
+        .items;
+    let leader = api.get_opt(&args.lease_name).await.map_err(|e| format!("cannot read the leader Lease {}: {e}", args.lease_name))?;
+    let leader = leader.and_then(|l| l.spec).and_then(|s| s.holder_identity);
+    print!("{}", crate::shard::lease::table(&args.ring, &leases, leader.as_deref(), k8s_openapi::jiff::Timestamp::now()));
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn promote(args: PromoteArgs) -> Result<ExitCode, String> {

@@ -24,7 +24,8 @@
 //! `proxy` (a fault-injection TCP proxy), `audit` (the API server's audit log), `accounts`
 //! (ServiceAccount kubeconfigs from TokenRequest), `hostile_registry` (a registry on loopback that
 //! plays the attacker: endless, oversized, trickling and redirecting answers), `build` also builds the suite's Go tools
-//! (`registry`: an OCI registry on loopback; crane; helm).
+//! (`registry`: an OCI registry on loopback; crane; helm); `trace` (the checker that no two hosts
+//! reconcile one object at once).
 
 pub mod accounts;
 pub mod audit;
@@ -43,6 +44,7 @@ pub mod proxy;
 pub mod registry;
 mod shared;
 pub mod timing;
+pub mod trace;
 pub mod wait;
 
 pub use build::{BuildError, controlplane_binary};

@@ -80,13 +80,18 @@ struct Meta {
     owner: Option<(String, String, String)>,
 }
 
+/// A kind by (group, kind), any version.
+type GroupKind = (String, String);
+/// A controller by (group, kind, namespace, name).
+type OwnerKey = (String, String, Option<String>, String);
+
 /// What one metadata watch is for.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Role {
     /// Primaries (selected by the selector).
     Primary,
     /// Owned objects, kept when their controller is one of these (group, kind).
-    Owned(BTreeSet<(String, String)>),
+    Owned(BTreeSet<GroupKind>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -99,7 +104,7 @@ struct Spec {
 
 /// The watches the claims ask for.
 fn specs(claims: &BTreeMap<u64, Claim>) -> BTreeSet<Spec> {
-    let mut owners: BTreeMap<(Gvk, Option<String>), BTreeSet<(String, String)>> = BTreeMap::new();
+    let mut owners: BTreeMap<(Gvk, Option<String>), BTreeSet<GroupKind>> = BTreeMap::new();
     let mut out = BTreeSet::new();
     for claim in claims.values() {
         for namespace in &claim.namespaces {
@@ -123,7 +128,7 @@ fn specs(claims: &BTreeMap<u64, Claim>) -> BTreeSet<Spec> {
 struct Index {
     watches: HashMap<u64, (Spec, HashMap<ObjectKey, Meta>)>,
     /// Owned objects by their controller: (group, kind, namespace, name) → (watch, key).
-    children: HashMap<(String, String, Option<String>, String), HashSet<(u64, ObjectKey)>>,
+    children: HashMap<OwnerKey, HashSet<(u64, ObjectKey)>>,
 }
 
 impl Index {

@@ -157,6 +157,46 @@ impl Observed {
     }
 }
 
+/// `kubewasm shards`: the ring's members, their states (the sharder's rule, at `now`), when each
+/// renewed, and the primaries each has per plugin (from its Lease's annotation); `leader` is the
+/// replica that assigns.
+pub fn table(ring: &str, leases: &[Lease], leader: Option<&str>, now: Timestamp) -> String {
+    let mut rows = vec![["SHARD".to_string(), "STATE".into(), "HOLDER".into(), "RENEWED".into(), "OBJECTS".into()]];
+    let mut total = 0u64;
+    let mut sorted: Vec<&Lease> = leases.iter().collect();
+    sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for lease in sorted {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let renewed = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map_or("never".to_string(), |t| {
+            let ago = (now.as_millisecond() - t.0.as_millisecond()).max(0) / 1000;
+            format!("{ago}s ago")
+        });
+        let counts: BTreeMap<String, u64> = lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(super::OBJECTS_ANNOTATION))
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default();
+        total += counts.values().sum::<u64>();
+        let objects = if counts.is_empty() { "-".to_string() } else { counts.iter().map(|(p, n)| format!("{p}={n}")).collect::<Vec<_>>().join(" ") };
+        let mut shard = name.clone();
+        if leader == Some(name.as_str()) {
+            shard.push_str(" (assigner)");
+        }
+        let holder = holder(lease).unwrap_or("-").to_string();
+        rows.push([shard, from_record(lease, now).as_str().into(), holder, renewed, objects]);
+    }
+    let widths: Vec<usize> = (0..5).map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0)).collect();
+    let mut out = format!("ring {ring}: {} shard(s), {total} primaries\n", leases.len());
+    for row in rows {
+        let line: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 fn record(lease: &Lease) -> String {
     let spec = lease.spec.clone().unwrap_or_default();
     format!("{:?}/{:?}/{:?}", spec.holder_identity, spec.renew_time, spec.lease_transitions)
@@ -196,6 +236,19 @@ mod tests {
 
     fn jiff_span(seconds: i64) -> k8s_openapi::jiff::SignedDuration {
         k8s_openapi::jiff::SignedDuration::from_secs(seconds)
+    }
+
+    #[test]
+    fn the_table_shows_states_counts_and_the_assigner() {
+        let now = Timestamp::now();
+        let mut a = lease("a", Some("a"), now - jiff_span(2), 15);
+        a.metadata.annotations = Some([(super::super::OBJECTS_ANNOTATION.to_string(), r#"{"e2e":101,"other":3}"#.to_string())].into());
+        let b = lease("b", Some("kubewasm-assigner"), now - jiff_span(4), 30);
+        let table = table("r", &[b, a], Some("a"), now);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[0], "ring r: 2 shard(s), 104 primaries");
+        assert_eq!(lines[2], "a (assigner)  ready  a                  2s ago   e2e=101 other=3");
+        assert_eq!(lines[3], "b             dead   kubewasm-assigner  4s ago   -");
     }
 
     #[tokio::test(start_paused = true)]

@@ -74,6 +74,11 @@ struct Settings {
     map_label: Option<String>,
     /// Sleep this long in `describe` (a plugin slow to start).
     describe_sleep_ms: Option<u64>,
+    /// Declare the output ConfigMaps owned (`owns ConfigMap`): an owned watch.
+    owns: bool,
+    /// Log `e2e-trace start NS/NAME` first and `e2e-trace end NS/NAME` last in each reconcile,
+    /// for the tests' checker that no two hosts reconcile one object at once.
+    trace: bool,
 }
 
 struct E2e {
@@ -88,6 +93,8 @@ struct E2e {
     events: bool,
     extra: Vec<String>,
     map_label: Option<String>,
+    owns: bool,
+    trace: bool,
 }
 
 fn annotation<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a str> {
@@ -134,6 +141,8 @@ impl Controller for E2e {
             events: settings.events,
             extra: settings.extra,
             map_label: settings.map_label,
+            owns: settings.owns,
+            trace: settings.trace,
         })
     }
 
@@ -154,6 +163,9 @@ impl Controller for E2e {
         if let Some(label) = &self.map_label {
             manifest = manifest.watches_gvk(&configmap, Mapping::MapRelated, Some(label));
         }
+        if self.owns {
+            manifest = manifest.owns_gvk(&configmap);
+        }
         for grant in &self.extra {
             let mut words = grant.split_whitespace();
             let verbs: Vec<&str> = words.next().unwrap_or_default().split(',').collect();
@@ -168,6 +180,36 @@ impl Controller for E2e {
     }
 
     fn reconcile(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
+        if !self.trace {
+            return self.reconcile_traced(primary, ctx);
+        }
+        let key = format!("{}/{}", primary.namespace().unwrap_or_default(), primary.name());
+        ctx.info(&format!("e2e-trace start {key}"));
+        let result = self.reconcile_traced(primary, ctx);
+        ctx.info(&format!("e2e-trace end {key}"));
+        result
+    }
+
+    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Result<Vec<ObjectKey>> {
+        if annotation(&object, TRAP) == Some(self.name.as_str()) {
+            panic!("{} asks {} to trap in map-related", object.name(), self.name);
+        }
+        let parent = self.map_label.as_deref().and_then(|label| object.label(label));
+        Ok(parent.map(|name| ObjectKey::new(object.namespace(), name)).into_iter().collect())
+    }
+
+    fn finalize(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
+        let released = annotation(&primary, RELEASE) == Some("true");
+        let state = if released { "done" } else { "waiting" };
+        let data = BTreeMap::from([("state", state.to_string()), ("variant", self.variant.clone()), ("host", self.host.clone())]);
+        // Not owned by the primary: the record outlives it.
+        self.apply_configmap(ctx, format!("{}.finalized", self.output_name(&primary)), primary.namespace(), None, data)?;
+        if released { Ok(Action::Done) } else { Ok(Action::RequeueAfter(Duration::from_millis(500))) }
+    }
+}
+
+impl E2e {
+    fn reconcile_traced(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
         // Without a selector the host hands over every object of the kind, outputs included.
         if self.selector.is_empty() && primary.label(DEFAULT_SELECTOR).is_none() {
             return Ok(Action::Done);
@@ -238,23 +280,6 @@ impl Controller for E2e {
         }
         ctx.debug(&format!("reconciled {} input={input} variant={} host={}", primary.name(), self.variant, self.host));
         Ok(Action::Done)
-    }
-
-    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Result<Vec<ObjectKey>> {
-        if annotation(&object, TRAP) == Some(self.name.as_str()) {
-            panic!("{} asks {} to trap in map-related", object.name(), self.name);
-        }
-        let parent = self.map_label.as_deref().and_then(|label| object.label(label));
-        Ok(parent.map(|name| ObjectKey::new(object.namespace(), name)).into_iter().collect())
-    }
-
-    fn finalize(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
-        let released = annotation(&primary, RELEASE) == Some("true");
-        let state = if released { "done" } else { "waiting" };
-        let data = BTreeMap::from([("state", state.to_string()), ("variant", self.variant.clone()), ("host", self.host.clone())]);
-        // Not owned by the primary: the record outlives it.
-        self.apply_configmap(ctx, format!("{}.finalized", self.output_name(&primary)), primary.namespace(), None, data)?;
-        if released { Ok(Action::Done) } else { Ok(Action::RequeueAfter(Duration::from_millis(500))) }
     }
 }
 
