@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kubewasm::shard::ring::{self, Ring};
@@ -103,15 +103,21 @@ async fn wait_assigned(cms: &Api<ConfigMap>, shards: &[&str], timeout: Duration)
     .await?)
 }
 
-/// Every output carries the input and was written by the shard its primary is assigned to; its
-/// own shard label says the same (children follow their controller).
-async fn wait_outputs_on_shards(cms: &Api<ConfigMap>, inputs: &BTreeMap<String, String>, shards: &[&str]) -> Result<()> {
-    let assigned = wait_assigned(cms, shards, CONVERGE).await?;
+/// Every output (an owned Secret) carries the input and was written by the shard its primary is
+/// assigned to; its own shard label says the same (children follow their controller).
+async fn wait_outputs_on_shards(ns: &TestNamespace, inputs: &BTreeMap<String, String>, shards: &[&str]) -> Result<()> {
+    let (cms, secrets): (Api<ConfigMap>, Api<Secret>) = (ns.api(), ns.api());
+    let assigned = wait_assigned(&cms, shards, CONVERGE).await?;
     eventually("every output from its primary's shard", CONVERGE, || async {
         let mut wrong = Vec::new();
         for (name, input) in inputs {
-            let output = cms.get_opt(&format!("{name}.{PLUGIN}")).await?;
-            let (data, label) = output.map(|cm| (cm.data.unwrap_or_default(), cm.metadata.labels.unwrap_or_default().get(SHARD).cloned())).unwrap_or_default();
+            let output = secrets.get_opt(&format!("{name}.{PLUGIN}")).await?;
+            let (data, label): (BTreeMap<String, String>, _) = output
+                .map(|secret| {
+                    let data = secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned())).collect();
+                    (data, secret.metadata.labels.unwrap_or_default().get(SHARD).cloned())
+                })
+                .unwrap_or_default();
             let want = assigned.get(name);
             if data.get("input") != Some(input) || data.get("host") != want || label.as_ref() != want {
                 wrong.push(format!("{name}: want input={input} host={want:?}, have {data:?} label {label:?}"));
@@ -126,6 +132,7 @@ async fn wait_outputs_on_shards(cms: &Api<ConfigMap>, inputs: &BTreeMap<String, 
 /// The trace checker over every replica that ran in the test.
 fn assert_never_two_at_once(replicas: &[&Replica]) -> Result<usize> {
     let all: Vec<Interval> = replicas.iter().flat_map(|r| r.intervals()).collect();
+    ensure!(!all.is_empty(), "no reconcile traced: the checker would find nothing");
     let overlaps = trace::overlaps(&all);
     ensure!(overlaps.is_empty(), "{} pairs of reconciles of one object on two replicas at once, e.g. {:?}", overlaps.len(), &overlaps[..overlaps.len().min(3)]);
     Ok(all.len())
@@ -143,7 +150,7 @@ async fn three_replicas_share_the_primaries_each_caching_and_reconciling_a_third
     }
     let first = inputs(300, "1");
     create_primaries(&cms, &first).await?;
-    wait_outputs_on_shards(&cms, &first, &names).await?;
+    wait_outputs_on_shards(&ns, &first, &names).await?;
 
     // Each caches its share: the ring's split of these 300 keys over these three names.
     let ring = Ring::new(names);
@@ -166,23 +173,33 @@ async fn three_replicas_share_the_primaries_each_caching_and_reconciling_a_third
         ensure!(assigned.values().filter(|s| *s == name).count() == expected[name], "{name}'s objects are the ring's choice");
     }
 
-    // One change per object: about 300 reconciles over the three, not 900.
+    // One change per object: each is reconciled by its own shard only — about 300 reconciles
+    // over the three, and one more per object for the change to its owned output (what one
+    // replica does too), not three times that.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut before = Vec::new();
     for r in &replicas {
         before.push(r.reconciles().await?);
     }
+    let changed = Timestamp::now();
     let second = inputs(300, "2");
     for name in second.keys() {
         set_input(&cms, name, "2").await?;
     }
-    wait_outputs_on_shards(&cms, &second, &names).await?;
+    wait_outputs_on_shards(&ns, &second, &names).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut done = 0.0;
-    for (r, b) in replicas.iter().zip(&before) {
-        done += r.reconciles().await? - b;
+    let mut per_replica = BTreeMap::new();
+    for ((r, b), name) in replicas.iter().zip(&before).zip(names) {
+        per_replica.insert(name, r.reconciles().await? - b);
     }
-    ensure!((300.0..=330.0).contains(&done), "one change to each of 300 objects took {done} reconciles over three replicas");
+    let done: f64 = per_replica.values().sum();
+    ensure!((300.0..=660.0).contains(&done), "one change to each of 300 objects took {done} reconciles over three replicas");
+    let elsewhere: Vec<Interval> = replicas
+        .iter()
+        .flat_map(|r| r.intervals())
+        .filter(|i| i.start >= changed && assigned.get(i.key.rsplit('/').next().unwrap_or_default()) != Some(&i.host))
+        .collect();
+    ensure!(elsewhere.is_empty(), "reconciled off their shard: {:?}", &elsewhere[..elsewhere.len().min(3)]);
 
     // `kubewasm shards` shows the ring.
     let bin = tokio::task::spawn_blocking(kubewasm_tests::kubewasm_binary).await??;
@@ -199,7 +216,7 @@ async fn three_replicas_share_the_primaries_each_caching_and_reconciling_a_third
         );
     }
     let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>())?;
-    eprintln!("cached per replica {cached:?}; {done} reconciles for 300 changes; {traced} reconciles traced, none at once\n{table}");
+    eprintln!("cached per replica {cached:?}; {done} reconciles for 300 changes ({per_replica:?}); {traced} reconciles traced, none at once\n{table}");
     for r in replicas {
         r.host.stop().await?;
     }
@@ -218,7 +235,7 @@ async fn a_killed_replicas_objects_move_within_the_lease_and_nothing_is_lost() -
     }
     let keys: Vec<String> = inputs(90, "0").into_keys().collect();
     create_primaries(&cms, &inputs(90, "0")).await?;
-    wait_outputs_on_shards(&cms, &inputs(90, "0"), &names).await?;
+    wait_outputs_on_shards(&ns, &inputs(90, "0"), &names).await?;
     // Not the leader (that would be a leader failover as well): the youngest replica.
     let victim = 2;
     let churn = churn(&cms, &keys, Duration::from_millis(20));
@@ -240,7 +257,7 @@ async fn a_killed_replicas_objects_move_within_the_lease_and_nothing_is_lost() -
     for name in last.keys() {
         set_input(&cms, name, "final").await?;
     }
-    wait_outputs_on_shards(&cms, &last, &survivors).await?;
+    wait_outputs_on_shards(&ns, &last, &survivors).await?;
     // The survivors cache the whole of it between them.
     let mut cached = Vec::new();
     for r in &replicas[..2] {
@@ -268,7 +285,7 @@ async fn scaling_three_to_four_to_two_hands_objects_over_without_overlap_or_loss
     }
     let keys: Vec<String> = inputs(90, "0").into_keys().collect();
     create_primaries(&cms, &inputs(90, "0")).await?;
-    wait_outputs_on_shards(&cms, &inputs(90, "0"), &names).await?;
+    wait_outputs_on_shards(&ns, &inputs(90, "0"), &names).await?;
     // Slow reconciles, so that drains meet reconciles in flight.
     for key in keys.iter().step_by(3) {
         annotate(&cms, key, &[(SLEEP_MS, Some("300"))]).await?;
@@ -305,7 +322,7 @@ async fn scaling_three_to_four_to_two_hands_objects_over_without_overlap_or_loss
     for name in last.keys() {
         set_input(&cms, name, "final").await?;
     }
-    wait_outputs_on_shards(&cms, &last, &remaining).await?;
+    wait_outputs_on_shards(&ns, &last, &remaining).await?;
     let traced = assert_never_two_at_once(&replicas.iter().chain(&stopped).collect::<Vec<_>>())?;
     eprintln!("3 → 4: {handovers} handovers; 4 → 2: objects of the stopped replicas placed {moved:?} after SIGTERM; {traced} reconciles traced");
     for r in replicas {
@@ -329,7 +346,7 @@ async fn a_partitioned_replica_stops_writing_before_its_objects_move() -> Result
     replicas.push(Replica::start(&ns, names[2], cp.kubeconfig_path(), &[]).await?);
     let keys: Vec<String> = inputs(60, "0").into_keys().collect();
     create_primaries(&cms, &inputs(60, "0")).await?;
-    wait_outputs_on_shards(&cms, &inputs(60, "0"), &names).await?;
+    wait_outputs_on_shards(&ns, &inputs(60, "0"), &names).await?;
     let before = assignments(&cms).await?;
     let victims = before.values().filter(|s| s.as_deref() == Some(names[1])).count();
     ensure!(victims > 0, "nothing on the replica to cut off");
@@ -354,7 +371,7 @@ async fn a_partitioned_replica_stops_writing_before_its_objects_move() -> Result
     for name in last.keys() {
         set_input(&cms, name, "final").await?;
     }
-    wait_outputs_on_shards(&cms, &last, &names).await?;
+    wait_outputs_on_shards(&ns, &last, &names).await?;
 
     // From the audit log: the assigner took the Lease of the cut-off replica; between then and
     // its own taking it back, the API server accepted no write from it.
@@ -425,7 +442,7 @@ async fn an_external_sharder_drives_the_replicas_through_the_labels() -> Result<
     for name in first.keys() {
         cms.patch(name, &PatchParams::default(), &patch(json!({"metadata": {"labels": {SHARD: "ext-a"}}}))).await?;
     }
-    wait_outputs_on_shards(&cms, &first, &["ext-a"]).await?;
+    wait_outputs_on_shards(&ns, &first, &["ext-a"]).await?;
 
     // ext-b joins the ring: what hashes to it is drained off ext-a, acknowledged, then assigned.
     let ring = Ring::new(names);
@@ -457,7 +474,7 @@ async fn an_external_sharder_drives_the_replicas_through_the_labels() -> Result<
     for name in second.keys() {
         set_input(&cms, name, "2").await?;
     }
-    wait_outputs_on_shards(&cms, &second, &names).await?;
+    wait_outputs_on_shards(&ns, &second, &names).await?;
     let assigned = wait_assigned(&cms, &names, CONVERGE).await?;
     ensure!(moving.iter().all(|m| assigned[m] == "ext-b"), "the drained objects are ext-b's now");
     let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>())?;

@@ -108,7 +108,7 @@ impl E2eSettings {
         self.events = true;
         self
     }
-    /// Declare the output ConfigMaps as owned (an owned watch of ConfigMaps).
+    /// Write the output as an owned Secret (`stringData`; an owned watch of Secrets).
     pub fn owns(mut self) -> Self {
         self.owns = true;
         self

@@ -74,7 +74,8 @@ struct Settings {
     map_label: Option<String>,
     /// Sleep this long in `describe` (a plugin slow to start).
     describe_sleep_ms: Option<u64>,
-    /// Declare the output ConfigMaps owned (`owns ConfigMap`): an owned watch.
+    /// Write the output as a Secret (`stringData`) and declare it owned (`owns Secret`): an
+    /// owned watch of a kind other than the primary's.
     owns: bool,
     /// Log `e2e-trace start NS/NAME` first and `e2e-trace end NS/NAME` last in each reconcile,
     /// for the tests' checker that no two hosts reconcile one object at once.
@@ -107,11 +108,26 @@ impl E2e {
     }
 
     fn apply_configmap(&self, ctx: &Context, name: String, namespace: Option<&str>, owner: Option<&DynamicObject>, data: BTreeMap<&str, String>) -> Result<()> {
+        self.apply_output(ctx, "ConfigMap", "data", name, namespace, owner, data)
+    }
+
+    /// Applies a ConfigMap (`data`) or a Secret (`stringData`) named `name`.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_output(
+        &self,
+        ctx: &Context,
+        kind: &str,
+        field: &str,
+        name: String,
+        namespace: Option<&str>,
+        owner: Option<&DynamicObject>,
+        data: BTreeMap<&str, String>,
+    ) -> Result<()> {
         let mut metadata = json!({"name": name, "namespace": namespace, "labels": {"e2e.kubewasm.io/plugin": self.name}});
         if let Some(owner) = owner {
             metadata["ownerReferences"] = json!([owner.controller_owner_ref()]);
         }
-        let object: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}))?;
+        let object: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": kind, "metadata": metadata, field: data}))?;
         ctx.apply(&object)?;
         Ok(())
     }
@@ -164,7 +180,8 @@ impl Controller for E2e {
             manifest = manifest.watches_gvk(&configmap, Mapping::MapRelated, Some(label));
         }
         if self.owns {
-            manifest = manifest.owns_gvk(&configmap);
+            let secret = Gvk::new("", "v1", "Secret");
+            manifest = manifest.owns_gvk(&secret).grant(&secret, None, &[Verb::Create, Verb::Patch, Verb::Delete], &[]);
         }
         for grant in &self.extra {
             let mut words = grant.split_whitespace();
@@ -272,7 +289,11 @@ impl E2e {
                     ("host", self.host.clone()),
                     ("generation", primary.generation().unwrap_or_default().to_string()),
                 ]);
-                self.apply_configmap(ctx, self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
+                if self.owns {
+                    self.apply_output(ctx, "Secret", "stringData", self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
+                } else {
+                    self.apply_configmap(ctx, self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
+                }
             }
         }
         if self.events {
