@@ -2,7 +2,8 @@
 //! ring share a plugin's primaries, each caching and reconciling about a third of them; a killed
 //! replica's objects move within the lease; scaling out and in hands objects over with the drain
 //! label; a partitioned replica stops writing before its objects move; and the shard contract
-//! holds for an external sharder (the test plays kubernetes-controller-sharding's). Over each
+//! holds for an external sharder (the test plays kubernetes-controller-sharding's, which cannot
+//! be built here). Over each
 //! whole test, no object is reconciled by two replicas at once (`kubewasm_tests::trace`).
 //!
 //! `cargo test -p kubewasm-tests --test shards`
@@ -415,10 +416,12 @@ async fn a_partitioned_replica_stops_writing_before_its_objects_move() -> Result
 /// drives it: the webhook's assignment (a shard label on an unassigned object), the controller's
 /// drain (`drain...=true` on the resourceVersion it saw), and the shard's acknowledgement (both
 /// labels removed) before the object is assigned again. The replicas run
-/// `--shard-assigner=external`; this test is the sharder (the sharder's own module is not served
-/// by the Go module proxy here, so it cannot be built).
+/// `--shard-assigner=external`; this test plays the sharder: its own module cannot be built here
+/// (`go mod download github.com/timebertt/kubernetes-controller-sharding@latest`: "reading
+/// https://proxy.golang.org/github.com/timebertt/kubernetes-controller-sharding/@v/list: 403
+/// Forbidden; server response: This module version is not available.").
 #[tokio::test]
-async fn an_external_sharder_drives_the_replicas_through_the_labels() -> Result<()> {
+async fn the_shard_contract_holds_when_the_test_plays_the_external_sharder() -> Result<()> {
     let cp = ControlPlane::shared().await;
     let ns = cp.namespace("shards-ext").await?;
     let cms: Api<ConfigMap> = ns.api();
