@@ -72,6 +72,12 @@ impl MemoryBudget {
         Ok(Reservation { budget: self.inner.clone(), bytes: needed })
     }
 
+    /// Holds `bytes` for one instance outside any plugin version's reservation (a `describe`
+    /// before its plugin is admitted) until the guard is dropped.
+    pub fn hold(&self, bytes: u64) -> Result<Reservation, BudgetError> {
+        self.reserve(bytes, 0)
+    }
+
     pub fn total(&self) -> u64 {
         self.inner.total
     }

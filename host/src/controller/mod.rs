@@ -9,7 +9,7 @@
 //! run in the shadow of the current one ([`shadow`]). A periodic resync
 //! enqueues every primary again. The controller outlives plugin versions: [`Controller::swap`]
 //! replaces the version while the queue and its backoff state, the plugin's API client (its
-//! identity and rate limit) and its Event recorder stay.
+//! identity and rate limit, set to the new version's options) and its Event recorder stay.
 //!
 //! In a ring of replicas (`shard`), a plugin is sharded unless its options say `sharding =
 //! false`: its primary and owned watches list only this shard's objects, it reconciles and
@@ -51,11 +51,11 @@ use crate::events::{EventRecorder, Reporting};
 use crate::identity::Identities;
 use crate::informer::{CacheView, InformerError, Informers, Subscription, WatchKey};
 use crate::leader::Leadership;
-use crate::manifest::{Manifest, Mapping};
+use crate::manifest::{Manifest, Mapping, WatchRole};
 use crate::metrics::{ControllerMetrics, Metrics};
 use crate::plugin::LoadedPlugin;
 use crate::queue::{QueueError, RateLimitConfig, Reason, WorkQueue};
-use crate::resource::{Gvk, ObjectKey, Scope};
+use crate::resource::{ObjectKey, Scope};
 use crate::runtime::host::{Api, EventSink, Services};
 use crate::runtime::{CallError, PluginMetrics, PluginRunner, Runtime};
 use crate::shard::{Claim, ClaimGuard, Shard};
@@ -78,6 +78,8 @@ pub struct Environment {
     /// This host instance's name, in Events.
     pub instance: String,
     pub request_timeout: Duration,
+    /// The most of a rate limit any plugin gets (`--max-plugin-qps`, `--max-plugin-burst`).
+    pub client_ceiling: ClientLimits,
     /// How long a version's new watches may take to list everything before it is rejected.
     pub sync_timeout: Duration,
     /// Instances idle this long are released.
@@ -98,6 +100,11 @@ impl Environment {
     /// Namespaces served; empty for all.
     pub fn namespaces(&self) -> &[String] {
         &self.fence.namespaces
+    }
+
+    /// The rate limit a plugin's options get on this host.
+    fn client_limits(&self, plugin: &LoadedPlugin) -> ClientLimits {
+        ClientLimits::granted(&plugin.described.manifest.name, plugin.options.qps, plugin.options.burst, self.client_ceiling)
     }
 }
 
@@ -204,10 +211,7 @@ impl Controller {
         let term = shard.as_ref().map_or_else(|| env.fence.leadership.clone(), |s| s.membership().clone());
         let fence = Fence { leadership: term.clone(), ..env.fence.clone() };
         let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?.with_max_wait(env.max_queue_wait);
-        let limits = ClientLimits {
-            qps: plugin.options.qps.unwrap_or(ClientLimits::default().qps),
-            burst: plugin.options.burst.unwrap_or(ClientLimits::default().burst),
-        };
+        let limits = env.client_limits(&plugin);
         let kube = env.identities.client_for(&name);
         let api = Arc::new(ApiClient::new(
             kube.clone(),
@@ -223,6 +227,7 @@ impl Controller {
         let reporting = Reporting { controller: format!("kubewasm/{name}"), instance: env.instance.clone() };
         let (events, events_task) =
             EventRecorder::start(kube, reporting, api.bucket().clone(), term, env.metrics.events_dropped(&name), env.request_timeout, events_stop.clone());
+        let events = events.serving(env.fence.namespaces.clone());
         let map_queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&format!("{name}-map-related")))?;
         let mapper = Arc::new(MapBacklog::new(map_queue, MAP_BACKLOG, env.metrics.mapped_dropped(&name)));
         let plugin_metrics = env.metrics.plugin(&name);
@@ -329,10 +334,13 @@ impl Controller {
             inert: false,
             shard: self.shard.as_ref(),
         };
+        let limits = self.env.client_limits(&plugin);
         let version = build_version(&self.env, &parts, plugin, previous).await?;
         version.synced(self.env.sync_timeout).await?;
         let version = Arc::new(version);
         *self.current.write() = version.clone();
+        // The new version's rate limit, from its first request on (the bucket outlives versions).
+        self.api.set_limits(limits);
         // Growing wakes a dispatcher waiting for a slot; shrinking takes effect as slots return.
         let limit = self.workers.resize(version.workers);
         self.metrics.max_concurrent.set(limit as i64);
@@ -349,11 +357,7 @@ impl Controller {
     /// triggering anything, its writes are dry runs under a rate limit of its own, and its Events
     /// are never sent.
     pub async fn shadow_with(&self, plugin: LoadedPlugin) -> Result<Arc<Version>, ControllerError> {
-        let bucket = ClientLimits {
-            qps: plugin.options.qps.unwrap_or(ClientLimits::default().qps),
-            burst: plugin.options.burst.unwrap_or(ClientLimits::default().burst),
-        }
-        .bucket();
+        let bucket = self.env.client_limits(&plugin).bucket();
         let api: Arc<dyn Api> = Arc::new(self.api.dry_running(bucket));
         // The candidate's faults count as the shadow's, not as the live plugin's.
         let metrics = PluginMetrics::default();
@@ -721,61 +725,44 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
     let primary_namespaced = primary_scope.scope == Scope::Namespaced;
     let releases = plugin.prepared.releases();
 
-    // What to watch, in which namespaces, and what each event means. Reads of a resource not
-    // listed otherwise are served by a watch that triggers nothing. A sharded plugin's primary
-    // and owned watches list only this shard's objects.
-    type Wanted = (Gvk, Option<crate::selector::LabelSelector>, Option<Vec<String>>, TriggerMapping, Option<crate::selector::LabelSelector>);
+    // What to watch, in which namespaces, and what each event means (the manifest's plan, which
+    // admission counted). Reads of a resource not listed otherwise are served by a watch that
+    // triggers nothing. A sharded plugin's primary and owned watches list only this shard's
+    // objects.
     let sharded = parts.shard.map(|s| s.selector().clone());
-    let primary_mapping = TriggerMapping::Primary { selector: manifest.primary_selector.clone(), releases };
-    let mut wanted: Vec<Wanted> = vec![(manifest.primary.clone(), manifest.primary_selector.clone(), None, primary_mapping, sharded.clone())];
-    for owned in &manifest.owns {
-        wanted.push((owned.clone(), None, None, TriggerMapping::Owners { controller_only: true }, sharded.clone()));
-    }
-    for watch in &manifest.watches {
-        let mapping = match &watch.mapping {
-            Mapping::OwnerReferences => TriggerMapping::Owners { controller_only: false },
-            Mapping::Label(label) => TriggerMapping::Label(label.clone()),
-            Mapping::MapRelated => TriggerMapping::MapRelated,
-        };
-        wanted.push((watch.resource.clone(), watch.selector.clone(), None, mapping, None));
-    }
-    // A primary selector also bounds what the plugin reads of its primary's kind: the primary
-    // watch serves those reads, unless a grant to list the kind asks for all of it. (A second,
-    // unfiltered watch would cache every selected object twice.) A grant limited to some
-    // namespaces is watched in those only.
-    for resource in manifest.cached_resources() {
-        let served = wanted.iter().any(|(gvk, selector, _, _, _)| gvk == resource && selector.is_none());
-        let selected_primary = *resource == manifest.primary && manifest.primary_selector.is_some() && !manifest.lists(resource);
-        if !served && !selected_primary {
-            let only = manifest.cached_namespaces(resource).map(|set| set.into_iter().map(String::from).collect());
-            wanted.push((resource.clone(), None, only, TriggerMapping::None, None));
-        }
-    }
-
-    let served: Vec<Option<String>> = if env.namespaces().is_empty() { vec![None] } else { env.namespaces().iter().cloned().map(Some).collect() };
     let mut subscriptions = Vec::new();
     let mut primary = CacheView::default();
     let mut primary_namespaces = Vec::new();
-    for (resource, selector, only, mapping, server_selector) in wanted {
-        let cluster = env.discovery.resolve(&resource).await.map(|r| r.scope == Scope::Cluster).unwrap_or(false);
-        let scopes: Vec<Option<String>> = match only {
-            _ if cluster => vec![None],
-            None => served.clone(),
-            // Those namespaces, where the host serves them.
-            Some(only) => only.into_iter().filter(|ns| served.iter().any(|s| s.as_ref().is_none_or(|s| s == ns))).map(Some).collect(),
+    for planned in manifest.watch_plan() {
+        let server_selector = match &planned.role {
+            WatchRole::Primary | WatchRole::Owned => sharded.clone(),
+            _ => None,
         };
-        for namespace in scopes {
+        let mapping = match &planned.role {
+            WatchRole::Primary => TriggerMapping::Primary { selector: manifest.primary_selector.clone(), releases },
+            WatchRole::Owned => TriggerMapping::Owners { controller_only: true },
+            WatchRole::Watched(Mapping::OwnerReferences) => TriggerMapping::Owners { controller_only: false },
+            WatchRole::Watched(Mapping::Label(label)) => TriggerMapping::Label(label.clone()),
+            WatchRole::Watched(Mapping::MapRelated) => TriggerMapping::MapRelated,
+            WatchRole::Read => TriggerMapping::None,
+        };
+        let cluster = env.discovery.resolve(&planned.resource).await.map(|r| r.scope == Scope::Cluster).unwrap_or(false);
+        for namespace in planned.scopes(env.namespaces(), cluster) {
             let trigger = Arc::new(Trigger {
                 queue: parts.queue.clone(),
                 primary: manifest.primary.clone(),
                 primary_namespaced,
-                resource: resource.clone(),
+                resource: planned.resource.clone(),
                 mapping: if parts.inert { TriggerMapping::None } else { mapping.clone() },
                 mapper: parts.mapper.clone(),
                 released: parts.released.clone(),
             });
-            let key =
-                WatchKey { resource: resource.clone(), namespace: namespace.clone(), selector: selector.clone(), server_selector: server_selector.clone() };
+            let key = WatchKey {
+                resource: planned.resource.clone(),
+                namespace: namespace.clone(),
+                selector: planned.selector.clone(),
+                server_selector: server_selector.clone(),
+            };
             let subscription = env.informers.subscribe(key, trigger).await?;
             if matches!(mapping, TriggerMapping::Primary { .. }) {
                 primary.insert(subscription.store().clone(), subscription.selector().cloned());

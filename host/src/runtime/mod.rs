@@ -10,6 +10,7 @@
 //! [`host::Services`].
 
 pub mod bindings;
+pub mod boundary;
 mod cpu;
 mod describe;
 pub mod host;
@@ -28,6 +29,7 @@ use wasmtime::{Engine, Trap};
 use self::bindings::reconciler_exports::Request as WitRequest;
 use self::bindings::types::{Action as WitAction, ErrorCode, ObjectKey as WitKey};
 use self::bindings::{PACKAGE, PACKAGE_VERSION, access_exports, plugin_exports, reconciler_exports, release_exports};
+use self::boundary::{Export, MAX_ERROR_MESSAGE, MAX_MAPPED_KEYS, MAX_NAME, MAX_NAMESPACE, Transfer};
 use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Stalled};
 use self::host::{HostContext, LogBudget, Services};
 use self::instance::{Exports, Instance, InstanceState};
@@ -165,10 +167,6 @@ pub struct Request {
     pub retries: u32,
 }
 
-/// Limits on what a guest may return.
-const MAX_ERROR_MESSAGE: usize = 64 * 1024;
-const MAX_MAPPED_KEYS: usize = 100_000;
-
 /// The engine and linker shared by every plugin, and the thread that advances epochs.
 pub struct Runtime {
     engine: Engine,
@@ -230,13 +228,25 @@ impl Runtime {
             .epoch_interruption(config.deadlines)
             .cranelift_opt_level(wasmtime::OptLevel::Speed)
             // Deep recursion traps at 1 MiB of wasm stack, well inside the 2 MiB fiber stack.
-            .max_wasm_stack(1 << 20);
+            .max_wasm_stack(1 << 20)
+            // Each linear memory reserves 4 GiB of address space plus a 32 MiB guard, so that no
+            // access of a 32-bit memory needs a bounds check and no memory ever moves. What that
+            // costs is bounded: an instance holds at most 4 memories (`instance::MemoryCap`),
+            // and the memory budget holds at most one instance per MiB it has, so even a 4 GiB
+            // budget spent on 1 MiB instances of 4 memories each reserves 64 TiB of the 128 TiB
+            // a process may address.
+            .memory_reservation(4 << 30)
+            .memory_guard_size(32 << 20);
         let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(chain(&e)))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| RuntimeError::Engine(chain(&e)))?;
         host::add_to_linker(&mut linker).map_err(|e| RuntimeError::Engine(chain(&e)))?;
         let ticker = config.deadlines.then(|| EpochTicker::start(engine.clone()));
         Ok(Runtime { engine, linker, config, ticker })
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
     }
 
     /// Compiles a component. CPU-heavy (seconds for Python or JS guests): run it off the async
@@ -307,9 +317,13 @@ impl Runtime {
         });
         let runner = PluginRunner::new(self, prepared.clone(), host, limits, settings.into());
         let (mut instance, manifest) = runner.instantiate().await?;
-        let manifest = manifest.map_err(DescribeError::Refused)?;
+        let manifest = manifest.map_err(|message| match boundary::too_long("its message", message.len(), MAX_ERROR_MESSAGE) {
+            Some(problem) => DescribeError::Refused(format!("{}… ({problem})", host::log::clip(&message, 1024))),
+            None => DescribeError::Refused(message),
+        })?;
         let rules = match &instance.exports.access {
             Some(access) => {
+                Transfer::expect(&mut instance.store, Export::Rules);
                 // The rest of the deadline instantiating left.
                 let clock = instance.store.data().clock.clone();
                 let rules = runner.bounded(access.call_rules(&mut instance.store), clock).await;
@@ -498,6 +512,8 @@ impl PluginRunner {
 
     async fn run(&self, instance: &mut Instance, call: Call) -> Result<Output, Fault> {
         let clock = instance.store.data().clock.clone();
+        let export = if matches!(call, Call::MapRelated(..)) { Export::MapRelated } else { Export::Call };
+        Transfer::expect(&mut instance.store, export);
         let Instance { store, exports, .. } = instance;
         let reconciler = &exports.reconciler;
         let call = async {
@@ -536,6 +552,15 @@ impl PluginRunner {
         if let Some(wanted) = store.data().memory.refused {
             return Fault::Memory { limit: self.limits.memory_bytes, wanted: wanted as u64 };
         }
+        if boundary::fuel_exhausted(&error) {
+            let transfer = store.data().transfer;
+            return Fault::Oversized(format!(
+                "more than {} may return ({} bytes), or than a host call may be passed ({} bytes), counting every string and list entry, aliases included",
+                transfer.export.name(),
+                transfer.export.fuel(),
+                transfer.import
+            ));
+        }
         match error.downcast_ref::<Trap>() {
             Some(trap) => Fault::Trap(trap.to_string()),
             None => Fault::Instantiate(chain(&error)),
@@ -569,6 +594,7 @@ impl PluginRunner {
                 access: indices.access.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 release: indices.release.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
             };
+            Transfer::expect(&mut store, Export::Describe);
             let described = exports.plugin.call_describe(&mut store, &self.settings).await?;
             Ok((exports, described))
         };
@@ -601,6 +627,13 @@ fn check_size(output: &Output) -> Result<(), Fault> {
         Output::Keys(keys) if keys.len() > MAX_MAPPED_KEYS => {
             Err(Fault::Oversized(format!("map-related returned {} keys; at most {MAX_MAPPED_KEYS}", keys.len())))
         }
+        Output::Keys(keys) => keys.iter().try_for_each(|key| {
+            let namespace = key.namespace.as_deref().and_then(|ns| boundary::too_long("namespace", ns.len(), MAX_NAMESPACE));
+            match namespace.or_else(|| boundary::too_long("name", key.name.len(), MAX_NAME)) {
+                Some(problem) => Err(Fault::Oversized(format!("map-related returned a key whose {problem}"))),
+                None => Ok(()),
+            }
+        }),
         _ => Ok(()),
     }
 }

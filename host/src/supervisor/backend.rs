@@ -197,9 +197,6 @@ pub struct HostBackend {
     pub(super) status: Arc<StatusPublisher>,
     /// The plugin directory's files, for retries of its refused files.
     pub(super) files: Arc<tokio::sync::Mutex<Files>>,
-    /// Files read and loaded at once, one per core: fifty plugins starting together would
-    /// otherwise each hold their whole module in memory while they queue for the compiler.
-    pub(super) loading: tokio::sync::Semaphore,
     /// The supervisor, whose slots make the status listing.
     pub(super) supervisor: OnceLock<Weak<Supervisor<HostBackend>>>,
 }
@@ -217,10 +214,7 @@ impl Backend for HostBackend {
     type Controller = Controller;
 
     async fn load(&self, path: &Path) -> Result<LoadedPlugin, LoadError> {
-        let loaded = {
-            let _permit = self.loading.acquire().await.expect("never closed");
-            self.loader.load(path).await
-        };
+        let loaded = self.loader.load(path).await;
         crate::plugin::release_freed_memory();
         loaded
     }
