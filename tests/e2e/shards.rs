@@ -3,7 +3,7 @@
 //! replica's objects move within the lease; scaling out and in hands objects over with the drain
 //! label; a partitioned replica stops writing before its objects move; and the shard contract
 //! holds for an external sharder (the test plays kubernetes-controller-sharding's, which cannot
-//! be built here). Over each
+//! be built here); a plugin with `sharding = false` runs on the leader only. Over each
 //! whole test, no object is reconciled by two replicas at once (`kubewasm_tests::trace`).
 //!
 //! `cargo test -p kubewasm-tests --test shards`
@@ -45,8 +45,17 @@ struct Replica {
 
 impl Replica {
     async fn start(ns: &TestNamespace, name: &str, kubeconfig: &std::path::Path, extra: &[&str]) -> Result<Replica> {
+        Replica::start_with(ns, name, kubeconfig, extra, &[]).await
+    }
+
+    /// With these lines in the plugin's `[kubewasm]` options.
+    async fn start_with(ns: &TestNamespace, name: &str, kubeconfig: &std::path::Path, extra: &[&str], options: &[&str]) -> Result<Replica> {
         let dir = PluginDir::new();
-        dir.install_e2e(&E2eSettings::new(PLUGIN).host(name).owns().trace().max_concurrency(4), "v01");
+        let mut settings = E2eSettings::new(PLUGIN).host(name).owns().trace().max_concurrency(4);
+        for line in options {
+            settings = settings.option(line);
+        }
+        dir.install_e2e(&settings, "v01");
         let mut config = host_config(name, dir.path(), kubeconfig, ns.name()).instance(name).shard_ring(ns.name(), LEADER, RING);
         for arg in extra {
             config = config.arg(*arg);
@@ -482,6 +491,41 @@ async fn the_shard_contract_holds_when_the_test_plays_the_external_sharder() -> 
     ensure!(moving.iter().all(|m| assigned[m] == "ext-b"), "the drained objects are ext-b's now");
     let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>())?;
     eprintln!("{} objects drained from ext-a and assigned to ext-b by the test's sharder; {traced} reconciles traced", moving.len());
+    for r in replicas {
+        r.host.stop().await?;
+    }
+    Ok(())
+}
+
+/// `sharding = false`: the plugin runs on the ring's leader only, as without a ring — nothing is
+/// labelled, every output is the leader's, the other replica reconciles nothing.
+#[tokio::test]
+async fn a_plugin_with_sharding_off_runs_on_the_leader_only() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("shards-off").await?;
+    let (cms, secrets): (Api<ConfigMap>, Api<Secret>) = (ns.api(), ns.api());
+    let names = ["off-a", "off-b"];
+    let mut replicas = Vec::new();
+    for name in names {
+        replicas.push(Replica::start_with(&ns, name, cp.kubeconfig_path(), &[], &["sharding = false"]).await?);
+    }
+    let first = inputs(20, "1");
+    create_primaries(&cms, &first).await?;
+    eventually("every output from the leader", CONVERGE, || async {
+        let mut wrong = Vec::new();
+        for name in first.keys() {
+            let output = secrets.get_opt(&format!("{name}.{PLUGIN}")).await?;
+            let data = output.and_then(|s| s.data).unwrap_or_default();
+            let host = data.get("host").map(|v| String::from_utf8_lossy(&v.0).into_owned());
+            if host.as_deref() != Some(names[0]) {
+                wrong.push(format!("{name}: {host:?}"));
+            }
+        }
+        if wrong.is_empty() { Ok(()) } else { Err(anyhow!("{}", wrong.join("; "))) }
+    })
+    .await?;
+    ensure!(assignments(&cms).await?.values().all(Option::is_none), "an unsharded plugin's primaries are not assigned");
+    ensure!(replicas[1].reconciles().await? == 0.0, "the replica that does not lead reconciled");
     for r in replicas {
         r.host.stop().await?;
     }
