@@ -25,7 +25,8 @@
 //! (ServiceAccount kubeconfigs from TokenRequest), `hostile_registry` (a registry on loopback that
 //! plays the attacker: endless, oversized, trickling and redirecting answers), `components`
 //! (hostile components written by hand in WAT), `build` also builds the suite's Go tools
-//! (`registry`: an OCI registry on loopback; crane; helm).
+//! (`registry`: an OCI registry on loopback; crane; helm); `trace` (the checker that no two hosts
+//! reconcile one object at once).
 
 pub mod accounts;
 pub mod audit;
@@ -45,6 +46,7 @@ pub mod proxy;
 pub mod registry;
 mod shared;
 pub mod timing;
+pub mod trace;
 pub mod wait;
 
 pub use build::{BuildError, controlplane_binary};

@@ -114,6 +114,10 @@ pub struct PluginOptions {
     /// automatically. Instead of the host's `--promote-after`; read from the candidate's
     /// settings.
     pub promote_after: Option<u64>,
+    /// `false`: this plugin is not sharded across the ring's replicas (it must see every
+    /// object at once); it runs on the ring's leader only. Sharded by default when the host
+    /// runs in a ring (`--shard-ring`).
+    pub sharding: Option<bool>,
 }
 
 /// Checks a rollback threshold, from the command line or `NAME.toml`: a share of objects.
