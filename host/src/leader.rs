@@ -220,7 +220,7 @@ impl LeaderElector {
             }
         }
         if self.leadership().is_leader() {
-            self.release().await;
+            self.give_up().await;
         }
         self.stand_by();
     }
@@ -320,7 +320,7 @@ impl LeaderElector {
     }
 
     /// Gives the lease up so that a standby need not wait for it to expire.
-    async fn release(&mut self) {
+    async fn give_up(&mut self) {
         self.stand_by();
         let name = self.config.lease_name.clone();
         let bound = self.config.renew_deadline;

@@ -42,7 +42,7 @@ use quarantine::{Quarantine, Subject, is_object_fault};
 pub use reconcile::Outcome;
 use shadow::Shadow;
 pub use shadow::{Agreement, Report as ShadowReport};
-use trigger::{MapBacklog, MapKey, Mapping as TriggerMapping, Released, Trigger};
+use trigger::{KeyMapping, MapBacklog, MapKey, Released, Trigger};
 use workers::Workers;
 
 use crate::budget::MemoryBudget;
@@ -270,7 +270,7 @@ impl Controller {
             async move {
                 controller.clone().run(shutdown).await;
                 // Gone with the controller: its gauges must not claim objects for it.
-                controller.quarantine.release_all();
+                controller.quarantine.clear();
                 if let Some(shard) = &controller.shard {
                     shard.publish(&controller.name, None);
                 }
@@ -348,7 +348,7 @@ impl Controller {
         let limit = self.workers.resize(version.workers);
         self.metrics.max_concurrent.set(limit as i64);
         drop(old);
-        self.quarantine.release_all();
+        self.quarantine.clear();
         for key in version.primary_keys() {
             self.queue.add_for(key, Reason::Resync);
         }
@@ -444,7 +444,7 @@ impl Controller {
         tracing::info!(plugin = %self.name, "caches synced");
         let mapper = tokio::spawn(self.clone().map_related(shutdown.clone()));
         let resync = tokio::spawn(self.clone().resync(shutdown.clone()));
-        let sweeper = tokio::spawn(self.clone().release_idle(shutdown.clone()));
+        let sweeper = tokio::spawn(self.clone().drop_idle_instances(shutdown.clone()));
         let share = tokio::spawn(self.clone().publish_share(shutdown.clone()));
         self.dispatch(shutdown).await;
         let _ = tokio::join!(mapper, resync, sweeper, share);
@@ -670,15 +670,15 @@ impl Controller {
     }
 
     /// Drops instances that have been idle for a while: an idle plugin holds no linear memory.
-    async fn release_idle(self: Arc<Self>, shutdown: CancellationToken) {
+    async fn drop_idle_instances(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(IDLE_SWEEP.min(self.env.idle_instances)) => {}
             }
-            let released = self.version().runner.release_idle(self.env.idle_instances);
-            if released > 0 {
-                tracing::debug!(plugin = %self.name, released, "released idle instances");
+            let dropped = self.version().runner.drop_idle_instances(self.env.idle_instances);
+            if dropped > 0 {
+                tracing::debug!(plugin = %self.name, dropped, "dropped idle instances");
             }
         }
     }
@@ -742,12 +742,12 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
             _ => None,
         };
         let mapping = match &planned.role {
-            WatchRole::Primary => TriggerMapping::Primary { selector: manifest.primary_selector.clone(), releases },
-            WatchRole::Owned => TriggerMapping::Owners { controller_only: true },
-            WatchRole::Watched(Mapping::OwnerReferences) => TriggerMapping::Owners { controller_only: false },
-            WatchRole::Watched(Mapping::Label(label)) => TriggerMapping::Label(label.clone()),
-            WatchRole::Watched(Mapping::MapRelated) => TriggerMapping::MapRelated,
-            WatchRole::Read => TriggerMapping::None,
+            WatchRole::Primary => KeyMapping::Primary { selector: manifest.primary_selector.clone(), releases },
+            WatchRole::Owned => KeyMapping::Owners { controller_only: true },
+            WatchRole::Watched(Mapping::OwnerReferences) => KeyMapping::Owners { controller_only: false },
+            WatchRole::Watched(Mapping::Label(label)) => KeyMapping::Label(label.clone()),
+            WatchRole::Watched(Mapping::MapRelated) => KeyMapping::MapRelated,
+            WatchRole::Read => KeyMapping::None,
         };
         let cluster = env.discovery.resolve(&planned.resource).await.map(|r| r.scope == Scope::Cluster).unwrap_or(false);
         for namespace in planned.scopes(env.namespaces(), cluster) {
@@ -756,7 +756,7 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
                 primary: manifest.primary.clone(),
                 primary_namespaced,
                 resource: planned.resource.clone(),
-                mapping: if parts.inert { TriggerMapping::None } else { mapping.clone() },
+                mapping: if parts.inert { KeyMapping::None } else { mapping.clone() },
                 mapper: parts.mapper.clone(),
                 released: parts.released.clone(),
             });
@@ -767,7 +767,7 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
                 server_selector: server_selector.clone(),
             };
             let subscription = env.informers.subscribe(key, trigger).await?;
-            if matches!(mapping, TriggerMapping::Primary { .. }) {
+            if matches!(mapping, KeyMapping::Primary { .. }) {
                 primary.insert(subscription.store().clone(), subscription.selector().cloned());
                 primary_namespaces.push(namespace);
             }

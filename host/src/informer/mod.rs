@@ -275,7 +275,7 @@ impl Drop for Subscription {
             subscribers.is_empty()
         };
         if empty && let Some(registry) = self.registry.upgrade() {
-            registry.release(&self.informer);
+            registry.stop_unused(&self.informer);
         }
     }
 }
@@ -382,7 +382,8 @@ impl Informers {
         self.live.lock().keys().cloned().collect()
     }
 
-    fn release(&self, informer: &Arc<Informer>) {
+    /// Stops `informer`'s watch once nothing subscribes to it.
+    fn stop_unused(&self, informer: &Arc<Informer>) {
         let mut live = self.live.lock();
         // Someone may have subscribed again between the last unsubscribe and this lock.
         if informer.subscribers.read().is_empty() && live.get(&informer.key).is_some_and(|i| Arc::ptr_eq(i, informer)) {

@@ -322,7 +322,7 @@ impl Loader {
 /// Hands memory freed by loading back to the system. Compiling a plugin and reading fifty at
 /// once leave tens of MiB freed in glibc's per-thread arenas, which glibc keeps for the life of
 /// the process unless asked (measured: BENCHMARKS.md "Density").
-pub fn release_freed_memory() {
+pub fn return_freed_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {
