@@ -17,7 +17,8 @@ use kubewasm::offline::{FixtureCache, Recorder};
 use kubewasm::plugin::artifact::ArtifactCache;
 use kubewasm::plugin::{LoadError, LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
-use kubewasm::runtime::{Action, CallError, DescribeError, Fault, GuestErrorCode, PluginMetrics, PluginRunner, Request, Runtime, RuntimeConfig};
+use kubewasm::metrics::PluginMetrics;
+use kubewasm::runtime::{Action, CallError, DescribeError, Fault, GuestErrorCode, PluginRunner, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::{components, guests};
 
 fn faulty_wasm() -> PathBuf {

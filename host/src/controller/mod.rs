@@ -53,12 +53,12 @@ use crate::identity::Identities;
 use crate::informer::{CacheView, InformerError, Informers, Subscription, WatchKey};
 use crate::leader::Leadership;
 use crate::manifest::{Manifest, Mapping, WatchRole};
-use crate::metrics::{ControllerMetrics, Metrics};
+use crate::metrics::{ControllerMetrics, Metrics, PluginMetrics};
 use crate::plugin::LoadedPlugin;
 use crate::queue::{QueueError, RateLimitConfig, Reason, WorkQueue};
 use crate::resource::{ObjectKey, Scope};
 use crate::runtime::host::{Api, EventSink, Services};
-use crate::runtime::{CallError, PluginMetrics, PluginRunner, Runtime};
+use crate::runtime::{CallError, PluginRunner, Runtime};
 use crate::shard::{Claim, ClaimGuard, Shard};
 
 /// Watched objects a plugin may have waiting for `map-related` at once.

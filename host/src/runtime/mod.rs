@@ -5,9 +5,10 @@
 //! its memory limit in [`crate::budget`]'s host-wide budget while it exists.
 //!
 //! The runtime runs one call at a time per instance and does not schedule: the controller
-//! decides what to call and when. It knows manifests (to check capabilities) but not queues,
-//! informers or Kubernetes; what a call may reach outside the sandbox comes in as
-//! [`host::Services`].
+//! decides what to call and when. It knows manifests (to check capabilities) but not queues or
+//! watches: what a call may reach outside the sandbox comes in as [`host::Services`], whose
+//! adapters (`host/`) translate the WIT imports to the cache views, the API client and the Event
+//! recorder below it.
 
 pub mod bindings;
 pub mod boundary;
@@ -35,7 +36,7 @@ use self::host::{HostContext, LogBudget, Services};
 use self::instance::{Exports, Instance, InstanceState};
 use crate::budget::{MemoryBudget, Reservation};
 use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
-pub use crate::metrics::{FaultCounters, PluginMetrics};
+use crate::metrics::{FaultCounters, PluginMetrics};
 use crate::resource::{Gvk, ObjectKey};
 
 pub use self::bindings::types::ErrorCode as GuestErrorCode;
