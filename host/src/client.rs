@@ -20,11 +20,11 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::client::Body;
 use parking_lot::Mutex;
 
+use crate::bucket::TokenBucket;
 use crate::discovery::{Discovery, DiscoveryError};
 use crate::informer::Informers;
 use crate::informer::raw::RawObject;
 use crate::leader::Leadership;
-use crate::queue::rate_limit::TokenBucket;
 use crate::resource::{Gvk, ObjectKey, Scope};
 
 /// How long any single request of the host may take unless told otherwise (`--request-timeout`).

@@ -23,9 +23,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::bucket::TokenBucket;
 use crate::client::SharedBucket;
 use crate::leader::Leadership;
-use crate::queue::rate_limit::TokenBucket;
 use crate::resource::{Gvk, ObjectKey};
 
 /// Events one recorder holds waiting to be sent; beyond this, new ones are dropped (and counted).

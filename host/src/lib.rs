@@ -30,8 +30,8 @@
 //! - [`identity`]: who each plugin acts as, and RBAC admission. [`leader`]: Lease-based leader
 //!   election, fenced by time. [`shard`]: scale-out across replicas — membership Leases, the
 //!   consistent-hash ring, the built-in assigner, handovers.
-//! - [`discovery`], [`resource`], [`selector`], [`duration`]: kinds, keys, label selectors and
-//!   durations.
+//! - [`discovery`], [`resource`], [`selector`], [`duration`], [`bucket`]: kinds, keys, label selectors,
+//!   durations and the token bucket every pacer shares.
 //! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`offline`]: running
 //!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
 //!   [`recording`]: `kubewasm record`. [`case`]: how cases spell calls, Events and results,
@@ -44,6 +44,7 @@
 //! cache_dir one below plugin, oci and app.
 
 pub mod app;
+pub mod bucket;
 pub mod budget;
 pub mod cache_dir;
 pub mod case;

@@ -13,7 +13,7 @@ use wasmtime::component::{ComponentType, Lift, Linker, WasmList, WasmStr};
 use super::super::bindings::log::Level;
 use super::super::bindings::{PACKAGE, PACKAGE_VERSION};
 use super::HostState;
-use crate::queue::rate_limit::TokenBucket;
+use crate::bucket::TokenBucket;
 
 /// Records a plugin may write per second, and at once.
 const RECORDS_PER_SECOND: f64 = 100.0;
