@@ -253,6 +253,25 @@ enum PluginSource {
     Resources,
 }
 
+/// Where the cluster is: every command that talks to one.
+#[derive(Args)]
+struct ClusterArgs {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+}
+
+/// The ConfigMap a host keeps its plugins' status in, unless told otherwise.
+const DEFAULT_STATUS_CONFIGMAP: &str = "default/kubewasm-plugins";
+
+/// Which host's status the command reads.
+#[derive(Args)]
+struct StatusArgs {
+    /// The host's status ConfigMap (NAMESPACE/NAME)
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = DEFAULT_STATUS_CONFIGMAP)]
+    status_configmap: String,
+}
+
 #[derive(Args)]
 struct RunArgs {
     /// Directory of plugins: NAME.wasm files, each with optional settings in NAME.toml
@@ -267,9 +286,8 @@ struct RunArgs {
     #[command(flatten)]
     registry: RegistryArgs,
 
-    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 
     /// Serve only this namespace (repeatable; default: all namespaces)
     #[arg(long = "namespace", short = 'n', value_name = "NAMESPACE")]
@@ -332,7 +350,8 @@ struct RunArgs {
 
     /// How long a hot-reloaded version is watched for a rollback (the version before is kept
     /// in memory meanwhile)
-    // The default is rollout::DEFAULT_WINDOW, which runs without a command line (tests).
+    // The default is rollout::DEFAULT_WINDOW, which runs without a command line (a test keeps them
+    // equal).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     rollback_window: Duration,
 
@@ -388,7 +407,7 @@ struct RunArgs {
     watch: bool,
 
     /// ConfigMap (NAMESPACE/NAME) listing the running plugins; plugin load Events are about it
-    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/kubewasm-plugins")]
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = DEFAULT_STATUS_CONFIGMAP)]
     status_configmap: String,
 
     /// How long a graceful shutdown may take before the host stops at once
@@ -519,7 +538,7 @@ struct RbacArgs {
     lease: Option<String>,
 
     /// Also grant writing the status ConfigMap (NAMESPACE/NAME) that `kubewasm run` keeps
-    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/kubewasm-plugins")]
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = DEFAULT_STATUS_CONFIGMAP)]
     status_configmap: String,
 
     /// Bind the host's roles to this service account (NAMESPACE:NAME)
@@ -556,13 +575,11 @@ struct ReleaseArgs {
     #[arg(value_name = "NAME")]
     plugin: String,
 
-    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 
-    /// The host's status ConfigMap (NAMESPACE/NAME)
-    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/kubewasm-plugins")]
-    status_configmap: String,
+    #[command(flatten)]
+    status: StatusArgs,
 
     /// The finalizer to remove (instead of the status ConfigMap's record)
     #[arg(long, value_name = "FINALIZER", requires = "resource")]
@@ -596,13 +613,11 @@ struct RolloutStatusArgs {
     #[arg(value_name = "NAME")]
     plugin: String,
 
-    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 
-    /// The host's status ConfigMap (NAMESPACE/NAME)
-    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "default/kubewasm-plugins")]
-    status_configmap: String,
+    #[command(flatten)]
+    status: StatusArgs,
 }
 
 #[derive(Args)]
@@ -619,9 +634,8 @@ struct ShardsArgs {
     #[arg(long, value_name = "NAME", default_value = "kubewasm")]
     lease_name: String,
 
-    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 #[derive(Args)]
@@ -738,9 +752,8 @@ struct RecordArgs {
     #[arg(short, long, value_name = "DIR", default_value = "cases")]
     out: PathBuf,
 
-    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 
     #[command(flatten)]
     cache: CacheArgs,
@@ -911,7 +924,7 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         artifacts: args.cache.dir(),
         cache_max_bytes: args.cache_max_bytes,
         plugins: args.plugins,
-        kubeconfig: args.kubeconfig,
+        kubeconfig: args.cluster.kubeconfig,
         namespaces: args.namespaces,
         controllers: args.controllers,
         metrics_addr: args.metrics_addr,
@@ -996,8 +1009,8 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
 }
 
 async fn release_finalizers(args: ReleaseArgs) -> Result<ExitCode, String> {
-    let (namespace, name) = namespaced_name("status-configmap", &args.status_configmap)?;
-    let client = crate::client::connect(args.kubeconfig.as_deref(), "finalizers-release").await.map_err(|e| e.to_string())?;
+    let (namespace, name) = namespaced_name("status-configmap", &args.status.status_configmap)?;
+    let client = crate::client::connect(args.cluster.kubeconfig.as_deref(), "finalizers-release").await.map_err(|e| e.to_string())?;
     let target = match (args.finalizer, args.resource) {
         (Some(finalizer), Some(resource)) => {
             crate::finalizers::Leftover { finalizer, primary: resource.parse().map_err(|e: String| format!("--resource: {e}"))? }
@@ -1014,26 +1027,19 @@ async fn release_finalizers(args: ReleaseArgs) -> Result<ExitCode, String> {
 
 async fn rollout_status(args: RolloutStatusArgs) -> Result<ExitCode, String> {
     use k8s_openapi::api::core::v1::ConfigMap;
-    let (namespace, name) = namespaced_name("status-configmap", &args.status_configmap)?;
-    let client = crate::client::connect(args.kubeconfig.as_deref(), "rollout-status").await.map_err(|e| e.to_string())?;
+    let (namespace, name) = namespaced_name("status-configmap", &args.status.status_configmap)?;
+    let client = crate::client::connect(args.cluster.kubeconfig.as_deref(), "rollout-status").await.map_err(|e| e.to_string())?;
     let configmap = kube::Api::<ConfigMap>::namespaced(client, &namespace)
         .get(&name)
         .await
         .map_err(|e| format!("cannot read the status ConfigMap {namespace}/{name}: {e} (is --status-configmap the host's?)"))?;
-    let data = configmap.data.unwrap_or_default();
-    match (data.get(&crate::supervisor::status::rollout_key(&args.plugin)), data.get(&args.plugin)) {
-        (Some(report), _) => {
-            print!("{report}");
-            Ok(ExitCode::SUCCESS)
-        }
-        (None, Some(entry)) => Err(format!("no candidate runs in the shadow of {}: copy one to NAME.next.wasm beside it (it runs {entry})", args.plugin)),
-        (None, None) => Err(format!("the status ConfigMap {namespace}/{name} lists no plugin {:?}", args.plugin)),
-    }
+    print!("{}", crate::supervisor::status::rollout_of(&configmap.data.unwrap_or_default(), &args.plugin, &format!("{namespace}/{name}"))?);
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn shards(args: ShardsArgs) -> Result<ExitCode, String> {
     use k8s_openapi::api::coordination::v1::Lease;
-    let client = crate::client::connect(args.kubeconfig.as_deref(), "shards").await.map_err(|e| e.to_string())?;
+    let client = crate::client::connect(args.cluster.kubeconfig.as_deref(), "shards").await.map_err(|e| e.to_string())?;
     let api = kube::Api::<Lease>::namespaced(client, &args.lease_namespace);
     let selector = format!("{}={}", crate::shard::RING_LABEL, args.ring);
     let leases = api
@@ -1122,7 +1128,7 @@ async fn record(args: RecordArgs) -> Result<ExitCode, String> {
         .collect::<Result<_, _>>()?;
     let loader = new_loader(&args.cache)?;
     let plugin = loader.load(&args.plugin).await.map_err(|e| format!("{}: {e}", args.plugin.display()))?;
-    let client = crate::client::connect(args.kubeconfig.as_deref(), "record").await.map_err(|e| e.to_string())?;
+    let client = crate::client::connect(args.cluster.kubeconfig.as_deref(), "record").await.map_err(|e| e.to_string())?;
     let written = crate::recording::record(loader.runtime(), &plugin, client, &keys, &args.out).await.map_err(|e| e.to_string())?;
     for path in &written {
         println!("recorded {}", path.display());
@@ -1220,4 +1226,16 @@ fn describe_plugin(plugin: &LoadedPlugin) -> String {
         let _ = writeln!(out, "  {:<44} {:<12} {:<40} {:<20} {}", p.resource.to_string(), sub, verbs.join(","), join(&p.namespaces), join(&p.names));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flag's default is the one the rollout policy runs with when there is no command line.
+    #[test]
+    fn the_rollback_windows_default_is_the_policys() {
+        let Command::Run(args) = Cli::try_parse_from(["kubewasm", "run"]).unwrap().command else { panic!("not run") };
+        assert_eq!(args.rollback_window, crate::supervisor::rollout::DEFAULT_WINDOW);
+    }
 }

@@ -207,6 +207,16 @@ pub fn rollout_key(plugin: &str) -> String {
     format!("{plugin}.rollout")
 }
 
+/// `plugin`'s shadow report in the `data` of the status ConfigMap `configmap` (`kubewasm rollout
+/// status`), or what to do when it has none.
+pub fn rollout_of<'a>(data: &'a BTreeMap<String, String>, plugin: &str, configmap: &str) -> Result<&'a str, String> {
+    match (data.get(&rollout_key(plugin)), data.get(plugin)) {
+        (Some(report), _) => Ok(report),
+        (None, Some(entry)) => Err(format!("no candidate runs in the shadow of {plugin}: copy one to NAME.next.wasm beside it (it runs {entry})")),
+        (None, None) => Err(format!("the status ConfigMap {configmap} lists no plugin {plugin:?}")),
+    }
+}
+
 /// A shadow run's report for people (`kubewasm rollout status`): the counts, the keys that
 /// did not agree, and the first diffs.
 pub fn rollout_report(plugin: &str, live: &str, report: &ShadowReport) -> String {
@@ -238,6 +248,16 @@ pub fn parse_entry(entry: &str) -> BTreeMap<&str, &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rollout_report_is_read_where_it_is_written() {
+        let mut data = BTreeMap::from([("a".to_string(), "version=1".to_string())]);
+        let missing = rollout_of(&data, "a", "ns/status").unwrap_err();
+        assert!(missing.contains("no candidate runs in the shadow of a") && missing.contains("version=1"), "{missing}");
+        assert_eq!(rollout_of(&data, "b", "ns/status").unwrap_err(), "the status ConfigMap ns/status lists no plugin \"b\"");
+        data.insert(rollout_key("a"), "candidate 2".into());
+        assert_eq!(rollout_of(&data, "a", "ns/status"), Ok("candidate 2"));
+    }
 
     #[test]
     fn entries_read_back() {
