@@ -23,7 +23,8 @@
 //! (Prometheus text: the host's metrics and the API server's), `timing` (for the benchmarks),
 //! `proxy` (a fault-injection TCP proxy), `audit` (the API server's audit log), `accounts`
 //! (ServiceAccount kubeconfigs from TokenRequest), `hostile_registry` (a registry on loopback that
-//! plays the attacker: endless, oversized, trickling and redirecting answers), `build` also builds the suite's Go tools
+//! plays the attacker: endless, oversized, trickling and redirecting answers), `webhook` (an
+//! admission webhook on loopback that hangs or answers 503/429 storms), `build` also builds the suite's Go tools
 //! (`registry`: an OCI registry on loopback; crane; helm).
 
 pub mod accounts;
@@ -44,6 +45,7 @@ pub mod registry;
 mod shared;
 pub mod timing;
 pub mod wait;
+pub mod webhook;
 
 pub use build::{BuildError, controlplane_binary};
 pub use controlplane::{ControlPlane, Error, Options, client_from};
