@@ -20,7 +20,7 @@ use crate::controller::Environment;
 use crate::delivery::PluginResources;
 use crate::discovery::Discovery;
 use crate::events::{EventRecorder, Reporting};
-use crate::identity::{Identities, IdentityMode};
+use crate::identity::{AdmissionLimits, Identities, IdentityMode};
 use crate::informer::Informers;
 use crate::leader::{LeaderConfig, LeaderElector, Leadership};
 use crate::manifest::LimitPolicy;
@@ -61,14 +61,25 @@ pub struct RunConfig {
     pub plugin_identity: IdentityMode,
     /// Where the plugins' ServiceAccounts live.
     pub identity_namespace: String,
+    /// The most of a rate limit any plugin gets.
+    pub client_ceiling: ClientLimits,
+    /// What admission lets one plugin take.
+    pub admission: AdmissionLimits,
+    /// The ValidatingAdmissionPolicy that must be in force while Plugin resources are served
+    /// with a ServiceAccount per plugin.
+    pub identity_policy: Option<String>,
     pub request_timeout: Duration,
     pub sync_timeout: Duration,
     /// Host-wide budget of plugin linear memory, in bytes.
     pub plugin_memory_budget: u64,
+    /// How plugins are compiled when there is an artifact cache.
+    pub compile: crate::plugin::compiler::ChildCompiler,
     /// Instances idle this long are released.
     pub idle_instances: Duration,
     /// Faults in a row on one object that quarantine it; 0 never does.
     pub quarantine_after: u32,
+    /// How long list and resync work may wait behind live changes.
+    pub max_queue_wait: Duration,
     /// When a hot-reloaded version is rolled back.
     pub rollback: crate::supervisor::rollout::Policy,
 }
@@ -178,7 +189,12 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
 
     // 3. The shared machinery: runtime, informers, identities, the fences on every write.
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
-    let loader = Loader::new(runtime.clone(), config.artifacts.clone().map(ArtifactCache::new), LimitPolicy::default());
+    // Plugins are compiled in processes of their own and described inside the memory budget,
+    // before anything of theirs is admitted.
+    let budget = MemoryBudget::new(config.plugin_memory_budget, metrics.memory_budget("reserved"));
+    let loader = Loader::new(runtime.clone(), config.artifacts.clone().map(ArtifactCache::new), LimitPolicy::default())
+        .with_compiler(config.compile.clone())
+        .with_budget(budget.clone());
     let discovery = Arc::new(Discovery::new(client.clone(), config.request_timeout));
     let namespaces: Arc<[String]> = config.namespaces.clone().into();
     let mut host_objects =
@@ -192,14 +208,19 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     }
     let fence = Fence { leadership: leadership.clone(), namespaces: namespaces.clone(), host_objects: host_objects.into() };
     let informers = Informers::new(client.clone(), discovery.clone(), shutdown.clone());
-    let identities = Identities::new(
+    let mut identities = Identities::new(
         config.plugin_identity,
         config.identity_namespace.clone(),
         client.clone(),
         discovery.clone(),
         namespaces.clone(),
         config.request_timeout,
+        config.admission,
     );
+    // Whoever may create Plugins must not get any identity by naming a Plugin after it.
+    if let Some(policy) = config.identity_policy.clone().filter(|_| config.plugin_resources && config.plugin_identity == IdentityMode::ServiceAccount) {
+        identities = identities.with_policy(policy);
+    }
     let env = Arc::new(Environment {
         discovery: discovery.clone(),
         informers: informers.clone(),
@@ -209,9 +230,12 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         metrics: metrics.clone(),
         instance: instance.clone(),
         request_timeout: config.request_timeout,
+        client_ceiling: config.client_ceiling,
         sync_timeout: config.sync_timeout,
         idle_instances: config.idle_instances,
         quarantine_after: config.quarantine_after,
+        max_queue_wait: config.max_queue_wait,
+        budget: budget.clone(),
     });
 
     // 4. The host's own writes and Events (its status ConfigMap), as the host.
@@ -234,7 +258,6 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
 
     // 5. Plugins: one controller per file of the plugin directory, followed for changes, and
     // one per Plugin resource.
-    let budget = MemoryBudget::new(config.plugin_memory_budget, metrics.memory_budget("reserved"));
     metrics.memory_budget("total").set(i64::try_from(budget.total()).unwrap_or(i64::MAX));
     let supervisor = Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, budget, config.rollback, shutdown.clone());
     *ready_source.lock() = Some(supervisor.clone());

@@ -1,9 +1,12 @@
-//! The host-wide budget of plugin linear memory (`--plugin-memory-budget`). Each plugin version
-//! reserves what its instances may grow to — its memory limit × (max-concurrency + 1: its
-//! workers and its map-related task) — before it starts, and holds the [`Reservation`] as long
-//! as it may run: dropping the guard gives the bytes back. So the plugins' memory limits together
-//! never exceed what the host was given for them, and nothing is booked or released by hand: a
-//! swap that fails drops the new version's guard and keeps the old one's.
+//! The host-wide budget of plugin linear memory (`--plugin-memory-budget`). Every instance that
+//! exists holds its memory limit in it: a plugin version reserves its first instance's before it
+//! is admitted (so it can always run one call), and each further instance reserves its own when
+//! the runtime makes it and gives it back when it goes (see `runtime`). So the memory limits of all
+//! instances together never exceed what the host was given for them, while a plugin that is idle,
+//! or busy on one key at a time, costs one instance's worth whatever its max-concurrency — fifty
+//! small plugins fit the default budget. A [`Reservation`] is a guard: dropping it gives the bytes
+//! back, so nothing is booked or released by hand (a swap that fails drops the new version's guard
+//! and keeps the old one's).
 
 use std::sync::Arc;
 
@@ -25,19 +28,17 @@ struct Inner {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "needs {needed} bytes of plugin memory ({per_instance} per instance × {instances} instances: max-concurrency + 1), \
-     but only {available} of the host's {total} (--plugin-memory-budget) are free: lower its memory limit or \
-     max-concurrency (`[kubewasm] memory-mib`, `max-concurrency` in NAME.toml), or raise the budget"
+    "needs {needed} bytes of plugin memory (its memory limit, for one instance), but only {available} of the host's \
+     {total} (--plugin-memory-budget) are free: lower its memory limit (`[kubewasm] memory-mib` in NAME.toml), or \
+     raise the budget"
 )]
 pub struct BudgetError {
     pub needed: u64,
-    pub per_instance: u64,
-    pub instances: u64,
     pub available: u64,
     pub total: u64,
 }
 
-/// Bytes of the budget held for one plugin version; given back when dropped.
+/// Bytes of the budget held for one instance; given back when dropped.
 #[must_use = "the bytes are given back as soon as the reservation is dropped"]
 pub struct Reservation {
     budget: Arc<Inner>,
@@ -56,20 +57,18 @@ impl MemoryBudget {
         MemoryBudget { inner: Arc::new(Inner { total, reserved: Mutex::new(0), gauge }) }
     }
 
-    /// Reserves room for `workers` + 1 instances of `per_instance` bytes each, on top of what is
-    /// held already (a new version's reservation is made while the old one still serves: both
-    /// run for a moment).
-    pub fn reserve(&self, per_instance: u64, workers: u32) -> Result<Reservation, BudgetError> {
-        let instances = u64::from(workers) + 1;
-        let needed = per_instance.saturating_mul(instances);
+    /// Reserves `bytes` (one instance's memory limit) on top of what is held already (a new
+    /// version's first instance is reserved while the old one still serves: both run for a
+    /// moment; a `describe` before its plugin is admitted holds its limit the same way).
+    pub fn reserve(&self, bytes: u64) -> Result<Reservation, BudgetError> {
         let mut reserved = self.inner.reserved.lock();
         let available = self.inner.total.saturating_sub(*reserved);
-        if needed > available {
-            return Err(BudgetError { needed, per_instance, instances, available, total: self.inner.total });
+        if bytes > available {
+            return Err(BudgetError { needed: bytes, available, total: self.inner.total });
         }
-        *reserved += needed;
+        *reserved += bytes;
         self.inner.gauge.set(i64::try_from(*reserved).unwrap_or(i64::MAX));
-        Ok(Reservation { budget: self.inner.clone(), bytes: needed })
+        Ok(Reservation { budget: self.inner.clone(), bytes })
     }
 
     pub fn total(&self) -> u64 {
@@ -101,21 +100,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reservations_count_every_worker_and_give_back_when_dropped() {
+    fn reservations_add_up_and_give_back_when_dropped() {
         let gauge = Gauge::default();
         let budget = MemoryBudget::new(1000, gauge.clone());
-        let a = budget.reserve(100, 3).unwrap();
-        assert_eq!((a.bytes(), gauge.get()), (400, 400), "limit × (max-concurrency + 1)");
-        let refused = budget.reserve(100, 6).unwrap_err();
+        let a = budget.reserve(400).unwrap();
+        assert_eq!((a.bytes(), gauge.get()), (400, 400));
+        let refused = budget.reserve(700).unwrap_err();
         assert_eq!((refused.needed, refused.available), (700, 600));
         assert!(refused.to_string().contains("--plugin-memory-budget"), "{refused}");
-        let b = budget.reserve(100, 5).unwrap();
+        let b = budget.reserve(600).unwrap();
         assert_eq!(gauge.get(), 1000);
-        // A new version of `a` is reserved beside the old one, which still serves: no room.
-        assert!(budget.reserve(100, 0).is_err());
+        assert!(budget.reserve(1).is_err(), "full");
         drop(b);
         assert_eq!((budget.reserved(), gauge.get()), (400, 400));
-        let a2 = budget.reserve(50, 7).unwrap();
+        let a2 = budget.reserve(350).unwrap();
         drop(a);
         assert_eq!(budget.reserved(), a2.bytes());
         drop(a2);
@@ -125,8 +123,9 @@ mod tests {
     #[test]
     fn a_huge_ask_is_refused_not_wrapped() {
         let budget = MemoryBudget::new(1 << 30, Gauge::default());
-        let refused = budget.reserve(u64::MAX, u32::MAX).unwrap_err();
+        let _held = budget.reserve(1).unwrap();
+        let refused = budget.reserve(u64::MAX).unwrap_err();
         assert_eq!(refused.needed, u64::MAX);
-        assert_eq!(budget.reserved(), 0);
+        assert_eq!(budget.reserved(), 1);
     }
 }

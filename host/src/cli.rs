@@ -159,6 +159,18 @@ enum Command {
                       kubewasm pull ghcr.io/team/sample-controller:1.0 -o ./plugins"
     )]
     Pull(PullArgs),
+    /// What `kubewasm run` runs to compile a plugin: the module on stdin, into an artifact cache
+    #[command(name = "compile-artifact", hide = true)]
+    CompileArtifact(CompileArtifactArgs),
+}
+
+#[derive(Args)]
+struct CompileArtifactArgs {
+    #[arg(long, value_name = "DIR")]
+    cache_dir: PathBuf,
+    /// Compile for an engine without deadlines (epoch interruption off)
+    #[arg(long)]
+    no_deadlines: bool,
 }
 
 /// How registries are reached.
@@ -263,6 +275,9 @@ struct RunArgs {
     #[command(flatten)]
     identity: IdentityArgs,
 
+    #[command(flatten)]
+    tenancy: TenancyArgs,
+
     /// Timeout of every request the host makes (Lease, finalizers, Events, status, discovery)
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     request_timeout: Duration,
@@ -271,10 +286,20 @@ struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     sync_timeout: Duration,
 
-    /// Host-wide budget of plugin memory: the sum of memory limit × (max-concurrency + 1) over
-    /// all plugins (e.g. 4Gi, 512Mi)
+    /// Host-wide budget of plugin memory: the sum of the memory limits of all plugin instances
+    /// that exist (each plugin reserves its first at load, the rest as they are made; e.g. 4Gi,
+    /// 512Mi)
     #[arg(long, value_name = "QUANTITY", default_value = "4Gi", value_parser = parse_bytes)]
     plugin_memory_budget: u64,
+
+    /// Memory a plugin's compilation may take (it runs in a process of its own); one that needs
+    /// more is refused
+    #[arg(long, value_name = "QUANTITY", default_value = "1Gi", value_parser = parse_bytes)]
+    compile_memory: u64,
+
+    /// Time a plugin's compilation may take; one that takes longer is stopped and refused
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+    compile_timeout: Duration,
 
     /// Release a plugin's instances after they have been idle this long
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
@@ -285,6 +310,11 @@ struct RunArgs {
     /// reloaded. 0 never quarantines
     #[arg(long, value_name = "N", default_value_t = crate::controller::DEFAULT_QUARANTINE_AFTER)]
     quarantine_after: u32,
+
+    /// Serve a key queued by a list or a resync in turn with live changes once it has waited
+    /// this long: live changes go first, but never starve background work
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    max_queue_wait: Duration,
 
     /// Roll a hot-reloaded version back to the one before when it fails (faults or errors) on
     /// at least this share of its objects, and on a quarter more of them than the version
@@ -398,6 +428,46 @@ struct IdentityArgs {
     /// Namespace of the plugins' ServiceAccounts
     #[arg(long, value_name = "NAMESPACE", default_value = "default")]
     identity_namespace: String,
+}
+
+/// What one plugin may take of the host and of the API server, whatever it asks for.
+#[derive(Args)]
+struct TenancyArgs {
+    /// The most requests per second a plugin's rate limit allows (its writes, live reads and
+    /// Events); a plugin asking for more (`qps` in its [kubewasm] options) gets this
+    #[arg(long, value_name = "QPS", default_value_t = crate::client::DEFAULT_CEILING.qps, value_parser = parse_rate)]
+    max_plugin_qps: f64,
+
+    /// The most requests a plugin's rate limit allows at once (`burst` in its options)
+    #[arg(long, value_name = "N", default_value_t = crate::client::DEFAULT_CEILING.burst, value_parser = clap::value_parser!(u32).range(1..))]
+    max_plugin_burst: u32,
+
+    /// The most watches one plugin may open (one per resource and namespace it reads); a plugin
+    /// needing more is refused at admission
+    #[arg(long, value_name = "N", default_value_t = crate::identity::AdmissionLimits::default().max_watches)]
+    max_plugin_watches: usize,
+
+    /// The most access reviews (SelfSubjectAccessReviews: one per verb, namespace and name of
+    /// its rules) one plugin's admission may need; a plugin needing more is refused
+    #[arg(long, value_name = "N", default_value_t = crate::identity::AdmissionLimits::default().max_reviews)]
+    max_admission_reviews: usize,
+
+    /// Access reviews per second, all admissions together (twice as many at once)
+    #[arg(long, value_name = "QPS", default_value_t = crate::identity::AdmissionLimits::default().qps, value_parser = parse_rate)]
+    admission_qps: f64,
+
+    /// The ValidatingAdmissionPolicy (and binding of the same name) that must be in force before
+    /// a host serving Plugin resources admits any plugin: it lets only users allowed to `use`
+    /// identities.kubewasm.io NAME create Plugin NAME. Empty: no such check
+    #[arg(long, value_name = "NAME", default_value = "kubewasm-plugin-identity")]
+    plugin_identity_policy: String,
+}
+
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!("{text:?} is not a positive number of requests per second")),
+    }
 }
 
 #[derive(Args)]
@@ -669,6 +739,13 @@ pub fn main() -> ExitCode {
         _ => ("warn", false),
     };
     init_logging(level, json);
+    if let Command::CompileArtifact(args) = &cli.command {
+        let config = RuntimeConfig { deadlines: !args.no_deadlines, ..RuntimeConfig::default() };
+        return match crate::plugin::compiler::compile_into(&args.cache_dir, config) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => fail(message),
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => return fail(format!("cannot start the async runtime: {e}")),
@@ -687,6 +764,7 @@ pub fn main() -> ExitCode {
             Command::Build(args) => build(args),
             Command::Push(args) => push(args).await,
             Command::Pull(args) => pull(args).await,
+            Command::CompileArtifact(_) => unreachable!("run before the async runtime starts"),
         }
     });
     match result {
@@ -786,11 +864,24 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         grace_period: args.grace_period,
         plugin_identity: args.identity.plugin_identity,
         identity_namespace: args.identity.identity_namespace,
+        client_ceiling: crate::client::ClientLimits { qps: args.tenancy.max_plugin_qps, burst: args.tenancy.max_plugin_burst },
+        admission: crate::identity::AdmissionLimits {
+            max_reviews: args.tenancy.max_admission_reviews,
+            max_watches: args.tenancy.max_plugin_watches,
+            qps: args.tenancy.admission_qps,
+        },
+        identity_policy: Some(args.tenancy.plugin_identity_policy).filter(|p| !p.is_empty()),
         request_timeout: args.request_timeout,
         sync_timeout: args.sync_timeout,
         plugin_memory_budget: args.plugin_memory_budget,
+        compile: crate::plugin::compiler::ChildCompiler {
+            program: std::env::current_exe().map_err(|e| format!("cannot find the kubewasm binary to compile plugins with: {e}"))?,
+            memory_bytes: args.compile_memory,
+            timeout: args.compile_timeout,
+        },
         idle_instances: args.idle_instances,
         quarantine_after: args.quarantine_after,
+        max_queue_wait: args.max_queue_wait,
         rollback: crate::supervisor::rollout::Policy {
             threshold: args.rollback_threshold,
             window: args.rollback_window,

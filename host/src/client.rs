@@ -1,8 +1,9 @@
 //! Requests to the Kubernetes API: the host's connection ([`connect`]), a client acting as a
 //! plugin's own identity ([`acting_as`]), and [`ApiClient`] — one identity's reads and writes
-//! with everything the host promises around them: the field manager, a client-side rate limit,
-//! a timeout on every request, the leadership fence, the namespaces the host serves, the
-//! host's own objects kept out of reach, and read-your-own-writes into the informers' caches.
+//! with everything the host promises around them: the field manager, a client-side rate limit
+//! on every request (writes and reads alike, under a ceiling the host sets), a timeout on every
+//! request, the leadership fence, the namespaces the host serves, the host's own objects kept
+//! out of reach, and read-your-own-writes into the informers' caches.
 //!
 //! Kubernetes-shaped: requests and errors speak kinds, names and API statuses. Plugins' calls
 //! reach it through `runtime::host`, which checks them against the manifest first and turns
@@ -225,13 +226,16 @@ pub struct Fence {
 }
 
 impl Fence {
-    fn check_target(&self, request: &WriteRequest) -> Result<(), RequestError> {
-        if let Some(ns) = &request.namespace
-            && !self.namespaces.is_empty()
-            && !self.namespaces.contains(ns)
-        {
-            return Err(RequestError::NamespaceNotServed(ns.clone()));
+    /// Whether requests in `namespace` (`None`: cluster-scoped) are within the namespaces served.
+    pub fn check_namespace(&self, namespace: Option<&str>) -> Result<(), RequestError> {
+        match namespace {
+            Some(ns) if !self.namespaces.is_empty() && !self.namespaces.iter().any(|s| s == ns) => Err(RequestError::NamespaceNotServed(ns.into())),
+            _ => Ok(()),
         }
+    }
+
+    fn check_target(&self, request: &WriteRequest) -> Result<(), RequestError> {
+        self.check_namespace(request.namespace.as_deref())?;
         let target = |o: &&HostObject| o.resource.group == request.resource.group && o.resource.kind == request.resource.kind;
         if let Some(own) = self.host_objects.iter().filter(target).find(|o| o.namespace == request.namespace && o.name == request.name) {
             return Err(RequestError::HostObject(own.to_string()));
@@ -240,7 +244,9 @@ impl Fence {
     }
 }
 
-/// Client-side rate limit of one identity's writes (and its Events).
+/// Client-side rate limit of one identity's requests: its writes, its reads from the API server
+/// (live reads, the probe before an apply, discovery queries not answered from memory) and its
+/// Events.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClientLimits {
     pub qps: f64,
@@ -254,12 +260,40 @@ impl Default for ClientLimits {
     }
 }
 
-/// A token bucket shared by an identity's writes and its Events.
+/// The host's default ceiling of a plugin's rate limit (`--max-plugin-qps`, `--max-plugin-burst`).
+pub const DEFAULT_CEILING: ClientLimits = ClientLimits { qps: 100.0, burst: 200 };
+
+/// A token bucket shared by an identity's requests and its Events.
 pub type SharedBucket = Arc<Mutex<TokenBucket>>;
 
 impl ClientLimits {
     pub fn bucket(&self) -> SharedBucket {
         Arc::new(Mutex::new(TokenBucket::new(self.qps, self.burst)))
+    }
+
+    /// What `plugin` gets when it asks for `qps` and `burst` (its `[kubewasm]` options; the
+    /// defaults when it does not): at most the host's `ceiling`. More is cut to the ceiling,
+    /// not refused — the operator decided how much one plugin may take, and a plugin asking for
+    /// more still works, slower; a rate that is not a positive number is the default.
+    pub fn granted(plugin: &str, qps: Option<f64>, burst: Option<u32>, ceiling: ClientLimits) -> ClientLimits {
+        let asked = ClientLimits {
+            qps: qps.filter(|q| *q > 0.0).unwrap_or(ClientLimits::default().qps),
+            burst: burst.filter(|b| *b > 0).unwrap_or(ClientLimits::default().burst),
+        };
+        let granted = ClientLimits { qps: asked.qps.min(ceiling.qps), burst: asked.burst.min(ceiling.burst) };
+        if granted != asked {
+            tracing::warn!(
+                plugin,
+                "asks for qps {} and burst {}; the host allows at most {} and {} (--max-plugin-qps, --max-plugin-burst): it gets qps {} and burst {}",
+                asked.qps,
+                asked.burst,
+                ceiling.qps,
+                ceiling.burst,
+                granted.qps,
+                granted.burst
+            );
+        }
+        granted
     }
 }
 
@@ -315,6 +349,12 @@ impl ApiClient {
         &self.bucket
     }
 
+    /// Changes the rate limit from now on (a reloaded plugin's options): lowering it slows the
+    /// next request at once.
+    pub fn set_limits(&self, limits: ClientLimits) {
+        self.bucket.lock().set_rate(limits.qps, limits.burst, tokio::time::Instant::now());
+    }
+
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
@@ -327,7 +367,12 @@ impl ApiClient {
         }
     }
 
+    /// The API of `resource`; a discovery query it takes is a request of this identity's, under
+    /// its rate limit.
     async fn api(&self, resource: &Gvk, namespace: Option<&str>) -> Result<Api<RawObject>, RequestError> {
+        if !self.discovery.is_cached(resource) {
+            self.throttle().await;
+        }
         let resolved = self.discovery.resolve(resource).await.map_err(|e| RequestError::Resolve(Box::new(e)))?;
         match (resolved.scope, namespace) {
             (Scope::Namespaced, Some(ns)) => Ok(Api::namespaced_with(self.kube.clone(), ns, &resolved.api)),
@@ -337,9 +382,12 @@ impl ApiClient {
         }
     }
 
-    /// Reads one object from the API server (not a cache). `None` if it does not exist.
+    /// Reads one object from the API server (not a cache), in a namespace served, under the
+    /// rate limit. `None` if it does not exist.
     pub async fn get(&self, resource: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, RequestError> {
+        self.fence.check_namespace(namespace)?;
         let api = self.api(resource, namespace).await?;
+        self.throttle().await;
         let answer = tokio::time::timeout(self.timeout, api.get_opt(name)).await.map_err(|_| RequestError::Timeout(self.timeout))?;
         let object = answer.map_err(RequestError::Api)?;
         Ok(object.map(|o| {
@@ -444,6 +492,74 @@ mod tests {
 
     fn request(resource: Gvk, namespace: Option<&str>, name: &str) -> WriteRequest {
         WriteRequest { resource, namespace: namespace.map(Into::into), name: name.into(), op: WriteOp::Delete }
+    }
+
+    #[test]
+    fn a_plugin_gets_at_most_the_hosts_ceiling() {
+        let ceiling = ClientLimits { qps: 50.0, burst: 60 };
+        assert_eq!(ClientLimits::granted("p", None, None, ceiling), ClientLimits::default());
+        assert_eq!(ClientLimits::granted("p", Some(1e9), Some(u32::MAX), ceiling), ceiling);
+        assert_eq!(ClientLimits::granted("p", Some(5.0), Some(10), ceiling), ClientLimits { qps: 5.0, burst: 10 });
+        for nonsense in [0.0, -1.0, f64::NAN] {
+            assert_eq!(ClientLimits::granted("p", Some(nonsense), Some(0), ceiling), ClientLimits::default(), "{nonsense}");
+        }
+        let low = ClientLimits { qps: 2.0, burst: 3 };
+        assert_eq!(ClientLimits::granted("p", None, None, low), low, "the defaults are under the ceiling too");
+    }
+
+    /// An API server serving ConfigMaps (`x` in every namespace).
+    fn serving_configmaps() -> crate::fake_api::FakeApi {
+        crate::fake_api::FakeApi::new(|_, path| {
+            match path {
+            "/api/v1" => (
+                200,
+                r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"v1","resources":[{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["get","list","watch"]}]}"#.into(),
+            ),
+            p if p.contains("/configmaps/x") => (200, r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"team-a","uid":"u1"}}"#.into()),
+            _ => (404, crate::fake_api::not_found()),
+        }
+        })
+    }
+
+    fn api_client(api: &crate::fake_api::FakeApi, limits: ClientLimits, fence: Fence) -> ApiClient {
+        let discovery = Arc::new(Discovery::new(api.client.clone(), Duration::from_secs(5)));
+        let informers = Informers::new(api.client.clone(), discovery.clone(), tokio_util::sync::CancellationToken::new());
+        ApiClient::new(api.client.clone(), discovery, informers, "kubewasm/test".into(), limits.bucket(), fence, Duration::from_secs(5))
+    }
+
+    /// Live reads spend the identity's tokens like writes do, and a lower rate set by a reload
+    /// slows the very next reads.
+    #[tokio::test(start_paused = true)]
+    async fn live_reads_are_paced_by_the_rate_limit_and_a_lower_one_takes_effect_at_once() {
+        let api = serving_configmaps();
+        let client = api_client(&api, ClientLimits { qps: 10.0, burst: 5 }, fence(&[]));
+        let cm = Gvk::new("", "v1", "ConfigMap");
+        let started = tokio::time::Instant::now();
+        // One token goes to the discovery query of ConfigMaps, 5 at once, then 10 a second.
+        for _ in 0..25 {
+            assert!(client.get(&cm, Some("team-a"), "x").await.unwrap().is_some());
+        }
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(2000) && took < Duration::from_millis(2200), "25 reads in {took:?}");
+        client.set_limits(ClientLimits { qps: 1.0, burst: 1 });
+        let lowered = tokio::time::Instant::now();
+        for _ in 0..3 {
+            client.get(&cm, Some("team-a"), "x").await.unwrap();
+        }
+        assert!(lowered.elapsed() >= Duration::from_secs(3), "3 reads at 1 a second in {:?}", lowered.elapsed());
+        let gets = api.count(&http::Method::GET, "/api/v1/namespaces/team-a/configmaps/x");
+        assert_eq!(gets, 28);
+    }
+
+    /// A live read in a namespace the host does not serve is refused before it is sent.
+    #[tokio::test]
+    async fn live_reads_stay_in_the_namespaces_served() {
+        let api = serving_configmaps();
+        let client = api_client(&api, ClientLimits::default(), fence(&["team-a"]));
+        let cm = Gvk::new("", "v1", "ConfigMap");
+        assert!(client.get(&cm, Some("team-a"), "x").await.is_ok());
+        assert!(matches!(client.get(&cm, Some("team-b"), "x").await, Err(RequestError::NamespaceNotServed(ns)) if ns == "team-b"));
+        assert_eq!(api.count(&http::Method::GET, "/api/v1/namespaces/team-b"), 0);
     }
 
     #[test]

@@ -6,9 +6,14 @@
 //! own budget, and a hung API server holds only the sender it hangs (every request is bounded
 //! by the request timeout). kube's `Recorder` aggregates exact repeats (same object, reason and
 //! note) into an event series. Events are writes: like the client's, they are fenced by
-//! leadership — a host that stopped leading drops what it still holds rather than send it late.
+//! leadership — a host that stopped leading drops what it still holds rather than send it late —
+//! and a plugin's recorder is fenced to the namespaces the host serves, like its writes: an Event
+//! in another namespace is dropped (and counted). An Event about a cluster-scoped object is
+//! recorded in `default` (kube's and client-go's convention), so it is fenced as one there.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -48,11 +53,18 @@ pub struct ObjectEvent {
     pub note: String,
 }
 
+/// The namespace kube's `Recorder` records Events about cluster-scoped objects in.
+const CLUSTER_EVENTS_NAMESPACE: &str = "default";
+
 /// Hands Events to one reporter's sender task. Cheap to clone.
 #[derive(Clone)]
 pub struct EventRecorder {
     queue: mpsc::Sender<ObjectEvent>,
     dropped: Counter,
+    /// Namespaces its Events may be recorded in; empty for all.
+    namespaces: Arc<[String]>,
+    /// Whether an Event outside them was logged already (once per recorder, then counted only).
+    fenced_logged: Arc<AtomicBool>,
 }
 
 /// Who reports: `kubewasm/<plugin>` (or `kubewasm` for the host), on this host instance.
@@ -66,6 +78,18 @@ impl EventRecorder {
     /// Queues an Event without waiting; a full queue drops it (and counts it). A note longer than
     /// the API server accepts is cut to fit, ending in `...`.
     pub fn publish(&self, mut event: ObjectEvent) {
+        let namespace = event.key.namespace().unwrap_or(CLUSTER_EVENTS_NAMESPACE);
+        if !self.namespaces.is_empty() && !self.namespaces.iter().any(|ns| ns == namespace) {
+            self.dropped.inc();
+            if !self.fenced_logged.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    object = %event.key,
+                    reason = %event.reason,
+                    "dropped an Event in namespace {namespace}, which this host does not serve (its --namespace list); further ones are only counted"
+                );
+            }
+            return;
+        }
         if event.note.len() > MAX_NOTE {
             let mut end = MAX_NOTE - 3;
             while !event.note.is_char_boundary(end) {
@@ -95,7 +119,13 @@ impl EventRecorder {
         let (queue, rx) = mpsc::channel(QUEUE);
         let sender = Sender { client, reporting, budget, leadership, timeout, series: HashMap::new(), spam: HashMap::new(), dropped: dropped.clone() };
         let task = tokio::spawn(sender.run(rx, shutdown));
-        (EventRecorder { queue, dropped }, task)
+        (EventRecorder { queue, dropped, namespaces: Arc::new([]), fenced_logged: Arc::default() }, task)
+    }
+
+    /// The same recorder, fenced to `namespaces` (empty: all): a plugin's, whose Events are
+    /// writes as any other.
+    pub fn serving(self, namespaces: Arc<[String]>) -> Self {
+        EventRecorder { namespaces, ..self }
     }
 }
 
@@ -209,7 +239,7 @@ mod tests {
     #[test]
     fn a_note_too_long_for_the_api_server_is_cut_to_fit_at_a_character() {
         let (queue, mut sent) = mpsc::channel(2);
-        let recorder = EventRecorder { queue, dropped: Counter::default() };
+        let recorder = EventRecorder { queue, dropped: Counter::default(), namespaces: Arc::new([]), fenced_logged: Arc::default() };
         let event = |note: String| ObjectEvent {
             regarding: Gvk::new("", "v1", "ConfigMap"),
             key: ObjectKey::new(Some("ns"), "cm"),
@@ -226,5 +256,32 @@ mod tests {
         let fits = "x".repeat(MAX_NOTE);
         recorder.publish(event(fits.clone()));
         assert_eq!(sent.try_recv().unwrap().note, fits);
+    }
+
+    #[test]
+    fn a_plugins_events_stay_in_the_namespaces_served() {
+        let (queue, mut sent) = mpsc::channel(8);
+        let dropped = Counter::default();
+        let recorder =
+            EventRecorder { queue, dropped: dropped.clone(), namespaces: Arc::new([]), fenced_logged: Arc::default() }.serving(["team-a".to_string()].into());
+        let about = |namespace: Option<&str>, kind: &str| ObjectEvent {
+            regarding: Gvk::new("", "v1", kind),
+            key: ObjectKey::new(namespace, "x"),
+            uid: None,
+            warning: false,
+            reason: "Test".into(),
+            action: "Test".into(),
+            note: "n".into(),
+        };
+        recorder.publish(about(Some("team-a"), "ConfigMap"));
+        recorder.publish(about(Some("team-b"), "ConfigMap"));
+        // Recorded in `default`, which this host does not serve.
+        recorder.publish(about(None, "Node"));
+        assert_eq!(sent.try_recv().unwrap().key.namespace(), Some("team-a"));
+        assert!(sent.try_recv().is_err());
+        assert_eq!(dropped.get(), 2);
+        let everywhere = recorder.serving(["team-a".to_string(), "default".to_string()].into());
+        everywhere.publish(about(None, "Node"));
+        assert!(sent.try_recv().is_ok(), "a host serving default records Events about cluster-scoped objects");
     }
 }

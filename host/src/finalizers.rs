@@ -1,8 +1,8 @@
 //! Finalizers a removed plugin left behind, and the way out: `kubewasm finalizers release NAME`
 //! finds what the host recorded for the plugin in its status ConfigMap (its finalizer and
 //! primary kind) and takes that finalizer off every object of the kind that still carries it,
-//! so that objects stuck Terminating go away. A one-shot operator command, run with the
-//! operator's own credentials.
+//! so that objects stuck Terminating go away. Only a removed plugin's record counts. A one-shot
+//! operator command, run with the operator's own credentials.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -26,6 +26,10 @@ pub enum FinalizersError {
         "the status ConfigMap {configmap} records no finalizer left by plugin {plugin:?} (it records one only when a plugin is removed while objects carry its finalizer); name it with --finalizer and --resource"
     )]
     NotRecorded { configmap: String, plugin: String },
+    #[error(
+        "plugin {plugin:?} is not removed: the status ConfigMap {configmap} lists it as {entry:?}. Only a removed plugin's finalizer is released (a running plugin removes its own); name one with --finalizer and --resource"
+    )]
+    NotRemoved { configmap: String, plugin: String, entry: String },
     #[error(transparent)]
     Resolve(#[from] crate::discovery::DiscoveryError),
     #[error("cannot list {0}: {1}")]
@@ -39,11 +43,34 @@ pub async fn recorded(client: &kube::Client, namespace: &str, name: &str, plugin
     let configmap = format!("{namespace}/{name}");
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let status = api.get(name).await.map_err(|e| FinalizersError::Status(configmap.clone(), e))?;
-    let not_recorded = || FinalizersError::NotRecorded { configmap: configmap.clone(), plugin: plugin.into() };
-    let entry = status.data.as_ref().and_then(|d| d.get(plugin)).ok_or_else(not_recorded)?;
+    let entry = status.data.as_ref().and_then(|d| d.get(plugin)).map(String::as_str);
+    leftover_of(entry).map_err(|unusable| match unusable {
+        Unusable::NotRecorded => FinalizersError::NotRecorded { configmap, plugin: plugin.into() },
+        Unusable::NotRemoved => FinalizersError::NotRemoved { configmap, plugin: plugin.into(), entry: entry.unwrap_or_default().chars().take(256).collect() },
+    })
+}
+
+/// Why a status entry names no finalizer to release.
+#[derive(Debug, PartialEq, Eq)]
+enum Unusable {
+    NotRecorded,
+    NotRemoved,
+}
+
+/// The finalizer a plugin's status entry records as left behind. Only the entry of a removed
+/// plugin (`state=removed`) counts, which the host writes itself from checked values. A running
+/// plugin's entry carries its version and must never be read as one (a version such as
+/// `0 primary=Pod.v1 finalizer=...` would then aim the release at another controller's
+/// finalizer, with the operator's credentials).
+fn leftover_of(entry: Option<&str>) -> Result<Leftover, Unusable> {
+    let entry = entry.ok_or(Unusable::NotRecorded)?;
+    // `status::removed_entry` leads with it; no running plugin's entry does.
+    if !entry.starts_with("state=removed ") {
+        return Err(Unusable::NotRemoved);
+    }
     let fields = crate::supervisor::status::parse_entry(entry);
-    let finalizer = fields.get("finalizer").ok_or_else(not_recorded)?;
-    let primary = fields.get("primary").and_then(|p| p.parse().ok()).ok_or_else(not_recorded)?;
+    let finalizer = fields.get("finalizer").ok_or(Unusable::NotRecorded)?;
+    let primary = fields.get("primary").and_then(|p| p.parse().ok()).ok_or(Unusable::NotRecorded)?;
     Ok(Leftover { finalizer: finalizer.to_string(), primary })
 }
 
@@ -92,4 +119,24 @@ pub async fn release(client: &kube::Client, leftover: &Leftover) -> Result<Vec<O
         }
     }
     Ok(released)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::supervisor::status::{removed_entry, running_entry};
+
+    #[test]
+    fn only_a_removed_plugins_entry_names_a_finalizer_to_release() {
+        let read = |entry: &str| leftover_of(Some(entry));
+        let foo = Gvk::new("example.com", "v1", "Foo");
+        let removed = read(&removed_entry("example.com/cleanup", &foo, 3)).unwrap();
+        assert_eq!(removed, Leftover { finalizer: "example.com/cleanup".into(), primary: foo });
+        // What a version with spaces and `=` once made of a running plugin's entry.
+        let forged = running_entry("0 primary=Pod.v1 finalizer=batch.kubernetes.io/job-tracking", "abc", "/p/x.wasm", None);
+        assert_eq!(read(&forged), Err(Unusable::NotRemoved));
+        assert_eq!(read(&format!("x {forged} state=removed")), Err(Unusable::NotRemoved), "state must lead the entry");
+        assert_eq!(read("state=removed objects=0"), Err(Unusable::NotRecorded));
+        assert_eq!(leftover_of(None), Err(Unusable::NotRecorded));
+    }
 }

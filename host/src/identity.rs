@@ -1,4 +1,4 @@
-//! Who each plugin acts as, and whether the cluster lets it.
+//! Who each plugin acts as, and whether the cluster and the host let it.
 //!
 //! With `--plugin-identity=serviceaccount` (the default) every plugin acts as its own
 //! ServiceAccount, `kubewasm-plugin-<name>` in the identity namespace: the host impersonates it
@@ -9,23 +9,35 @@
 //! a plugin is one RBAC rule naming exactly those ServiceAccounts (`impersonate` with
 //! `resourceNames`); the audit log records both the host and the plugin on every request.
 //!
-//! Admission: before a plugin (or a new version of it) starts, the host asks the API server,
-//! as the plugin, whether it may do everything its manifest declares and everything the host
-//! will do for it (SelfSubjectAccessReview, one per verb, namespace and name); anything missing
+//! The identity follows from the plugin's name, and RBAC cannot limit `create` to a name: who
+//! may create Plugin resources could name one after any identity the host may act as. So a
+//! host serving Plugin resources relies on a ValidatingAdmissionPolicy (the chart ships it) that
+//! lets a user create or change Plugin `NAME` only if RBAC lets them `use` the resource
+//! `identities.kubewasm.io` named `NAME` ([`POLICY_EXPRESSION`]), and it checks that the policy
+//! and its binding are in force before admitting any plugin ([`Identities::with_policy`]).
+//!
+//! Admission: before a plugin (or a new version of it) starts, the host counts what it asks of
+//! the host — watches (one per resource and namespace, at most `--max-plugin-watches`) and
+//! access reviews (one per verb, namespace and name, at most `--max-admission-reviews`), from
+//! the numbers alone, before any review is built — and then asks the API server, as the plugin,
+//! whether it may do everything its manifest declares and everything the host will do for it
+//! (SelfSubjectAccessReview, under a rate limit shared by all admissions); anything missing
 //! refuses it, naming the missing rules. With `--plugin-identity=host` plugins act as the host
-//! itself, as before 0.1.1: quick for local use, no admission.
+//! itself, as before 0.1.1: quick for local use, no reviews (watches are still counted).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
 use kube::api::{Api, PostParams};
 
-use crate::discovery::Discovery;
+use crate::client::SharedBucket;
+use crate::discovery::{Discovery, Resolved};
 use crate::manifest::{Manifest, Rule, Verb};
-use crate::resource::Scope;
+use crate::resource::{Gvk, Scope};
 
 /// How plugins act toward the API server (`--plugin-identity`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +59,42 @@ impl std::str::FromStr for IdentityMode {
         }
     }
 }
+
+/// What the host admits of one plugin besides what RBAC allows it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdmissionLimits {
+    /// Access reviews one admission may need (`--max-admission-reviews`).
+    pub max_reviews: usize,
+    /// Watches (informers: one per resource and namespace) one plugin may open
+    /// (`--max-plugin-watches`).
+    pub max_watches: usize,
+    /// Access reviews per second, all admissions together (`--admission-qps`); twice as many at
+    /// once.
+    pub qps: f64,
+}
+
+impl Default for AdmissionLimits {
+    fn default() -> Self {
+        AdmissionLimits { max_reviews: 2000, max_watches: 500, qps: 50.0 }
+    }
+}
+
+impl AdmissionLimits {
+    fn bucket(&self) -> SharedBucket {
+        let burst = (2.0 * self.qps).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
+        crate::client::ClientLimits { qps: self.qps, burst }.bucket()
+    }
+}
+
+/// The API group of the virtual resource whose `use` RBAC grants a plugin's identity.
+pub const IDENTITY_GROUP: &str = "kubewasm.io";
+/// The virtual resource: `use` on `identities` named `NAME` lets a user create Plugin `NAME`.
+pub const IDENTITY_RESOURCE: &str = "identities";
+/// The ValidatingAdmissionPolicy's check, as the chart writes it: the requesting user may `use`
+/// the identity the Plugin's name stands for, in the Plugin's namespace. The host requires this
+/// exact expression (`--plugin-identity-policy`).
+pub const POLICY_EXPRESSION: &str =
+    "authorizer.group('kubewasm.io').resource('identities').namespace(object.metadata.namespace).name(object.metadata.name).check('use').allowed()";
 
 /// Asks whether the client's identity may make one request; `Some` when it may not.
 async fn review(api: Api<SelfSubjectAccessReview>, (check, why): (Check, String), timeout: Duration) -> Result<Option<(Check, String)>, String> {
@@ -96,13 +144,25 @@ pub enum AdmissionError {
     Review { user: String, reason: String },
     #[error("cannot act as {user}: {reason}")]
     Impersonate { user: String, reason: String },
+    #[error(
+        "it needs {needs} access reviews at admission (verbs × namespaces × resource names of its rules), more than the host makes for one plugin (--max-admission-reviews={max}): grant cluster-wide rather than namespace by namespace or name by name"
+    )]
+    TooManyReviews { needs: usize, max: usize },
+    #[error(
+        "it needs more than {max} watches (one per resource and namespace it reads; --max-plugin-watches={max}): grant lists cluster-wide rather than namespace by namespace, or serve fewer namespaces"
+    )]
+    TooManyWatches { max: usize },
+    #[error(
+        "Plugin resources are not protected: {problem}. Without the ValidatingAdmissionPolicy {policy} (the chart's), whoever may create a Plugin could name it after another team's plugin and act as its identity; install it, or run with --plugin-identity-policy= to accept that"
+    )]
+    Unprotected { policy: String, problem: String },
 }
 
 impl AdmissionError {
-    /// What a `Ready=False` or rejection says: `Forbidden` for a missing rule, else the API
-    /// server could not answer.
+    /// What a `Ready=False` or rejection says: `Forbidden` for a missing rule or a cap passed,
+    /// else the API server could not answer (or the identity policy is not in force).
     pub fn is_forbidden(&self) -> bool {
-        matches!(self, AdmissionError::Missing { .. })
+        matches!(self, AdmissionError::Missing { .. } | AdmissionError::TooManyReviews { .. } | AdmissionError::TooManyWatches { .. })
     }
 }
 
@@ -145,6 +205,51 @@ struct Check {
     name: Option<String>,
 }
 
+/// A rule, in the namespaces it covers on this host, as the access reviews it stands for.
+struct Expansion {
+    rule: Rule,
+    plural: String,
+    namespaces: Vec<Option<String>>,
+}
+
+impl Expansion {
+    /// The access reviews: one per verb, namespace and name.
+    fn reviews(&self) -> usize {
+        self.rule.verbs.len().saturating_mul(self.namespaces.len()).saturating_mul(self.rule.names.len().max(1))
+    }
+}
+
+/// What a rule is about besides its verbs: resource, subresource, namespaces and names.
+type RuleTarget = (Gvk, Option<String>, Option<BTreeSet<String>>, BTreeSet<String>);
+
+/// Rules that differ only in their verbs, as one (a plugin's implied reads and its own grant on
+/// the same resource): counted and reviewed once.
+fn merged(rules: Vec<Rule>) -> Vec<Rule> {
+    let mut merged: BTreeMap<RuleTarget, Rule> = BTreeMap::new();
+    for rule in rules {
+        let key = (rule.resource.clone(), rule.subresource.clone(), rule.namespaces.clone(), rule.names.clone());
+        match merged.get_mut(&key) {
+            Some(into) => into.verbs.extend(rule.verbs),
+            None => {
+                merged.insert(key, rule);
+            }
+        }
+    }
+    merged.into_values().collect()
+}
+
+/// The namespaces a rule covers on a host serving `served` (empty: all): those it names that
+/// are served (the host makes no request for the plugin anywhere else), every one served, or
+/// `None` — cluster-wide, or every namespace.
+fn rule_namespaces(rule: &Rule, scope: Scope, served: &[String]) -> Vec<Option<String>> {
+    match (&rule.namespaces, scope) {
+        (_, Scope::Cluster) => vec![None],
+        (Some(set), Scope::Namespaced) => set.iter().filter(|ns| served.is_empty() || served.contains(ns)).cloned().map(Some).collect(),
+        (None, Scope::Namespaced) if served.is_empty() => vec![None],
+        (None, Scope::Namespaced) => served.iter().cloned().map(Some).collect(),
+    }
+}
+
 /// Who plugins act as, for one host.
 #[derive(Clone)]
 pub struct Identities {
@@ -156,11 +261,31 @@ pub struct Identities {
     /// Namespaces served; empty for all.
     served: Arc<[String]>,
     timeout: Duration,
+    limits: AdmissionLimits,
+    /// Paces the access reviews (and discovery queries) of all admissions.
+    reviews: SharedBucket,
+    /// The ValidatingAdmissionPolicy that must be in force before any plugin is admitted.
+    policy: Option<String>,
 }
 
 impl Identities {
-    pub fn new(mode: IdentityMode, namespace: String, host: kube::Client, discovery: Arc<Discovery>, served: Arc<[String]>, timeout: Duration) -> Self {
-        Identities { mode, namespace, host, discovery, served, timeout }
+    pub fn new(
+        mode: IdentityMode,
+        namespace: String,
+        host: kube::Client,
+        discovery: Arc<Discovery>,
+        served: Arc<[String]>,
+        timeout: Duration,
+        limits: AdmissionLimits,
+    ) -> Self {
+        Identities { mode, namespace, host, discovery, served, timeout, reviews: limits.bucket(), limits, policy: None }
+    }
+
+    /// Requires the ValidatingAdmissionPolicy `policy` and its binding of the same name to be
+    /// in force before any plugin is admitted (a host serving Plugin resources with a
+    /// ServiceAccount per plugin).
+    pub fn with_policy(self, policy: String) -> Self {
+        Identities { policy: Some(policy), ..self }
     }
 
     pub fn mode(&self) -> IdentityMode {
@@ -185,22 +310,52 @@ impl Identities {
         }
     }
 
-    /// Asks the API server, as the plugin, whether it may do everything `manifest` needs.
+    /// Admits a plugin: counts its watches and access reviews against the host's caps, checks
+    /// that the identity policy is in force, then asks the API server, as the plugin, whether it
+    /// may do everything `manifest` needs.
     pub async fn admit(&self, manifest: &Manifest) -> Result<(), AdmissionError> {
+        let mut kinds = HashMap::new();
+        self.count_watches(manifest, &mut kinds).await?;
         let Some(user) = self.user(&manifest.name) else { return Ok(()) };
-        let client = self.client_for(&manifest.name);
-        let mut checks: Vec<(Check, String)> = Vec::new();
-        for rule in manifest.rules() {
-            for check in self.expand(&rule).await {
-                checks.push((check, rule.why.to_string()));
+        if let Some(policy) = &self.policy {
+            self.policy_in_force(policy).await?;
+        }
+        let mut expansions = Vec::new();
+        for rule in merged(manifest.rules()) {
+            let (plural, scope) = match self.resolve(&rule.resource, &mut kinds).await {
+                Some(resolved) => (resolved.api.plural, resolved.scope),
+                // Not served yet (its CRD may come later): RBAC does not need it to exist.
+                None => (crate::resource::plural(&rule.resource), crate::resource::builtin_scope(&rule.resource)),
+            };
+            let namespaces = rule_namespaces(&rule, scope, &self.served);
+            expansions.push(Expansion { rule, plural, namespaces });
+        }
+        // From the numbers alone: not one review is built past the cap.
+        let needs = expansions.iter().map(Expansion::reviews).fold(0usize, usize::saturating_add);
+        if needs > self.limits.max_reviews {
+            return Err(AdmissionError::TooManyReviews { needs, max: self.limits.max_reviews });
+        }
+        let mut checks: BTreeMap<Check, String> = BTreeMap::new();
+        for expansion in &expansions {
+            for check in expand(expansion) {
+                checks.entry(check).or_insert_with(|| expansion.rule.why.to_string());
             }
         }
-        checks.sort();
-        checks.dedup_by(|a, b| a.0 == b.0);
+        let client = self.client_for(&manifest.name);
         let api: Api<SelfSubjectAccessReview> = Api::all(client);
         let timeout = self.timeout;
-        let answers: Vec<Option<(Check, String)>> =
-            futures::stream::iter(checks).map(|item| review(api.clone(), item, timeout)).buffer_unordered(8).try_collect().await.map_err(|reason| {
+        let answers: Vec<Option<(Check, String)>> = futures::stream::iter(checks)
+            .map(|item| {
+                let api = api.clone();
+                async move {
+                    self.throttle().await;
+                    review(api, item, timeout).await
+                }
+            })
+            .buffer_unordered(8)
+            .try_collect()
+            .await
+            .map_err(|reason| {
                 if reason.contains("impersonate") {
                     AdmissionError::Impersonate { user: user.clone(), reason }
                 } else {
@@ -229,37 +384,126 @@ impl Identities {
         Err(AdmissionError::Missing { plugin: manifest.name.clone(), user, missing })
     }
 
-    /// The single requests a rule stands for, in the namespaces it covers.
-    async fn expand(&self, rule: &Rule) -> Vec<Check> {
-        let (plural, scope) = match self.discovery.resolve(&rule.resource).await {
-            Ok(resolved) => (resolved.api.plural, resolved.scope),
-            // Not served yet (its CRD may come later): RBAC does not need it to exist.
-            Err(_) => (crate::resource::plural(&rule.resource), crate::resource::builtin_scope(&rule.resource)),
-        };
-        let namespaces: Vec<Option<String>> = match (&rule.namespaces, scope) {
-            (_, Scope::Cluster) => vec![None],
-            (Some(set), Scope::Namespaced) => set.iter().cloned().map(Some).collect(),
-            (None, Scope::Namespaced) if self.served.is_empty() => vec![None],
-            (None, Scope::Namespaced) => self.served.iter().cloned().map(Some).collect(),
-        };
-        let names: Vec<Option<String>> = if rule.names.is_empty() { vec![None] } else { rule.names.iter().cloned().map(Some).collect() };
-        let mut checks = BTreeSet::new();
-        for verb in &rule.verbs {
-            for namespace in &namespaces {
-                for name in &names {
-                    checks.insert(Check {
-                        group: rule.resource.group.clone(),
-                        resource: plural.clone(),
-                        subresource: rule.subresource.clone(),
-                        verb: *verb,
-                        namespace: namespace.clone(),
-                        name: name.clone(),
-                    });
+    /// Waits for a token of the admissions' shared rate limit.
+    async fn throttle(&self) {
+        let wait = self.reviews.lock().reserve(tokio::time::Instant::now());
+        tokio::time::sleep(wait).await;
+    }
+
+    /// What API discovery says of `gvk` (`None`: not served, or no answer), asked once per
+    /// admission; a query not answered from memory waits for a token like a review.
+    async fn resolve(&self, gvk: &Gvk, known: &mut HashMap<Gvk, Option<Resolved>>) -> Option<Resolved> {
+        if let Some(answer) = known.get(gvk) {
+            return answer.clone();
+        }
+        if !self.discovery.is_cached(gvk) {
+            self.throttle().await;
+        }
+        let answer = self.discovery.resolve(gvk).await.ok();
+        known.insert(gvk.clone(), answer.clone());
+        answer
+    }
+
+    /// Refuses a plugin whose watches (one informer per resource and namespace, as the
+    /// controller opens them from [`Manifest::watch_plan`]) pass `--max-plugin-watches`,
+    /// counting no further than the cap.
+    async fn count_watches(&self, manifest: &Manifest, kinds: &mut HashMap<Gvk, Option<Resolved>>) -> Result<(), AdmissionError> {
+        let max = self.limits.max_watches;
+        let mut informers: HashSet<(Gvk, Option<String>)> = HashSet::new();
+        for planned in manifest.watch_plan() {
+            // As the controller does: a kind not served is taken as namespaced.
+            let cluster = self.resolve(&planned.resource, kinds).await.is_some_and(|r| r.scope == Scope::Cluster);
+            for namespace in planned.scopes(&self.served, cluster) {
+                informers.insert((planned.resource.clone(), namespace));
+                if informers.len() > max {
+                    return Err(AdmissionError::TooManyWatches { max });
                 }
             }
         }
-        checks.into_iter().collect()
+        Ok(())
     }
+
+    /// Whether the ValidatingAdmissionPolicy `name` and its binding of the same name are in
+    /// force as the chart installs them: the policy checks [`POLICY_EXPRESSION`] on Plugins and
+    /// fails closed, and the binding denies what it refuses, everywhere.
+    async fn policy_in_force(&self, name: &str) -> Result<(), AdmissionError> {
+        let unprotected = |problem: String| AdmissionError::Unprotected { policy: name.into(), problem };
+        let policy: ValidatingAdmissionPolicy = self.read_cluster_object(name).await.map_err(unprotected)?;
+        let binding: ValidatingAdmissionPolicyBinding = self.read_cluster_object(name).await.map_err(unprotected)?;
+        let spec = policy.spec.unwrap_or_default();
+        if spec.failure_policy.as_deref().is_some_and(|p| p != "Fail") {
+            return Err(unprotected(format!("its failurePolicy is {:?}, not Fail", spec.failure_policy.unwrap_or_default())));
+        }
+        let checks = spec.validations.unwrap_or_default().iter().any(|v| v.expression == POLICY_EXPRESSION);
+        if !checks {
+            return Err(unprotected(format!("it does not check {POLICY_EXPRESSION}")));
+        }
+        let constraints = spec.match_constraints.unwrap_or_default();
+        // The chart's policy covers its own namespace; one covering every namespace will do.
+        let selector = constraints.namespace_selector.unwrap_or_default();
+        let labels = selector.match_labels.unwrap_or_default();
+        let here = labels.is_empty() || (labels.len() == 1 && labels.get("kubernetes.io/metadata.name") == Some(&self.namespace));
+        if !here || selector.match_expressions.is_some_and(|e| !e.is_empty()) {
+            return Err(unprotected(format!("it does not cover the namespace {}", self.namespace)));
+        }
+        let covers = constraints.resource_rules.unwrap_or_default().iter().any(|r| {
+            let has = |list: &Option<Vec<String>>, item: &str| list.as_ref().is_some_and(|l| l.iter().any(|x| x == item || x == "*"));
+            has(&r.api_groups, IDENTITY_GROUP) && has(&r.resources, "plugins") && has(&r.operations, "CREATE") && has(&r.operations, "UPDATE")
+        });
+        if !covers {
+            return Err(unprotected("it does not match the creation and update of Plugins".into()));
+        }
+        let binding = binding.spec;
+        if binding.policy_name != name {
+            return Err(unprotected(format!("its binding names the policy {:?}", binding.policy_name)));
+        }
+        if !binding.validation_actions.iter().any(|a| a == "Deny") {
+            return Err(unprotected("its binding does not deny (validationActions has no Deny)".into()));
+        }
+        if binding.match_resources.is_some() || binding.param_ref.is_some() {
+            return Err(unprotected("its binding narrows it (matchResources or paramRef): the chart's applies to every Plugin".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Identities {
+    /// Reads a cluster-scoped object as the host, within the request timeout; the problem when
+    /// it cannot.
+    async fn read_cluster_object<K>(&self, name: &str) -> Result<K, String>
+    where
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let kind = K::kind(&());
+        match tokio::time::timeout(self.timeout, Api::<K>::all(self.host.clone()).get(name)).await {
+            Err(_) => Err(format!("no answer about the {kind} {name} within {:?}", self.timeout)),
+            Ok(Err(kube::Error::Api(status))) if status.code == 404 => Err(format!("there is no {kind} {name}")),
+            Ok(Err(e)) => Err(format!("cannot read the {kind} {name}: {e}")),
+            Ok(Ok(object)) => Ok(object),
+        }
+    }
+}
+
+/// The single requests a rule stands for.
+fn expand(expansion: &Expansion) -> Vec<Check> {
+    let rule = &expansion.rule;
+    let names: Vec<Option<String>> = if rule.names.is_empty() { vec![None] } else { rule.names.iter().cloned().map(Some).collect() };
+    let mut checks = Vec::with_capacity(expansion.reviews());
+    for verb in &rule.verbs {
+        for namespace in &expansion.namespaces {
+            for name in &names {
+                checks.push(Check {
+                    group: rule.resource.group.clone(),
+                    resource: expansion.plural.clone(),
+                    subresource: rule.subresource.clone(),
+                    verb: *verb,
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                });
+            }
+        }
+    }
+    checks
 }
 
 #[cfg(test)]
@@ -289,5 +533,200 @@ mod tests {
         assert_eq!(user_name("kubewasm", "sample"), "system:serviceaccount:kubewasm:kubewasm-plugin-sample");
         assert_eq!("host".parse::<IdentityMode>(), Ok(IdentityMode::Host));
         assert!("token".parse::<IdentityMode>().is_err());
+    }
+
+    use crate::fake_api::{FakeApi, not_found};
+    use crate::manifest::{Permission, RequestedLimits};
+
+    const REVIEWS: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+
+    /// An API server that allows every access review and serves no kind (so a rule's scope is
+    /// the built-in one).
+    fn allowing() -> FakeApi {
+        FakeApi::new(|method, path| match (method.as_str(), path) {
+            ("POST", p) if p.starts_with(REVIEWS) => {
+                (201, r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{},"status":{"allowed":true}}"#.into())
+            }
+            _ => (404, not_found()),
+        })
+    }
+
+    fn identities(api: &FakeApi, mode: IdentityMode, served: &[&str], limits: AdmissionLimits) -> Identities {
+        let discovery = Arc::new(Discovery::new(api.client.clone(), Duration::from_secs(5)));
+        let served: Arc<[String]> = served.iter().map(|s| s.to_string()).collect();
+        Identities::new(mode, "kubewasm".into(), api.client.clone(), discovery, served, Duration::from_secs(5), limits)
+    }
+
+    fn manifest(permissions: Vec<Permission>) -> Manifest {
+        Manifest {
+            name: "greedy".into(),
+            version: "1.0.0".into(),
+            primary: Gvk::new("", "v1", "ConfigMap"),
+            primary_selector: None,
+            owns: vec![],
+            watches: vec![],
+            finalizer: None,
+            resync: None,
+            max_concurrency: 1,
+            limits: RequestedLimits::default(),
+            permissions,
+        }
+    }
+
+    fn strings(prefix: &str, n: usize) -> BTreeSet<String> {
+        (0..n).map(|i| format!("{prefix}-{i}")).collect()
+    }
+
+    /// What the audit's H1 `access` export declares: 1000 rules, each with every verb, 100
+    /// namespaces and 100 names — 14 million reviews, which admission once built in one list.
+    #[tokio::test]
+    async fn the_audits_access_flood_is_refused_from_the_numbers_before_any_review() {
+        let permissions = (0..1000)
+            .map(|i| Permission {
+                resource: Gvk::new("", "v1", "Secret"),
+                subresource: None,
+                verbs: Verb::ALL.into(),
+                namespaces: strings(&format!("ns{i}"), 100),
+                names: strings("name", 100),
+            })
+            .collect();
+        let api = allowing();
+        let started = std::time::Instant::now();
+        let refused = identities(&api, IdentityMode::ServiceAccount, &[], AdmissionLimits::default()).admit(&manifest(permissions)).await;
+        let Err(AdmissionError::TooManyReviews { needs, max: 2000 }) = refused else { panic!("{refused:?}") };
+        assert!(needs >= 1000 * 14 * 100 * 100, "{needs}");
+        assert_eq!(api.count(&http::Method::POST, REVIEWS), 0, "no review may reach the API server");
+        assert!(started.elapsed() < Duration::from_secs(2), "refused in {:?}", started.elapsed());
+        assert!(refused.unwrap_err().to_string().contains("--max-admission-reviews=2000"));
+    }
+
+    /// A plugin's implied reads and its own grant on the same resource are one rule; grants in
+    /// namespaces the host does not serve need no review (the host never acts there).
+    #[tokio::test]
+    async fn reviews_are_counted_once_per_verb_namespace_and_name_served() {
+        let cm = Gvk::new("", "v1", "ConfigMap");
+        let grant =
+            Permission { resource: cm.clone(), subresource: None, verbs: [Verb::Get, Verb::Patch].into(), namespaces: BTreeSet::new(), names: BTreeSet::new() };
+        let elsewhere = Permission {
+            resource: Gvk::new("", "v1", "Secret"),
+            subresource: None,
+            verbs: [Verb::Get].into(),
+            namespaces: ["a".to_string(), "unserved".to_string()].into(),
+            names: ["s1".to_string(), "s2".to_string()].into(),
+        };
+        let api = allowing();
+        identities(&api, IdentityMode::ServiceAccount, &["a", "b"], AdmissionLimits::default()).admit(&manifest(vec![grant, elsewhere])).await.unwrap();
+        // ConfigMaps: get, list, watch, patch in a and b (8); Secrets: get s1, s2 in a (2);
+        // ConfigMaps' finalizers: update in a and b (2, it writes); Events: create, patch in a
+        // and b (4).
+        assert_eq!(api.count(&http::Method::POST, REVIEWS), 16);
+    }
+
+    /// Every admission's reviews wait for tokens of one bucket: two plugins admitted at once
+    /// take as long as their reviews at the host's rate.
+    #[tokio::test(start_paused = true)]
+    async fn reviews_of_all_admissions_share_one_rate_limit() {
+        let named = |n| Permission {
+            resource: Gvk::new("", "v1", "Secret"),
+            subresource: None,
+            verbs: [Verb::Get].into(),
+            namespaces: BTreeSet::new(),
+            names: strings("s", n),
+        };
+        let api = allowing();
+        let limits = AdmissionLimits { qps: 10.0, ..AdmissionLimits::default() };
+        let ids = identities(&api, IdentityMode::ServiceAccount, &[], limits);
+        let (a, b) = (manifest(vec![named(50)]), Manifest { name: "other".into(), ..manifest(vec![named(50)]) });
+        let started = tokio::time::Instant::now();
+        let (ra, rb) = tokio::join!(ids.admit(&a), ids.admit(&b));
+        ra.unwrap();
+        rb.unwrap();
+        // 50 names + 3 reads of the primary + 2 for Events, each: 110, 20 at once, then 10 a second.
+        let reviews = api.count(&http::Method::POST, REVIEWS);
+        assert_eq!(reviews, 110);
+        let took = started.elapsed();
+        assert!(took >= Duration::from_secs(9), "{reviews} reviews in {took:?}");
+    }
+
+    /// A grant limited to many namespaces is a watch in each: past the cap, refused whoever the
+    /// plugin acts as, before any watch or review.
+    #[tokio::test(start_paused = true)]
+    async fn watches_past_the_cap_are_refused_in_either_mode() {
+        let lists = |i| Permission {
+            resource: Gvk::new("", "v1", "Secret"),
+            subresource: None,
+            verbs: [Verb::List, Verb::Watch].into(),
+            namespaces: strings(&format!("ns{i}"), 100),
+            names: BTreeSet::new(),
+        };
+        for mode in [IdentityMode::ServiceAccount, IdentityMode::Host] {
+            let api = allowing();
+            let refused = identities(&api, mode, &[], AdmissionLimits::default()).admit(&manifest((0..10).map(lists).collect())).await;
+            assert!(matches!(refused, Err(AdmissionError::TooManyWatches { max: 500 })), "{refused:?}");
+            assert_eq!(api.count(&http::Method::POST, REVIEWS), 0);
+            let fits = identities(&api, mode, &[], AdmissionLimits::default()).admit(&manifest((0..4).map(lists).collect())).await;
+            assert!(fits.is_ok(), "{fits:?}");
+        }
+        // Owned kinds and the primary are watched in every namespace served.
+        let api = allowing();
+        let served: Vec<String> = (0..300).map(|i| format!("team-{i}")).collect();
+        let served: Vec<&str> = served.iter().map(String::as_str).collect();
+        let mut owner = manifest(vec![]);
+        owner.owns.push(Gvk::new("apps", "v1", "Deployment"));
+        let refused = identities(&api, IdentityMode::Host, &served, AdmissionLimits::default()).admit(&owner).await;
+        assert!(matches!(refused, Err(AdmissionError::TooManyWatches { .. })), "{refused:?}");
+    }
+
+    /// The chart's policy and binding, as the API server returns them.
+    fn policy_answer(expression: &str, failure: &str, actions: &str) -> impl Fn(&http::Method, &str) -> (u16, String) + Send + Sync + 'static {
+        let policy = serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "kubewasm-plugin-identity"},
+            "spec": {
+                "failurePolicy": failure,
+                "matchConstraints": {"resourceRules": [{"apiGroups": ["kubewasm.io"], "apiVersions": ["*"], "resources": ["plugins"], "operations": ["CREATE", "UPDATE"]}]},
+                "validations": [{"expression": expression}]
+            }
+        })
+        .to_string();
+        let binding = serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "kubewasm-plugin-identity"},
+            "spec": {"policyName": "kubewasm-plugin-identity", "validationActions": [actions]}
+        })
+        .to_string();
+        move |method, path| match (method.as_str(), path) {
+            ("GET", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/kubewasm-plugin-identity") => (200, policy.clone()),
+            ("GET", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/kubewasm-plugin-identity") => (200, binding.clone()),
+            ("POST", p) if p.starts_with(REVIEWS) => {
+                (201, r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{},"status":{"allowed":true}}"#.into())
+            }
+            _ => (404, not_found()),
+        }
+    }
+
+    /// With Plugin resources served, no plugin is admitted unless the identity policy is in
+    /// force as the chart installs it: present, failing closed, checking `use`, denying.
+    #[tokio::test]
+    async fn no_plugin_is_admitted_without_the_identity_policy_in_force() {
+        let admit = |api: FakeApi| async move {
+            identities(&api, IdentityMode::ServiceAccount, &[], AdmissionLimits::default())
+                .with_policy("kubewasm-plugin-identity".into())
+                .admit(&manifest(vec![]))
+                .await
+                .map_err(|e| e.to_string())
+        };
+        let missing = admit(FakeApi::serving_nothing()).await.unwrap_err();
+        assert!(
+            missing.contains("there is no ValidatingAdmissionPolicy kubewasm-plugin-identity") && missing.contains("--plugin-identity-policy="),
+            "{missing}"
+        );
+        assert_eq!(admit(FakeApi::new(policy_answer(POLICY_EXPRESSION, "Fail", "Deny"))).await, Ok(()));
+        for (answer, problem) in [
+            (policy_answer("true", "Fail", "Deny"), "does not check"),
+            (policy_answer(POLICY_EXPRESSION, "Ignore", "Deny"), "failurePolicy"),
+            (policy_answer(POLICY_EXPRESSION, "Fail", "Audit"), "does not deny"),
+        ] {
+            let refused = admit(FakeApi::new(answer)).await.unwrap_err();
+            assert!(refused.contains(problem), "{refused}");
+        }
     }
 }

@@ -53,6 +53,8 @@ pub mod delivery;
 pub mod discovery;
 pub mod duration;
 pub mod events;
+#[cfg(test)]
+mod fake_api;
 pub mod finalizers;
 pub mod gobuild;
 pub mod identity;

@@ -1,5 +1,7 @@
 //! What a plugin declares about itself — resources, mappings, permissions, limits — and the
-//! checks on it: validation at load time and the capability check on every host call.
+//! checks on it: validation at load time (with the counts the host admits: entries per list,
+//! namespaces and names per permission), the capability check on every host call, and the
+//! watches the host opens for it ([`Manifest::watch_plan`]).
 //!
 //! Plain data, no I/O: a leaf that `runtime` (which converts the WIT manifest into this) and
 //! `plugin`, `controller` and `rbac` (which act on it) all read.
@@ -94,6 +96,20 @@ impl std::fmt::Display for Verb {
 /// The subresource the status calls (`apply-status`, `update-status`) write.
 pub const STATUS: &str = "status";
 
+/// Entries the host admits in `owns` and in `watches`.
+pub const MAX_ENTRIES: usize = 1000;
+/// Permissions the host admits: the manifest's and the `access` rules, each list at most
+/// [`MAX_ENTRIES`].
+pub const MAX_PERMISSIONS: usize = 2 * MAX_ENTRIES;
+/// Namespaces one permission may name. Each is a watch (for a list grant) and an access review
+/// per verb at admission: past a hundred, a grant should be cluster-wide.
+pub const MAX_PERMISSION_NAMESPACES: usize = 100;
+/// Object names one permission may name (RBAC `resourceNames`); each is an access review per
+/// verb and namespace at admission.
+pub const MAX_PERMISSION_NAMES: usize = 100;
+/// A plugin's version: what fits a status entry as one field.
+pub const MAX_VERSION: usize = 64;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Permission {
     pub resource: Gvk,
@@ -154,6 +170,43 @@ pub struct Watch {
     pub resource: Gvk,
     pub mapping: Mapping,
     pub selector: Option<LabelSelector>,
+}
+
+/// What the events of a watch the host opens for a plugin mean.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchRole {
+    /// Objects of the primary kind: each is a key to reconcile.
+    Primary,
+    /// Owned objects: their controlling owner is the key.
+    Owned,
+    /// Watched objects, mapped to keys as declared.
+    Watched(Mapping),
+    /// Cached so that reads are served (a `list` or `watch` grant): no keys.
+    Read,
+}
+
+/// One watch the host opens for a plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedWatch {
+    pub resource: Gvk,
+    pub selector: Option<LabelSelector>,
+    /// The namespaces it is limited to (namespace-limited grants); `None`: every one served.
+    pub only: Option<BTreeSet<String>>,
+    pub role: WatchRole,
+}
+
+impl PlannedWatch {
+    /// The namespaces of its informers on a host serving `served` (empty: all of them), `None`
+    /// standing for every namespace: one informer per namespace served (or limited to), one in
+    /// all for a cluster-scoped resource.
+    pub fn scopes(&self, served: &[String], cluster: bool) -> Vec<Option<String>> {
+        match &self.only {
+            _ if cluster => vec![None],
+            None if served.is_empty() => vec![None],
+            None => served.iter().cloned().map(Some).collect(),
+            Some(only) => only.iter().filter(|ns| served.is_empty() || served.contains(ns)).cloned().map(Some).collect(),
+        }
+    }
 }
 
 /// Limits as the plugin asked for them; `None` means the host default.
@@ -230,8 +283,13 @@ impl Manifest {
         if !is_dns_label(&self.name) {
             return Err(invalid("name", format!("{:?} must be a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters", self.name)));
         }
-        if self.version.trim().is_empty() || self.version.len() > 64 {
-            return Err(invalid("version", "must be 1 to 64 characters"));
+        validate_version(&self.version)?;
+        for (field, len, max) in
+            [("owns", self.owns.len(), MAX_ENTRIES), ("watches", self.watches.len(), MAX_ENTRIES), ("permissions", self.permissions.len(), MAX_PERMISSIONS)]
+        {
+            if len > max {
+                return Err(invalid(field, format!("{len} entries; at most {max}")));
+            }
         }
         validate_gvk("primary", &self.primary)?;
         let mut seen = BTreeSet::from([&self.primary]);
@@ -261,6 +319,11 @@ impl Manifest {
             }
             if let Some(sub) = p.subresource.as_deref().filter(|s| !is_dns_label(s)) {
                 return Err(invalid(format!("{field}.subresource"), format!("{sub:?} is not a subresource name such as \"status\"")));
+            }
+            for (what, len, max) in [("namespaces", p.namespaces.len(), MAX_PERMISSION_NAMESPACES), ("resource-names", p.names.len(), MAX_PERMISSION_NAMES)] {
+                if len > max {
+                    return Err(invalid(format!("{field}.{what}"), format!("{len} entries; at most {max}")));
+                }
             }
             if let Some(ns) = p.namespaces.iter().find(|ns| !is_dns_label(ns)) {
                 return Err(invalid(format!("{field}.namespaces"), format!("{ns:?} is not a namespace name")));
@@ -315,6 +378,27 @@ impl Manifest {
             let watch = self.readable_namespaces(resource, Verb::Watch)?;
             Some(list.union(&watch).copied().collect())
         })
+    }
+
+    /// Every watch the host opens for this plugin: the primary (with its selector), what it owns
+    /// and watches, and a watch triggering nothing for each other resource it may list, limited
+    /// to the namespaces of its grants. A primary selector also bounds what the plugin reads of
+    /// its primary's kind: the primary watch serves those reads, unless a grant to list the kind
+    /// asks for all of it (a second, unfiltered watch would cache every selected object twice).
+    pub fn watch_plan(&self) -> Vec<PlannedWatch> {
+        let plain = |resource: &Gvk, role| PlannedWatch { resource: resource.clone(), selector: None, only: None, role };
+        let mut plan = vec![PlannedWatch { selector: self.primary_selector.clone(), ..plain(&self.primary, WatchRole::Primary) }];
+        plan.extend(self.owns.iter().map(|owned| plain(owned, WatchRole::Owned)));
+        plan.extend(self.watches.iter().map(|w| PlannedWatch { selector: w.selector.clone(), ..plain(&w.resource, WatchRole::Watched(w.mapping.clone())) }));
+        for resource in self.cached_resources() {
+            let served = plan.iter().any(|w| w.resource == *resource && w.selector.is_none());
+            let selected_primary = *resource == self.primary && self.primary_selector.is_some() && !self.lists(resource);
+            if !served && !selected_primary {
+                let only = self.cached_namespaces(resource).map(|set| set.into_iter().map(String::from).collect());
+                plan.push(PlannedWatch { only, ..plain(resource, WatchRole::Read) });
+            }
+        }
+        plan
     }
 
     /// Whether a grant lets the plugin list or watch `resource` (beyond what its own watches of
@@ -425,6 +509,21 @@ impl Manifest {
     }
 }
 
+/// A version is one field of the host's status entries (`version=1.2.0 digest=...`): letters,
+/// digits and `.`, `_`, `+`, `-` only (SemVer fits), so that no version can add a field to the
+/// entry that `kubewasm finalizers release` or a reader of the status would trust.
+fn validate_version(version: &str) -> Result<(), ManifestError> {
+    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-');
+    let rule = format!("1 to {MAX_VERSION} letters, digits, '.', '_', '+' or '-' (such as \"1.2.0\" or \"0.3.0-rc.1+build.7\")");
+    if version.len() > MAX_VERSION {
+        return Err(invalid("version", format!("is {} bytes; it must be {rule}", version.len())));
+    }
+    if version.is_empty() || !version.chars().all(safe) {
+        return Err(invalid("version", format!("{version:?} must be {rule}")));
+    }
+    Ok(())
+}
+
 fn validate_gvk(field: &str, gvk: &Gvk) -> Result<(), ManifestError> {
     if !gvk.group.is_empty() && !is_dns_subdomain(&gvk.group) {
         return Err(invalid(format!("{field}.group"), format!("{:?} is not a DNS subdomain", gvk.group)));
@@ -499,6 +598,36 @@ mod tests {
     fn sample_is_valid_and_gets_default_limits() {
         let limits = sample().validate(&LimitPolicy::default()).unwrap();
         assert_eq!(limits, Limits { deadline: Duration::from_secs(5), memory_bytes: 64 << 20 });
+        for version in ["0.3.0-rc.1+build.7", "v2", "2024_01"] {
+            assert!(Manifest { version: version.into(), ..sample() }.validate(&LimitPolicy::default()).is_ok(), "{version}");
+        }
+        // At the caps exactly: admitted.
+        let mut m = sample();
+        m.permissions[1].namespaces = (0..MAX_PERMISSION_NAMESPACES).map(|i| format!("ns-{i}")).collect();
+        m.permissions[1].names = (0..MAX_PERMISSION_NAMES).map(|i| format!("n-{i}")).collect();
+        assert!(m.validate(&LimitPolicy::default()).is_ok());
+        let err = Manifest { permissions: vec![m.permissions[0].clone(); MAX_PERMISSIONS + 1], ..sample() }.validate(&LimitPolicy::default()).unwrap_err();
+        assert_eq!(err.to_string(), format!("manifest field `permissions`: {} entries; at most {MAX_PERMISSIONS}", MAX_PERMISSIONS + 1));
+    }
+
+    #[test]
+    fn the_watch_plan_is_one_watch_per_resource_with_grants_limited_to_their_namespaces() {
+        let mut m = sample();
+        m.permissions.push(Permission {
+            resource: Gvk::new("", "v1", "Secret"),
+            subresource: None,
+            verbs: [Verb::List].into(),
+            namespaces: ["team-a".to_string(), "team-b".to_string()].into(),
+            names: BTreeSet::new(),
+        });
+        let plan = m.watch_plan();
+        let roles: Vec<(&str, &WatchRole)> = plan.iter().map(|w| (w.resource.kind.as_str(), &w.role)).collect();
+        assert_eq!(roles, [("Foo", &WatchRole::Primary), ("Deployment", &WatchRole::Owned), ("Secret", &WatchRole::Read)]);
+        let secrets = &plan[2];
+        assert_eq!(secrets.scopes(&[], false), [Some("team-a".to_string()), Some("team-b".to_string())]);
+        assert_eq!(secrets.scopes(&["team-b".into(), "team-c".into()], false), [Some("team-b".to_string())], "only where the host serves");
+        assert_eq!(plan[1].scopes(&["team-b".into(), "team-c".into()], false).len(), 2, "owned kinds in every namespace served");
+        assert_eq!(plan[1].scopes(&["team-b".into()], true), [None], "a cluster-scoped kind is one watch");
     }
 
     #[test]
@@ -549,6 +678,13 @@ mod tests {
         let cases: Vec<(Mutation, &str)> = vec![
             (Box::new(|m| m.name = "Bad_Name".into()), "`name`"),
             (Box::new(|m| m.version = "".into()), "`version`"),
+            // Would add fields to the host's status entry (audit L1).
+            (Box::new(|m| m.version = "0 primary=Pod.v1 finalizer=batch.kubernetes.io/job-tracking".into()), "`version`"),
+            (Box::new(|m| m.version = "1=2".into()), "`version`"),
+            (Box::new(|m| m.version = "1".repeat(MAX_VERSION + 1)), "`version`"),
+            (Box::new(|m| m.owns = (0..=MAX_ENTRIES).map(|i| Gvk::new("example.com", "v1", &format!("K{i}"))).collect()), "`owns`"),
+            (Box::new(|m| m.permissions[1].namespaces = (0..=MAX_PERMISSION_NAMESPACES).map(|i| format!("ns-{i}")).collect()), "`permissions[1].namespaces`"),
+            (Box::new(|m| m.permissions[0].names = (0..=MAX_PERMISSION_NAMES).map(|i| format!("n-{i}")).collect()), "`permissions[0].resource-names`"),
             (Box::new(|m| m.primary.kind = "foo".into()), "`primary.kind`"),
             (Box::new(|m| m.primary.group = "-x".into()), "`primary.group`"),
             (Box::new(|m| m.owns.push(m.primary.clone())), "`owns[1]`"),

@@ -96,6 +96,7 @@ impl Metrics {
             memory_refusals: f.memory_refusals.get_or_create_owned(&labels),
             forbidden_calls: f.forbidden_calls.get_or_create_owned(&labels),
             instances: f.instances.get_or_create_owned(&labels),
+            budget_waits: f.budget_waits.get_or_create_owned(&labels),
             log_dropped: f.log_dropped.get_or_create_owned(&labels),
             oversized_lists: f.oversized_lists.get_or_create_owned(&labels),
         }
@@ -466,6 +467,7 @@ struct PluginFamilies {
     memory_refusals: Family<PluginLabels, Counter>,
     forbidden_calls: Family<PluginLabels, Counter>,
     instances: Family<PluginLabels, Gauge>,
+    budget_waits: Family<PluginLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     log_dropped: Family<PluginLabels, Counter>,
     events_dropped: Family<PluginLabels, Counter>,
@@ -486,6 +488,7 @@ impl PluginFamilies {
             memory_refusals: Family::default(),
             forbidden_calls: Family::default(),
             instances: Family::default(),
+            budget_waits: Family::default(),
             reloads: Family::default(),
             log_dropped: Family::default(),
             events_dropped: Family::default(),
@@ -531,6 +534,11 @@ impl PluginFamilies {
             families.mapped_dropped.clone(),
         );
         registry.register(
+            "kubewasm_plugin_budget_waits",
+            "Calls that waited for one of the plugin's instances because the plugin memory budget had no room for another",
+            families.budget_waits.clone(),
+        );
+        registry.register(
             "kubewasm_plugin_oversized_lists",
             "list-objects calls refused because the answer would pass the plugin's bound",
             families.oversized_lists.clone(),
@@ -569,6 +577,8 @@ pub struct PluginMetrics {
     pub memory_refusals: Counter,
     pub forbidden_calls: Counter,
     pub instances: Gauge,
+    /// Calls that waited for an instance: the memory budget had no room for another.
+    pub budget_waits: Counter,
     pub log_dropped: Counter,
     pub oversized_lists: Counter,
 }

@@ -176,15 +176,10 @@ async fn start_host(cp: &ControlPlane, ns: &str, names: &[String]) -> Running {
 }
 
 async fn host_over(cp: &ControlPlane, ns: &str, dir: &PluginDir, artifacts: &Path) -> Host {
-    // The budget reserves each plugin's memory limit × (max-concurrency + 1): 192 MiB for the
-    // guest's defaults, so the default 4 GiB admits only 21 plugins. It reserves, it allocates
-    // nothing.
-    let config = HostConfig::new("density", dir.path(), cp.kubeconfig_path())
-        .namespace(ns)
-        .artifacts(artifacts)
-        .arg("--plugin-memory-budget=16Gi")
-        .arg(IDLE_INSTANCES)
-        .log_filter("warn");
+    // The default plugin memory budget (4 GiB): it holds each instance's memory limit, a plugin's
+    // first at load and the rest as they are made, so fifty plugins of the guest's default limit
+    // (64 MiB) fit. It reserves, it allocates nothing.
+    let config = HostConfig::new("density", dir.path(), cp.kubeconfig_path()).namespace(ns).artifacts(artifacts).arg(IDLE_INSTANCES).log_filter("warn");
     let mut host = Host::start(config).await.expect("the host starts");
     host.wait_ready(TIMEOUT).await.expect("the host gets ready");
     host

@@ -1,6 +1,7 @@
 //! The Helm chart (`charts/kubewasm`): it lints, the API server accepts all it renders, its
-//! Deployment keeps the contract its README states, and its RBAC is all the real host needs to
-//! serve a Plugin.
+//! Deployment keeps the contract its README states, its RBAC is all the real host needs to
+//! serve a Plugin, and its identity policy lets a team create only the Plugins whose identity
+//! it may `use`.
 //!
 //! `cargo test -p kubewasm-tests --test chart`
 //!
@@ -14,13 +15,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kubewasm_tests::build::{Tool, go_tool};
 use kubewasm_tests::crd::install_plugin_crd;
 use kubewasm_tests::guests::workspace_root;
 use kubewasm_tests::plugindir::e2e_variant;
 use kubewasm_tests::registry::Registry;
-use kubewasm_tests::{ControlPlane, Host, HostConfig, accounts, eventually};
+use kubewasm_tests::{ControlPlane, Host, HostConfig, accounts, audit, eventually};
 use serde_json::Value;
 use support::*;
 
@@ -226,6 +227,160 @@ async fn the_charts_rbac_is_enough_for_the_host_to_serve_a_plugin() -> Result<()
     })
     .await?;
     ensure!(!host.log_text().contains("forbidden"), "forbidden requests with the chart's RBAC:\n{}", host.log_tail(40));
+    host.stop().await?;
+    Ok(())
+}
+
+/// The chart's identity policy checks exactly what the host requires of it.
+#[tokio::test]
+async fn the_identity_policy_checks_what_the_host_requires() -> Result<()> {
+    let on = objects(&template("kubewasm", "").await?)?;
+    let policy = find(&on, "ValidatingAdmissionPolicy", "kubewasm-plugin-identity.kubewasm")?;
+    assert_eq!(policy["spec"]["validations"][0]["expression"], kubewasm::identity::POLICY_EXPRESSION);
+    let binding = find(&on, "ValidatingAdmissionPolicyBinding", "kubewasm-plugin-identity.kubewasm")?;
+    assert_eq!(binding["spec"]["validationActions"], serde_json::json!(["Deny"]));
+    let deployment = find(&on, "Deployment", RELEASE)?;
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].as_array().context("args")?;
+    assert!(args.contains(&"--plugin-identity-policy=kubewasm-plugin-identity.kubewasm".into()), "{args:?}");
+    let off = objects(&template("kubewasm", "identityPolicy: {enabled: false}").await?)?;
+    assert!(off.iter().all(|o| o["kind"] != "ValidatingAdmissionPolicy"));
+    let args = find(&off, "Deployment", RELEASE)?["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert!(args.as_array().context("args")?.contains(&"--plugin-identity-policy=".into()), "{args}");
+    Ok(())
+}
+
+/// A client of the control plane acting as `user` (impersonated by the admin), in no group.
+async fn as_user(cp: &ControlPlane, user: &str) -> Result<kube::Client> {
+    let mut config = kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(cp.kubeconfig_path())?, &Default::default()).await?;
+    config.auth_info.impersonate = Some(user.into());
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// A Plugin running the suite's e2e guest as `name`, its primaries labelled `selector`.
+fn plugin_object(kind: &kube::core::ApiResource, name: &str, module: &str, selector: &str) -> Result<DynamicObject> {
+    let mut plugin = DynamicObject::new(name, kind);
+    plugin.data = serde_json::json!({"spec": {"module": module, "pollInterval": "10s", "settings": {"name": name, "selector": selector}}});
+    Ok(plugin)
+}
+
+/// The audit's H4: a plugin acts as `kubewasm-plugin-NAME`, NAME being its Plugin's, and RBAC
+/// cannot limit `create` to a name. With the chart's policy, team b — which may create and
+/// update any Plugin in the namespace, but `use` only the identity `b` — cannot create Plugin
+/// `a`, nor change its spec once team a made it: the API server refuses, naming the missing
+/// `use`, and nothing is ever written as `kubewasm-plugin-a` until team a creates its Plugin.
+/// Without the policy in force, the host admits no plugin.
+#[tokio::test]
+async fn a_team_gets_only_the_plugin_identity_it_may_use() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let plugin_kind = install_plugin_crd(&cp.client().await?).await?;
+    let ns = cp.namespace("identity-policy").await?;
+    let registry = tokio::task::spawn_blocking(Registry::start).await??;
+    let module = format!("{}/e2e/team:v1", registry.host());
+    let store = tempfile::tempdir()?;
+    let registries = kubewasm::oci::Registries::new(&Default::default(), store.path().into());
+    registries.push(&kubewasm::oci::parse_reference(&module)?, e2e_variant("v01")).await?;
+
+    let rules = r#"
+    rules:
+      - {apiGroups: [""], resources: [configmaps], verbs: [create, delete, get, list, patch, update, watch]}
+      - {apiGroups: [""], resources: [configmaps/finalizers], verbs: [update]}
+      - {apiGroups: [events.k8s.io], resources: [events], verbs: [create, patch]}"#;
+    let values = format!(
+        "plugins:\n  - name: a\n    owners: [{{kind: User, name: team-a}}]{rules}\n  - name: b\n    owners: [{{kind: User, name: team-b}}]{rules}\ninsecureRegistries: [\"{}\"]\n",
+        registry.host()
+    );
+    let rendered = objects(&template(ns.name(), &values).await?)?;
+    let deployment = find(&rendered, "Deployment", RELEASE)?.clone();
+    let rest: Vec<&Value> = rendered.iter().filter(|o| o["kind"] != "Deployment").collect();
+    cp.kubectl()?.run_with_stdin(&["apply", "-f", "-"], Some(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rest}).to_string())).await?;
+    // Both teams may create and change any Plugin here: RBAC cannot say which by name.
+    let authors = format!(
+        r#"{{"apiVersion": "v1", "kind": "List", "items": [
+        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {{"name": "plugin-authors", "namespace": "{ns}"}},
+         "rules": [{{"apiGroups": ["kubewasm.io"], "resources": ["plugins"], "verbs": ["create", "get", "list", "update", "patch"]}}]}},
+        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {{"name": "plugin-authors", "namespace": "{ns}"}},
+         "roleRef": {{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "plugin-authors"}},
+         "subjects": [{{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "team-a"}}, {{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "team-b"}}]}}]}}"#,
+        ns = ns.name()
+    );
+    cp.kubectl()?.run_with_stdin(&["apply", "-f", "-"], Some(&authors)).await?;
+
+    // The host as the chart runs it: its ServiceAccount's token, the Deployment's arguments.
+    let kubeconfig = tempfile::NamedTempFile::new()?;
+    accounts::service_account_kubeconfig(cp, ns.name(), RELEASE, kubeconfig.path()).await?;
+    let args: Vec<String> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .context("args")?
+        .iter()
+        .filter_map(|a| a.as_str().map(String::from))
+        .collect();
+    let own = [format!("--identity-namespace={}", ns.name()), "--plugin-source=resources".into()];
+    let harness = ["run", "--metrics-addr=", "--health-addr=", "--cache-dir="];
+    let mut config = HostConfig::resources("identity-policy", ns.name(), kubeconfig.path()).service_accounts(ns.name());
+    for arg in args.iter().filter(|a| !own.contains(a) && !harness.iter().any(|h| a.starts_with(h))) {
+        config = config.arg(arg.clone());
+    }
+    let mut host = Host::start(config.clone()).await?;
+    host.wait_ready(Duration::from_secs(60)).await?;
+
+    let plugins_as = |client: kube::Client| Api::<DynamicObject>::namespaced_with(client, ns.name(), &plugin_kind);
+    let (team_a, team_b) = (plugins_as(as_user(cp, "team-a").await?), plugins_as(as_user(cp, "team-b").await?));
+    // The policy takes a moment to be in force after it is created.
+    let refused = eventually("team b's Plugin a refused", CONVERGE, || async {
+        match team_b.create(&PostParams::default(), &plugin_object(&plugin_kind, "a", &module, "team.kubewasm.io/a")?).await {
+            Ok(_) => {
+                team_b.delete("a", &Default::default()).await?;
+                Err(anyhow!("team b created Plugin a"))
+            }
+            Err(e) => Ok(e),
+        }
+    })
+    .await?;
+    ensure!(kubewasm_tests::api_code(&refused) == Some(403), "{refused}");
+    ensure!(refused.to_string().contains("needs the verb use on identities.kubewasm.io named a"), "{refused}");
+    team_b.create(&PostParams::default(), &plugin_object(&plugin_kind, "b", &module, "team.kubewasm.io/b")?).await.context("team b's own Plugin")?;
+
+    let cms: Api<ConfigMap> = ns.api();
+    let labelled = |name: &str, team: &str| {
+        let mut object = primary(name, "1");
+        object.metadata.labels = Some([(format!("team.kubewasm.io/{team}"), "yes".to_string())].into());
+        object
+    };
+    cms.create(&PostParams::default(), &labelled("pa", "a")).await?;
+    cms.create(&PostParams::default(), &labelled("pb", "b")).await?;
+    wait_outputs(&cms, "b", &BTreeMap::from([("pb".to_string(), "1".to_string())]), Want::default()).await?;
+    let as_plugin = |plugin: &str| {
+        let user = format!("system:serviceaccount:{}:kubewasm-plugin-{plugin}", ns.name());
+        audit::read(cp.data_dir()).into_iter().filter(|e| e.acting_as() == user && e.resource() != "selfsubjectaccessreviews").count()
+    };
+    ensure!(as_plugin("a") == 0, "{} writes as kubewasm-plugin-a before team a made its Plugin", as_plugin("a"));
+    ensure!(as_plugin("b") > 0, "no write as kubewasm-plugin-b: the audit shows nothing");
+
+    // Team a may; then team b may not change a's module.
+    team_a.create(&PostParams::default(), &plugin_object(&plugin_kind, "a", &module, "team.kubewasm.io/a")?).await.context("team a's own Plugin")?;
+    wait_outputs(&cms, "a", &BTreeMap::from([("pa".to_string(), "1".to_string())]), Want::default()).await?;
+    ensure!(as_plugin("a") > 0, "no write as kubewasm-plugin-a");
+    let patch = serde_json::json!({"spec": {"module": format!("{}/e2e/someone-else:v1", registry.host())}});
+    let changed = team_b.patch("a", &PatchParams::default(), &Patch::Merge(&patch)).await;
+    ensure!(changed.as_ref().err().and_then(kubewasm_tests::api_code) == Some(403), "team b changed Plugin a: {changed:?}");
+    let relabel = serde_json::json!({"metadata": {"labels": {"reviewed-by": "team-b"}}});
+    team_b.patch("a", &PatchParams::default(), &Patch::Merge(&relabel)).await.context("a label is no change of identity")?;
+    host.stop().await?;
+
+    // Without the binding, the policy is not in force: a host starting now admits nothing.
+    let binding = format!("kubewasm-plugin-identity.{}", ns.name());
+    cp.kubectl()?.run(&["delete", "validatingadmissionpolicybinding", &binding]).await?;
+    let mut host = Host::start(config).await?;
+    let plugins = plugins_as(ns.client().clone());
+    eventually("Plugin a refused for want of the policy", CONVERGE, || async {
+        let plugin = plugins.get("a").await?;
+        let conditions = plugin.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let ready = conditions.iter().find(|c| c["type"] == "Ready").cloned().unwrap_or_default();
+        let message = ready["message"].as_str().unwrap_or_default();
+        if ready["status"] == "False" && message.contains("not protected") { Ok(()) } else { Err(anyhow!("{ready}")) }
+    })
+    .await?;
+    ensure!(host.try_status().is_none(), "the host exited:\n{}", host.log_tail(40));
     host.stop().await?;
     Ok(())
 }

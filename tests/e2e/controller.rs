@@ -418,25 +418,43 @@ async fn a_poison_object_is_quarantined_until_it_or_the_plugin_changes() -> Resu
     Ok(())
 }
 
+/// The finalizer of the `keeper` plugin.
+const KEEPER_FINALIZER: &str = "e2e.kubewasm.io/cleanup";
+
+/// A host running the `keeper` plugin (with a finalizer) in a namespace of its own, and one
+/// primary `object` it has reconciled and put its finalizer on.
+struct Keeper {
+    cms: Api<ConfigMap>,
+    host: Host,
+    _dir: PluginDir,
+    _ns: kubewasm_tests::TestNamespace,
+}
+
+impl Keeper {
+    async fn start(label: &str, object: &str) -> Result<Keeper> {
+        let cp = ControlPlane::shared().await;
+        let ns = cp.namespace(label).await?;
+        let cms: Api<ConfigMap> = ns.api();
+        let dir = PluginDir::new();
+        dir.install_e2e(&E2eSettings::new("keeper").finalizer(KEEPER_FINALIZER), "v01");
+        let mut host = Host::start(host_config("keeper", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+        host.wait_ready(READY).await?;
+        let want = inputs(&[object], "1");
+        create_primaries(&cms, &want).await?;
+        wait_outputs(&cms, "keeper", &want, Want::default()).await?;
+        let finalizers = cms.get(object).await?.finalizers().to_vec();
+        ensure!(finalizers.iter().any(|f| f == KEEPER_FINALIZER), "the finalizer was not added: {finalizers:?}");
+        Ok(Keeper { cms, host, _dir: dir, _ns: ns })
+    }
+}
+
 /// The plugin's finalizer is added before its first reconcile; a deletion waits while
 /// `finalize` asks for more time and completes once it is done.
 #[tokio::test]
 async fn deletion_waits_for_the_finalizer() -> Result<()> {
-    let cp = ControlPlane::shared().await;
-    let ns = cp.namespace("finalizer").await?;
-    let cms: Api<ConfigMap> = ns.api();
-    let finalizer = "e2e.kubewasm.io/cleanup";
-    let dir = PluginDir::new();
-    dir.install_e2e(&E2eSettings::new("keeper").finalizer(finalizer), "v01");
-    let mut host = Host::start(host_config("keeper", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
-    host.wait_ready(READY).await?;
+    let Keeper { cms, host, _dir, _ns } = Keeper::start("finalizer", "held").await?;
 
-    let want = inputs(&["held"], "1");
-    create_primaries(&cms, &want).await?;
-    wait_outputs(&cms, "keeper", &want, Want::default()).await?;
-    let object = cms.get("held").await?;
-    ensure!(object.finalizers().iter().any(|f| f == finalizer), "the finalizer was not added: {:?}", object.finalizers());
-
+    let finalizer = KEEPER_FINALIZER;
     cms.delete("held", &DeleteParams::default()).await?;
     // finalize ran and asked to wait ...
     let record = "held.keeper.finalized";
@@ -472,19 +490,8 @@ async fn deletion_waits_for_the_finalizer() -> Result<()> {
 /// later deletion would wait forever (audit M5).
 #[tokio::test]
 async fn a_primary_that_leaves_the_selector_loses_the_finalizer() -> Result<()> {
-    let cp = ControlPlane::shared().await;
-    let ns = cp.namespace("unselected").await?;
-    let cms: Api<ConfigMap> = ns.api();
-    let finalizer = "e2e.kubewasm.io/cleanup";
-    let dir = PluginDir::new();
-    dir.install_e2e(&E2eSettings::new("keeper").finalizer(finalizer), "v01");
-    let mut host = Host::start(host_config("keeper", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
-    host.wait_ready(READY).await?;
-
-    let want = inputs(&["leaving"], "1");
-    create_primaries(&cms, &want).await?;
-    wait_outputs(&cms, "keeper", &want, Want::default()).await?;
-    ensure!(cms.get("leaving").await?.finalizers().iter().any(|f| f == finalizer), "the finalizer was not added");
+    let Keeper { cms, host, _dir, _ns } = Keeper::start("unselected", "leaving").await?;
+    let finalizer = KEEPER_FINALIZER;
 
     cms.patch("leaving", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {PRIMARY: null}}}))).await?;
     eventually("the finalizer to go with the label", CONVERGE, || async {

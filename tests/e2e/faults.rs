@@ -1,6 +1,7 @@
 //! The runtime's fault catalog (issue 3): a trap, an endless loop, a memory bomb, deep recursion,
 //! oversized results, broken files, a component of another world, an invalid manifest, a call
-//! outside the manifest, and attempts to leave the sandbox. For each: a precise error, the
+//! outside the manifest, and attempts to leave the sandbox; and what crosses the WIT boundary
+//! (issue 20): arguments over their bounds, results whose lists alias one buffer, a table bomb. For each: a precise error, the
 //! faulting instance discarded, and the same plugin and another loaded plugin still serving.
 //!
 //! No cluster needed: plugins run against the in-memory cache and recorder of
@@ -17,7 +18,7 @@ use kubewasm::plugin::artifact::ArtifactCache;
 use kubewasm::plugin::{LoadError, LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
 use kubewasm::runtime::{Action, CallError, DescribeError, Fault, GuestErrorCode, PluginMetrics, PluginRunner, Request, Runtime, RuntimeConfig};
-use kubewasm_tests::guests;
+use kubewasm_tests::{components, guests};
 
 fn faulty_wasm() -> PathBuf {
     guests::guest("faulty-guest", "faulty_guest")
@@ -128,10 +129,38 @@ async fn a_trap_is_reported_and_the_instance_discarded() {
     assert_eq!(plugin.metrics.faults.trap.get(), 1);
 }
 
+/// Instances past a version's first reserve their memory limit in the plugin memory budget as
+/// they are made and give it back when they go; when the budget has no room, a call waits for one
+/// of the version's instances instead of failing or passing the budget (issue 26: fifty small
+/// plugins must fit the default budget, so a version reserves only its first instance up front).
+/// Three calls at once, each looping to its 500 ms deadline: with room for two more instances
+/// none waits; with none, two wait and all three still end at their deadline, one at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_past_the_first_reserve_their_memory_and_wait_when_the_budget_is_full() {
+    use kubewasm::budget::MemoryBudget;
+    for (extra, expect_waits) in [(2, false), (0, true)] {
+        let plugin = plugin_with("looper", "[kubewasm]\nmemory-mib = 16\n").await;
+        let limit = plugin.runner.limits().memory_bytes;
+        let budget = MemoryBudget::new(limit * (1 + extra), Default::default());
+        // What the version reserved for its first instance when it was admitted.
+        let _first = budget.reserve(limit).unwrap();
+        let Plugin { runner, recorder, metrics } = plugin;
+        let plugin = Plugin { runner: runner.with_budget(budget.clone()), recorder, metrics };
+        let calls = futures::future::join_all((0..3).map(|_| plugin.call("loop"))).await;
+        for result in calls {
+            assert!(matches!(result, Err(CallError::Fault(Fault::Deadline(_)))), "{result:?}");
+        }
+        let waits = plugin.metrics.budget_waits.get();
+        assert_eq!(waits > 0, expect_waits, "{waits} calls waited with room for {extra} more instances");
+        assert_eq!(budget.reserved(), limit, "every faulted instance gave its memory back");
+        assert_eq!(plugin.metrics.instances.get(), 0);
+    }
+}
+
 #[tokio::test]
 async fn an_endless_loop_is_stopped_at_the_deadline() {
-    let started = Instant::now();
     let plugin = plugin("looper").await;
+    let started = Instant::now();
     let error = plugin.call("loop").await.unwrap_err();
     let took = started.elapsed();
     assert_eq!(error, CallError::Fault(Fault::Deadline(Duration::from_millis(500))), "the manifest asks for 500 ms");
@@ -164,10 +193,15 @@ async fn deep_recursion_traps_on_the_stack_limit() {
 
 #[tokio::test]
 async fn oversized_results_are_refused() {
-    let (error, plugin) = assert_contained("oversized-error").await;
-    let CallError::Fault(Fault::Oversized(message)) = &error else { panic!("expected oversized, got {error:?}") };
-    assert!(message.contains("1048576 bytes"), "{message}");
-    assert_eq!(plugin.metrics.faults.oversized.get(), 1);
+    // An SDK cuts an error message to the contract's 64 KiB before it leaves the guest: an
+    // answer, not a fault (the host's own check, for guests without an SDK, is in the boundary
+    // tests).
+    let plugin = plugin("faulty-message").await;
+    let error = plugin.call("oversized-error").await.unwrap_err();
+    let CallError::Plugin { message, .. } = &error else { panic!("expected an error value, got {error:?}") };
+    assert_eq!(message.len(), 64 * 1024);
+    assert_eq!(plugin.metrics.faults.oversized.get(), 0);
+    assert_eq!(plugin.instance_calls().await, 2, "an error value does not cost the instance");
 
     // Making 200 000 keys takes a while on a loaded machine (the host here is a debug build):
     // this plugin's deadline is roomy, so that the size is what refuses them.
@@ -179,6 +213,103 @@ async fn oversized_results_are_refused() {
     let keys = plugin.runner.map_related(&configmap_gvk(), configmap("default", "one", "ok").into()).await.unwrap();
     assert_eq!(keys, vec![ObjectKey::new(Some("default"), "one-0")]);
     assert_eq!(plugin.metrics.faults.oversized.get(), 1);
+}
+
+/// Every argument over its bound, passed straight to the host (not through the SDK): an `invalid`
+/// error value saying the size and the bound, and nothing reaches a backend (an 8 MiB Event name
+/// is neither queued nor kept).
+#[tokio::test]
+async fn arguments_over_their_bounds_are_invalid() {
+    let plugin = plugin("bounded").await;
+    plugin.recorder.clear();
+    let error = plugin.call("oversized-args").await.unwrap_err();
+    let CallError::Plugin { message, .. } = &error else { panic!("expected the guest's report, got {error:?}") };
+    let answers: Vec<&str> = message.lines().map(|l| l.trim_start_matches("ErrorCode::")).collect();
+    assert_eq!(
+        answers,
+        [
+            "Invalid: name is 254 bytes; at most 253",
+            "Invalid: namespace is 64 bytes; at most 63",
+            "Invalid: kind is 64 bytes; at most 63",
+            "Invalid: group is 254 bytes; at most 253",
+            "Invalid: label selector is 4097 bytes; at most 4096",
+            "Invalid: object is 3145729 bytes; at most 3145728",
+            "Invalid: patch body is 3145729 bytes; at most 3145728",
+            "Invalid: name is 254 bytes; at most 253",
+            "Invalid: name is 8388608 bytes; at most 253",
+            "Invalid: event reason must not be empty",
+            "Invalid: event reason is 129 bytes; at most 128",
+            "Invalid: event note is 1025 bytes; at most 1024",
+        ]
+    );
+    assert!(plugin.recorder.events().is_empty() && plugin.recorder.writes().is_empty(), "nothing over a bound reaches a backend");
+    assert_eq!(plugin.instance_calls().await, 2, "an error value does not cost the instance");
+}
+
+/// A plugin written by hand (`kubewasm_tests::components`), loaded from `wasm`.
+async fn load_component(name: &str, wasm: &[u8]) -> Result<LoadedPlugin, LoadError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{name}.wasm"));
+    std::fs::write(&path, wasm).unwrap();
+    loader().load(&path).await
+}
+
+fn runner_of(loaded: LoadedPlugin) -> (PluginRunner, PluginMetrics) {
+    let cache = FixtureCache::default();
+    let recorder = Arc::new(Recorder::default());
+    let metrics = PluginMetrics::default();
+    let services = kubewasm::offline::services(&cache, &recorder);
+    (loader().runtime().runner(loaded.prepared, &loaded.described, services, metrics.clone(), &loaded.settings), metrics)
+}
+
+/// `map-related` returning a million keys that all point at one 30 MiB name: the host stops
+/// lifting them after a bounded amount (an `oversized` fault, not gigabytes copied); a key just
+/// over its bound is refused too, and keys within the bounds are served.
+#[tokio::test]
+async fn map_related_keys_aliasing_one_buffer_are_oversized() {
+    let manifest = components::Manifest::new("aliaser", "kubewasm.io/aliaser");
+    let object = || configmap("default", "watched", "ok").into();
+    for (keys, name_bytes, expected) in [(1_000_000, 30 << 20, "more than map-related may return"), (10, 254, "a key whose name is 254 bytes; at most 253")] {
+        let loaded = load_component("aliaser", &components::map_related_alias(&manifest, keys, name_bytes)).await.expect("it loads");
+        let (runner, metrics) = runner_of(loaded);
+        let error = runner.map_related(&configmap_gvk(), object()).await.unwrap_err();
+        let CallError::Fault(Fault::Oversized(message)) = &error else { panic!("{keys} keys of {name_bytes} bytes: expected oversized, got {error:?}") };
+        assert!(message.contains(expected), "{message}");
+        assert_eq!(metrics.faults.oversized.get(), 1);
+    }
+    let (runner, _) = runner_of(load_component("aliaser", &components::map_related_alias(&manifest, 10, 253)).await.unwrap());
+    let keys = runner.map_related(&configmap_gvk(), object()).await.expect("keys within the bounds");
+    assert_eq!(keys.len(), 10);
+    assert_eq!(keys[0].name().len(), 253);
+}
+
+/// A manifest whose permission lists a hundred thousand namespaces, all pointing at one 1 MiB
+/// buffer, is refused at load once its lift passes the largest valid manifest; namespaces within
+/// that but over their bound are refused by name.
+#[tokio::test]
+async fn a_manifest_aliasing_one_buffer_is_refused_at_load() {
+    let manifest = components::Manifest::new("aliased", "kubewasm.io/aliased");
+    let err = load_component("aliased", &components::describe_alias(&manifest, 100_000, 1 << 20)).await.unwrap_err();
+    let LoadError::Describe(DescribeError::Call(Fault::Oversized(message))) = &err else { panic!("expected oversized, got {err}") };
+    assert!(message.contains("more than describe may return"), "{message}");
+    let err = load_component("aliased", &components::describe_alias(&manifest, 3, 64)).await.unwrap_err();
+    let LoadError::Describe(DescribeError::Manifest(e)) = &err else { panic!("expected an invalid manifest, got {err}") };
+    assert_eq!(e.field, "permissions[0].namespaces", "{err}");
+}
+
+/// Beside the plugin, twenty core instances of a module with ten tables of a million function
+/// references, each filled at instantiation: table space counts in the instance's memory limit,
+/// so describing it is a memory fault after 64 MiB, not 1.6 GB. A component of more core
+/// instances than any real plugin has is refused by count.
+#[tokio::test]
+async fn a_table_bomb_is_a_memory_fault() {
+    let manifest = components::Manifest::new("bomb", "kubewasm.io/bomb");
+    let err = load_component("bomb", &components::table_bomb(&manifest, 20, 10, 1_000_000)).await.unwrap_err();
+    let LoadError::Describe(DescribeError::Call(Fault::Memory { limit, .. })) = &err else { panic!("expected a memory fault, got {err}") };
+    assert_eq!(*limit, 64 << 20, "the default memory limit");
+    let err = load_component("bomb", &components::table_bomb(&manifest, 100, 0, 0)).await.unwrap_err();
+    assert!(err.to_string().contains("instance count too high"), "{err}");
+    load_component("bomb", &components::table_bomb(&manifest, 10, 1, 1000)).await.expect("a few small tables are fine");
 }
 
 #[tokio::test]
@@ -351,6 +482,37 @@ async fn a_plugin_built_for_contract_0_1_0_still_loads_and_reconciles() {
     assert_eq!(runner.reconcile(request()).await, Ok(Action::Done));
     assert_eq!(recorder.writes()[0].name, "p.legacy");
     assert_eq!(runner.released(request()).await, Ok(None), "released is a no-op for a 0.1.0 plugin");
+}
+
+/// A host compiles in a process of its own: one over its memory limit or its deadline is stopped
+/// and refused with the flag named; one within them stores its artifact in the cache, which the
+/// host maps (and a restart finds).
+#[tokio::test]
+async fn compiles_run_in_a_child_process_bounded_in_memory_and_time() {
+    use kubewasm::plugin::artifact::Origin;
+    use kubewasm::plugin::compiler::{ChildCompiler, CompileError};
+    let program = kubewasm_tests::kubewasm_binary().expect("the kubewasm binary");
+    let cache = tempfile::tempdir().unwrap();
+    let compiling = |memory_bytes, timeout| loader_with_cache(cache.path()).with_compiler(ChildCompiler { program: program.clone(), memory_bytes, timeout });
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = guests::install(&faulty_wasm(), dir.path(), "a", Some(""));
+
+    let err = compiling(8 << 20, Duration::from_secs(300)).load(&plugin).await.unwrap_err();
+    assert!(matches!(err, LoadError::Compile(CompileError::Memory(_))), "{err}");
+    assert!(err.to_string().contains("--compile-memory"), "{err}");
+    let err = compiling(1 << 30, Duration::from_millis(1)).load(&plugin).await.unwrap_err();
+    assert!(matches!(err, LoadError::Compile(CompileError::Timeout(_))), "{err}");
+    assert_eq!(std::fs::read_dir(cache.path()).map_or(0, |d| d.count()), 0, "nothing stored by the stopped compiles");
+
+    let loaded = compiling(1 << 30, Duration::from_secs(300)).load(&plugin).await.expect("compiled in a child");
+    assert_eq!(loaded.origin, Origin::Compiled);
+    assert_eq!(loader_with_cache(cache.path()).load(&plugin).await.unwrap().origin, Origin::Cache, "the child's artifact serves a restart");
+
+    let broken = dir.path().join("broken.wasm");
+    let wasm = std::fs::read(faulty_wasm()).unwrap();
+    std::fs::write(&broken, &wasm[..wasm.len() / 2]).unwrap();
+    let err = one_line(compiling(1 << 30, Duration::from_secs(300)).load(&broken).await.unwrap_err());
+    assert!(err.starts_with("not a valid component: failed to parse WebAssembly"), "the child's own error: {err}");
 }
 
 /// A loader with a fresh runtime and the artifact cache in `dir`: what a host (re)start makes.

@@ -1,11 +1,13 @@
-//! Containment (issue 10) against the real API server: one test per attack of a hostile plugin
-//! (`tests/guests/hostile`), each beside a well-behaved plugin (`tests/guests/e2e`, `good`) in
-//! the same host. Every test asserts the same promise — the host stays up and under
-//! [`RSS_BOUND`], the well-behaved plugin reconciles 30 creates and 30 updates each within
-//! [`LATENCY_BOUND`] with no error and every Event delivered — and that the attack met its limit
-//! (a metric, an Event or a bound on what reached the API server or the log). Broken
-//! infrastructure plays the attacker too (audit M3): an admission webhook that hangs, and a
-//! 503/429 storm during a hot reload (`kubewasm_tests::webhook`).
+//! Containment (issues 10 and 20) against the real API server: one test per attack of a hostile
+//! plugin (`tests/guests/hostile`, or written by hand: `kubewasm_tests::components`), each beside
+//! a well-behaved plugin (`tests/guests/e2e`, `good`) in the same host. Every test asserts the
+//! same promise — the host stays up and under [`RSS_BOUND`], the well-behaved plugin reconciles 30
+//! creates and 30 updates each within [`LATENCY_BOUND`] with no error and every Event delivered —
+//! and that the attack met its limit (a metric, an Event or a bound on what reached the API server
+//! or the log). Attacks on the WIT boundary also keep the host's peak resident memory within
+//! [`BOUNDARY_RSS_GROWTH`] of what it was before.
+//! Broken infrastructure plays the attacker too (audit M3): an admission webhook that hangs, and
+//! a 503/429 storm during a hot reload (`kubewasm_tests::webhook`).
 //!
 //! `cargo test -p kubewasm-tests --test hostile`
 
@@ -19,7 +21,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kubewasm_tests::webhook::{AdmissionWebhook, Answer};
-use kubewasm_tests::{ControlPlane, E2eSettings, Host, PluginDir, TestNamespace, eventually, guests, prom};
+use kubewasm_tests::{ControlPlane, E2eSettings, Host, HostConfig, PluginDir, TestNamespace, components, eventually, guests, prom};
 use support::*;
 
 const READY: Duration = Duration::from_secs(60);
@@ -27,6 +29,10 @@ const READY: Duration = Duration::from_secs(60);
 const RSS_BOUND: f64 = 512.0;
 /// The well-behaved plugin's 30 creates, and then its 30 updates, must each be done within this.
 const LATENCY_BOUND: Duration = Duration::from_secs(20);
+/// What an attack on the WIT boundary may add to the host's resident memory (issue 20).
+const BOUNDARY_RSS_GROWTH: f64 = 200.0;
+/// The label the attacker's primaries carry.
+const TARGET: &str = "hostile.kubewasm.io/target";
 
 /// A host running the hostile plugin `hostile` (with `attack` and extra `settings`) beside the
 /// well-behaved `good`, in a namespace of its own.
@@ -35,7 +41,24 @@ struct Siege {
     cms: Api<ConfigMap>,
     host: Host,
     started: Instant,
-    _dir: PluginDir,
+    /// The host's resident memory once ready, before the attack (MiB).
+    baseline: f64,
+    dir: PluginDir,
+}
+
+/// How the host of a siege runs.
+#[derive(Default)]
+struct Setup<'a> {
+    /// Each plugin as its own ServiceAccount (access reviews at admission), the good plugin's
+    /// RBAC applied as `kubewasm rbac` prints it; else as the host.
+    service_accounts: bool,
+    /// More `kubewasm run` arguments.
+    args: &'a [&'a str],
+    /// Serve every namespace, not only the siege's own.
+    everywhere: bool,
+    /// With `service_accounts`, apply what `kubewasm rbac` prints for the hostile plugin too
+    /// (which is then there from the start, before the host's memory is noted).
+    hostile_rbac: bool,
 }
 
 impl Siege {
@@ -45,27 +68,73 @@ impl Siege {
 
     /// Starts the host in `ns` and gives the attacker its target object.
     async fn start(ns: TestNamespace, attack: &str, settings: &str) -> Result<Siege> {
+        Siege::configured(ns, attack, settings, Setup::default()).await
+    }
+
+    /// [`Siege::start`] with the host run as `setup` says.
+    async fn configured(ns: TestNamespace, attack: &str, settings: &str, setup: Setup<'_>) -> Result<Siege> {
+        Siege::start_with(ns, attack, &hostile_guest()?, &hostile_settings("hostile", attack, settings), setup).await
+    }
+
+    /// Starts the host (as `setup` says) running the good plugin, notes its resident memory,
+    /// then adds `hostile` as the plugin `hostile` with `toml` as its settings (so that what
+    /// loading it costs counts in [`Siege::rss_stayed_bounded`]), and gives it its target object.
+    async fn start_with(ns: TestNamespace, attack: &str, hostile: &[u8], toml: &str, setup: Setup<'_>) -> Result<Siege> {
         let cp = ControlPlane::shared().await;
         let dir = PluginDir::new();
         dir.install_e2e(&E2eSettings::new("good").events(), "v01");
-        let hostile = std::fs::read(guests::guest("hostile-guest", "hostile_guest"))?;
-        // Top-level keys before any `[kubewasm]` table in `settings`.
-        let toml = format!("name = \"hostile\"\nattack = {attack:?}\nselector = \"hostile.kubewasm.io/target\"\n{settings}");
-        dir.install("hostile", &hostile, Some(&toml));
+        let mut config = match setup.everywhere {
+            true => HostConfig::new(attack, dir.path(), cp.kubeconfig_path()).status_configmap(ns.name(), STATUS),
+            false => host_config(attack, dir.path(), cp.kubeconfig_path(), ns.name()),
+        };
+        if setup.service_accounts {
+            let mut args = rbac_args(dir.path(), ns.name());
+            if setup.everywhere {
+                args.retain(|a| !a.starts_with("--namespace="));
+            }
+            if setup.hostile_rbac {
+                dir.install("hostile", hostile, Some(toml));
+            } else {
+                args.push("--controllers=good".into());
+            }
+            apply(cp, &rbac(&args).await?).await?;
+            config = config.service_accounts(ns.name());
+        }
+        for arg in setup.args {
+            config = config.arg(*arg);
+        }
         let started = Instant::now();
-        let mut host = Host::start(host_config(attack, dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+        let mut host = Host::start(config).await?;
         host.wait_ready(READY).await?;
+        let pid = host.pid().context("host pid")?;
+        let baseline = rss_mib(pid)?;
+        kubewasm_tests::process::reset_peak_rss(pid)?;
+        if !setup.hostile_rbac {
+            dir.install("hostile", hostile, Some(toml));
+        }
         let cms: Api<ConfigMap> = ns.api();
+        let siege = Siege { ns, cms, host, started, baseline, dir };
+        siege.target("target").await?;
+        Ok(siege)
+    }
+
+    /// Another object for the attacker to reconcile.
+    async fn target(&self, name: &str) -> Result<()> {
         let target = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some("target".into()),
-                labels: Some([("hostile.kubewasm.io/target".to_string(), "yes".to_string())].into()),
-                ..Default::default()
-            },
+            metadata: ObjectMeta { name: Some(name.into()), labels: Some([(TARGET.to_string(), "yes".to_string())].into()), ..Default::default() },
             ..Default::default()
         };
-        cms.create(&PostParams::default(), &target).await?;
-        Ok(Siege { ns, cms, host, started, _dir: dir })
+        self.cms.create(&PostParams::default(), &target).await?;
+        Ok(())
+    }
+
+    /// The attack on the boundary added at most [`BOUNDARY_RSS_GROWTH`] to the host's resident
+    /// memory at its peak; returns the peak (MiB).
+    fn rss_stayed_bounded(&self) -> Result<f64> {
+        let peak = kubewasm_tests::process::peak_rss_bytes(self.host.pid().context("host pid")?).context("the host is gone")? as f64 / (1 << 20) as f64;
+        eprintln!("{}: host RSS {:.0} MiB before the attack, {peak:.0} MiB at its peak", self.host.name(), self.baseline);
+        ensure!(peak - self.baseline < BOUNDARY_RSS_GROWTH, "the host's resident memory grew from {:.0} to {peak:.0} MiB", self.baseline);
+        Ok(peak)
     }
 
     /// Waits until the hostile plugin's `metric` (with `labels` besides `plugin="hostile"`) is
@@ -131,6 +200,15 @@ impl Siege {
         self.host.stop().await?;
         Ok(())
     }
+}
+
+fn hostile_guest() -> Result<Vec<u8>> {
+    Ok(std::fs::read(guests::guest("hostile-guest", "hostile_guest"))?)
+}
+
+/// The hostile plugin's settings file: top-level keys before any `[kubewasm]` table in `settings`.
+fn hostile_settings(name: &str, attack: &str, settings: &str) -> String {
+    format!("name = {name:?}\nattack = {attack:?}\nselector = \"{TARGET}\"\n{settings}")
 }
 
 /// The host's resident memory in MiB.
@@ -253,6 +331,160 @@ async fn host_call_that_hangs() -> Result<()> {
     siege.stop().await
 }
 
+/// The access reviews of `plugin`'s identity in the test namespace that reached the API server
+/// (from its audit log), in the order it answered them.
+async fn access_reviews(ns: &str, plugin: &str) -> Vec<kubewasm_tests::audit::AuditEvent> {
+    let user = format!("system:serviceaccount:{ns}:kubewasm-plugin-{plugin}");
+    let mut reviews: Vec<_> = kubewasm_tests::audit::read(ControlPlane::shared().await.data_dir())
+        .into_iter()
+        .filter(|e| e.resource() == "selfsubjectaccessreviews" && e.acting_as() == user)
+        .collect();
+    reviews.sort_by_key(|e| e.stage_timestamp);
+    reviews
+}
+
+/// The audit's H1, on a host serving every namespace (one serving a list reviews only those):
+/// an `access` export of 1000 rules, each with every verb, 100 namespaces and 100 names — 14
+/// million access reviews, which admission used to build in one list (gigabytes) and then send. Refused from the numbers, naming the cap, before any review is built: not one
+/// reaches the API server, the host's memory stays flat, the neighbour is unharmed.
+#[tokio::test]
+async fn access_review_flood() -> Result<()> {
+    let ns = Siege::namespace("access-flood").await?;
+    let setup = Setup { service_accounts: true, everywhere: true, ..Setup::default() };
+    let mut siege = Siege::configured(ns, "access-flood", "", setup).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "--max-admission-reviews=2000").await?;
+    siege.good_plugin_is_unharmed().await?;
+    let reviews = access_reviews(siege.ns.name(), "hostile").await;
+    ensure!(reviews.is_empty(), "{} access reviews of the attacker reached the API server", reviews.len());
+    siege.stop().await
+}
+
+/// Under the cap, a plugin whose rules stand for 600 access reviews (and whose identity holds
+/// none of them, so it is refused and tried again): every review waits for a token of the
+/// admissions' shared bucket (here 20 a second, 40 at once), never a burst of all of them.
+#[tokio::test]
+async fn access_reviews_are_paced() -> Result<()> {
+    let ns = Siege::namespace("access-paced").await?;
+    let settings = "rules = 6\nverbs = [\"get\"]\nnamespaces = 0\nnames = 100\n";
+    let setup = Setup { service_accounts: true, args: &["--admission-qps=20"], ..Setup::default() };
+    let mut siege = Siege::configured(ns, "access-flood", settings, setup).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "kubewasm-plugin-hostile lacks").await?;
+    siege.good_plugin_is_unharmed().await?;
+    let reviews = access_reviews(siege.ns.name(), "hostile").await;
+    ensure!(reviews.len() >= 600, "only {} access reviews: the attack did not happen", reviews.len());
+    let window = Duration::from_secs(5);
+    let busiest = reviews
+        .iter()
+        .enumerate()
+        .map(|(i, first)| reviews[i..].iter().take_while(|e| e.stage_timestamp.duration_since(first.stage_timestamp).unsigned_abs() < window).count())
+        .max()
+        .unwrap_or(0);
+    // 40 at once, then 20 a second (the good plugin's few share the bucket), and some slack.
+    eprintln!("{} access reviews; at most {busiest} in any {window:?}", reviews.len());
+    ensure!(busiest <= 40 + 20 * 5 + 10, "{busiest} access reviews within {window:?}");
+    siege.stop().await
+}
+
+/// The audit's M2, on a host serving every namespace (one serving a list only watches there):
+/// a list grant limited to 5000 namespaces (none exists) is refused at load, the field and the
+/// cap named; ten grants of 100 namespaces each pass that but need 1000 watches, past the
+/// host's 500 per plugin: refused at admission, naming the cap. Not one watch opens on the API
+/// server for either.
+#[tokio::test]
+async fn watch_flood() -> Result<()> {
+    let ns = Siege::namespace("watch-flood").await?;
+    let admin = ControlPlane::shared().await.client().await?;
+    let before = kubewasm_tests::prom::apiserver_watches(&admin, "", "secrets").await?;
+    let mut siege = Siege::configured(ns, "watch-flood", "", Setup { everywhere: true, ..Setup::default() }).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "namespaces`: 5000 entries; at most 100").await?;
+    siege.dir.install("wide", &hostile_guest()?, Some(&hostile_settings("wide", "watch-flood", "grants = 10\nnamespaces = 100\n")));
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "more than 500 watches").await?;
+    siege.good_plugin_is_unharmed().await?;
+    let after = kubewasm_tests::prom::apiserver_watches(&admin, "", "secrets").await?;
+    // The control plane's own controllers may open one or two as they start; the attack would
+    // open thousands.
+    eprintln!("watches of Secrets on the API server: {before} before, {after} after");
+    ensure!(after - before < 5.0, "watches of Secrets on the API server grew from {before} to {after}");
+    siege.stop().await
+}
+
+/// GETs of PodTemplates the API server has served so far (only this attacker reads them).
+async fn pod_template_gets(admin: &kube::Client) -> Result<f64> {
+    let text = kubewasm_tests::prom::apiserver_metrics(admin).await?;
+    Ok(prom::sum(&text, "apiserver_request_total", &[("verb", "GET"), ("resource", "podtemplates")]))
+}
+
+/// The GETs over `window`, once they have begun.
+async fn gets_during(admin: &kube::Client, window: Duration) -> Result<f64> {
+    let start = pod_template_gets(admin).await?;
+    tokio::time::sleep(window).await;
+    Ok(pod_template_gets(admin).await? - start)
+}
+
+/// The audit's M1: a plugin granted only `get` on PodTemplates (every read goes to the API
+/// server) reads one in a loop, asking for qps 1000: it gets the host's ceiling
+/// (`--max-plugin-qps=5`), and its reads are paced by it; a hot reload that lowers its qps to 1
+/// slows them at once.
+#[tokio::test]
+async fn live_reads_in_a_loop() -> Result<()> {
+    let ns = Siege::namespace("get-loop").await?;
+    let admin = ControlPlane::shared().await.client().await?;
+    let settings = "[kubewasm]\nqps = 1000.0\nburst = 2\ndeadline-ms = 20000\n";
+    let setup = Setup { args: &["--max-plugin-qps=5"], ..Setup::default() };
+    let mut siege = Siege::configured(ns, "get-loop", settings, setup).await?;
+    let before = pod_template_gets(&admin).await?;
+    eventually("the attacker's reads", CONVERGE, || async {
+        let now = pod_template_gets(&admin).await?;
+        if now > before { Ok(()) } else { Err(anyhow!("no GET of PodTemplates yet")) }
+    })
+    .await?;
+    let window = Duration::from_secs(10);
+    let capped = gets_during(&admin, window).await?;
+    eprintln!("{capped} GETs in {window:?} at the ceiling of 5 per second");
+    ensure!((30.0..=5.0 * 10.0 + 2.0 + 5.0).contains(&capped), "{capped} GETs in {window:?} with a ceiling of 5 per second");
+
+    siege.dir.install("hostile", &hostile_guest()?, Some(&hostile_settings("hostile", "get-loop", &settings.replace("1000.0", "1.0"))));
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginReloaded", "reloaded hostile").await?;
+    // Reads already waiting for a token finish at the old pace.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let lowered = gets_during(&admin, window).await?;
+    eprintln!("{lowered} GETs in {window:?} after the reload to 1 per second");
+    ensure!(lowered <= 1.0 * 10.0 + 2.0 + 3.0, "{lowered} GETs in {window:?} after the reload lowered qps to 1");
+    siege.good_plugin_is_unharmed().await?;
+    siege.stop().await
+}
+
+/// The audit's L12: a plugin declaring only `patch` on Secrets applies one that does not exist.
+/// Its identity may create Secrets (RBAC grants more than the manifest) but not read them, so
+/// the host cannot tell whether the apply would create: refused, as the manifest lacks
+/// `create`, and no Secret is made.
+#[tokio::test]
+async fn apply_that_would_create_without_a_create_grant() -> Result<()> {
+    let ns = Siege::namespace("apply-blind").await?;
+    let create = format!(
+        r#"{{"apiVersion": "v1", "kind": "List", "items": [
+        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {{"name": "create-secrets", "namespace": "{ns}"}},
+         "rules": [{{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}}]}},
+        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {{"name": "create-secrets", "namespace": "{ns}"}},
+         "roleRef": {{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "create-secrets"}},
+         "subjects": [{{"kind": "ServiceAccount", "name": "kubewasm-plugin-hostile", "namespace": "{ns}"}}]}}]}}"#,
+        ns = ns.name()
+    );
+    apply(ControlPlane::shared().await, &create).await?;
+    let setup = Setup { service_accounts: true, hostile_rbac: true, ..Setup::default() };
+    let mut siege = Siege::configured(ns, "apply-blind", "", setup).await?;
+    let outcome = eventually("the blind apply", CONVERGE, || async {
+        let log = siege.host.log_text();
+        log.lines().find(|l| l.contains("blind apply:")).map(String::from).ok_or_else(|| anyhow!("no attempt yet"))
+    })
+    .await?;
+    ensure!(outcome.contains("Forbidden") && outcome.contains("which the plugin's identity may not read"), "{outcome}");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = siege.ns.api();
+    ensure!(secrets.get_opt("blind").await?.is_none(), "the Secret was created without a create grant");
+    siege.good_plugin_is_unharmed().await?;
+    siege.stop().await
+}
+
 /// A noisy neighbour (H8): the attacker computes without end on 64 objects at once (64 workers,
 /// 8 MiB each, a 300 s deadline: within any budget), beside a plugin whose reconciles do about
 /// 100 ms of work under a 1 s deadline. The neighbour's reconciles stay within their deadline
@@ -348,6 +580,89 @@ async fn noisy_neighbour_busy_loops() -> Result<()> {
     );
     host.stop().await?;
     Ok(())
+}
+
+/// Who a hand-written attacker (`kubewasm_tests::components`) says it is: the plugin `hostile`,
+/// reconciling the targets.
+fn component_manifest() -> components::Manifest {
+    components::Manifest::new("hostile", TARGET)
+}
+
+/// At full concurrency, the attacker publishes Events about a ConfigMap with an 8 MiB name, 300
+/// to a reconcile, straight through the generated bindings: each is refused with `invalid` before
+/// the name is copied, so nothing is queued or kept, and the host's memory stays put.
+#[tokio::test]
+async fn events_about_an_8_mib_name() -> Result<()> {
+    let ns = Siege::namespace("event-bomb").await?;
+    let mut siege = Siege::start(ns, "event-bomb", "max-concurrency = 4\n").await?;
+    for i in 1..4 {
+        siege.target(&format!("target-{i}")).await?;
+    }
+    wait_event(siege.ns.client(), siege.ns.name(), "target", "ReconcileFailed", "name is 8388608 bytes; at most 253").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    let bombs = events(siege.ns.client(), siege.ns.name()).await?.iter().filter(|e| e.reason.as_deref() == Some("Bomb")).count();
+    ensure!(bombs == 0, "{bombs} Events about the 8 MiB name were sent");
+    siege.stop().await
+}
+
+/// The attacker's `map-related` returns a million keys whose names all point at one 30 MiB
+/// buffer, for every ConfigMap event: the host stops lifting them within the bound of a valid
+/// answer (an `oversized` fault), never copies the names, and the neighbour is unharmed.
+#[tokio::test]
+async fn map_related_keys_aliasing_one_buffer() -> Result<()> {
+    let ns = Siege::namespace("map-alias").await?;
+    let hostile = components::map_related_alias(&component_manifest(), 1_000_000, 30 << 20);
+    let mut siege = Siege::start_with(ns, "map-alias", &hostile, "", Setup::default()).await?;
+    siege.limit_reached("kubewasm_plugin_faults_total", &[("kind", "oversized")]).await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    let metrics = siege.host.metrics().await?;
+    ensure!(prom::sum(&metrics, "kubewasm_plugin_faults_total", &[("plugin", "hostile"), ("kind", "instantiate")]) == 0.0, "misreported as instantiate");
+    siege.stop().await
+}
+
+/// A plugin whose manifest's permission lists a hundred thousand namespaces, all pointing at one
+/// 1 MiB buffer, is refused at load (`oversized`), having cost the host no more than the largest
+/// valid manifest.
+#[tokio::test]
+async fn describe_aliasing_one_buffer() -> Result<()> {
+    let ns = Siege::namespace("describe-alias").await?;
+    let hostile = components::describe_alias(&component_manifest(), 100_000, 1 << 20);
+    let mut siege = Siege::start_with(ns, "describe-alias", &hostile, "", Setup::default()).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "more than describe may return").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    siege.stop().await
+}
+
+/// Beside its plugin, the attacker's component holds twenty core instances of a module with ten
+/// tables of a million function references, filled when it is instantiated to describe itself:
+/// table space counts in its memory limit, so it is refused at load with a memory fault.
+#[tokio::test]
+async fn table_bomb() -> Result<()> {
+    let ns = Siege::namespace("table-bomb").await?;
+    let hostile = components::table_bomb(&component_manifest(), 20, 10, 1_000_000);
+    let mut siege = Siege::start_with(ns, "table-bomb", &hostile, "", Setup::default()).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "exceeded its memory limit").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    siege.stop().await
+}
+
+/// The attacker's settings ask for 4 GiB of memory, and its `describe` touches 3 GiB: describe
+/// runs inside the host's plugin memory budget (1 GiB here, as in the chart), so it is refused
+/// before it runs, with the budget named.
+#[tokio::test]
+async fn describe_touching_3_gib() -> Result<()> {
+    let ns = Siege::namespace("describe-memory").await?;
+    let hostile = std::fs::read(guests::guest("hostile-guest", "hostile_guest"))?;
+    let toml = format!("name = \"hostile\"\nattack = \"describe-memory\"\nselector = \"{TARGET}\"\n[kubewasm]\nmemory-mib = 4096\n");
+    let mut siege = Siege::start_with(ns, "describe-memory", &hostile, &toml, Setup { args: &["--plugin-memory-budget=1Gi"], ..Setup::default() }).await?;
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginRejected", "describe would run under its memory limit of 4294967296 bytes").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    siege.stop().await
 }
 
 /// Labels every output the `e2e-guest` writes with the plugin's name: the broken infrastructure

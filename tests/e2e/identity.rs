@@ -10,37 +10,16 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
-use kubewasm_tests::host::kubewasm_binary;
 use kubewasm_tests::{ControlPlane, E2eSettings, Host, PluginDir, accounts, audit, eventually, guests, unique_name};
 use support::*;
 
 const READY: Duration = Duration::from_secs(60);
-
-/// `kubewasm rbac ARGS`, its YAML.
-async fn rbac(args: &[String]) -> Result<String> {
-    let bin = tokio::task::spawn_blocking(kubewasm_binary).await??;
-    let output = tokio::process::Command::new(bin).arg("rbac").args(args).output().await?;
-    ensure!(output.status.success(), "kubewasm rbac failed: {}", String::from_utf8_lossy(&output.stderr));
-    Ok(String::from_utf8(output.stdout)?)
-}
-
-/// The arguments that make `kubewasm rbac` print for a host serving only `ns`, with the plugins'
-/// ServiceAccounts and the status ConfigMap there.
-fn rbac_args(dir: &Path, ns: &str) -> Vec<String> {
-    vec![format!("--plugins={}", dir.display()), format!("--identity-namespace={ns}"), format!("--namespace={ns}"), format!("--status-configmap={ns}/{STATUS}")]
-}
-
-async fn apply(cp: &ControlPlane, yaml: &str) -> Result<()> {
-    cp.kubectl()?.run_with_stdin(&["apply", "-f", "-"], Some(yaml)).await?;
-    Ok(())
-}
 
 fn inputs(names: &[&str], input: &str) -> BTreeMap<String, String> {
     names.iter().map(|n| (n.to_string(), input.to_string())).collect()

@@ -23,13 +23,15 @@
 //! (Prometheus text: the host's metrics and the API server's), `timing` (for the benchmarks),
 //! `proxy` (a fault-injection TCP proxy), `audit` (the API server's audit log), `accounts`
 //! (ServiceAccount kubeconfigs from TokenRequest), `hostile_registry` (a registry on loopback that
-//! plays the attacker: endless, oversized, trickling and redirecting answers), `webhook` (an
-//! admission webhook on loopback that hangs or answers 503/429 storms), `build` also builds the suite's Go tools
+//! plays the attacker: endless, oversized, trickling and redirecting answers), `components`
+//! (hostile components written by hand in WAT), `webhook` (an admission webhook on loopback that
+//! hangs or answers 503/429 storms), `build` also builds the suite's Go tools
 //! (`registry`: an OCI registry on loopback; crane; helm).
 
 pub mod accounts;
 pub mod audit;
 pub mod build;
+pub mod components;
 pub mod controlplane;
 pub mod crd;
 pub mod guests;

@@ -104,6 +104,19 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// The most resident memory process `pid` held in bytes (`VmHWM` of `/proc/PID/status`) since
+/// it started or since [`reset_peak_rss`]; `None` once it is gone.
+pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.split_whitespace().next()?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Starts [`peak_rss_bytes`] of process `pid` again from its resident memory now.
+pub fn reset_peak_rss(pid: u32) -> std::io::Result<()> {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
+}
+
 /// The proportional set size of process `pid` in bytes (`Pss` of `/proc/PID/smaps_rollup`: pages
 /// shared with other processes count by their share); `None` once it is gone.
 pub fn pss_bytes(pid: u32) -> Option<u64> {

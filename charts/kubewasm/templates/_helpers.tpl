@@ -50,3 +50,9 @@ the whole resource. Empty for rules that grant no watch or name objects.
   verbs: [get, list, watch]
 {{- end -}}
 {{- end -}}
+
+{{/* The ValidatingAdmissionPolicy (and its binding) guarding plugin identities in this release's
+namespace: cluster-scoped, so named after the namespace. */}}
+{{- define "kubewasm.identityPolicy" -}}
+kubewasm-plugin-identity.{{ .Release.Namespace }}
+{{- end -}}

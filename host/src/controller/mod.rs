@@ -9,7 +9,7 @@
 //! run in the shadow of the current one ([`shadow`]). A periodic resync
 //! enqueues every primary again. The controller outlives plugin versions: [`Controller::swap`]
 //! replaces the version while the queue and its backoff state, the plugin's API client (its
-//! identity and rate limit) and its Event recorder stay.
+//! identity and rate limit, set to the new version's options) and its Event recorder stay.
 
 mod health;
 mod quarantine;
@@ -36,17 +36,18 @@ pub use shadow::{Agreement, Report as ShadowReport};
 use trigger::{MapBacklog, MapKey, Mapping as TriggerMapping, Released, Trigger};
 use workers::Workers;
 
+use crate::budget::MemoryBudget;
 use crate::client::{ApiClient, ClientLimits, Fence};
 use crate::discovery::Discovery;
 use crate::events::{EventRecorder, Reporting};
 use crate::identity::Identities;
 use crate::informer::{CacheView, InformerError, Informers, Subscription, WatchKey};
 use crate::leader::Leadership;
-use crate::manifest::{Manifest, Mapping};
+use crate::manifest::{Manifest, Mapping, WatchRole};
 use crate::metrics::{ControllerMetrics, Metrics};
 use crate::plugin::LoadedPlugin;
 use crate::queue::{QueueError, RateLimitConfig, Reason, WorkQueue};
-use crate::resource::{Gvk, ObjectKey, Scope};
+use crate::resource::{ObjectKey, Scope};
 use crate::runtime::host::{Api, EventSink, Services};
 use crate::runtime::{CallError, PluginMetrics, PluginRunner, Runtime};
 
@@ -68,12 +69,18 @@ pub struct Environment {
     /// This host instance's name, in Events.
     pub instance: String,
     pub request_timeout: Duration,
+    /// The most of a rate limit any plugin gets (`--max-plugin-qps`, `--max-plugin-burst`).
+    pub client_ceiling: ClientLimits,
     /// How long a version's new watches may take to list everything before it is rejected.
     pub sync_timeout: Duration,
     /// Instances idle this long are released.
     pub idle_instances: Duration,
     /// Faults in a row on one object that quarantine it; 0 never does.
     pub quarantine_after: u32,
+    /// How long list and resync work may wait behind live changes in a plugin's queue.
+    pub max_queue_wait: Duration,
+    /// What instances past a version's first reserve their memory in.
+    pub budget: MemoryBudget,
 }
 
 impl Environment {
@@ -84,6 +91,11 @@ impl Environment {
     /// Namespaces served; empty for all.
     pub fn namespaces(&self) -> &[String] {
         &self.fence.namespaces
+    }
+
+    /// The rate limit a plugin's options get on this host.
+    fn client_limits(&self, plugin: &LoadedPlugin) -> ClientLimits {
+        ClientLimits::granted(&plugin.described.manifest.name, plugin.options.qps, plugin.options.burst, self.client_ceiling)
     }
 }
 
@@ -173,11 +185,8 @@ impl Controller {
     /// Events are sent).
     pub async fn start(env: Arc<Environment>, plugin: LoadedPlugin, shutdown: CancellationToken) -> Result<Arc<Self>, ControllerError> {
         let name = plugin.described.manifest.name.clone();
-        let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?;
-        let limits = ClientLimits {
-            qps: plugin.options.qps.unwrap_or(ClientLimits::default().qps),
-            burst: plugin.options.burst.unwrap_or(ClientLimits::default().burst),
-        };
+        let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?.with_max_wait(env.max_queue_wait);
+        let limits = env.client_limits(&plugin);
         let kube = env.identities.client_for(&name);
         let api = Arc::new(ApiClient::new(
             kube.clone(),
@@ -200,6 +209,7 @@ impl Controller {
             env.request_timeout,
             events_stop.clone(),
         );
+        let events = events.serving(env.fence.namespaces.clone());
         let map_queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&format!("{name}-map-related")))?;
         let mapper = Arc::new(MapBacklog::new(map_queue, MAP_BACKLOG, env.metrics.mapped_dropped(&name)));
         let plugin_metrics = env.metrics.plugin(&name);
@@ -297,10 +307,13 @@ impl Controller {
             metrics: &self.plugin_metrics,
             inert: false,
         };
+        let limits = self.env.client_limits(&plugin);
         let version = build_version(&self.env, &parts, plugin, previous).await?;
         version.synced(self.env.sync_timeout).await?;
         let version = Arc::new(version);
         *self.current.write() = version.clone();
+        // The new version's rate limit, from its first request on (the bucket outlives versions).
+        self.api.set_limits(limits);
         // Growing wakes a dispatcher waiting for a slot; shrinking takes effect as slots return.
         let limit = self.workers.resize(version.workers);
         self.metrics.max_concurrent.set(limit as i64);
@@ -317,11 +330,7 @@ impl Controller {
     /// triggering anything, its writes are dry runs under a rate limit of its own, and its Events
     /// are never sent.
     pub async fn shadow_with(&self, plugin: LoadedPlugin) -> Result<Arc<Version>, ControllerError> {
-        let bucket = ClientLimits {
-            qps: plugin.options.qps.unwrap_or(ClientLimits::default().qps),
-            burst: plugin.options.burst.unwrap_or(ClientLimits::default().burst),
-        }
-        .bucket();
+        let bucket = self.env.client_limits(&plugin).bucket();
         let api: Arc<dyn Api> = Arc::new(self.api.dry_running(bucket));
         // The candidate's faults count as the shadow's, not as the live plugin's.
         let metrics = PluginMetrics::default();
@@ -658,57 +667,32 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
     let primary_namespaced = primary_scope.scope == Scope::Namespaced;
     let releases = plugin.prepared.releases();
 
-    // What to watch, in which namespaces, and what each event means. Reads of a resource not
-    // listed otherwise are served by a watch that triggers nothing.
-    type Wanted = (Gvk, Option<crate::selector::LabelSelector>, Option<Vec<String>>, TriggerMapping);
-    let primary_mapping = TriggerMapping::Primary { selector: manifest.primary_selector.clone(), releases };
-    let mut wanted: Vec<Wanted> = vec![(manifest.primary.clone(), manifest.primary_selector.clone(), None, primary_mapping)];
-    for owned in &manifest.owns {
-        wanted.push((owned.clone(), None, None, TriggerMapping::Owners { controller_only: true }));
-    }
-    for watch in &manifest.watches {
-        let mapping = match &watch.mapping {
-            Mapping::OwnerReferences => TriggerMapping::Owners { controller_only: false },
-            Mapping::Label(label) => TriggerMapping::Label(label.clone()),
-            Mapping::MapRelated => TriggerMapping::MapRelated,
-        };
-        wanted.push((watch.resource.clone(), watch.selector.clone(), None, mapping));
-    }
-    // A primary selector also bounds what the plugin reads of its primary's kind: the primary
-    // watch serves those reads, unless a grant to list the kind asks for all of it. (A second,
-    // unfiltered watch would cache every selected object twice.) A grant limited to some
-    // namespaces is watched in those only.
-    for resource in manifest.cached_resources() {
-        let served = wanted.iter().any(|(gvk, selector, _, _)| gvk == resource && selector.is_none());
-        let selected_primary = *resource == manifest.primary && manifest.primary_selector.is_some() && !manifest.lists(resource);
-        if !served && !selected_primary {
-            let only = manifest.cached_namespaces(resource).map(|set| set.into_iter().map(String::from).collect());
-            wanted.push((resource.clone(), None, only, TriggerMapping::None));
-        }
-    }
-
-    let served: Vec<Option<String>> = if env.namespaces().is_empty() { vec![None] } else { env.namespaces().iter().cloned().map(Some).collect() };
+    // What to watch, in which namespaces, and what each event means (the manifest's plan, which
+    // admission counted). Reads of a resource not listed otherwise are served by a watch that
+    // triggers nothing.
     let mut subscriptions = Vec::new();
     let mut primary = CacheView::default();
-    for (resource, selector, only, mapping) in wanted {
-        let cluster = env.discovery.resolve(&resource).await.map(|r| r.scope == Scope::Cluster).unwrap_or(false);
-        let scopes: Vec<Option<String>> = match only {
-            _ if cluster => vec![None],
-            None => served.clone(),
-            // Those namespaces, where the host serves them.
-            Some(only) => only.into_iter().filter(|ns| served.iter().any(|s| s.as_ref().is_none_or(|s| s == ns))).map(Some).collect(),
+    for planned in manifest.watch_plan() {
+        let mapping = match &planned.role {
+            WatchRole::Primary => TriggerMapping::Primary { selector: manifest.primary_selector.clone(), releases },
+            WatchRole::Owned => TriggerMapping::Owners { controller_only: true },
+            WatchRole::Watched(Mapping::OwnerReferences) => TriggerMapping::Owners { controller_only: false },
+            WatchRole::Watched(Mapping::Label(label)) => TriggerMapping::Label(label.clone()),
+            WatchRole::Watched(Mapping::MapRelated) => TriggerMapping::MapRelated,
+            WatchRole::Read => TriggerMapping::None,
         };
-        for namespace in scopes {
+        let cluster = env.discovery.resolve(&planned.resource).await.map(|r| r.scope == Scope::Cluster).unwrap_or(false);
+        for namespace in planned.scopes(env.namespaces(), cluster) {
             let trigger = Arc::new(Trigger {
                 queue: parts.queue.clone(),
                 primary: manifest.primary.clone(),
                 primary_namespaced,
-                resource: resource.clone(),
+                resource: planned.resource.clone(),
                 mapping: if parts.inert { TriggerMapping::None } else { mapping.clone() },
                 mapper: parts.mapper.clone(),
                 released: parts.released.clone(),
             });
-            let key = WatchKey { resource: resource.clone(), namespace, selector: selector.clone() };
+            let key = WatchKey { resource: planned.resource.clone(), namespace, selector: planned.selector.clone() };
             let subscription = env.informers.subscribe(key, trigger).await?;
             if matches!(mapping, TriggerMapping::Primary { .. }) {
                 primary.insert(subscription.store().clone(), subscription.selector().cloned());
@@ -723,7 +707,8 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
         cache.insert(subscription.store().clone(), subscription.selector().cloned());
     }
     let services = Services { cache: Arc::new(cache), api: parts.api.clone(), events: parts.events.clone() };
-    let runner = env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings);
+    let runner =
+        env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings).with_budget(env.budget.clone());
     let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency) as usize;
     Ok(Version { plugin, manifest, runner: Arc::new(runner), primary, workers, subscriptions, previous_finalizers, tally: Tally::default() })
 }

@@ -120,10 +120,12 @@ pub struct Trigger {
 
 impl Subscriber for Trigger {
     fn on_event(&self, event: Event<'_>) {
-        let (key, object, old) = match event {
-            Event::Applied { key, object, old } => (key, object, old),
-            Event::Deleted { key, object } => (key, object, None),
+        let (key, object, old, listed) = match event {
+            Event::Applied { key, object, old, listed } => (key, object, old, listed),
+            Event::Deleted { key, object } => (key, object, None, false),
         };
+        // What a list says waits behind what the watch saw change (the queue's background lane).
+        let reason = |live: Reason| if listed { Reason::Listed } else { live };
         match &self.mapping {
             Mapping::Primary { selector, releases } => {
                 let matches = |entry: &Entry| selector.as_ref().is_none_or(|s| s.matches(|k| entry.label(k)));
@@ -133,7 +135,7 @@ impl Subscriber for Trigger {
                     self.released.lock().insert(key.clone(), object.json().clone());
                     self.queue.add_for(key.clone(), Reason::Released);
                 } else {
-                    self.queue.add_for(key.clone(), Reason::Changed);
+                    self.queue.add_for(key.clone(), reason(Reason::Changed));
                 }
             }
             Mapping::Owners { controller_only } => {
@@ -144,7 +146,7 @@ impl Subscriber for Trigger {
                 targets.sort();
                 targets.dedup();
                 for owner in targets {
-                    self.queue.add_for(self.primary_key(key, &owner), Reason::Owned);
+                    self.queue.add_for(self.primary_key(key, &owner), reason(Reason::Owned));
                 }
             }
             Mapping::Label(label) => {
@@ -152,7 +154,7 @@ impl Subscriber for Trigger {
                 targets.extend(old.and_then(|old| old.label(label)));
                 targets.dedup();
                 for name in targets {
-                    self.queue.add_for(self.primary_key(key, name), Reason::Mapped);
+                    self.queue.add_for(self.primary_key(key, name), reason(Reason::Mapped));
                 }
             }
             Mapping::MapRelated => {
@@ -255,7 +257,7 @@ mod tests {
     }
 
     fn applied<'a>(key: &'a ObjectKey, object: &'a Entry, old: Option<&'a Entry>) -> Event<'a> {
-        Event::Applied { key, object, old }
+        Event::Applied { key, object, old, listed: false }
     }
 
     #[tokio::test]
@@ -271,6 +273,18 @@ mod tests {
         );
         f.trigger.on_event(Event::Deleted { key: &key, object: &entry });
         assert_eq!(queued(&f.queue).await, ["ns/mine:owned"]);
+    }
+
+    #[tokio::test]
+    async fn what_a_list_says_is_background_work_what_the_watch_saw_is_live() {
+        let refs = serde_json::json!([{"apiVersion": "example.com/v1", "kind": "Foo", "name": "a", "uid": "1", "controller": true}]);
+        let f = trigger(Mapping::Owners { controller_only: true }, true);
+        let (key, entry) = child(refs, serde_json::json!({}));
+        f.trigger.on_event(Event::Applied { key: &key, object: &entry, old: None, listed: true });
+        assert_eq!(queued(&f.queue).await, ["ns/a:listed"]);
+        f.trigger.on_event(Event::Applied { key: &key, object: &entry, old: None, listed: true });
+        f.trigger.on_event(applied(&key, &entry, None));
+        assert_eq!(queued(&f.queue).await, ["ns/a:owned,listed"], "a change while listed moves it to the live lane");
     }
 
     #[tokio::test]

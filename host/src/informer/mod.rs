@@ -83,7 +83,9 @@ impl std::fmt::Display for WatchKey {
 pub enum Event<'a> {
     /// Added, changed, or seen again in a re-list; `old` is the state the cache held before,
     /// if any (an update that moves an object from one target to another must reach both).
-    Applied { key: &'a ObjectKey, object: &'a Entry, old: Option<&'a Entry> },
+    /// `listed`: from a (re)list, or the cache handed to a late subscriber, rather than a change
+    /// the watch saw — background work for a queue.
+    Applied { key: &'a ObjectKey, object: &'a Entry, old: Option<&'a Entry>, listed: bool },
     /// Gone from this watch: deleted, or (for a watch with a label selector) no longer
     /// matching it. `object` is its final state as the watch reported it.
     Deleted { key: &'a ObjectKey, object: &'a Entry },
@@ -124,10 +126,10 @@ impl Subscribed {
     fn deliver(&self, event: Event<'_>) {
         let Some(selector) = &self.selector else { return self.subscriber.on_event(event) };
         match event {
-            Event::Applied { key, object, old } => {
+            Event::Applied { key, object, old, listed } => {
                 let old = old.filter(|o| o.matches(selector));
                 if object.matches(selector) {
-                    self.subscriber.on_event(Event::Applied { key, object, old });
+                    self.subscriber.on_event(Event::Applied { key, object, old, listed });
                 } else if old.is_some() {
                     // It left the selection: gone, in its state that no longer matches.
                     self.subscriber.on_event(Event::Deleted { key, object });
@@ -167,7 +169,7 @@ impl Informer {
                     let key = object.key.clone();
                     listed.insert(key.clone());
                     if let Some(Inserted::Cached { now, old }) = self.store.relisted(object) {
-                        self.notify(Event::Applied { key: &key, object: &now, old: old.as_ref() });
+                        self.notify(Event::Applied { key: &key, object: &now, old: old.as_ref(), listed: true });
                     }
                 }
             }
@@ -181,9 +183,9 @@ impl Informer {
                 if let Some(object) = parse(raw) {
                     let key = object.key.clone();
                     match self.store.insert_newer(object) {
-                        Inserted::Cached { now, old } => self.notify(Event::Applied { key: &key, object: &now, old: old.as_ref() }),
+                        Inserted::Cached { now, old } => self.notify(Event::Applied { key: &key, object: &now, old: old.as_ref(), listed: false }),
                         // Still worth a look: level-triggered subscribers read the cache anyway.
-                        Inserted::Stale(kept) => self.notify(Event::Applied { key: &key, object: &kept, old: None }),
+                        Inserted::Stale(kept) => self.notify(Event::Applied { key: &key, object: &kept, old: None, listed: false }),
                         Inserted::Buried => {}
                     }
                 }
@@ -286,7 +288,7 @@ impl Informers {
             let mut subscribers = informer.subscribers.write();
             let subscribed = Subscribed { id, selector: selector.clone(), subscriber };
             for (key, entry) in informer.store.store().entries() {
-                subscribed.deliver(Event::Applied { key: &key, object: &entry, old: None });
+                subscribed.deliver(Event::Applied { key: &key, object: &entry, old: None, listed: true });
             }
             subscribers.push(subscribed);
         }
@@ -503,11 +505,11 @@ mod tests {
         let subscribed = Subscribed { id: 1, selector: Some("app=web".parse().unwrap()), subscriber: seen.clone() };
         let (web, db) = (entry("a", "web"), entry("a", "db"));
         let key = &web.key;
-        subscribed.deliver(Event::Applied { key, object: &web.entry, old: None });
-        subscribed.deliver(Event::Applied { key, object: &web.entry, old: Some(&web.entry) });
-        subscribed.deliver(Event::Applied { key, object: &db.entry, old: Some(&web.entry) });
-        subscribed.deliver(Event::Applied { key, object: &db.entry, old: Some(&db.entry) });
-        subscribed.deliver(Event::Applied { key, object: &web.entry, old: Some(&db.entry) });
+        subscribed.deliver(Event::Applied { key, object: &web.entry, old: None, listed: false });
+        subscribed.deliver(Event::Applied { key, object: &web.entry, old: Some(&web.entry), listed: false });
+        subscribed.deliver(Event::Applied { key, object: &db.entry, old: Some(&web.entry), listed: false });
+        subscribed.deliver(Event::Applied { key, object: &db.entry, old: Some(&db.entry), listed: false });
+        subscribed.deliver(Event::Applied { key, object: &web.entry, old: Some(&db.entry), listed: false });
         subscribed.deliver(Event::Deleted { key, object: &web.entry });
         subscribed.deliver(Event::Deleted { key, object: &db.entry });
         assert_eq!(*seen.0.lock(), ["applied a old=false", "applied a old=true", "deleted a", "applied a old=false", "deleted a"]);

@@ -42,6 +42,16 @@ impl ArtifactCache {
         Some(base.join("kubewasm").join("artifacts"))
     }
 
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The component of `digest` if the cache holds a verified artifact of it (what a compiler
+    /// process stored, see `plugin::compiler`); never compiles.
+    pub fn cached(&self, runtime: &Runtime, digest: &Digest) -> Option<Component> {
+        self.load(runtime, &self.path(runtime, digest))
+    }
+
     fn path(&self, runtime: &Runtime, digest: &Digest) -> PathBuf {
         self.dir.join(format!("{digest}-{}.cwasm", runtime.artifact_tag()))
     }

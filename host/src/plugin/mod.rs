@@ -1,8 +1,14 @@
 //! Plugins as files: reading a `.wasm` (and its `NAME.toml` settings), its digest, the artifact
 //! cache, and loading — check the file, compile or fetch the artifact, ask the plugin to
 //! describe itself, validate. What a loaded plugin then does is the controller's business.
+//!
+//! Loading is bounded before anything is admitted: a file is at most [`MAX_MODULE_BYTES`], a
+//! compile runs in a child process under a memory limit and a deadline ([`compiler`]) when the
+//! loader has an artifact cache and a compiler, and `describe` runs under [`DESCRIBE_DEADLINE`]
+//! and, in a host, inside the plugin memory budget ([`Loader::with_budget`]).
 
 pub mod artifact;
+pub mod compiler;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -12,8 +18,18 @@ use std::time::{Duration, Instant};
 use sha2::{Digest as _, Sha256};
 
 use self::artifact::{ArtifactCache, Origin};
+use self::compiler::{ChildCompiler, CompileError};
+use crate::budget::{BudgetError, MemoryBudget};
 use crate::manifest::LimitPolicy;
 use crate::runtime::{DescribeError, Described, Prepared, Runtime, RuntimeError, WeakPrepared};
+
+/// The largest plugin file loaded. The largest real plugins (Python, the interpreter inside) are
+/// 19 MB; Cranelift's time and memory grow with a module's code.
+pub const MAX_MODULE_BYTES: u64 = 64 << 20;
+
+/// How long `describe` may take when a plugin is loaded, whatever its settings ask for its
+/// calls: it parses settings and returns a manifest, and it runs before the plugin is admitted.
+pub const DESCRIBE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// The sha256 of a plugin file: its identity. Same digest, same plugin.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,6 +63,8 @@ pub enum LoadError {
     NotWebAssembly,
     #[error("it is truncated ({0} bytes)")]
     Truncated(usize),
+    #[error("it is more than {MAX_MODULE_BYTES} bytes, the most a plugin may have")]
+    TooLarge,
     #[error(
         "it is a core WebAssembly module, not a component: build Rust plugins with `--target wasm32-wasip2`, or wrap the module with `wasm-tools component new`"
     )]
@@ -57,6 +75,13 @@ pub enum LoadError {
     Settings { path: PathBuf, message: String },
     #[error("[kubewasm] options: {0}")]
     Options(String),
+    #[error("{0}")]
+    Compile(#[from] CompileError),
+    #[error(
+        "describe would run under its memory limit of {} bytes, but only {} of the host's {} bytes of plugin memory (--plugin-memory-budget) are free: lower `memory-mib` in its [kubewasm] settings, or raise the budget",
+        .0.needed, .0.available, .0.total
+    )]
+    DescribeMemory(#[source] BudgetError),
     #[error("{0}")]
     Describe(#[from] DescribeError),
     #[error("compilation was interrupted: {0}")]
@@ -129,42 +154,111 @@ impl fmt::Debug for LoadedPlugin {
 }
 
 /// Loads plugin files: one compilation at a time (compiling a Python or JS component peaks at
-/// hundreds of MB), artifacts cached on disk, and the compiled code of a digest shared by every
-/// plugin loaded from it while any of them runs (50 controllers from one module with 50
-/// settings map its code once).
+/// hundreds of MB; loads from the artifact cache or shared code do not wait for it), artifacts
+/// cached on disk, and the compiled code of a digest shared by every plugin loaded from it while
+/// any of them runs (50 controllers from one module with 50 settings map its code once).
 pub struct Loader {
     runtime: Arc<Runtime>,
     artifacts: Option<Arc<ArtifactCache>>,
     policy: LimitPolicy,
+    /// Where compiles run when there is an artifact cache; `None`: in this process.
+    compiler: Option<ChildCompiler>,
+    /// What `describe` holds its memory limit in while it runs; `None`: nothing.
+    budget: Option<MemoryBudget>,
     compiling: tokio::sync::Mutex<()>,
+    /// Files read and compiled at once, one per core: fifty plugins starting together would
+    /// otherwise each hold their whole module in memory while they queue for the compiler. Not
+    /// held while a plugin describes itself: a slow describe holds up no other load.
+    reading: tokio::sync::Semaphore,
     loaded: parking_lot::Mutex<std::collections::HashMap<Digest, WeakPrepared>>,
 }
 
 impl Loader {
+    /// A loader that compiles in this process and describes outside any budget: for one-shot
+    /// commands and libraries. A host adds [`Loader::with_compiler`] and [`Loader::with_budget`].
     pub fn new(runtime: Arc<Runtime>, artifacts: Option<ArtifactCache>, policy: LimitPolicy) -> Self {
-        Loader { runtime, artifacts: artifacts.map(Arc::new), policy, compiling: Default::default(), loaded: Default::default() }
+        let reading = tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, usize::from));
+        Loader {
+            runtime,
+            artifacts: artifacts.map(Arc::new),
+            policy,
+            compiler: None,
+            budget: None,
+            compiling: Default::default(),
+            reading,
+            loaded: Default::default(),
+        }
     }
 
-    /// The prepared component of `digest`, compiled now, from the artifact cache, or shared
-    /// with a plugin already loaded from it.
+    /// Compiles in child processes (when there is an artifact cache for them to store into).
+    pub fn with_compiler(mut self, compiler: ChildCompiler) -> Self {
+        self.compiler = Some(compiler);
+        self
+    }
+
+    /// Runs each `describe` inside `budget`: its instance's memory limit is held there while it
+    /// runs (before the plugin is admitted), and a plugin whose limit does not fit is refused
+    /// before it is instantiated.
+    pub fn with_budget(mut self, budget: MemoryBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The prepared component of `digest`, shared with a plugin already loaded from it, from the
+    /// artifact cache, or compiled now.
     async fn prepared(&self, digest: Digest, wasm: Vec<u8>) -> Result<(Prepared, Origin), LoadError> {
-        let _one_at_a_time = self.compiling.lock().await;
-        if let Some(prepared) = self.loaded.lock().get(&digest).and_then(WeakPrepared::upgrade) {
-            return Ok((prepared, Origin::Shared));
+        if let Some(found) = self.find(digest).await? {
+            return Ok(found);
         }
+        let _one_at_a_time = self.compiling.lock().await;
+        // Compiled by another load while this one waited?
+        if let Some(found) = self.find(digest).await? {
+            return Ok(found);
+        }
+        let component = match (&self.compiler, &self.artifacts) {
+            (Some(compiler), Some(cache)) => {
+                compiler.compile(cache.dir(), self.runtime.config(), &wasm).await?;
+                self.cached(digest)
+                    .await?
+                    .ok_or_else(|| CompileError::Failed(format!("the compiler process stored no artifact in {}", cache.dir().display())))?
+            }
+            _ => {
+                let (runtime, artifacts) = (self.runtime.clone(), self.artifacts.clone());
+                let compiled = tokio::task::spawn_blocking(move || match artifacts {
+                    Some(cache) => cache.load_or_compile(&runtime, &digest, &wasm).map(|(c, _)| c),
+                    None => runtime.compile(&wasm),
+                });
+                compiled.await.map_err(|e| LoadError::Interrupted(e.to_string()))??
+            }
+        };
+        Ok((self.share(digest, &component)?, Origin::Compiled))
+    }
+
+    /// The component of `digest` if it is loaded already or in the artifact cache.
+    async fn find(&self, digest: Digest) -> Result<Option<(Prepared, Origin)>, LoadError> {
+        if let Some(prepared) = self.loaded.lock().get(&digest).and_then(WeakPrepared::upgrade) {
+            return Ok(Some((prepared, Origin::Shared)));
+        }
+        match self.cached(digest).await? {
+            Some(component) => Ok(Some((self.share(digest, &component)?, Origin::Cache))),
+            None => Ok(None),
+        }
+    }
+
+    /// The artifact cache's verified artifact of `digest` (checksummed off the executor).
+    async fn cached(&self, digest: Digest) -> Result<Option<wasmtime::component::Component>, LoadError> {
+        let Some(cache) = self.artifacts.clone() else { return Ok(None) };
         let runtime = self.runtime.clone();
-        let artifacts = self.artifacts.clone();
-        let (component, origin) = tokio::task::spawn_blocking(move || match artifacts {
-            Some(cache) => cache.load_or_compile(&runtime, &digest, &wasm),
-            None => runtime.compile(&wasm).map(|c| (c, Origin::Compiled)),
-        })
-        .await
-        .map_err(|e| LoadError::Interrupted(e.to_string()))??;
-        let prepared = self.runtime.prepare(&component)?;
+        tokio::task::spawn_blocking(move || cache.cached(&runtime, &digest)).await.map_err(|e| LoadError::Interrupted(e.to_string()))
+    }
+
+    /// Prepares a component and remembers it, for other plugins loaded from the same digest.
+    fn share(&self, digest: Digest, component: &wasmtime::component::Component) -> Result<Prepared, LoadError> {
+        let prepared = self.runtime.prepare(component)?;
         let mut loaded = self.loaded.lock();
         loaded.retain(|_, weak| weak.upgrade().is_some());
         loaded.insert(digest, prepared.downgrade());
-        Ok((prepared, origin))
+        Ok(prepared)
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {
@@ -175,19 +269,25 @@ impl Loader {
     /// settings in `NAME.toml` beside it.
     pub async fn load(&self, path: &Path) -> Result<LoadedPlugin, LoadError> {
         let started = Instant::now();
-        let wasm = tokio::fs::read(path).await.map_err(LoadError::Read)?;
-        check_header(&wasm)?;
-        let (settings, options) = read_settings(path).await?;
-        let digest = Digest::of(&wasm);
-
-        let (prepared, origin) = self.prepared(digest, wasm).await?;
+        let (prepared, origin, digest, settings, options) = {
+            let _reading = self.reading.acquire().await.expect("never closed");
+            let wasm = read_module(path).await?;
+            check_header(&wasm)?;
+            let (settings, options) = read_settings(path).await?;
+            let digest = Digest::of(&wasm);
+            let (prepared, origin) = self.prepared(digest, wasm).await?;
+            (prepared, origin, digest, settings, options)
+        };
         let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        // The operator's limits, if any, hold for describe too: a plugin that needs more than the
-        // default just to start can be given it in NAME.toml.
+        // A plugin that needs more memory than the default just to start can be given it in its
+        // settings (each of its instances describes itself under that limit too); the memory is
+        // held in the budget meanwhile. The deadline is the host's: describe runs before the
+        // plugin is admitted, and nothing it asks for may make it longer.
         let describe_limits = crate::manifest::Limits {
-            deadline: options.deadline_ms.map_or(self.policy.default_deadline, |ms| Duration::from_millis(ms).min(self.policy.max_deadline)),
+            deadline: DESCRIBE_DEADLINE,
             memory_bytes: options.memory_mib.map_or(self.policy.default_memory_bytes, |mib| mib.saturating_mul(1 << 20).min(self.policy.max_memory_bytes)),
         };
+        let _held = self.budget.as_ref().map(|budget| budget.reserve(describe_limits.memory_bytes)).transpose().map_err(LoadError::DescribeMemory)?;
         let mut described = self.runtime.describe(&prepared, &file_name, &settings, &self.policy, describe_limits).await?;
         described.limits = self.apply_overrides(&described.manifest, &options)?;
         Ok(LoadedPlugin { path: path.to_path_buf(), digest, prepared, described, settings, options, origin, load_time: started.elapsed() })
@@ -224,6 +324,18 @@ pub fn release_freed_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// Reads a plugin file, refusing one over [`MAX_MODULE_BYTES`] without reading more of it.
+async fn read_module(path: &Path) -> Result<Vec<u8>, LoadError> {
+    use tokio::io::AsyncReadExt;
+    let file = tokio::fs::File::open(path).await.map_err(LoadError::Read)?;
+    let mut wasm = Vec::new();
+    file.take(MAX_MODULE_BYTES + 1).read_to_end(&mut wasm).await.map_err(LoadError::Read)?;
+    if wasm.len() as u64 > MAX_MODULE_BYTES {
+        return Err(LoadError::TooLarge);
+    }
+    Ok(wasm)
 }
 
 /// Tells a component from a core module, and both from anything else, before compiling.
@@ -312,6 +424,19 @@ mod tests {
         assert_eq!(check_rollback_threshold(0.0), Ok(0.0));
         assert!(check_rollback_threshold(1.5).unwrap_err().contains("between 0 and 1"));
         assert!(check_rollback_threshold(-0.1).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_module_over_the_size_cap_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("huge.wasm");
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(MAX_MODULE_BYTES + 1).unwrap();
+        let err = read_module(&path).await.unwrap_err();
+        assert!(matches!(err, LoadError::TooLarge), "{err}");
+        assert_eq!(err.to_string(), "it is more than 67108864 bytes, the most a plugin may have");
+        file.set_len(MAX_MODULE_BYTES).unwrap();
+        assert_eq!(read_module(&path).await.unwrap().len() as u64, MAX_MODULE_BYTES);
     }
 
     #[test]

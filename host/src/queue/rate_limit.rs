@@ -115,6 +115,16 @@ impl TokenBucket {
         Duration::try_from_secs_f64(-self.tokens / self.qps).unwrap_or(Duration::MAX)
     }
 
+    /// Changes the rate from `now` on (x/time/rate's `SetLimitAt` and `SetBurstAt`): tokens
+    /// accrued so far are kept, up to the new burst, and a debt of reservations already made is
+    /// kept too, so lowering the rate slows the next requests at once.
+    pub fn set_rate(&mut self, qps: f64, burst: u32, now: Instant) {
+        self.advance(now);
+        self.qps = qps;
+        self.burst = f64::from(burst);
+        self.tokens = self.tokens.min(self.burst);
+    }
+
     /// Takes a token if one is there at `now` (x/time/rate's `Allow`); never borrows ahead.
     pub fn try_take(&mut self, now: Instant) -> bool {
         self.advance(now);
@@ -179,6 +189,22 @@ mod tests {
         assert_eq!(rl.num_requeues(&"a"), 0);
         assert_eq!(rl.when(&"a", now), Duration::from_millis(5));
         assert_eq!(rl.num_requeues(&"b"), 1);
+    }
+
+    #[test]
+    fn a_lower_rate_takes_effect_at_once_and_keeps_the_debt() {
+        let mut bucket = TokenBucket::new(100.0, 100);
+        let t0 = Instant::now();
+        for _ in 0..110 {
+            bucket.reserve(t0);
+        }
+        // 10 reservations ahead: a debt of 10 tokens, which at 2 per second is 5 s.
+        bucket.set_rate(2.0, 5, t0);
+        assert_eq!(bucket.reserve(t0), Duration::from_millis(5500));
+        // Refill stops at the new burst.
+        let later = t0 + Duration::from_secs(3600);
+        let waits: Vec<Duration> = (0..6).map(|_| bucket.reserve(later)).collect();
+        assert_eq!(waits, [0, 0, 0, 0, 0, 500].map(Duration::from_millis));
     }
 
     #[test]

@@ -1,23 +1,36 @@
 //! Turns the manifest a guest returns from `describe` (and, since 0.1.1, the rules of its
 //! `access` export) into the host's [`Manifest`], rejecting what cannot be represented (an
-//! unknown verb, an oversized manifest).
+//! unknown verb, a list or a string over its bound, with the field named). What the bounds
+//! leave to judge (names, formats, counts per rule) is the manifest's validation.
 
 use std::time::Duration;
 
 use super::bindings::access_exports::Rule as WitRule;
-use super::bindings::plugin_exports::{self as wit, Mapping as WitMapping, Verb as WitVerb};
+use super::bindings::plugin_exports::{self as wit, Gvk as WitGvk, Mapping as WitMapping, Verb as WitVerb};
+use super::boundary::{MAX_ENTRIES, MAX_GROUP, MAX_KIND, MAX_SELECTOR, MAX_VERSION, too_long};
 use crate::manifest::{DEFAULT_RESYNC, Manifest, ManifestError, Mapping, Permission, RequestedLimits, Verb, Watch};
+use crate::resource::Gvk;
 use crate::selector::LabelSelector;
-
-/// More entries than this in any list of a manifest is a broken plugin, not a real need.
-const MAX_ENTRIES: usize = 1000;
 
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ManifestError {
     ManifestError { field: field.into(), problem: problem.into() }
 }
 
 fn selector(field: &str, text: Option<String>) -> Result<Option<LabelSelector>, ManifestError> {
+    if let Some(problem) = text.as_ref().and_then(|t| too_long("label selector", t.len(), MAX_SELECTOR)) {
+        return Err(invalid(field, problem));
+    }
     text.map(|t| t.parse().map_err(|e: crate::selector::SelectorError| invalid(field, e.to_string()))).transpose()
+}
+
+/// A gvk within the bounds of its three strings.
+fn gvk(field: &str, g: WitGvk) -> Result<Gvk, ManifestError> {
+    for (part, len, max) in [("group", g.group.len(), MAX_GROUP), ("version", g.version.len(), MAX_VERSION), ("kind", g.kind.len(), MAX_KIND)] {
+        if let Some(problem) = too_long(part, len, max) {
+            return Err(invalid(format!("{field}.{part}"), problem));
+        }
+    }
+    Ok(g.into())
 }
 
 pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>) -> Result<Manifest, ManifestError> {
@@ -32,7 +45,7 @@ pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>) -> Result<Manifest
         .enumerate()
         .map(|(i, w)| {
             Ok(Watch {
-                resource: w.resource.into(),
+                resource: gvk(&format!("watches[{i}].resource"), w.resource)?,
                 mapping: match w.mapping {
                     WitMapping::OwnerReferences => Mapping::OwnerReferences,
                     WitMapping::Label(key) => Mapping::Label(key),
@@ -45,18 +58,21 @@ pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>) -> Result<Manifest
     let mut permissions: Vec<Permission> = m
         .permissions
         .into_iter()
-        .map(|p| Permission {
-            resource: p.resource.into(),
-            subresource: p.subresource,
-            verbs: p.verbs.into_iter().map(verb).collect(),
-            namespaces: p.namespaces.into_iter().collect(),
-            names: Default::default(),
+        .enumerate()
+        .map(|(i, p)| {
+            Ok(Permission {
+                resource: gvk(&format!("permissions[{i}].resource"), p.resource)?,
+                subresource: p.subresource,
+                verbs: p.verbs.into_iter().map(verb).collect(),
+                namespaces: p.namespaces.into_iter().collect(),
+                names: Default::default(),
+            })
         })
-        .collect();
+        .collect::<Result<_, ManifestError>>()?;
     for (i, rule) in rules.into_iter().enumerate() {
         let verbs = rule.verbs.iter().map(|v| v.parse::<Verb>().map_err(|e| invalid(format!("access.rules[{i}].verbs"), e))).collect::<Result<_, _>>()?;
         permissions.push(Permission {
-            resource: rule.resource.into(),
+            resource: gvk(&format!("access.rules[{i}].resource"), rule.resource)?,
             subresource: rule.subresource,
             verbs,
             namespaces: rule.namespaces.into_iter().collect(),
@@ -66,9 +82,9 @@ pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>) -> Result<Manifest
     Ok(Manifest {
         name: m.name,
         version: m.version,
-        primary: m.primary.into(),
+        primary: gvk("primary", m.primary)?,
         primary_selector: selector("primary-selector", m.primary_selector)?,
-        owns: m.owns.into_iter().map(Into::into).collect(),
+        owns: m.owns.into_iter().enumerate().map(|(i, g)| gvk(&format!("owns[{i}]"), g)).collect::<Result<_, _>>()?,
         watches,
         finalizer: m.finalizer,
         resync: match m.resync_seconds {

@@ -10,6 +10,7 @@ use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{access_exports, plugin_exports, reconciler_exports, release_exports};
+use super::boundary::Transfer;
 use super::cpu::{self, CallClock};
 use super::host::{HostContext, HostState, Services};
 use crate::metrics::PluginMetrics;
@@ -31,6 +32,14 @@ pub struct InstanceState {
     plugin_services: Services,
     /// Services for the current call alone, instead of the plugin's.
     services: Option<Services>,
+    /// How much may be lifted out of the guest's memory, now.
+    pub(super) transfer: Transfer,
+}
+
+impl AsMut<Transfer> for InstanceState {
+    fn as_mut(&mut self) -> &mut Transfer {
+        &mut self.transfer
+    }
 }
 
 impl InstanceState {
@@ -61,8 +70,10 @@ impl WasiView for InstanceState {
     }
 }
 
-/// Caps the total linear memory of one instance (a component may hold several core memories)
-/// and remembers a refused growth, so a trap that follows can be reported as what it is.
+/// Caps what one instance may hold: its linear memories and its tables together (a component
+/// may hold several of each) within its memory limit, and how many core instances, memories and
+/// tables its store may have. Remembers a refused growth, so a trap that follows can be reported
+/// as what it is.
 pub(super) struct MemoryCap {
     limit: usize,
     used: usize,
@@ -70,29 +81,55 @@ pub(super) struct MemoryCap {
     metrics: PluginMetrics,
 }
 
+/// What the store of one instance may create. The largest real guests need 14 core instances
+/// (Python), 1 memory and 2 tables: these leave room for other toolchains, and keep a hostile
+/// component from reserving address space by the thousand (each memory reserves 4 GiB of it,
+/// see `Runtime::new`).
+const MAX_INSTANCES: usize = 64;
+const MAX_MEMORIES: usize = 4;
+const MAX_TABLES: usize = 64;
+/// What one table element costs the host: a function reference is a pointer.
+const TABLE_ELEMENT_BYTES: usize = size_of::<usize>();
+
 impl MemoryCap {
-    /// The most linear memory the instance may hold.
+    /// The most linear memory and table space the instance may hold.
     pub(super) fn limit(&self) -> usize {
         self.limit
+    }
+
+    /// Takes `desired - current` more bytes, or refuses them (and remembers it).
+    fn grow(&mut self, current: usize, desired: usize) -> bool {
+        let total = self.used.saturating_sub(current).saturating_add(desired);
+        if total > self.limit {
+            self.refused = Some(total);
+            self.metrics.memory_refusals.inc();
+            return false;
+        }
+        self.used = total;
+        self.metrics.memory_bytes.inc_by(desired.saturating_sub(current) as i64);
+        true
     }
 }
 
 impl ResourceLimiter for MemoryCap {
     fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let total = self.used - current + desired;
-        if total > self.limit {
-            self.refused = Some(total);
-            self.metrics.memory_refusals.inc();
-            return Ok(false);
-        }
-        self.used = total;
-        self.metrics.memory_bytes.inc_by((desired - current) as i64);
-        Ok(true)
+        Ok(self.grow(current, desired))
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
-        // Tables hold function references; a million is far beyond any real guest.
-        Ok(desired <= 1_000_000)
+    fn table_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(self.grow(current.saturating_mul(TABLE_ELEMENT_BYTES), desired.saturating_mul(TABLE_ELEMENT_BYTES)))
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
     }
 }
 
@@ -133,9 +170,11 @@ impl Instance {
             call_host: None,
             key: None,
             services: None,
+            transfer: Transfer::new(memory_limit),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.memory);
+        store.call_hook(Transfer::on_crossing);
         // Each epoch tick yields to the executor (a busy guest never starves a tokio worker)
         // and stops the call once it has used its deadline of its own time.
         store.set_epoch_deadline(1);
@@ -146,7 +185,7 @@ impl Instance {
         store
     }
 
-    /// Linear memory currently held by this instance.
+    /// Linear memory and tables currently held by this instance.
     pub(super) fn memory_bytes(&self) -> usize {
         self.store.data().memory.used
     }

@@ -10,6 +10,7 @@
 //! [`host::Services`].
 
 pub mod bindings;
+pub mod boundary;
 mod cpu;
 mod describe;
 pub mod host;
@@ -28,9 +29,11 @@ use wasmtime::{Engine, Trap};
 use self::bindings::reconciler_exports::Request as WitRequest;
 use self::bindings::types::{Action as WitAction, ErrorCode, ObjectKey as WitKey};
 use self::bindings::{PACKAGE, PACKAGE_VERSION, access_exports, plugin_exports, reconciler_exports, release_exports};
+use self::boundary::{Export, MAX_ERROR_MESSAGE, MAX_MAPPED_KEYS, MAX_NAME, MAX_NAMESPACE, Transfer};
 use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Stalled};
 use self::host::{HostContext, LogBudget, Services};
 use self::instance::{Exports, Instance, InstanceState};
+use crate::budget::{MemoryBudget, Reservation};
 use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
 pub use crate::metrics::{FaultCounters, PluginMetrics};
 use crate::resource::{Gvk, ObjectKey};
@@ -165,10 +168,6 @@ pub struct Request {
     pub retries: u32,
 }
 
-/// Limits on what a guest may return.
-const MAX_ERROR_MESSAGE: usize = 64 * 1024;
-const MAX_MAPPED_KEYS: usize = 100_000;
-
 /// The engine and linker shared by every plugin, and the thread that advances epochs.
 pub struct Runtime {
     engine: Engine,
@@ -230,13 +229,25 @@ impl Runtime {
             .epoch_interruption(config.deadlines)
             .cranelift_opt_level(wasmtime::OptLevel::Speed)
             // Deep recursion traps at 1 MiB of wasm stack, well inside the 2 MiB fiber stack.
-            .max_wasm_stack(1 << 20);
+            .max_wasm_stack(1 << 20)
+            // Each linear memory reserves 4 GiB of address space plus a 32 MiB guard, so that no
+            // access of a 32-bit memory needs a bounds check and no memory ever moves. What that
+            // costs is bounded: an instance holds at most 4 memories (`instance::MemoryCap`),
+            // and the memory budget holds at most one instance per MiB it has, so even a 4 GiB
+            // budget spent on 1 MiB instances of 4 memories each reserves 64 TiB of the 128 TiB
+            // a process may address.
+            .memory_reservation(4 << 30)
+            .memory_guard_size(32 << 20);
         let engine = Engine::new(&wasm).map_err(|e| RuntimeError::Engine(chain(&e)))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| RuntimeError::Engine(chain(&e)))?;
         host::add_to_linker(&mut linker).map_err(|e| RuntimeError::Engine(chain(&e)))?;
         let ticker = config.deadlines.then(|| EpochTicker::start(engine.clone()));
         Ok(Runtime { engine, linker, config, ticker })
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
     }
 
     /// Compiles a component. CPU-heavy (seconds for Python or JS guests): run it off the async
@@ -307,9 +318,13 @@ impl Runtime {
         });
         let runner = PluginRunner::new(self, prepared.clone(), host, limits, settings.into());
         let (mut instance, manifest) = runner.instantiate().await?;
-        let manifest = manifest.map_err(DescribeError::Refused)?;
+        let manifest = manifest.map_err(|message| match boundary::too_long("its message", message.len(), MAX_ERROR_MESSAGE) {
+            Some(problem) => DescribeError::Refused(format!("{}… ({problem})", host::log::clip(&message, 1024))),
+            None => DescribeError::Refused(message),
+        })?;
         let rules = match &instance.exports.access {
             Some(access) => {
+                Transfer::expect(&mut instance.store, Export::Rules);
                 // The rest of the deadline instantiating left.
                 let clock = instance.store.data().clock.clone();
                 let rules = runner.bounded(access.call_rules(&mut instance.store), clock).await;
@@ -354,9 +369,37 @@ pub struct PluginRunner {
     limits: Limits,
     settings: Arc<str>,
     max_calls_per_instance: u64,
-    idle: Mutex<Vec<Instance>>,
+    pool: Mutex<Pool>,
+    /// Where instances past the first reserve their memory; `None`: no budget (one-shot commands).
+    budget: Option<MemoryBudget>,
+    /// An instance came back or went: room for a call waiting for one.
+    returned: tokio::sync::Notify,
     /// How many of its calls may run at once ([`cpu`]).
     share: CpuShare,
+}
+
+/// A version's instances not in a call, and whether its first instance's room (reserved by the
+/// version when it was admitted) is in use.
+#[derive(Default)]
+struct Pool {
+    idle: Vec<Pooled>,
+    first_taken: bool,
+}
+
+/// An instance with the budget it holds.
+struct Pooled {
+    instance: Instance,
+    room: Room,
+}
+
+/// What an instance's memory limit is held in.
+enum Room {
+    /// What the version reserved when it was admitted (one instance's worth).
+    First,
+    /// Its own reservation, given back when the instance goes.
+    Reserved { _held: Reservation },
+    /// No budget.
+    Unbudgeted,
 }
 
 enum Call {
@@ -389,9 +432,19 @@ impl PluginRunner {
             limits,
             settings,
             max_calls_per_instance: runtime.config.max_calls_per_instance,
-            idle: Mutex::new(Vec::new()),
+            pool: Mutex::default(),
+            budget: None,
+            returned: tokio::sync::Notify::new(),
             share: CpuShare::for_current_runtime(),
         }
+    }
+
+    /// Instances past the first reserve their memory limit in `budget` as they are made, and a
+    /// call that finds it full waits for one of this version's instances instead; the first runs
+    /// in what the version reserved when it was admitted.
+    pub fn with_budget(mut self, budget: MemoryBudget) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     pub fn limits(&self) -> Limits {
@@ -430,13 +483,19 @@ impl PluginRunner {
         self.action(self.invoke(Call::Released(request), None).await?).map(Some)
     }
 
-    /// Drops the instances that have had nothing to do for `idle`; returns how many.
+    /// Drops the instances that have had nothing to do for `idle` (their memory goes back to the
+    /// budget); returns how many.
     pub fn release_idle(&self, idle: Duration) -> usize {
-        let mut pool = self.idle.lock();
-        let before = pool.len();
-        pool.retain(|instance| instance.idle_since.elapsed() < idle);
-        let released = before - pool.len();
-        self.host.metrics.instances.dec_by(released as i64);
+        let gone: Vec<Pooled> = {
+            let mut pool = self.pool.lock();
+            let (keep, gone) = std::mem::take(&mut pool.idle).into_iter().partition(|p| p.instance.idle_since.elapsed() < idle);
+            pool.idle = keep;
+            gone
+        };
+        let released = gone.len();
+        for pooled in gone {
+            self.discard(pooled.room);
+        }
         released
     }
 
@@ -461,11 +520,7 @@ impl PluginRunner {
     /// that faulted is dropped; one that succeeded goes back to the pool until it has served
     /// `max_calls_per_instance` calls.
     async fn invoke(&self, call: Call, services: Option<Services>) -> Result<Output, CallError> {
-        let idle = self.idle.lock().pop();
-        let mut instance = match idle {
-            Some(instance) => instance,
-            None => self.instantiate_for_calls().await?,
-        };
+        let Pooled { mut instance, room } = self.checkout().await?;
         let state = instance.store.data_mut();
         state.clock.reset(self.limits.deadline);
         state.key = match &call {
@@ -481,14 +536,15 @@ impl PluginRunner {
                 instance.calls += 1;
                 instance.idle_since = Instant::now();
                 if instance.calls < self.max_calls_per_instance {
-                    self.idle.lock().push(instance);
+                    self.pool.lock().idle.push(Pooled { instance, room });
+                    self.returned.notify_one();
                 } else {
-                    self.host.metrics.instances.dec();
+                    self.discard(room);
                 }
                 Ok(output)
             }
             Err(fault) => {
-                self.host.metrics.instances.dec();
+                self.discard(room);
                 fault.count(&self.host.metrics.faults);
                 tracing::warn!(plugin = %self.host.plugin, memory_bytes = instance.memory_bytes(), "plugin fault: {fault}");
                 Err(fault.into())
@@ -498,6 +554,8 @@ impl PluginRunner {
 
     async fn run(&self, instance: &mut Instance, call: Call) -> Result<Output, Fault> {
         let clock = instance.store.data().clock.clone();
+        let export = if matches!(call, Call::MapRelated(..)) { Export::MapRelated } else { Export::Call };
+        Transfer::expect(&mut instance.store, export);
         let Instance { store, exports, .. } = instance;
         let reconciler = &exports.reconciler;
         let call = async {
@@ -536,19 +594,84 @@ impl PluginRunner {
         if let Some(wanted) = store.data().memory.refused {
             return Fault::Memory { limit: self.limits.memory_bytes, wanted: wanted as u64 };
         }
+        if boundary::fuel_exhausted(&error) {
+            let transfer = store.data().transfer;
+            return Fault::Oversized(format!(
+                "more than {} may return ({} bytes), or than a host call may be passed ({} bytes), counting every string and list entry, aliases included",
+                transfer.export.name(),
+                transfer.export.fuel(),
+                transfer.import
+            ));
+        }
         match error.downcast_ref::<Trap>() {
             Some(trap) => Fault::Trap(trap.to_string()),
             None => Fault::Instantiate(chain(&error)),
         }
     }
 
-    /// A fresh instance for the pool: instantiated and told its settings through `describe`.
-    async fn instantiate_for_calls(&self) -> Result<Instance, Fault> {
-        let (instance, described) = self.instantiate().await?;
+    /// An idle instance, or a new one where the budget has room for it; else waits until one of
+    /// this version's instances comes back or goes (one is always in a call then: the first
+    /// instance's room is the version's own).
+    async fn checkout(&self) -> Result<Pooled, Fault> {
+        loop {
+            let returned = self.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            let room = {
+                let mut pool = self.pool.lock();
+                if let Some(pooled) = pool.idle.pop() {
+                    return Ok(pooled);
+                }
+                if !pool.first_taken {
+                    pool.first_taken = true;
+                    Some(Room::First)
+                } else {
+                    match &self.budget {
+                        None => Some(Room::Unbudgeted),
+                        Some(budget) => budget.reserve(self.limits.memory_bytes).ok().map(|held| Room::Reserved { _held: held }),
+                    }
+                }
+            };
+            match room {
+                Some(room) => return self.instantiate_for_calls(room).await,
+                None => {
+                    self.host.metrics.budget_waits.inc();
+                    returned.await;
+                }
+            }
+        }
+    }
+
+    /// Lets an instance go (dropped with it, or already): its room goes back to the version or
+    /// the budget, and a call waiting for an instance may make one.
+    fn discard(&self, room: Room) {
+        self.host.metrics.instances.dec();
+        self.give_back(room);
+    }
+
+    fn give_back(&self, room: Room) {
+        if let Room::First = room {
+            self.pool.lock().first_taken = false;
+        }
+        drop(room);
+        self.returned.notify_one();
+    }
+
+    /// A fresh instance for the pool in `room`: instantiated and told its settings through
+    /// `describe`.
+    async fn instantiate_for_calls(&self, room: Room) -> Result<Pooled, Fault> {
+        let (instance, described) = match self.instantiate().await {
+            Ok(made) => made,
+            Err(fault) => {
+                self.give_back(room);
+                return Err(fault);
+            }
+        };
         match described {
-            Ok(_) => Ok(instance),
+            Ok(_) => Ok(Pooled { instance, room }),
             Err(message) => {
-                self.host.metrics.instances.dec();
+                drop(instance);
+                self.discard(room);
                 let fault = Fault::Instantiate(format!("describe refused the settings: {message}"));
                 fault.count(&self.host.metrics.faults);
                 Err(fault)
@@ -569,6 +692,7 @@ impl PluginRunner {
                 access: indices.access.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 release: indices.release.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
             };
+            Transfer::expect(&mut store, Export::Describe);
             let described = exports.plugin.call_describe(&mut store, &self.settings).await?;
             Ok((exports, described))
         };
@@ -588,7 +712,7 @@ impl PluginRunner {
 
 impl Drop for PluginRunner {
     fn drop(&mut self) {
-        self.host.metrics.instances.dec_by(self.idle.get_mut().len() as i64);
+        self.host.metrics.instances.dec_by(self.pool.get_mut().idle.len() as i64);
     }
 }
 
@@ -601,6 +725,13 @@ fn check_size(output: &Output) -> Result<(), Fault> {
         Output::Keys(keys) if keys.len() > MAX_MAPPED_KEYS => {
             Err(Fault::Oversized(format!("map-related returned {} keys; at most {MAX_MAPPED_KEYS}", keys.len())))
         }
+        Output::Keys(keys) => keys.iter().try_for_each(|key| {
+            let namespace = key.namespace.as_deref().and_then(|ns| boundary::too_long("namespace", ns.len(), MAX_NAMESPACE));
+            match namespace.or_else(|| boundary::too_long("name", key.name.len(), MAX_NAME)) {
+                Some(problem) => Err(Fault::Oversized(format!("map-related returned a key whose {problem}"))),
+                None => Ok(()),
+            }
+        }),
         _ => Ok(()),
     }
 }

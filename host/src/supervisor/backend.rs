@@ -31,11 +31,6 @@ pub trait Module: Clone + Send + Sync + 'static {
     fn options(&self) -> &PluginOptions;
     /// Linear memory one instance may hold.
     fn memory_bytes(&self) -> u64;
-
-    /// Concurrent reconciles: the operator's option, else the manifest's.
-    fn workers(&self) -> u32 {
-        self.options().max_concurrency.unwrap_or(self.manifest().max_concurrency)
-    }
 }
 
 /// A plugin's controller, running one version at a time (and perhaps a candidate in its shadow).
@@ -197,9 +192,6 @@ pub struct HostBackend {
     pub(super) status: Arc<StatusPublisher>,
     /// The plugin directory's files, for retries of its refused files.
     pub(super) files: Arc<tokio::sync::Mutex<Files>>,
-    /// Files read and loaded at once, one per core: fifty plugins starting together would
-    /// otherwise each hold their whole module in memory while they queue for the compiler.
-    pub(super) loading: tokio::sync::Semaphore,
     /// The supervisor, whose slots make the status listing.
     pub(super) supervisor: OnceLock<Weak<Supervisor<HostBackend>>>,
 }
@@ -217,10 +209,7 @@ impl Backend for HostBackend {
     type Controller = Controller;
 
     async fn load(&self, path: &Path) -> Result<LoadedPlugin, LoadError> {
-        let loaded = {
-            let _permit = self.loading.acquire().await.expect("never closed");
-            self.loader.load(path).await
-        };
+        let loaded = self.loader.load(path).await;
         crate::plugin::release_freed_memory();
         loaded
     }

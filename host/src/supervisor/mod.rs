@@ -140,17 +140,8 @@ impl Supervisor<HostBackend> {
     ) -> Arc<Self> {
         let files: Arc<tokio::sync::Mutex<Files>> = Arc::default();
         let sync_timeout = env.sync_timeout;
-        let backend = Arc::new(HostBackend {
-            env,
-            loader,
-            filter,
-            budget,
-            rollout,
-            status: status.clone(),
-            files: files.clone(),
-            loading: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, usize::from)),
-            supervisor: Default::default(),
-        });
+        let backend =
+            Arc::new(HostBackend { env, loader, filter, budget, rollout, status: status.clone(), files: files.clone(), supervisor: Default::default() });
         let supervisor = Supervisor::with_backend(backend.clone(), dir, files, sync_timeout, shutdown);
         let _ = backend.supervisor.set(Arc::downgrade(&supervisor));
         tokio::spawn(supervisor.clone().refresh_status(status));

@@ -192,7 +192,7 @@ mod tests {
     fn probation_counts_leading_time_only() {
         let budget = crate::budget::MemoryBudget::new(100, Default::default());
         let start = Instant::now();
-        let mut probation = Probation::new((), budget.reserve(10, 0).unwrap(), health(1000, 0, 10), Policy::default(), start);
+        let mut probation = Probation::new((), budget.reserve(10).unwrap(), health(1000, 0, 10), Policy::default(), start);
         let fine = health(40, 0, 10);
         // Standing by for longer than the window: nothing judged yet.
         assert_eq!(probation.judge(start + DEFAULT_WINDOW * 2, false, &fine), Verdict::Watch);

@@ -368,8 +368,7 @@ impl<B: Backend> PluginSlot<B> {
             let reason = if e.is_forbidden() { RejectReason::Forbidden } else { RejectReason::AdmissionFailed };
             reject(reason, e.to_string(), true)
         })?;
-        let reservation =
-            self.backend.budget().reserve(plugin.memory_bytes(), plugin.workers()).map_err(|e| reject(RejectReason::OverBudget, e.to_string(), true))?;
+        let reservation = self.backend.budget().reserve(plugin.memory_bytes()).map_err(|e| reject(RejectReason::OverBudget, e.to_string(), true))?;
         self.view.write().name = Some(name.clone());
         // The file may have held another plugin before: that one goes.
         if self.name().is_some_and(|n| n != name) {
@@ -535,7 +534,7 @@ impl<B: Backend> PluginSlot<B> {
             let reason = if e.is_forbidden() { RejectReason::Forbidden } else { RejectReason::AdmissionFailed };
             reject(reason, e.to_string(), true)
         })?;
-        let reservation = self.backend.budget().reserve(plugin.memory_bytes(), 1).map_err(|e| reject(RejectReason::OverBudget, e.to_string(), true))?;
+        let reservation = self.backend.budget().reserve(plugin.memory_bytes()).map_err(|e| reject(RejectReason::OverBudget, e.to_string(), true))?;
         let digest = plugin.digest();
         let policy = self.backend.rollout().for_plugin(plugin.options());
         if let Err(e) = serving.controller.shadow(plugin).await {

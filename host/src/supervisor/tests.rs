@@ -50,7 +50,8 @@ impl Module for FakePlugin {
     }
 }
 
-/// Version `version` of plugin `name`: 10 MiB per instance, one worker (20 MiB reserved).
+/// Version `version` of plugin `name`: 10 MiB per instance (reserved for its first instance when it
+/// is admitted).
 fn plugin(name: &str, version: &str) -> FakePlugin {
     FakePlugin {
         manifest: Manifest {
@@ -266,15 +267,15 @@ async fn a_reload_reserves_beside_the_old_version_which_is_given_back_after_the_
     let path = h.file("a", &v1);
     assert_eq!(h.apply(&path, "a").await, Ok(true));
     assert_eq!(h.running("a").as_deref(), Some("1"));
-    assert_eq!(h.budget.reserved(), 20 * MIB);
+    assert_eq!(h.budget.reserved(), 10 * MIB);
     let v2 = plugin("a", "2");
     h.state.files.lock().insert(path.clone(), v2);
     assert_eq!(h.apply(&path, "a").await, Ok(true));
     assert_eq!(h.running("a").as_deref(), Some("2"));
     assert_eq!(h.last_report().1, Transition::Reloaded);
-    assert_eq!(h.budget.reserved(), 40 * MIB, "the version on probation keeps its reservation, so a rollback always fits");
+    assert_eq!(h.budget.reserved(), 20 * MIB, "the version on probation keeps its reservation, so a rollback always fits");
     tokio::time::sleep(rollout::DEFAULT_WINDOW + Duration::from_secs(5)).await;
-    assert_eq!(h.budget.reserved(), 20 * MIB, "the window is over: only the new version's");
+    assert_eq!(h.budget.reserved(), 10 * MIB, "the window is over: only the new version's");
 }
 
 #[tokio::test(start_paused = true)]
@@ -292,7 +293,7 @@ async fn refusals_keep_the_old_version_serving_within_its_own_reservation() {
 
     // More than the budget has free beside the version serving.
     let mut big = plugin("a", "3");
-    big.memory = 20 * MIB;
+    big.memory = 45 * MIB;
     h.state.files.lock().insert(path.clone(), big);
     let refused = h.apply(&path, "a").await.unwrap_err();
     assert_eq!(refused.reason, RejectReason::OverBudget, "{refused:?}");
@@ -305,7 +306,7 @@ async fn refusals_keep_the_old_version_serving_within_its_own_reservation() {
     assert_eq!((refused.reason, refused.retry), (RejectReason::SyncFailed, true));
 
     assert_eq!(h.running("a").as_deref(), Some("1"));
-    assert_eq!(h.budget.reserved(), 20 * MIB, "nothing re-reserved by hand, nothing leaked");
+    assert_eq!(h.budget.reserved(), 10 * MIB, "nothing re-reserved by hand, nothing leaked");
     assert!(h.state.swaps.lock().is_empty());
     assert_eq!(h.last_report().1, Transition::Rejected);
 
@@ -325,14 +326,14 @@ async fn a_clearly_worse_version_is_rolled_back_and_refused_until_it_changes() {
     h.apply(&path, "a").await.unwrap();
     h.state.files.lock().insert(path.clone(), v2.clone());
     h.apply(&path, "a").await.unwrap();
-    assert_eq!(h.budget.reserved(), 40 * MIB);
+    assert_eq!(h.budget.reserved(), 20 * MIB);
 
     tokio::time::sleep(rollout::CHECK_EVERY * 3).await;
     assert_eq!(h.running("a").as_deref(), Some("1"), "rolled back");
     let (_, transition, note) = h.last_report();
     assert_eq!(transition, Transition::RolledBack, "{note}");
     assert!(note.contains("failed on 8 of 10 objects"), "{note}");
-    assert_eq!(h.budget.reserved(), 20 * MIB, "the bad version's reservation went with it");
+    assert_eq!(h.budget.reserved(), 10 * MIB, "the bad version's reservation went with it");
     assert_eq!(h.supervisor.rolled_back(&path), Some(v2.digest.to_string()));
 
     // The same content again is refused; changed content loads.
@@ -359,7 +360,7 @@ async fn a_standby_judges_a_new_version_only_once_it_leads() {
     h.state.files.lock().insert(path.clone(), v2.clone());
     h.apply(&path, "a").await.unwrap();
     tokio::time::sleep(rollout::DEFAULT_WINDOW * 2).await;
-    assert_eq!(h.budget.reserved(), 40 * MIB, "still on probation: a standby reconciles nothing to judge by");
+    assert_eq!(h.budget.reserved(), 20 * MIB, "still on probation: a standby reconciles nothing to judge by");
     // It leads, and the new version turns bad.
     h.state.standby.store(false, Ordering::SeqCst);
     h.state.health.lock().insert(v2.digest, Health { reconciles: 40, failing: 9, objects: 10 });
@@ -379,7 +380,7 @@ async fn a_candidate_that_agrees_is_promoted_by_renaming_and_its_reload_ends_the
     let candidate = h.file("a.next", &v2);
     assert_eq!(h.supervisor.load(&candidate, None, true, false, None).await, Ok(Accepted::Runs(v2.digest)));
     assert_eq!(h.last_report().1, Transition::Candidate);
-    assert_eq!(h.budget.reserved(), 40 * MIB, "the live version's and the candidate's (one worker)");
+    assert_eq!(h.budget.reserved(), 20 * MIB, "the live version's and the candidate's");
     assert_eq!(h.supervisor.promote_after("a"), 3);
 
     // Not enough agreement yet: nothing moves.
@@ -402,7 +403,7 @@ async fn a_candidate_that_agrees_is_promoted_by_renaming_and_its_reload_ends_the
     assert_eq!(transition, Transition::Promoted, "{note}");
     assert_eq!(h.running("a").as_deref(), Some("2"));
     assert!(controller.shadow_report().is_none(), "the shadow run ended");
-    assert_eq!(h.budget.reserved(), 40 * MIB, "the promoted version's, and the previous one's on probation; no candidate's");
+    assert_eq!(h.budget.reserved(), 20 * MIB, "the promoted version's, and the previous one's on probation; no candidate's");
 }
 
 #[tokio::test(start_paused = true)]
@@ -417,11 +418,11 @@ async fn a_candidate_needs_its_live_version_running_and_going_gives_its_reservat
         tokio::task::yield_now().await;
     }
     h.supervisor.load(&candidate, None, true, false, None).await.unwrap();
-    assert_eq!(h.budget.reserved(), 40 * MIB);
+    assert_eq!(h.budget.reserved(), 20 * MIB);
     std::fs::remove_file(&candidate).unwrap();
     h.supervisor.remove(&candidate).await;
     assert_eq!(h.last_report().1, Transition::CandidateRemoved);
-    assert_eq!(h.budget.reserved(), 20 * MIB);
+    assert_eq!(h.budget.reserved(), 10 * MIB);
     h.supervisor.remove(&live).await;
     assert_eq!(h.last_report().1, Transition::Unloaded);
     assert_eq!(h.budget.reserved(), 0);

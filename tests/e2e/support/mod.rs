@@ -41,6 +41,26 @@ pub const CONVERGE: Duration = Duration::from_secs(60);
 /// The status ConfigMap each test's host uses (in the test namespace, so hosts don't share it).
 pub const STATUS: &str = "kubewasm-plugins";
 
+/// `kubewasm rbac ARGS`, its YAML.
+pub async fn rbac(args: &[String]) -> Result<String> {
+    let bin = tokio::task::spawn_blocking(kubewasm_tests::host::kubewasm_binary).await??;
+    let output = tokio::process::Command::new(bin).arg("rbac").args(args).output().await?;
+    anyhow::ensure!(output.status.success(), "kubewasm rbac failed: {}", String::from_utf8_lossy(&output.stderr));
+    Ok(String::from_utf8(output.stdout)?)
+}
+
+/// The arguments that make `kubewasm rbac` print for a host serving only `ns`, with the plugins'
+/// ServiceAccounts and the status ConfigMap there.
+pub fn rbac_args(dir: &Path, ns: &str) -> Vec<String> {
+    vec![format!("--plugins={}", dir.display()), format!("--identity-namespace={ns}"), format!("--namespace={ns}"), format!("--status-configmap={ns}/{STATUS}")]
+}
+
+/// `kubectl apply` of `yaml`, as the control plane's admin.
+pub async fn apply(cp: &kubewasm_tests::ControlPlane, yaml: &str) -> Result<()> {
+    cp.kubectl()?.run_with_stdin(&["apply", "-f", "-"], Some(yaml)).await?;
+    Ok(())
+}
+
 /// A host for one test: serving only `ns`, with its status ConfigMap (and plugin Events) there.
 pub fn host_config(name: &str, plugins: &Path, kubeconfig: &Path, ns: &str) -> HostConfig {
     HostConfig::new(name, plugins, kubeconfig).namespace(ns).status_configmap(ns, STATUS)

@@ -5,10 +5,14 @@
 
 use std::sync::Arc;
 
-use wasmtime::component::HasData;
+use wasmtime::StoreContextMut;
+use wasmtime::component::{HasData, Linker, WasmStr};
 
 use super::super::bindings::cache::Host;
 use super::super::bindings::types::{self, Error as GuestError, ErrorCode, Gvk as WitGvk};
+use super::super::bindings::{PACKAGE, PACKAGE_VERSION};
+use super::super::boundary::MAX_SELECTOR;
+use super::args::{LazyGvk, Read, name, namespace, owned, settle};
 use super::{HostContext, HostState, Services, error};
 use crate::informer::CacheView;
 use crate::manifest::Verb;
@@ -57,6 +61,34 @@ pub fn context<T: HostState>(state: &mut T) -> CacheCtx<'_> {
 }
 
 impl types::Host for CacheCtx<'_> {}
+
+/// Registers `cache.get` and `cache.list-objects` with their arguments read in place
+/// (`super::args`).
+pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    let mut cache = linker.instance(&format!("{PACKAGE}/cache@{PACKAGE_VERSION}"))?;
+    cache.func_wrap_async("get", |mut store: StoreContextMut<'_, T>, (resource, ns, object): (LazyGvk, Option<WasmStr>, WasmStr)| {
+        Box::new(async move {
+            let read = (|| -> Read<_> { Ok((resource.read(&store)?, namespace(&store, &ns)?, name(&store, &object)?)) })();
+            match settle(read)? {
+                Ok((resource, namespace, name)) => Ok((Host::get(&mut context(store.data_mut()), resource, namespace, name).await?,)),
+                Err(refused) => Ok((Err(refused),)),
+            }
+        })
+    })?;
+    cache.func_wrap_async("list-objects", |mut store: StoreContextMut<'_, T>, (resource, ns, selector): (LazyGvk, Option<WasmStr>, Option<WasmStr>)| {
+        Box::new(async move {
+            let read = (|| -> Read<_> {
+                let selector = selector.as_ref().map(|s| owned(&store, s, "label selector", MAX_SELECTOR)).transpose()?;
+                Ok((resource.read(&store)?, namespace(&store, &ns)?, selector))
+            })();
+            match settle(read)? {
+                Ok((resource, namespace, selector)) => Ok((Host::list_objects(&mut context(store.data_mut()), resource, namespace, selector).await?,)),
+                Err(refused) => Ok((Err(refused),)),
+            }
+        })
+    })?;
+    Ok(())
+}
 
 /// The largest `list-objects` answer for a plugin with this memory limit.
 pub fn list_bound(memory_bytes: u64) -> usize {

@@ -1,16 +1,20 @@
-//! `kubewasm:controller/client`: writes to the Kubernetes API on the plugin's behalf. Parses and
-//! checks the request here (size, identity, capability, and that an apply which would create
-//! has `create`); the [`Api`] backend performs it (field manager, rate limit, leadership, the
+//! `kubewasm:controller/client`: writes to the Kubernetes API on the plugin's behalf. Reads the
+//! request in place and checks it here (sizes before anything is copied, then identity,
+//! capability, and that an apply which would create has `create`); the [`Api`] backend performs it (field manager, rate limit, leadership, the
 //! namespaces served, the host's own objects, and the API round trip as the plugin are its
 //! business), and its errors become WIT error codes here.
 
 use std::sync::Arc;
 
-use wasmtime::component::HasData;
+use wasmtime::StoreContextMut;
+use wasmtime::component::{Linker, WasmStr};
 
 use super::super::bindings::client::{Host, PatchType};
 use super::super::bindings::types::{Error as GuestError, ErrorCode, Gvk as WitGvk};
-use super::{HostContext, HostState, MAX_OBJECT_BYTES, Services, error};
+use super::super::bindings::{PACKAGE, PACKAGE_VERSION};
+use super::super::boundary::{MAX_OBJECT, MAX_PATCH};
+use super::args::{LazyGvk, Read, name, namespace, owned, settle};
+use super::{HostContext, HostState, Services, error};
 use crate::client::{ApiClient, PatchKind, RequestError, WriteOp, WriteRequest};
 use crate::manifest::Verb;
 use crate::resource::{Gvk, ObjectKey};
@@ -65,14 +69,59 @@ pub struct ClientCtx<'a> {
     services: &'a Services,
 }
 
-pub struct ClientData;
-
-impl HasData for ClientData {
-    type Data<'a> = ClientCtx<'a>;
-}
-
 pub fn context<T: HostState>(state: &mut T) -> ClientCtx<'_> {
     ClientCtx { host: state.host(), services: state.services() }
+}
+
+/// Registers a client function taking an object (and then `$arg`s, lifted as they are), its
+/// object read in place.
+macro_rules! with_object {
+    ($client:ident, $name:literal, $method:ident $(, $arg:ident: $ty:ty)*) => {
+        $client.func_wrap_async($name, |mut store: StoreContextMut<'_, T>, (json, $($arg,)*): (WasmStr, $($ty,)*)| {
+            Box::new(async move {
+                match settle(owned(&store, &json, "object", MAX_OBJECT))? {
+                    Ok(json) => Ok((Host::$method(&mut context(store.data_mut()), json $(, $arg)*).await?,)),
+                    Err(refused) => Ok((Err(refused),)),
+                }
+            })
+        })?;
+    };
+}
+
+/// Registers the client's functions with their arguments read in place (`super::args`).
+pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    let mut client = linker.instance(&format!("{PACKAGE}/client@{PACKAGE_VERSION}"))?;
+    with_object!(client, "apply", apply, force: bool);
+    with_object!(client, "apply-status", apply_status, force: bool);
+    with_object!(client, "create", create);
+    with_object!(client, "update", update);
+    with_object!(client, "update-status", update_status);
+    client.func_wrap_async(
+        "patch",
+        |mut store: StoreContextMut<'_, T>, (resource, ns, object, patch_type, body): (LazyGvk, Option<WasmStr>, WasmStr, PatchType, WasmStr)| {
+            Box::new(async move {
+                let read = (|| -> Read<_> {
+                    Ok((resource.read(&store)?, namespace(&store, &ns)?, name(&store, &object)?, owned(&store, &body, "patch body", MAX_PATCH)?))
+                })();
+                match settle(read)? {
+                    Ok((resource, namespace, name, body)) => {
+                        Ok((Host::patch(&mut context(store.data_mut()), resource, namespace, name, patch_type, body).await?,))
+                    }
+                    Err(refused) => Ok((Err(refused),)),
+                }
+            })
+        },
+    )?;
+    client.func_wrap_async("delete", |mut store: StoreContextMut<'_, T>, (resource, ns, object): (LazyGvk, Option<WasmStr>, WasmStr)| {
+        Box::new(async move {
+            let read = (|| -> Read<_> { Ok((resource.read(&store)?, namespace(&store, &ns)?, name(&store, &object)?)) })();
+            match settle(read)? {
+                Ok((resource, namespace, name)) => Ok((Host::delete(&mut context(store.data_mut()), resource, namespace, name).await?,)),
+                Err(refused) => Ok((Err(refused),)),
+            }
+        })
+    })?;
+    Ok(())
 }
 
 /// The verb a write needs.
@@ -109,23 +158,26 @@ impl ClientCtx<'_> {
     }
 
     /// Refuses an apply that would create the object when the plugin may not `create`. The
-    /// cache answers when it holds the object; otherwise the API server does. If the plugin's
-    /// identity may not even read it, the write goes ahead and RBAC decides.
+    /// cache answers when it holds the object; otherwise the API server does (as the plugin,
+    /// under its rate limit). If the plugin's identity may not even read it, nothing tells that
+    /// the apply would not create it: refused too, so that the manifest is checked as well as
+    /// RBAC.
     async fn apply_creates(&self, request: &WriteRequest) -> Result<(), GuestError> {
         let key = ObjectKey::new(request.namespace.as_deref(), &request.name);
         let services = self.services;
         if services.cache.get(&request.resource, &key).is_some() {
             return Ok(());
         }
-        match services.api.get(&request.resource, request.namespace.as_deref(), &request.name).await {
+        let unknown = match services.api.get(&request.resource, request.namespace.as_deref(), &request.name).await {
             Ok(Some(_)) => return Ok(()),
-            Ok(None) => {}
-            Err(e) if e.status() == Some(403) => return Ok(()),
+            Ok(None) => "",
+            Err(e) if e.status() == Some(403) => ", unless it exists, which the plugin's identity may not read",
             Err(e) => return Err(guest_error(e)),
-        }
-        Err(self
-            .host
-            .refuse(format!("apply of {} {key} would create it, and create {} is not granted by the plugin's manifest", request.resource, request.resource)))
+        };
+        Err(self.host.refuse(format!(
+            "apply of {} {key} would create it{unknown}, and create {} is not granted by the plugin's manifest",
+            request.resource, request.resource
+        )))
     }
 }
 
@@ -139,10 +191,8 @@ fn object_request(json: &str, op: impl FnOnce(serde_json::Value) -> WriteOp) -> 
     Ok(WriteRequest { resource: Gvk::from_api_version(&api_version, &kind), namespace: field(&["metadata", "namespace"]), name, op: op(object) })
 }
 
+/// JSON text a guest sent, already within its bound (see `add_to_linker`).
 fn parse_json(json: &str, what: &str) -> Result<serde_json::Value, GuestError> {
-    if json.len() > MAX_OBJECT_BYTES {
-        return Err(error(ErrorCode::Invalid, format!("the {what} is {} bytes; the API server accepts at most {MAX_OBJECT_BYTES}", json.len())));
-    }
     serde_json::from_str(json).map_err(|e| error(ErrorCode::Invalid, format!("the {what} is not valid JSON: {e}")))
 }
 

@@ -1,12 +1,16 @@
 //! `kubewasm:controller/events`: Kubernetes Events the plugin records about objects it may read.
-//! Checked here; queued and sent in the background by the plugin's own recorder ([`EventSink`]),
-//! under the plugin's own budget.
+//! Read in place and checked here (sizes first, then the capability); queued and sent in the
+//! background by the plugin's own recorder ([`EventSink`]), under the plugin's own budget.
 
-use wasmtime::component::HasData;
+use wasmtime::component::{ComponentType, Lift, Linker, WasmStr};
+use wasmtime::{AsContext, StoreContextMut};
 
 use super::super::bindings::events::{Event, EventType, Host};
-use super::super::bindings::types::{Error as GuestError, ErrorCode};
-use super::{HostContext, HostState, Services, error};
+use super::super::bindings::types::Error as GuestError;
+use super::super::bindings::{PACKAGE, PACKAGE_VERSION};
+use super::super::boundary;
+use super::args::{LazyRef, Read, owned, settle};
+use super::{HostContext, HostState, Services};
 use crate::events::{EventRecorder, MAX_NOTE, ObjectEvent};
 use crate::manifest::Verb;
 use crate::resource::{Gvk, ObjectKey, uid_of};
@@ -27,19 +31,52 @@ pub struct EventsCtx<'a> {
     services: &'a Services,
 }
 
-pub struct EventsData;
-
-impl HasData for EventsData {
-    type Data<'a> = EventsCtx<'a>;
-}
-
 pub fn context<T: HostState>(state: &mut T) -> EventsCtx<'_> {
     EventsCtx { host: state.host(), services: state.services() }
 }
 
-/// Kubernetes' limit on `reason` and `action` (the note's is [`MAX_NOTE`]). A guest's Event
-/// beyond them is refused, not cut: the plugin should hear that its note did not fit.
-const MAX_REASON: usize = 128;
+/// `events.event`, in place. An Event over Kubernetes' limits on `reason`, `action`
+/// ([`boundary::MAX_REASON`]) and `note` ([`MAX_NOTE`]) is refused, not cut: the plugin should hear that
+/// its note did not fit.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+struct LazyEvent {
+    regarding: LazyRef,
+    #[component(name = "event-type")]
+    event_type: EventType,
+    reason: WasmStr,
+    action: WasmStr,
+    note: WasmStr,
+}
+
+impl LazyEvent {
+    fn read(&self, store: &impl AsContext) -> Read<Event> {
+        let reason = |s: &WasmStr, field: &str| -> Read<String> {
+            let text = s.to_str(store)?;
+            boundary::check_reason(field, text.len())?;
+            Ok(text.into_owned())
+        };
+        Ok(Event {
+            regarding: self.regarding.read(store)?,
+            event_type: self.event_type,
+            reason: reason(&self.reason, "event reason")?,
+            action: reason(&self.action, "event action")?,
+            note: owned(store, &self.note, "event note", MAX_NOTE)?,
+        })
+    }
+}
+
+/// Registers `events.publish` with its event read in place (`super::args`).
+pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    let mut events = linker.instance(&format!("{PACKAGE}/events@{PACKAGE_VERSION}"))?;
+    events.func_wrap("publish", |mut store: StoreContextMut<'_, T>, (event,): (LazyEvent,)| {
+        let event = match settle(event.read(&store))? {
+            Ok(event) => event,
+            Err(refused) => return Ok((Err(refused),)),
+        };
+        Ok((Host::publish(&mut context(store.data_mut()), event)?,))
+    })
+}
 
 impl EventsCtx<'_> {
     fn publish(&self, event: Event) -> Result<(), GuestError> {
@@ -47,14 +84,6 @@ impl EventsCtx<'_> {
         let namespace = event.regarding.namespace.as_deref();
         self.host.cache_only("an Event")?;
         self.host.check(Verb::Get, &regarding, None, namespace, Some(&event.regarding.name))?;
-        for (field, value) in [("reason", &event.reason), ("action", &event.action)] {
-            if value.is_empty() || value.len() > MAX_REASON {
-                return Err(error(ErrorCode::Invalid, format!("the event {field} must be 1 to {MAX_REASON} characters")));
-            }
-        }
-        if event.note.len() > MAX_NOTE {
-            return Err(error(ErrorCode::Invalid, format!("the event note is {} bytes; at most {MAX_NOTE}", event.note.len())));
-        }
         let key = ObjectKey::new(namespace, &event.regarding.name);
         let uid = self.services.cache.get(&regarding, &key).and_then(|json| uid_of(&json));
         self.services.events.publish(ObjectEvent {

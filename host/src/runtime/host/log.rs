@@ -8,9 +8,9 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tokio::time::Instant;
 use wasmtime::StoreContextMut;
-use wasmtime::component::{Linker, WasmList, WasmStr};
+use wasmtime::component::{ComponentType, Lift, Linker, WasmList, WasmStr};
 
-use super::super::bindings::log::{Field, Level};
+use super::super::bindings::log::Level;
 use super::super::bindings::{PACKAGE, PACKAGE_VERSION};
 use super::HostState;
 use crate::queue::rate_limit::TokenBucket;
@@ -23,6 +23,10 @@ const MAX_FIELDS: usize = 32;
 const MAX_KEY: usize = 128;
 /// Longest message and field value written; longer ones are cut.
 pub const MAX_TEXT: usize = 8 * 1024;
+/// A field is read (and then cut) only if its key and value are within this together, so that
+/// a record costs the host the same however long the guest's strings are; a longer field is
+/// dropped and counted with the fields over [`MAX_FIELDS`].
+const MAX_FIELD_READ: usize = 64 * 1024;
 
 /// How much one plugin may write to the host's log. Shared by its instances.
 pub struct LogBudget {
@@ -69,31 +73,65 @@ pub fn clip(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// `log.field`, in place.
+#[derive(ComponentType, Lift)]
+#[component(record)]
+struct LazyField {
+    key: WasmStr,
+    value: WasmStr,
+}
+
+/// Whether the host's log keeps records of this level (a record it would not keep is not read).
+fn enabled(level: Level) -> bool {
+    macro_rules! enabled {
+        ($level:ident) => {
+            tracing::enabled!(target: "kubewasm::plugin", tracing::Level::$level)
+        };
+    }
+    match level {
+        Level::Trace => enabled!(TRACE),
+        Level::Debug => enabled!(DEBUG),
+        Level::Info => enabled!(INFO),
+        Level::Warn => enabled!(WARN),
+        Level::Error => enabled!(ERROR),
+    }
+}
+
 /// Registers `log.emit` by hand rather than through the generated `Host` trait: the generated
-/// code would copy every field of a record into host memory before the budget is looked at (a
-/// million fields, a hundred megabytes), while this reads the guest's list in place and takes
-/// only what is kept.
+/// code would copy every field of a record into host memory before the level or the budget is
+/// looked at (a million fields, a hundred megabytes), while this reads the guest's list in place
+/// and takes only what is kept, each field under a fuel of its own ([`MAX_FIELD_READ`]).
 pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     let mut log = linker.instance(&format!("{PACKAGE}/log@{PACKAGE_VERSION}"))?;
-    log.func_wrap("emit", |mut store: StoreContextMut<'_, T>, (level, message, fields): (Level, WasmStr, WasmList<Field>)| {
+    log.func_wrap("emit", |mut store: StoreContextMut<'_, T>, (level, message, fields): (Level, WasmStr, WasmList<LazyField>)| {
         let host = store.data().host().clone();
-        let key = store.data().key().map(ToString::to_string).unwrap_or_default();
-        if !host.logs.admit(&host.plugin) {
+        if !enabled(level) || !host.logs.admit(&host.plugin) {
             return Ok(());
         }
-        let count = fields.len();
+        let key = store.data().key().map(ToString::to_string).unwrap_or_default();
+        let mut dropped = fields.len().saturating_sub(MAX_FIELDS);
         let mut text = String::new();
-        for field in fields.iter(&mut store)?.take(MAX_FIELDS) {
-            let field = field?;
+        for i in 0..fields.len().min(MAX_FIELDS) {
+            // The store's call hook sets the fuel back when this call returns.
+            store.set_hostcall_fuel(MAX_FIELD_READ);
+            let field = match fields.get(&mut store, i) {
+                Some(Ok(field)) => field,
+                Some(Err(e)) if super::super::boundary::fuel_exhausted(&e) => {
+                    dropped += 1;
+                    continue;
+                }
+                Some(Err(e)) => return Err(e),
+                None => break,
+            };
             if !text.is_empty() {
                 text.push(' ');
             }
-            text.push_str(clip(&field.key, MAX_KEY));
+            text.push_str(clip(&field.key.to_str(&store)?, MAX_KEY));
             text.push('=');
-            text.push_str(clip(&field.value, MAX_TEXT));
+            text.push_str(clip(&field.value.to_str(&store)?, MAX_TEXT));
         }
-        if count > MAX_FIELDS {
-            text.push_str(&format!(" dropped_fields={}", count - MAX_FIELDS));
+        if dropped > 0 {
+            text.push_str(&format!(" dropped_fields={dropped}"));
         }
         let message = message.to_str(&store)?;
         let (plugin, message, fields) = (&*host.plugin, clip(&message, MAX_TEXT), text);

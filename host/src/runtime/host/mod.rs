@@ -9,6 +9,7 @@
 //! it). A refused call is a `forbidden` error value for the guest, a warning in the host log and
 //! a count in `kubewasm_plugin_forbidden_calls_total` — never a trap.
 
+mod args;
 pub mod cache;
 pub mod client;
 pub mod events;
@@ -103,9 +104,6 @@ pub(crate) fn error(code: ErrorCode, message: impl Into<String>) -> GuestError {
     GuestError { code, message: message.into() }
 }
 
-/// Largest object a guest may send; the API server refuses bigger requests anyway (3 MiB).
-pub(crate) const MAX_OBJECT_BYTES: usize = 3 << 20;
-
 /// What the interfaces need of an instance's store data: the plugin's context, its memory
 /// limit and the key being reconciled. The instance implements it, so that these files never
 /// name the instance that holds them.
@@ -120,13 +118,14 @@ pub trait HostState: Send + 'static {
     fn services(&self) -> &Services;
 }
 
-/// Registers the four kubewasm interfaces, each with its own narrow context (`log` by hand).
+/// Registers the four kubewasm interfaces, each with its own narrow context. Each file
+/// registers its functions by hand with the arguments read in place ([`args`]), rather than
+/// through the generated `add_to_linker`, which would copy every string before any check.
 pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    use super::bindings::kubewasm::controller as wit;
-    wit::types::add_to_linker::<T, cache::CacheData>(linker, cache::context::<T>)?;
-    wit::cache::add_to_linker::<T, cache::CacheData>(linker, cache::context::<T>)?;
-    wit::client::add_to_linker::<T, client::ClientData>(linker, client::context::<T>)?;
-    wit::events::add_to_linker::<T, events::EventsData>(linker, events::context::<T>)?;
+    super::bindings::kubewasm::controller::types::add_to_linker::<T, cache::CacheData>(linker, cache::context::<T>)?;
+    cache::add_to_linker(linker)?;
+    client::add_to_linker(linker)?;
+    events::add_to_linker(linker)?;
     log::add_to_linker(linker)
 }
 

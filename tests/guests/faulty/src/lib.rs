@@ -95,6 +95,7 @@ impl Controller for Faulty {
                 eprintln!("hello from stderr");
                 Ok(Action::Done)
             }
+            "oversized-args" => Err(Error::other(oversized_args().join("\n"))),
             other => Err(Error::new(ErrorCode::Invalid, format!("unknown mode {other:?}"))),
         }
     }
@@ -104,6 +105,42 @@ impl Controller for Faulty {
         let count = if mode == Some("oversized-keys") { 200_000 } else { 1 };
         Ok((0..count).map(|i| ObjectKey::new(object.namespace(), &format!("{}-{i}", object.name()))).collect())
     }
+}
+
+/// Calls the host with each argument over its bound, straight through the generated bindings
+/// (the SDK would refuse them first), and says what each call answered: `Code: message`, one a
+/// line, in this order.
+fn oversized_args() -> Vec<String> {
+    use kubewasm_sdk::bindings::kubewasm::controller::{cache, client, events, types};
+    let configmap = || types::Gvk { group: String::new(), version: "v1".into(), kind: "ConfigMap".into() };
+    let long = |n: usize| "a".repeat(n);
+    fn answer<T>(result: std::result::Result<T, types::Error>) -> String {
+        match result {
+            Ok(_) => "ok".into(),
+            Err(e) => format!("{:?}: {}", e.code, e.message),
+        }
+    }
+    let event = |name: String, reason: &str, note: String| events::Event {
+        regarding: types::ObjectRef { resource: configmap(), namespace: Some("default".into()), name },
+        event_type: events::EventType::Normal,
+        reason: reason.into(),
+        action: "Test".into(),
+        note,
+    };
+    vec![
+        answer(cache::get(&configmap(), Some("default"), &long(254))),
+        answer(cache::get(&configmap(), Some(&long(64)), "x")),
+        answer(cache::get(&types::Gvk { kind: long(64), ..configmap() }, Some("default"), "x")),
+        answer(cache::get(&types::Gvk { group: long(254), ..configmap() }, Some("default"), "x")),
+        answer(cache::list_objects(&configmap(), None, Some(&long(4097)))),
+        answer(client::apply(&long((3 << 20) + 1), false)),
+        answer(client::patch(&configmap(), Some("default"), "x", client::PatchType::Merge, &long((3 << 20) + 1))),
+        answer(client::delete(&configmap(), Some("default"), &long(254))),
+        answer(events::publish(&event(long(8 << 20), "Test", "note".into()))),
+        answer(events::publish(&event("x".into(), "", "note".into()))),
+        answer(events::publish(&event("x".into(), &long(129), "note".into()))),
+        answer(events::publish(&event("x".into(), "Test", long(1025)))),
+    ]
 }
 
 /// Recursion the optimizer can neither turn into a loop (the result is rotated before it is

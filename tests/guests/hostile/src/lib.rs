@@ -11,9 +11,23 @@
 //! - `busy-loop`: computes without end (until its deadline, up to the host's 300 s maximum) on
 //!   every target at once (setting `max-concurrency`, up to 64);
 //! - `hang`: sleeps in a host call (WASI poll) for an hour;
+//! - `event-bomb`: publishes Events about an object with an 8 MiB name, in a loop, straight through
+//!   the generated bindings (the SDK would refuse the name first), and fails with what the host
+//!   answered;
+//! - `describe-memory`: touches `describe-memory-mib` (default 3072) MiB of memory while it
+//!   describes itself;
 //! - `memory`: asks for 4 GiB per instance and 64 workers (refused at load by the budget);
 //! - `lease`: declares `patch` on Leases (all, or those named by `lease-names`) and patches the
-//!   host's own Lease (setting `lease`, `NAMESPACE/NAME`) to make itself the holder.
+//!   host's own Lease (setting `lease`, `NAMESPACE/NAME`) to make itself the holder;
+//! - `access-flood`: its `access` export declares `rules` rules (default 1000) on Secrets, each
+//!   with the verbs of `verbs` (default all 14 RBAC verbs), `namespaces` namespaces and `names`
+//!   object names (default 100 each): the audit's H1 shape, 14 million access reviews;
+//! - `watch-flood`: declares `grants` list grants on Secrets (default 1), each limited to its own
+//!   `namespaces` namespaces (default 5000), none of which exists: one watch per namespace;
+//! - `apply-blind`: declares only `patch` on Secrets (no `create`, no read) and applies a Secret
+//!   `blind` that does not exist, hoping RBAC lets its identity create it; logs the outcome;
+//! - `get-loop`: declares only `get` on PodTemplates (so every read goes to the API server) and
+//!   reads one, again and again, for `loop-ms` (default 3000) of every reconcile.
 
 use std::time::Duration;
 
@@ -31,7 +45,21 @@ struct Settings {
     name: Option<String>,
     /// Fields of the `log-flood` attack's first record (default 200 000).
     fields: Option<usize>,
+    /// The `access-flood` and `watch-flood` shapes.
+    rules: Option<usize>,
+    verbs: Option<Vec<String>>,
+    grants: Option<usize>,
+    namespaces: Option<usize>,
+    names: Option<usize>,
+    /// How long each `get-loop` reconcile reads, in milliseconds.
+    loop_ms: Option<u64>,
+    /// What `describe-memory` touches in `describe`.
+    describe_memory_mib: Option<usize>,
 }
+
+/// Every RBAC verb.
+const VERBS: [&str; 14] =
+    ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "bind", "escalate", "impersonate", "approve", "sign", "use"];
 
 struct Hostile {
     attack: String,
@@ -41,6 +69,12 @@ struct Hostile {
     lease_names: Vec<String>,
     name: String,
     fields: usize,
+    rules: usize,
+    verbs: Vec<String>,
+    grants: usize,
+    namespaces: usize,
+    names: usize,
+    loop_ms: u64,
 }
 
 /// A cheap pseudo-random sequence (the sandbox gives WASI random, but this is enough).
@@ -59,19 +93,47 @@ fn lease() -> Gvk {
     Gvk::new("coordination.k8s.io", "v1", "Lease")
 }
 
+fn secret() -> Gvk {
+    Gvk::new("", "v1", "Secret")
+}
+
+fn pod_template() -> Gvk {
+    Gvk::new("", "v1", "PodTemplate")
+}
+
+/// `n` distinct names starting with `prefix`.
+fn numbered(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
 impl Controller for Hostile {
     type Primary = DynamicObject;
     type Settings = Settings;
 
     fn new(settings: Settings) -> std::result::Result<Self, String> {
+        let attack = settings.attack;
+        if attack == "describe-memory" {
+            // One byte a page is enough to make every page resident.
+            let mut memory = vec![0u8; settings.describe_memory_mib.unwrap_or(3072) << 20];
+            for page in memory.chunks_mut(4096) {
+                page[0] = 1;
+            }
+            std::hint::black_box(&memory);
+        }
         Ok(Hostile {
-            attack: settings.attack,
+            attack: attack.clone(),
             selector: settings.selector.unwrap_or_else(|| "hostile.kubewasm.io/target".into()),
             workers: settings.max_concurrency.unwrap_or(4),
             lease: settings.lease,
             lease_names: settings.lease_names,
             name: settings.name.unwrap_or_else(|| "hostile".into()),
             fields: settings.fields.unwrap_or(200_000),
+            rules: settings.rules.unwrap_or(1000),
+            verbs: settings.verbs.unwrap_or_else(|| VERBS.map(String::from).to_vec()),
+            grants: settings.grants.unwrap_or(1),
+            namespaces: settings.namespaces.unwrap_or(if attack == "watch-flood" { 5000 } else { 100 }),
+            names: settings.names.unwrap_or(100),
+            loop_ms: settings.loop_ms.unwrap_or(3000),
         })
     }
 
@@ -92,6 +154,25 @@ impl Controller for Hostile {
             "memory" => {
                 manifest = manifest.max_concurrency(64).limits(kubewasm_sdk::Limits { deadline: None, memory_bytes: Some(4 << 30) });
             }
+            "access-flood" => {
+                let verbs: Vec<&str> = self.verbs.iter().map(String::as_str).collect();
+                for rule in 0..self.rules {
+                    let namespaces = numbered(&format!("flood-{rule}"), self.namespaces);
+                    let namespaces: Vec<&str> = namespaces.iter().map(String::as_str).collect();
+                    let names = numbered(&format!("secret-{rule}"), self.names);
+                    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                    manifest = manifest.rule(&secret(), None, &verbs, &namespaces, &names);
+                }
+            }
+            "watch-flood" => {
+                for grant in 0..self.grants {
+                    let namespaces = numbered(&format!("nowhere-{grant}"), self.namespaces);
+                    let namespaces: Vec<&str> = namespaces.iter().map(String::as_str).collect();
+                    manifest = manifest.grant(&secret(), None, &[Verb::List, Verb::Watch], &namespaces);
+                }
+            }
+            "get-loop" => manifest = manifest.grant(&pod_template(), None, &[Verb::Get], &[]),
+            "apply-blind" => manifest = manifest.grant(&secret(), None, &[Verb::Patch], &[]),
             _ => {}
         }
         manifest
@@ -125,6 +206,28 @@ impl Controller for Hostile {
                 }
                 Ok(Action::RequeueAfter(Duration::from_secs(1)))
             }
+            "event-bomb" => {
+                use kubewasm_sdk::bindings::kubewasm::controller::{events, types};
+                let event = events::Event {
+                    regarding: types::ObjectRef {
+                        resource: types::Gvk { group: String::new(), version: "v1".into(), kind: "ConfigMap".into() },
+                        namespace: primary.namespace().map(str::to_owned),
+                        name: "a".repeat(8 << 20),
+                    },
+                    event_type: events::EventType::Warning,
+                    reason: "Bomb".into(),
+                    action: "Bomb".into(),
+                    note: "bomb".into(),
+                };
+                let mut answer = None;
+                for _ in 0..300 {
+                    answer = events::publish(&event).err();
+                }
+                match answer {
+                    Some(e) => Err(kubewasm_sdk::Error::new(e.code, e.message)),
+                    None => Ok(Action::RequeueAfter(Duration::from_secs(1))),
+                }
+            }
             "requeue-zero" => Ok(Action::RequeueAfter(Duration::ZERO)),
             "busy-loop" => {
                 let mut n = 0u64;
@@ -143,6 +246,23 @@ impl Controller for Hostile {
                 };
                 ctx.warn(&format!("lease attack: {outcome}"));
                 Ok(Action::Done)
+            }
+            "apply-blind" => {
+                let mut blind = DynamicObject::new(&secret(), primary.namespace(), "blind");
+                blind.data.insert("stringData".into(), kubewasm_sdk::serde_json::json!({"k": "v"}));
+                let outcome = match ctx.apply(&blind) {
+                    Ok(_) => "applied".to_string(),
+                    Err(e) => format!("{:?}: {}", e.code, e.message),
+                };
+                ctx.warn(&format!("blind apply: {outcome}"));
+                Ok(Action::Done)
+            }
+            "get-loop" => {
+                let started = std::time::Instant::now();
+                while started.elapsed() < Duration::from_millis(self.loop_ms) {
+                    let _ = ctx.get_dynamic(&pod_template(), primary.namespace(), "absent");
+                }
+                Ok(Action::RequeueAfter(Duration::from_secs(1)))
             }
             "hang" => {
                 std::thread::sleep(Duration::from_secs(3600));

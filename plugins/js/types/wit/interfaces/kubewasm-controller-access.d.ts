@@ -2,9 +2,9 @@
 /// <reference path="./kubewasm-controller-types.d.ts" />
 declare module 'kubewasm:controller/access@0.1.1' {
   /**
-   * The plugin's rules beyond `manifest.permissions`. Called right after a successful
-   * `describe`, on the same instance. Invalid rules (an unknown verb, a bad name) refuse the
-   * plugin with the field named, like an invalid manifest.
+   * The plugin's rules beyond `manifest.permissions`, at most 1000. Called right after a
+   * successful `describe`, on the same instance. Invalid rules (an unknown verb, a bad name)
+   * refuse the plugin with the field named, like an invalid manifest.
    */
   export function rules(): Array<Rule>;
   export type Gvk = import('kubewasm:controller/types@0.1.1').Gvk;
@@ -20,7 +20,8 @@ declare module 'kubewasm:controller/access@0.1.1' {
     subresource?: string,
     /**
      * RBAC verbs: get, list, watch, create, update, patch, delete, deletecollection, bind,
-     * escalate, impersonate, approve, sign, use. Not "*": name what the plugin needs.
+     * escalate, impersonate, approve, sign, use (at most 14). Not "*": name what the plugin
+     * needs.
      * The host's calls check get through delete; the others matter to the API server only
      * (e.g. `bind` on a ClusterRole lets the plugin create RoleBindings to it without
      * holding its permissions).
@@ -28,13 +29,13 @@ declare module 'kubewasm:controller/access@0.1.1' {
     verbs: Array<string>,
     /**
      * Namespaces the rule covers; empty means every namespace the host serves. Must be
-     * empty for cluster-scoped resources.
+     * empty for cluster-scoped resources. At most 100.
      */
     namespaces: Array<string>,
     /**
-     * Object names the rule is limited to (RBAC's `resourceNames`); empty for every
-     * object. A rule with names never makes the host cache the resource: `get` of a named
-     * object is a request to the API server.
+     * Object names the rule is limited to (RBAC's `resourceNames`, at most 100); empty for
+     * every object. A rule with names never makes the host cache the resource: `get` of a
+     * named object is a request to the API server.
      */
     resourceNames: Array<string>,
   }

@@ -4,16 +4,20 @@ declare module 'kubewasm:controller/cache@0.1.1' {
   /**
    * One object, or `none` if there is none of that name.
    * 
-   * Errors: `forbidden` if the plugin may not read that object; `invalid` if a namespace is
+   * `name` is at most 253 bytes and `namespace` at most 63, like every name and namespace.
+   * 
+   * Errors: `forbidden` if the plugin may not read that object; `invalid` for a value over its
+   * bound, if a namespace is
    * given for a cluster-scoped resource (or missing for a namespaced one), or the API server
-   * does not serve the resource; for a read from the API server, `unavailable` if it did not
-   * answer in time, and `forbidden` if RBAC refused the plugin's identity.
+   * does not serve the resource; for a read from the API server (under the plugin's rate
+   * limit, as its writes), `unavailable` if it did not answer in time, and `forbidden` if RBAC
+   * refused the plugin's identity or the namespace is not one the host serves (`--namespace`).
    */
   export function get(resource: Gvk, namespace: string | undefined, name: string): Object | undefined;
   /**
    * Objects of a cached resource: in `namespace` (every readable namespace when `none`),
-   * matching `label-selector` (Kubernetes syntax, e.g. "app=web,tier!=db"; every object when
-   * `none`), sorted by namespace then name.
+   * matching `label-selector` (Kubernetes syntax, e.g. "app=web,tier!=db", at most 4096
+   * bytes; every object when `none`), sorted by namespace then name.
    * 
    * The answer is bounded: its objects may total at most a quarter of the plugin's memory
    * limit (16 MiB with the default 64 MiB). A larger answer is not built; the call fails with

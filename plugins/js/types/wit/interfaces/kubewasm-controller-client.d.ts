@@ -4,7 +4,9 @@ declare module 'kubewasm:controller/client@0.1.1' {
   /**
    * Server-side apply: makes the fields in `object` owned by this plugin's field manager and
    * equal to the given values; creates the object if it does not exist. Needs `patch`, and,
-   * when the object does not exist yet, `create` (`forbidden` otherwise). With `force`,
+   * when the object does not exist yet, `create` (`forbidden` otherwise; without `create`,
+   * also `forbidden` when the plugin's identity may not read the object to tell whether it
+   * exists). With `force`,
    * takes over fields another manager owns; without it such a clash answers `conflict`.
    */
   export function apply(object: Object, force: boolean): Object;

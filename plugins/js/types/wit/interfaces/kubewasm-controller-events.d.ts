@@ -2,8 +2,9 @@
 /// <reference path="./kubewasm-controller-types.d.ts" />
 declare module 'kubewasm:controller/events@0.1.1' {
   /**
-   * Queues an event. Errors: `invalid` for an empty or too long reason or action, or a note
-   * over 1024 bytes; `forbidden` for an object the plugin may not read.
+   * Queues an event. Errors: `invalid` for an empty or too long reason or action, a note over
+   * 1024 bytes, or a `regarding` name over 253 bytes or namespace over 63 (checked before
+   * anything is copied or queued); `forbidden` for an object the plugin may not read.
    */
   export function publish(event: Event): void;
   export type ObjectRef = import('kubewasm:controller/types@0.1.1').ObjectRef;
@@ -23,11 +24,11 @@ declare module 'kubewasm:controller/events@0.1.1' {
     regarding: ObjectRef,
     eventType: EventType,
     /**
-     * Why, in PascalCase, at most 128 characters, e.g. "DeploymentNotOwned".
+     * Why, in PascalCase, 1 to 128 bytes, e.g. "DeploymentNotOwned".
      */
     reason: string,
     /**
-     * What was done or attempted, at most 128 characters, e.g. "Reconcile".
+     * What was done or attempted, 1 to 128 bytes, e.g. "Reconcile".
      */
     action: string,
     /**

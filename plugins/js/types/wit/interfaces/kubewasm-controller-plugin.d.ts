@@ -7,13 +7,18 @@ declare module 'kubewasm:controller/plugin@0.1.1' {
    * 
    * The host calls `describe` once on every new instance before any other call, always with
    * the same settings, so an instance may keep what it parsed from them. Return `err` with a
-   * message saying what is wrong with the settings to refuse loading.
+   * message saying what is wrong with the settings (at most 64 KiB) to refuse loading.
    * 
    * Unknown settings are refused: a key the plugin does not declare is a typo or a setting of
    * another version, and silently ignoring it would run the plugin with a setting its
    * operator believes is on. Every SDK refuses it here with the message
    * `settings: unknown field "KEY"` (a plugin that declares no settings refuses any key). A
    * trap in `describe` refuses loading too.
+   * 
+   * When the plugin is loaded, `describe` runs before it is admitted: under a deadline of
+   * 10 s whatever `limits` or the settings ask, and under the memory limit the settings give
+   * (`[kubewasm] memory-mib`, else the host's default), which the host holds in its plugin
+   * memory budget meanwhile (a limit that does not fit refuses the plugin before it runs).
    */
   export function describe(settings: string): Manifest;
   export type Gvk = import('kubewasm:controller/types@0.1.1').Gvk;
@@ -56,10 +61,13 @@ declare module 'kubewasm:controller/plugin@0.1.1' {
      * ("scale", "finalizers", ...): the host passes it to RBAC.
      */
     subresource?: string,
+    /**
+     * At most 14 entries.
+     */
     verbs: Array<Verb>,
     /**
      * Namespaces the grant covers; empty means every namespace the host serves. Must be
-     * empty for cluster-scoped resources.
+     * empty for cluster-scoped resources. At most 100.
      */
     namespaces: Array<string>,
   }
@@ -75,8 +83,8 @@ declare module 'kubewasm:controller/plugin@0.1.1' {
     tag: 'owner-references',
   }
   /**
-   * The primary object whose name is the value of this label on the watched object, in
-   * the watched object's namespace. No label, no key.
+   * The primary object whose name is the value of this label (a label key: at most 317
+   * bytes) on the watched object, in the watched object's namespace. No label, no key.
    */
   export interface MappingLabel {
     tag: 'label',
@@ -95,7 +103,7 @@ declare module 'kubewasm:controller/plugin@0.1.1' {
     resource: Gvk,
     mapping: Mapping,
     /**
-     * Kubernetes label selector syntax; `none` watches every object.
+     * Kubernetes label selector syntax, at most 4096 bytes; `none` watches every object.
      */
     labelSelector?: string,
   }
@@ -118,7 +126,9 @@ declare module 'kubewasm:controller/plugin@0.1.1' {
   }
   /**
    * Everything the host needs to run the plugin. Validated at load time; a plugin whose
-   * manifest is invalid is not loaded and the error says which field is wrong.
+   * manifest is invalid is not loaded and the error says which field is wrong. Each list
+   * (`owns`, `watches`, `permissions`) holds at most 1000 entries, and every gvk is within the
+   * bounds of `types.gvk`.
    */
   export interface Manifest {
     /**
@@ -129,7 +139,8 @@ declare module 'kubewasm:controller/plugin@0.1.1' {
      */
     name: string,
     /**
-     * The plugin's own version, free text shown in logs (semantic versioning recommended).
+     * The plugin's own version, free text shown in logs (semantic versioning recommended), 1 to
+     * 64 bytes.
      */
     version: string,
     /**
@@ -137,7 +148,8 @@ declare module 'kubewasm:controller/plugin@0.1.1' {
      */
     primary: Gvk,
     /**
-     * Label selector restricting which primary objects are reconciled; `none` for all. An
+     * Label selector restricting which primary objects are reconciled, at most 4096 bytes;
+     * `none` for all. An
      * object whose labels change so that it stops matching gets one `release.released`
      * call (plugins built for 0.1.1 and later).
      */
@@ -152,7 +164,8 @@ declare module 'kubewasm:controller/plugin@0.1.1' {
      */
     watches: Array<Watch>,
     /**
-     * A finalizer name such as `example.com/cleanup` (a qualified name), unique within a
+     * A finalizer name such as `example.com/cleanup` (a qualified name: at most 317 bytes),
+     * unique within a
      * host. When set, the host adds it to each primary object before the first reconcile,
      * calls `finalize` when the object is being deleted, and removes the finalizer once
      * `finalize` returns `done`. It does so with patches made as the plugin: the manifest
@@ -167,9 +180,10 @@ declare module 'kubewasm:controller/plugin@0.1.1' {
     resyncSeconds?: number,
     /**
      * How many keys may be reconciled at once (each key is only ever in one worker). At
-     * least 1; the host may cap it. Each worker may hold an instance of `limits.memory-bytes`:
-     * a plugin whose memory limit × (max-concurrency + 1) does not fit in what is left of
-     * the host's plugin memory budget is refused.
+     * least 1; the host may cap it. Each worker may hold an instance of `limits.memory-bytes`,
+     * whose limit is held in the host's plugin memory budget while the instance exists: a plugin
+     * whose first instance does not fit in what is left of it is refused, and a call for which
+     * there is no room waits for one of the plugin's instances.
      */
     maxConcurrency: number,
     limits: Limits,

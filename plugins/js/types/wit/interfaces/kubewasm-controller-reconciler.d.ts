@@ -19,15 +19,21 @@ declare module 'kubewasm:controller/reconciler@0.1.1' {
   export function finalize(request: Request): Action;
   /**
    * Maps an event on a watched object whose mapping is `map-related` to the keys of primary
-   * objects to reconcile. `resource` says which watch it came from. May read the cache.
-   * Must be quick; it is subject to the same deadline as `reconcile`. Keys of objects that are
-   * not cached primaries of the plugin (no such object, or outside its selector or namespaces)
-   * are dropped; more than 100 000 keys is a fault.
+   * objects to reconcile. `resource` says which watch it came from. May read the cache and
+   * nothing else: every `client` and `events` call, and a `cache.get` the API server would
+   * answer (a kind that is not cached), returns `forbidden`. Runs only on the leader (a
+   * standby keeps the events and maps them when it leads), several calls at once for
+   * different objects. Must be quick; it is subject to the same deadline as `reconcile`. Keys
+   * of objects that are not cached primaries of the plugin (no such object, or outside its
+   * selector or namespaces) are dropped; more than 100 000 keys, or a key over the bounds of
+   * `object-key` (a name over 253 bytes, a namespace over 63), is an `oversized` fault. When
+   * more watched objects wait than the host keeps (10 000), the rest are not mapped one by one:
+   * every primary is reconciled instead.
    * 
    * It has no error value: a map-related that fails (in every SDK, an error it returns or an
-   * exception or panic it does not catch) traps, and the host retries it like a faulting
-   * `reconcile`, quarantining the watched object after as many faults in a row. An empty list
-   * means "no keys", never "failed".
+   * exception or panic it does not catch) traps, and the host retries it with backoff like a
+   * faulting `reconcile`, quarantining the watched object after as many faults in a row (until
+   * it changes). An empty list means "no keys", never "failed".
    */
   export function mapRelated(resource: Gvk, object: Object): Array<ObjectKey>;
   export type Gvk = import('kubewasm:controller/types@0.1.1').Gvk;

@@ -5,15 +5,16 @@ declare module 'kubewasm:controller/types@0.1.1' {
    */
   export interface Gvk {
     /**
-     * API group; the empty string for the core group (Pods, ConfigMaps, Nodes, ...).
+     * API group; the empty string for the core group (Pods, ConfigMaps, Nodes, ...). At most
+     * 253 bytes.
      */
     group: string,
     /**
-     * API version within the group, e.g. "v1".
+     * API version within the group, e.g. "v1". At most 63 bytes.
      */
     version: string,
     /**
-     * Kind, e.g. "Deployment".
+     * Kind, e.g. "Deployment". At most 63 bytes.
      */
     kind: string,
   }
@@ -22,11 +23,11 @@ declare module 'kubewasm:controller/types@0.1.1' {
    */
   export interface ObjectKey {
     /**
-     * Namespace; `none` for cluster-scoped objects.
+     * Namespace; `none` for cluster-scoped objects. At most 63 bytes.
      */
     namespace?: string,
     /**
-     * `metadata.name`.
+     * `metadata.name`. At most 253 bytes.
      */
     name: string,
   }
@@ -36,13 +37,17 @@ declare module 'kubewasm:controller/types@0.1.1' {
   export interface ObjectRef {
     resource: Gvk,
     /**
-     * Namespace; `none` for cluster-scoped objects.
+     * Namespace; `none` for cluster-scoped objects. At most 63 bytes.
      */
     namespace?: string,
+    /**
+     * At most 253 bytes.
+     */
     name: string,
   }
   /**
-   * A Kubernetes object as JSON text: `apiVersion`, `kind`, `metadata`, and the rest.
+   * A Kubernetes object as JSON text: `apiVersion`, `kind`, `metadata`, and the rest. One a
+   * guest sends is at most 3 MiB (3 145 728 bytes), what the API server accepts.
    */
   export type Object = string;
   /**
@@ -76,7 +81,8 @@ declare module 'kubewasm:controller/types@0.1.1' {
    */
   export type ErrorCode = 'not-found' | 'already-exists' | 'conflict' | 'forbidden' | 'invalid' | 'unavailable' | 'other';
   /**
-   * A failed call: a code to branch on and a message for humans.
+   * A failed call: a code to branch on and a message for humans. A guest's error message is at
+   * most 64 KiB (65 536 bytes); a longer one is an `oversized` fault.
    */
   export interface Error {
     code: ErrorCode,

@@ -137,9 +137,10 @@ type Manifest struct {
 	// `none`: the host default (10 hours, like controller-runtime); 0 disables resync.
 	ResyncSeconds witTypes.Option[uint32]
 	// How many keys may be reconciled at once (each key is only ever in one worker). At
-	// least 1; the host may cap it. Each worker may hold an instance of `limits.memory-bytes`:
-	// a plugin whose memory limit × (max-concurrency + 1) does not fit in what is left of
-	// the host's plugin memory budget is refused.
+	// least 1; the host may cap it. Each worker may hold an instance of `limits.memory-bytes`,
+	// whose limit is held in the host's plugin memory budget while the instance exists: a plugin
+	// whose first instance does not fit in what is left of it is refused, and a call for which
+	// there is no room waits for one of the plugin's instances.
 	MaxConcurrency uint32
 	Limits         Limits
 	// Access beyond reading the primary, owned and watched resources.
