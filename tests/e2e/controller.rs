@@ -1095,7 +1095,7 @@ async fn map_related_under_churn_misses_nothing_even_when_its_backlog_overflows(
     let recovered = Instant::now();
     wait_related(&cms, "churn", &watched("last"), CONVERGE).await.context("every primary reconciled after the overflow")?;
     eprintln!(
-        "map-related overflow: {FILLERS} fillers in {flooded_in:?}, {full} of them left out; {last_drop} left out in all ({} of the {WATCHED} last changes); every primary current {:?} later",
+        "map-related overflow: {FILLERS} fillers in {flooded_in:?}, {full} of them left out; {last_drop} left out in all ({} while the {WATCHED} watched objects changed last); every primary current {:?} later",
         after - full,
         recovered.elapsed()
     );
