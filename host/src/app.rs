@@ -2,7 +2,11 @@
 //! gracefully (no new reconciles, running ones finish, the leader releases its lease, queued
 //! events are sent); a second signal, or the grace period running out, stops at once.
 //!
-//! Leader election and the HTTP endpoints run on a runtime of their own ([`ControlRuntime`]:
+//! In a ring (`--shard-ring`), each replica also holds its shard membership Lease (released
+//! after its workers stopped, like the leader's), its sharded plugins reconcile their share under
+//! it, and the leader runs the ring's assigner.
+//!
+//! Leader election, shard membership and the HTTP endpoints run on a runtime of their own ([`ControlRuntime`]:
 //! one thread, its own timers, I/O driver and API connections), so that however busy the plugins
 //! keep the main runtime's workers, a lease renewal or a probe never waits behind them.
 
@@ -30,6 +34,8 @@ use crate::plugin::Loader;
 use crate::plugin::artifact::ArtifactCache;
 use crate::resource::Gvk;
 use crate::runtime::{Runtime, RuntimeConfig};
+use crate::shard::assigner::{Assigner, AssignerConfig};
+use crate::shard::{AssignerMode, Shard};
 use crate::supervisor::status::StatusPublisher;
 use crate::supervisor::{ControllerFilter, StatusObject, Supervisor};
 
@@ -82,6 +88,12 @@ pub struct RunConfig {
     pub max_queue_wait: Duration,
     /// When a hot-reloaded version is rolled back.
     pub rollback: crate::supervisor::rollout::Policy,
+    /// The ring this replica shards plugins in (its membership Lease lives beside the leader's).
+    pub shard_ring: Option<String>,
+    /// Who places the ring's objects.
+    pub shard_assigner: AssignerMode,
+    /// Client-side rate limit of the assigner's label writes.
+    pub shard_assign_limits: ClientLimits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -186,6 +198,19 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     } else {
         (Leadership::always(), None)
     };
+    // Membership of the ring: a Lease named after this replica, on the control runtime too.
+    let (published, published_rx) = tokio::sync::watch::channel(std::collections::BTreeMap::new());
+    let (membership, member_elector) = match &config.shard_ring {
+        Some(ring) => {
+            let mut lease = crate::shard::lease::membership(ring, &instance, &config.lease_namespace);
+            lease.annotations = Some(published_rx);
+            let (kubeconfig, who) = (config.kubeconfig.clone(), instance.clone());
+            let lease_client = control.run(async move { crate::client::connect(kubeconfig.as_deref(), &who).await }).await?;
+            let (elector, membership) = LeaderElector::new(lease_client, lease, metrics.shard_member(ring), metrics.leader_renew(&instance));
+            (Some(membership), Some(control.spawn(elector.run(leading.clone()))))
+        }
+        None => (None, None),
+    };
 
     // 3. The shared machinery: runtime, informers, identities, the fences on every write.
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
@@ -206,6 +231,13 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
             name: config.lease_name.clone(),
         });
     }
+    if config.shard_ring.is_some() {
+        host_objects.push(HostObject {
+            resource: Gvk::new("coordination.k8s.io", "v1", "Lease"),
+            namespace: Some(config.lease_namespace.clone()),
+            name: instance.clone(),
+        });
+    }
     let fence = Fence { leadership: leadership.clone(), namespaces: namespaces.clone(), host_objects: host_objects.into() };
     let informers = Informers::new(client.clone(), discovery.clone(), shutdown.clone());
     let mut identities = Identities::new(
@@ -217,6 +249,40 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         config.request_timeout,
         config.admission,
     );
+    // The host's own writes for the ring: handovers under the membership, the assigner's labels
+    // under the leadership. Plugins' namespaces only; the host's own objects are not written.
+    let shard = membership.map(|membership| {
+        let fence = Fence { leadership: membership.clone(), ..fence.clone() };
+        let api = Arc::new(ApiClient::new(
+            client.clone(),
+            discovery.clone(),
+            informers.clone(),
+            "kubewasm-shard".into(),
+            ClientLimits::default().bucket(),
+            fence,
+            config.request_timeout,
+        ));
+        let ring = config.shard_ring.clone().unwrap_or_default();
+        Arc::new(Shard::new(&ring, &instance, membership, informers.clone(), api, published, metrics.clone()))
+    });
+    let assigner_task = match (&shard, config.shard_assigner) {
+        (Some(shard), AssignerMode::Builtin) => {
+            let api = Arc::new(ApiClient::new(
+                client.clone(),
+                discovery.clone(),
+                informers.clone(),
+                "kubewasm-assigner".into(),
+                config.shard_assign_limits.bucket(),
+                fence.clone(),
+                config.request_timeout,
+            ));
+            let assigner_config = AssignerConfig { ring: shard.ring().into(), lease_namespace: config.lease_namespace.clone() };
+            let assigner =
+                Assigner::new(client.clone(), discovery.clone(), api, assigner_config, shard.claims().subscribe(), metrics.clone(), config.request_timeout);
+            Some(tokio::spawn(assigner.run(leadership.clone(), shutdown.clone())))
+        }
+        _ => None,
+    };
     // Whoever may create Plugins must not get any identity by naming a Plugin after it.
     if let Some(policy) = config.identity_policy.clone().filter(|_| config.plugin_resources && config.plugin_identity == IdentityMode::ServiceAccount) {
         identities = identities.with_policy(policy);
@@ -236,6 +302,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         quarantine_after: config.quarantine_after,
         max_queue_wait: config.max_queue_wait,
         budget: budget.clone(),
+        shard,
     });
 
     // 4. The host's own writes and Events (its status ConfigMap), as the host.
@@ -277,8 +344,16 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
             let _ = task.await;
         }
         supervisor.stopped().await;
+        if let Some(task) = assigner_task {
+            let _ = task.await;
+        }
+        // Workers have stopped: the Leases go (a standby leads, the ring moves this shard's
+        // objects at once).
         leading.cancel();
         if let Some(elector) = elector {
+            let _ = elector.await;
+        }
+        if let Some(elector) = member_elector {
             let _ = elector.await;
         }
         events_shutdown.cancel();

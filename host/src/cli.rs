@@ -100,6 +100,13 @@ enum Command {
                       kubewasm rollout promote sample-controller --plugins ./plugins"
     )]
     Rollout(RolloutArgs),
+    /// Show the ring of sharded replicas: each shard's state, its Lease and the objects it has
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # The replicas of the ring `kubewasm` in kube-system, and who assigns\n  \
+                      kubewasm shards --ring kubewasm --lease-namespace kube-system --lease-name kubewasm"
+    )]
+    Shards(ShardsArgs),
     /// Create a plugin project: a small working controller, a README and a table-test case
     #[command(
         help_template = COMMAND_TEMPLATE,
@@ -356,9 +363,25 @@ struct RunArgs {
     #[arg(long, value_name = "NAME", default_value = "kubewasm")]
     lease_name: String,
 
-    /// Namespace of the leader election Lease
+    /// Namespace of the leader election Lease (and of the shard Leases)
     #[arg(long, value_name = "NAMESPACE", default_value = "default")]
     lease_namespace: String,
+
+    /// Shard every plugin's objects across the replicas of this ring (needs --leader-elect):
+    /// each replica holds a Lease named after itself, reconciles the objects labelled
+    /// shard.alpha.sharding.timebertt.dev/RING=<itself>, and the leader assigns them; a plugin
+    /// with `sharding = false` in its [kubewasm] options runs on the leader only
+    #[arg(long, value_name = "RING")]
+    shard_ring: Option<String>,
+
+    /// Who assigns the ring's objects: builtin (the leader) or external (another sharder, such
+    /// as kubernetes-controller-sharding's with a ControllerRing)
+    #[arg(long, value_name = "WHO", default_value = "builtin")]
+    shard_assigner: crate::shard::AssignerMode,
+
+    /// Label writes per second of the built-in assigner (its burst is twice that)
+    #[arg(long, value_name = "QPS", default_value_t = 200.0)]
+    shard_assign_qps: f64,
 
     /// Follow the plugin directory and hot-reload added, replaced and removed plugins
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
@@ -583,6 +606,25 @@ struct RolloutStatusArgs {
 }
 
 #[derive(Args)]
+struct ShardsArgs {
+    /// The ring (`kubewasm run --shard-ring`)
+    #[arg(long, value_name = "RING", default_value = "kubewasm")]
+    ring: String,
+
+    /// Namespace of the shard Leases (`kubewasm run --lease-namespace`)
+    #[arg(long, value_name = "NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+
+    /// The leader election Lease: its holder is the ring's assigner
+    #[arg(long, value_name = "NAME", default_value = "kubewasm")]
+    lease_name: String,
+
+    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config)
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Args)]
 struct PromoteArgs {
     /// The plugin's name
     #[arg(value_name = "NAME")]
@@ -758,6 +800,7 @@ pub fn main() -> ExitCode {
             Command::Finalizers(FinalizersArgs { command: FinalizersCommand::Release(args) }) => release_finalizers(args).await,
             Command::Rollout(RolloutArgs { command: RolloutCommand::Status(args) }) => rollout_status(args).await,
             Command::Rollout(RolloutArgs { command: RolloutCommand::Promote(args) }) => promote(args).await,
+            Command::Shards(args) => shards(args).await,
             Command::Test(args) => test(args).await,
             Command::Record(args) => record(args).await,
             Command::New(args) => new(args),
@@ -845,7 +888,22 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         }
         _ => {}
     }
+    if let Some(ring) = &args.shard_ring {
+        if !args.leader_elect {
+            return Err("--shard-ring needs --leader-elect: the ring's leader assigns the objects and runs the plugins that are not sharded".into());
+        }
+        crate::selector::label_key(&crate::shard::shard_label(ring)).map_err(|e| format!("--shard-ring {ring:?}: {e}"))?;
+    }
+    if args.shard_assign_qps.is_nan() || args.shard_assign_qps <= 0.0 {
+        return Err(format!("--shard-assign-qps {}: must be positive", args.shard_assign_qps));
+    }
     let config = crate::app::RunConfig {
+        shard_ring: args.shard_ring,
+        shard_assigner: args.shard_assigner,
+        shard_assign_limits: crate::client::ClientLimits {
+            qps: args.shard_assign_qps,
+            burst: (args.shard_assign_qps * 2.0).ceil().min(f64::from(u32::MAX)) as u32,
+        },
         plugin_resources: sources.contains(&PluginSource::Resources),
         registries: crate::oci::RegistryOptions { timeout: args.request_timeout, ..args.registry.options() },
         watch: args.watch,
@@ -971,6 +1029,22 @@ async fn rollout_status(args: RolloutStatusArgs) -> Result<ExitCode, String> {
         (None, Some(entry)) => Err(format!("no candidate runs in the shadow of {}: copy one to NAME.next.wasm beside it (it runs {entry})", args.plugin)),
         (None, None) => Err(format!("the status ConfigMap {namespace}/{name} lists no plugin {:?}", args.plugin)),
     }
+}
+
+async fn shards(args: ShardsArgs) -> Result<ExitCode, String> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let client = crate::client::connect(args.kubeconfig.as_deref(), "shards").await.map_err(|e| e.to_string())?;
+    let api = kube::Api::<Lease>::namespaced(client, &args.lease_namespace);
+    let selector = format!("{}={}", crate::shard::RING_LABEL, args.ring);
+    let leases = api
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| format!("cannot list the shard Leases in {}: {e}", args.lease_namespace))?
+        .items;
+    let leader = api.get_opt(&args.lease_name).await.map_err(|e| format!("cannot read the leader Lease {}: {e}", args.lease_name))?;
+    let leader = leader.and_then(|l| l.spec).and_then(|s| s.holder_identity);
+    print!("{}", crate::shard::lease::table(&args.ring, &leases, leader.as_deref(), k8s_openapi::jiff::Timestamp::now()));
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn promote(args: PromoteArgs) -> Result<ExitCode, String> {

@@ -325,7 +325,7 @@ impl PluginResources {
     /// Watches the Plugins (waiting for their CRD if it is not installed) and runs a pipeline
     /// per Plugin until `shutdown`.
     pub async fn run(self: Arc<Self>, informers: Arc<Informers>, shutdown: CancellationToken) {
-        let key = WatchKey { resource: plugin_kind(), namespace: Some(self.namespace.clone()), selector: None };
+        let key = WatchKey::new(plugin_kind(), Some(self.namespace.clone()));
         let mut delay = Duration::from_secs(1);
         let enqueue = Arc::new(Enqueue { queue: self.queue.clone(), in_flight: self.in_flight.clone() });
         let subscription = loop {

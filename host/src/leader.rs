@@ -15,7 +15,12 @@
 //! A host that loses its term goes back to standby with its caches warm and campaigns again
 //! (rather than exiting, as controller-runtime does): it writes nothing until it holds the Lease
 //! again, and takes over at once if the other host goes away.
+//!
+//! The same elector holds a shard's membership Lease (`shard`): a Lease named after the host,
+//! carrying the ring's label and the annotations the host publishes about itself, written with
+//! every renewal (so they cost no request of their own).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -38,6 +43,10 @@ pub struct LeaderConfig {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+    /// Labels the Lease carries (merged into those others set on it).
+    pub labels: BTreeMap<String, String>,
+    /// Annotations written with each renewal, as they are then.
+    pub annotations: Option<watch::Receiver<BTreeMap<String, String>>>,
 }
 
 impl LeaderConfig {
@@ -50,6 +59,8 @@ impl LeaderConfig {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
+            labels: BTreeMap::new(),
+            annotations: None,
         }
     }
 }
@@ -58,8 +69,12 @@ impl LeaderConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Term {
     Standby,
-    /// Leading until the instant, or for good (`None`: no election).
-    Leading(Option<Instant>),
+    /// Leading until the instant, or for good (`None`: no election), since `since` (when the
+    /// request that began this term was sent).
+    Leading {
+        until: Option<Instant>,
+        since: Instant,
+    },
 }
 
 /// Whether this host leads now. Cheap to clone and to ask.
@@ -69,14 +84,22 @@ pub struct Leadership(watch::Receiver<Term>);
 impl Leadership {
     /// For a host without leader election: always the leader.
     pub fn always() -> Self {
-        Leadership(watch::channel(Term::Leading(None)).1)
+        Leadership(watch::channel(Term::Leading { until: None, since: Instant::now() }).1)
+    }
+
+    /// When the current term began, if this host leads now.
+    pub fn since(&self) -> Option<Instant> {
+        match *self.0.borrow() {
+            Term::Leading { since, .. } if self.is_leader() => Some(since),
+            _ => None,
+        }
     }
 
     /// Whether this host may write now: it leads and its term has not run out.
     pub fn is_leader(&self) -> bool {
         match *self.0.borrow() {
             Term::Standby => false,
-            Term::Leading(until) => until.is_none_or(|until| Instant::now() < until),
+            Term::Leading { until, .. } => until.is_none_or(|until| Instant::now() < until),
         }
     }
 
@@ -100,8 +123,8 @@ impl Leadership {
             let current = *term.borrow_and_update();
             match current {
                 Term::Standby => return,
-                Term::Leading(Some(until)) if Instant::now() >= until => return,
-                Term::Leading(until) => {
+                Term::Leading { until: Some(until), .. } if Instant::now() >= until => return,
+                Term::Leading { until, .. } => {
                     let expiry = async {
                         match until {
                             Some(until) => tokio::time::sleep_until(until).await,
@@ -161,7 +184,7 @@ impl LeaderElector {
             let started = Instant::now();
             // A leader's request may take until its term ends; a standby's, one retry period.
             let bound = match *self.term.borrow() {
-                Term::Leading(Some(until)) => until.saturating_duration_since(started).max(Duration::from_millis(100)),
+                Term::Leading { until: Some(until), .. } => until.saturating_duration_since(started).max(Duration::from_millis(100)),
                 _ => self.config.retry_period.max(Duration::from_secs(1)),
             };
             let renewing = self.leadership().is_leader();
@@ -170,7 +193,7 @@ impl LeaderElector {
                 self.renew.observe(started.elapsed().as_secs_f64());
             }
             match attempt {
-                Ok(()) => self.lead_until(started + self.config.renew_deadline),
+                Ok(()) => self.lead_until(started, started + self.config.renew_deadline),
                 Err(e) if self.is_leading() => {
                     if self.leadership().is_leader() {
                         tracing::warn!(lease = %self.config.lease_name, "renewing the lease failed, retrying: {e}");
@@ -183,7 +206,7 @@ impl LeaderElector {
             }
             // Wake at the end of the term too, to report the loss when it happens.
             let term_end = match *self.term.borrow() {
-                Term::Leading(Some(until)) => until,
+                Term::Leading { until: Some(until), .. } => until,
                 _ => Instant::now() + self.config.retry_period,
             };
             tokio::select! {
@@ -197,7 +220,7 @@ impl LeaderElector {
             }
         }
         if self.leadership().is_leader() {
-            self.release().await;
+            self.give_up().await;
         }
         self.stand_by();
     }
@@ -207,15 +230,20 @@ impl LeaderElector {
     }
 
     fn is_leading(&self) -> bool {
-        matches!(*self.term.borrow(), Term::Leading(_))
+        matches!(*self.term.borrow(), Term::Leading { .. })
     }
 
-    fn lead_until(&mut self, until: Instant) {
-        if !self.is_leading() {
-            tracing::info!(lease = %self.config.lease_name, identity = %self.config.identity, "became the leader");
-        }
+    /// Extends the term to `until`; a new one begins at `started` when this host did not lead.
+    fn lead_until(&mut self, started: Instant, until: Instant) {
+        let since = match *self.term.borrow() {
+            Term::Leading { since, .. } => since,
+            Term::Standby => {
+                tracing::info!(lease = %self.config.lease_name, identity = %self.config.identity, "became the leader");
+                started
+            }
+        };
         self.status.set(1);
-        self.term.send_replace(Term::Leading(Some(until)));
+        self.term.send_replace(Term::Leading { until: Some(until), since });
     }
 
     fn stand_by(&mut self) {
@@ -230,7 +258,8 @@ impl LeaderElector {
         let now = MicroTime(Timestamp::now());
         let name = &self.config.lease_name;
         let Some(mut lease) = self.api.get_opt(name).await? else {
-            let lease = Lease { metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() }, spec: Some(self.spec(now.clone(), now, 0)) };
+            let mut lease = Lease { metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() }, spec: Some(self.spec(now.clone(), now, 0)) };
+            self.mark(&mut lease.metadata);
             self.api.create(&PostParams::default(), &lease).await?;
             return Ok(());
         };
@@ -260,9 +289,23 @@ impl LeaderElector {
             (now.clone(), spec.lease_transitions.unwrap_or(0) + 1)
         };
         lease.spec = Some(self.spec(acquired, now, transitions));
+        self.mark(&mut lease.metadata);
         // Replace carries the resourceVersion we read: a concurrent taker makes this a 409.
         self.api.replace(name, &PostParams::default(), &lease).await?;
         Ok(())
+    }
+
+    /// Sets this host's labels and its current annotations, keeping what others set.
+    fn mark(&self, metadata: &mut ObjectMeta) {
+        if !self.config.labels.is_empty() {
+            metadata.labels.get_or_insert_with(Default::default).extend(self.config.labels.clone());
+        }
+        if let Some(annotations) = &self.config.annotations {
+            let now = annotations.borrow().clone();
+            if !now.is_empty() {
+                metadata.annotations.get_or_insert_with(Default::default).extend(now);
+            }
+        }
     }
 
     fn spec(&self, acquired: MicroTime, renewed: MicroTime, transitions: i32) -> LeaseSpec {
@@ -277,7 +320,7 @@ impl LeaderElector {
     }
 
     /// Gives the lease up so that a standby need not wait for it to expire.
-    async fn release(&mut self) {
+    async fn give_up(&mut self) {
         self.stand_by();
         let name = self.config.lease_name.clone();
         let bound = self.config.renew_deadline;
@@ -307,7 +350,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_term_ends_on_time_even_if_nobody_says_so() {
-        let (tx, rx) = watch::channel(Term::Leading(Some(Instant::now() + Duration::from_secs(10))));
+        let (tx, rx) = watch::channel(Term::Leading { until: Some(Instant::now() + Duration::from_secs(10)), since: Instant::now() });
         let leadership = Leadership(rx);
         assert!(leadership.is_leader());
         let lost = tokio::spawn({
@@ -336,7 +379,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn standing_by_ends_the_term_and_leading_again_is_awaited() {
-        let (tx, rx) = watch::channel(Term::Leading(None));
+        let (tx, rx) = watch::channel(Term::Leading { until: None, since: Instant::now() });
         let mut leadership = Leadership(rx);
         assert!(leadership.is_leader());
         let lost = tokio::spawn({
@@ -349,7 +392,7 @@ mod tests {
         let waiting = tokio::spawn(async move { leadership.wait_until_leading().await });
         tokio::time::sleep(Duration::from_millis(1)).await;
         assert!(!waiting.is_finished());
-        tx.send_replace(Term::Leading(Some(Instant::now() + Duration::from_secs(1))));
+        tx.send_replace(Term::Leading { until: Some(Instant::now() + Duration::from_secs(1)), since: Instant::now() });
         assert!(waiting.await.unwrap());
     }
 }

@@ -28,7 +28,8 @@
 //!   size limit. [`manifest`]: what a plugin declares, validation, the capability check, the
 //!   RBAC rules it needs.
 //! - [`identity`]: who each plugin acts as, and RBAC admission. [`leader`]: Lease-based leader
-//!   election, fenced by time.
+//!   election, fenced by time. [`shard`]: scale-out across replicas — membership Leases, the
+//!   consistent-hash ring, the built-in assigner, handovers.
 //! - [`discovery`], [`resource`], [`selector`], [`duration`]: kinds, keys, label selectors and
 //!   durations.
 //! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`offline`]: running
@@ -37,8 +38,8 @@
 //!   and their diffs. [`finalizers`]: `kubewasm finalizers release`. [`scaffold`]: `kubewasm new`.
 //!   [`gobuild`]: `kubewasm build --lang go`.
 //!
-//! Imports run downward: cli/app → delivery → supervisor → controller → runtime → informer,
-//! queue, client, events, identity → discovery → manifest, resource, selector, duration, metrics;
+//! Imports run downward: cli/app → delivery → supervisor → controller → runtime, shard → informer,
+//! queue, client, events, identity, leader → discovery → manifest, resource, selector, duration, metrics;
 //! oci stands alone below delivery and cli; budget is a leaf below the supervisor and app,
 //! cache_dir one below plugin, oci and app.
 
@@ -73,5 +74,6 @@ pub mod runtime;
 pub mod scaffold;
 pub mod selector;
 pub mod server;
+pub mod shard;
 pub mod supervisor;
 pub mod tabletest;

@@ -24,6 +24,7 @@ pub struct Metrics {
     controller: ControllerFamilies,
     plugin: PluginFamilies,
     host: HostFamilies,
+    shard: ShardFamilies,
     refreshers: Refreshers,
 }
 
@@ -37,7 +38,8 @@ impl Metrics {
         let controller = ControllerFamilies::register(&mut registry);
         let plugin = PluginFamilies::register(&mut registry);
         let host = HostFamilies::register(&mut registry);
-        Metrics { registry, workqueue, controller, plugin, host, refreshers: Refreshers::default() }
+        let shard = ShardFamilies::register(&mut registry);
+        Metrics { registry, workqueue, controller, plugin, host, shard, refreshers: Refreshers::default() }
     }
 
     /// The workqueue handles for one controller. Resolved once per queue because looking a label
@@ -152,6 +154,37 @@ impl Metrics {
     /// `kubewasm_leader_renew_duration_seconds` for a lease.
     pub fn leader_renew(&self, lease: &str) -> Histogram {
         self.host.leader_renew.get_or_create_owned(&LeaseLabels { name: lease.to_owned() })
+    }
+
+    /// `kubewasm_shard_objects`: the primaries a sharded plugin has on this replica.
+    pub fn shard_objects(&self, plugin: &str) -> Gauge {
+        self.shard.objects.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
+    }
+
+    /// `kubewasm_shard_handovers_total`: objects this replica handed over when asked to drain.
+    pub fn shard_handovers(&self, plugin: &str) -> Counter {
+        self.shard.handovers.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
+    }
+
+    /// `kubewasm_shard_member`: 1 while this replica holds its membership Lease in the ring.
+    pub fn shard_member(&self, ring: &str) -> Gauge {
+        self.shard.member.get_or_create_owned(&RingLabels { ring: ring.to_owned() })
+    }
+
+    /// `kubewasm_shard_assignments_total` for one action of the assigner (`assign`, `drain`,
+    /// `move`, `child`).
+    pub fn shard_assignments(&self, ring: &str, action: &str) -> Counter {
+        self.shard.assignments.get_or_create_owned(&RingActionLabels { ring: ring.to_owned(), action: action.to_owned() })
+    }
+
+    /// `kubewasm_shard_ring_members`: the ring's shards by state, as the assigner sees them.
+    pub fn shard_members(&self, ring: &str, state: &str) -> Gauge {
+        self.shard.members.get_or_create_owned(&RingStateLabels { ring: ring.to_owned(), state: state.to_owned() })
+    }
+
+    /// `kubewasm_shard_assigner_objects`: the objects the assigner keeps metadata of.
+    pub fn shard_assigner_objects(&self, ring: &str) -> Gauge {
+        self.shard.assigner_objects.get_or_create_owned(&RingLabels { ring: ring.to_owned() })
     }
 
     /// The Prometheus text exposition (OpenMetrics flavour, ending in `# EOF`) of every metric,
@@ -633,6 +666,62 @@ impl HostFamilies {
             Unit::Bytes,
             families.memory_budget.clone(),
         );
+        families
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RingLabels {
+    ring: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RingActionLabels {
+    ring: String,
+    action: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RingStateLabels {
+    ring: String,
+    state: String,
+}
+
+/// The `kubewasm_shard_*` families.
+#[derive(Debug)]
+struct ShardFamilies {
+    objects: Family<PluginLabels, Gauge>,
+    handovers: Family<PluginLabels, Counter>,
+    member: Family<RingLabels, Gauge>,
+    assignments: Family<RingActionLabels, Counter>,
+    members: Family<RingStateLabels, Gauge>,
+    assigner_objects: Family<RingLabels, Gauge>,
+}
+
+impl ShardFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        let families = ShardFamilies {
+            objects: Family::default(),
+            handovers: Family::default(),
+            member: Family::default(),
+            assignments: Family::default(),
+            members: Family::default(),
+            assigner_objects: Family::default(),
+        };
+        registry.register("kubewasm_shard_objects", "Primary objects of a sharded plugin cached on this replica (its share)", families.objects.clone());
+        registry.register(
+            "kubewasm_shard_handovers",
+            "Objects this replica handed over (drain acknowledged: shard and drain labels removed)",
+            families.handovers.clone(),
+        );
+        registry.register("kubewasm_shard_member", "Whether this replica holds its membership Lease in the ring (1) or not (0)", families.member.clone());
+        registry.register(
+            "kubewasm_shard_assignments",
+            "Label writes of the ring's assigner: assign (unassigned object), drain (asked its shard to hand it over), move (taken from an unavailable shard), child (an owned object following its controller)",
+            families.assignments.clone(),
+        );
+        registry.register("kubewasm_shard_ring_members", "The ring's shards by state, as the assigner sees them", families.members.clone());
+        registry.register("kubewasm_shard_assigner_objects", "Objects whose metadata the assigner keeps", families.assigner_objects.clone());
         families
     }
 }

@@ -123,8 +123,8 @@ async fn the_deployment_elects_a_leader_runs_restricted_and_is_probed() -> Resul
     let pod = &deployment["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
     let args: Vec<&str> = container["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
-    assert_eq!(deployment["spec"]["replicas"], 2);
-    for arg in ["--leader-elect", "--lease-namespace=kubewasm", "--plugin-source=resources", "--identity-namespace=kubewasm"] {
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    for arg in ["--leader-elect", "--lease-namespace=kubewasm", "--shard-ring=kubewasm", "--plugin-source=resources", "--identity-namespace=kubewasm"] {
         assert!(args.contains(&arg), "{arg} missing: {args:?}");
     }
 

@@ -13,11 +13,12 @@ use std::time::{Duration, Instant};
 
 use kubewasm::client::WriteOp;
 use kubewasm::manifest::LimitPolicy;
+use kubewasm::metrics::PluginMetrics;
 use kubewasm::offline::{FixtureCache, Recorder};
 use kubewasm::plugin::artifact::ArtifactCache;
 use kubewasm::plugin::{LoadError, LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
-use kubewasm::runtime::{Action, CallError, DescribeError, Fault, GuestErrorCode, PluginMetrics, PluginRunner, Request, Runtime, RuntimeConfig};
+use kubewasm::runtime::{Action, CallError, DescribeError, Fault, GuestErrorCode, PluginRunner, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::{components, guests};
 
 fn faulty_wasm() -> PathBuf {

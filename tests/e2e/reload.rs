@@ -593,3 +593,36 @@ async fn a_standby_judges_a_new_version_once_it_takes_over() -> Result<()> {
     h2.stop().await?;
     Ok(())
 }
+
+/// Fifty plugins of the default memory limit load under the default plugin memory budget
+/// (issue 26): each version reserves its first instance's limit at admission (64 MiB; 3.2 GiB of
+/// the 4 GiB in all), not limit × (max-concurrency + 1), which let only twenty-one in. Then they
+/// all reconcile one object, the budget never passed.
+#[tokio::test]
+async fn fifty_plugins_load_under_the_default_memory_budget() -> Result<()> {
+    const PLUGINS: usize = 50;
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("reload-fifty").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    let names: Vec<String> = (0..PLUGINS).map(|i| format!("p{i:02}")).collect();
+    for name in &names {
+        dir.install_e2e(&E2eSettings::new(name), "v01");
+    }
+    let mut host = Host::start(host_config("fifty", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(Duration::from_secs(300)).await?;
+    let reserved = host.metric("kubewasm_plugin_memory_budget_bytes", &[("state", "reserved")]).await?;
+    let total = host.metric("kubewasm_plugin_memory_budget_bytes", &[("state", "total")]).await?;
+    ensure!(total == (4u64 << 30) as f64, "the default budget is 4 GiB, not {total}");
+    ensure!(reserved == (PLUGINS as u64 * (64 << 20)) as f64, "{reserved} bytes reserved: not one 64 MiB instance for each of {PLUGINS} plugins");
+    let want = BTreeMap::from([("x".to_string(), "1".to_string())]);
+    create_primaries(&cms, &want).await?;
+    for name in &names {
+        wait_outputs(&cms, name, &want, Want::default()).await.with_context(|| format!("plugin {name}"))?;
+    }
+    let metrics = host.metrics().await?;
+    ensure!(kubewasm_tests::prom::sum(&metrics, RELOADS, &[("result", "loaded")]) == PLUGINS as f64, "not every plugin loaded:\n{}", host.log_tail(20));
+    ensure!(kubewasm_tests::prom::sum(&metrics, "kubewasm_plugin_memory_budget_bytes", &[("state", "reserved")]) <= (4u64 << 30) as f64);
+    host.stop().await?;
+    Ok(())
+}

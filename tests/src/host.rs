@@ -116,6 +116,8 @@ pub struct HostConfig {
     identity_namespace: Option<String>,
     /// Serve the Plugin resources of this namespace (the plugins' identity namespace).
     resources: Option<String>,
+    /// `POD_NAME`; by default `NAME-<unique>`.
+    instance: Option<String>,
 }
 
 impl HostConfig {
@@ -136,6 +138,7 @@ impl HostConfig {
             artifacts: None,
             identity_namespace: None,
             resources: None,
+            instance: None,
         }
     }
     /// A host serving only the Plugin resources of `namespace` (`--plugin-source=resources
@@ -188,6 +191,17 @@ impl HostConfig {
     pub fn artifacts(mut self, dir: &Path) -> Self {
         self.artifacts = Some(dir.into());
         self
+    }
+    /// The host's identity (`POD_NAME`: its Lease names, its shard name): unique within the
+    /// test's namespace, e.g. fixed names so that a ring places a test's objects the same way on
+    /// every run.
+    pub fn instance(mut self, instance: &str) -> Self {
+        self.instance = Some(instance.into());
+        self
+    }
+    /// `--shard-ring RING` (with leader election in `lease_namespace`, Lease `lease_name`).
+    pub fn shard_ring(self, lease_namespace: &str, lease_name: &str, ring: &str) -> Self {
+        self.leader_elect(lease_namespace, lease_name).arg(format!("--shard-ring={ring}"))
     }
     /// `RUST_LOG` for the host.
     pub fn log_filter(mut self, filter: &str) -> Self {
@@ -289,7 +303,7 @@ impl Host {
         let file = fs::File::create(&log).map_err(io_error(format!("creating {}", log.display())))?;
         let err = file.try_clone().map_err(io_error("cloning the log file handle"))?;
         // The host's identity: its Lease holder name and its User-Agent's `(INSTANCE)`.
-        let instance = format!("{}-{}", config.name, crate::unique_name("host"));
+        let instance = config.instance.clone().unwrap_or_else(|| format!("{}-{}", config.name, crate::unique_name("host")));
         let mut cmd = Command::new(bin);
         cmd.args(config.command(metrics, health, &dir.path().join("artifacts")))
             .env("RUST_LOG", &config.log_filter)

@@ -26,7 +26,8 @@
 //! plays the attacker: endless, oversized, trickling and redirecting answers), `components`
 //! (hostile components written by hand in WAT), `webhook` (an admission webhook on loopback that
 //! hangs or answers 503/429 storms), `build` also builds the suite's Go tools
-//! (`registry`: an OCI registry on loopback; crane; helm).
+//! (`registry`: an OCI registry on loopback; crane; helm); `trace` (the checker that no two hosts
+//! reconcile one object at once).
 
 pub mod accounts;
 pub mod audit;
@@ -46,6 +47,7 @@ pub mod proxy;
 pub mod registry;
 mod shared;
 pub mod timing;
+pub mod trace;
 pub mod wait;
 pub mod webhook;
 

@@ -56,6 +56,10 @@ pub struct E2eSettings {
     pub map_sleep_ms: Option<u64>,
     pub related: bool,
     pub list_all: Option<u32>,
+    pub owns: bool,
+    pub trace: bool,
+    /// The `[kubewasm]` table of host options, as TOML lines (e.g. `sharding = false`).
+    pub options: Vec<String>,
 }
 
 impl E2eSettings {
@@ -125,6 +129,22 @@ impl E2eSettings {
         self.events = true;
         self
     }
+    /// Write the output as an owned Secret (`stringData`; an owned watch of Secrets).
+    pub fn owns(mut self) -> Self {
+        self.owns = true;
+        self
+    }
+    /// Log `e2e-trace start NS/NAME` as the first thing of each reconcile and `e2e-trace end
+    /// NS/NAME` as the last (see `kubewasm_tests::trace`).
+    pub fn trace(mut self) -> Self {
+        self.trace = true;
+        self
+    }
+    /// One line of the `[kubewasm]` host options, e.g. `sharding = false`.
+    pub fn option(mut self, line: &str) -> Self {
+        self.options.push(line.into());
+        self
+    }
 
     pub fn to_toml(&self) -> String {
         let mut out = format!("name = {:?}\n", self.name);
@@ -161,6 +181,19 @@ impl E2eSettings {
         }
         if !self.extra.is_empty() {
             out.push_str(&format!("extra = {:?}\n", self.extra));
+        }
+        if self.owns {
+            out.push_str("owns = true\n");
+        }
+        if self.trace {
+            out.push_str("trace = true\n");
+        }
+        if !self.options.is_empty() {
+            out.push_str("[kubewasm]\n");
+            for line in &self.options {
+                out.push_str(line);
+                out.push('\n');
+            }
         }
         out
     }

@@ -36,19 +36,26 @@ kubewasm-plugin-{{ . }}
 
 {{/*
 The host's read of what a plugin rule lets the plugin watch: the shared informer lists and watches
-the whole resource. Empty for rules that grant no watch or name objects.
+the whole resource (and patches its shard and drain labels when `sharded`). Empty for rules that
+grant no watch or name objects. Takes (dict "rule" RULE "sharded" BOOL).
 */}}
 {{- define "kubewasm.readRule" -}}
-{{- $verbs := .verbs | default list -}}
+{{- $rule := .rule -}}
+{{- $verbs := $rule.verbs | default list -}}
 {{- $resources := list -}}
-{{- range .resources -}}
+{{- range $rule.resources -}}
 {{- if not (contains "/" .) }}{{ $resources = append $resources . }}{{ end -}}
 {{- end -}}
-{{- if and (or (has "watch" $verbs) (has "*" $verbs)) (not .resourceNames) $resources -}}
-- apiGroups: {{ toJson .apiGroups }}
+{{- if and (or (has "watch" $verbs) (has "*" $verbs)) (not $rule.resourceNames) $resources -}}
+- apiGroups: {{ toJson $rule.apiGroups }}
   resources: {{ toJson $resources }}
-  verbs: [get, list, watch]
+  verbs: [get, list, watch{{ if .sharded }}, patch{{ end }}]
 {{- end -}}
+{{- end -}}
+
+{{/* The ring of the replicas when sharding is on: sharding.ring, else the release's full name. */}}
+{{- define "kubewasm.shardRing" -}}
+{{- .Values.sharding.ring | default (include "kubewasm.fullname" .) -}}
 {{- end -}}
 
 {{/* The ValidatingAdmissionPolicy (and its binding) guarding plugin identities in this release's

@@ -10,11 +10,20 @@
 //! enqueues every primary again. The controller outlives plugin versions: [`Controller::swap`]
 //! replaces the version while the queue and its backoff state, the plugin's API client (its
 //! identity and rate limit, set to the new version's options) and its Event recorder stay.
+//!
+//! In a ring of replicas (`shard`), a plugin is sharded unless its options say `sharding =
+//! false`: its primary and owned watches list only this shard's objects, it reconciles and
+//! writes under this replica's membership term instead of the leadership (after its sharded
+//! caches have listed since the term began), the children it writes are labelled for this
+//! shard ([`sharded`]), and each reconcile first checks that the object is still assigned here —
+//! an object to be drained is handed over instead, once no reconcile of it runs (the queue runs
+//! a key once at a time). An unsharded plugin runs on the ring's leader only, as without a ring.
 
 mod health;
 mod quarantine;
 mod reconcile;
 mod shadow;
+mod sharded;
 mod trigger;
 mod workers;
 
@@ -33,7 +42,7 @@ use quarantine::{Quarantine, Subject, is_object_fault};
 pub use reconcile::Outcome;
 use shadow::Shadow;
 pub use shadow::{Agreement, Report as ShadowReport};
-use trigger::{MapBacklog, MapKey, Mapping as TriggerMapping, Released, Trigger};
+use trigger::{KeyMapping, MapBacklog, MapKey, Released, Trigger};
 use workers::Workers;
 
 use crate::budget::MemoryBudget;
@@ -44,12 +53,13 @@ use crate::identity::Identities;
 use crate::informer::{CacheView, InformerError, Informers, Subscription, WatchKey};
 use crate::leader::Leadership;
 use crate::manifest::{Manifest, Mapping, WatchRole};
-use crate::metrics::{ControllerMetrics, Metrics};
+use crate::metrics::{ControllerMetrics, Metrics, PluginMetrics};
 use crate::plugin::LoadedPlugin;
 use crate::queue::{QueueError, RateLimitConfig, Reason, WorkQueue};
 use crate::resource::{ObjectKey, Scope};
 use crate::runtime::host::{Api, EventSink, Services};
-use crate::runtime::{CallError, PluginMetrics, PluginRunner, Runtime};
+use crate::runtime::{CallError, PluginRunner, Runtime};
+use crate::shard::{Claim, ClaimGuard, Shard};
 
 /// Watched objects a plugin may have waiting for `map-related` at once.
 const MAP_BACKLOG: usize = 10_000;
@@ -81,6 +91,8 @@ pub struct Environment {
     pub max_queue_wait: Duration,
     /// What instances past a version's first reserve their memory in.
     pub budget: MemoryBudget,
+    /// This replica's shard of the ring, when the host runs in one.
+    pub shard: Option<Arc<Shard>>,
 }
 
 impl Environment {
@@ -107,6 +119,8 @@ pub enum ControllerError {
     Queue(#[from] QueueError),
     #[error("its caches did not sync within {0:?} (is the host allowed to list and watch {1}?)")]
     SyncTimeout(Duration, String),
+    #[error("the new version turns sharding {0}: a running plugin keeps its mode; remove the plugin and add it again")]
+    ShardingChanged(&'static str),
 }
 
 /// One loaded version of the plugin with what it watches.
@@ -123,6 +137,8 @@ pub struct Version {
     /// Finalizers earlier versions used and this one took over.
     pub previous_finalizers: Vec<String>,
     tally: Tally,
+    /// What the ring's assigner places for this version, while it runs (sharded plugins).
+    _claim: Option<ClaimGuard>,
 }
 
 impl Version {
@@ -139,6 +155,11 @@ impl Version {
 
     fn primary_keys(&self) -> Vec<ObjectKey> {
         self.primary_objects().into_iter().map(|(key, _)| key).collect()
+    }
+
+    /// How many primaries the host has cached for this version.
+    fn primary_count(&self) -> usize {
+        self.primary.views(&self.manifest.primary).iter().map(|v| v.count()).sum()
     }
 
     /// The objects of the primary kind the host has cached for this version.
@@ -174,6 +195,8 @@ pub struct Controller {
     synced: watch::Sender<bool>,
     /// Set once the controller's tasks have all ended.
     finished: watch::Sender<bool>,
+    /// This replica's shard, when the plugin is sharded.
+    shard: Option<Arc<Shard>>,
     /// A candidate version run in the shadow of the current one, if any.
     shadow: RwLock<Option<Arc<Shadow>>>,
     shutdown: CancellationToken,
@@ -185,6 +208,11 @@ impl Controller {
     /// Events are sent).
     pub async fn start(env: Arc<Environment>, plugin: LoadedPlugin, shutdown: CancellationToken) -> Result<Arc<Self>, ControllerError> {
         let name = plugin.described.manifest.name.clone();
+        let shard = env.shard.clone().filter(|_| plugin.options.sharding != Some(false));
+        // A sharded plugin reconciles and writes under this replica's membership, not the
+        // leadership.
+        let term = shard.as_ref().map_or_else(|| env.fence.leadership.clone(), |s| s.membership().clone());
+        let fence = Fence { leadership: term.clone(), ..env.fence.clone() };
         let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?.with_max_wait(env.max_queue_wait);
         let limits = env.client_limits(&plugin);
         let kube = env.identities.client_for(&name);
@@ -194,21 +222,14 @@ impl Controller {
             env.informers.clone(),
             plugin.described.manifest.field_manager(),
             limits.bucket(),
-            env.fence.clone(),
+            fence,
             env.request_timeout,
         ));
         // The recorder stops after the workers (below), so that their last Events are sent.
         let events_stop = CancellationToken::new();
         let reporting = Reporting { controller: format!("kubewasm/{name}"), instance: env.instance.clone() };
-        let (events, events_task) = EventRecorder::start(
-            kube,
-            reporting,
-            api.bucket().clone(),
-            env.fence.leadership.clone(),
-            env.metrics.events_dropped(&name),
-            env.request_timeout,
-            events_stop.clone(),
-        );
+        let (events, events_task) =
+            EventRecorder::start(kube, reporting, api.bucket().clone(), term, env.metrics.events_dropped(&name), env.request_timeout, events_stop.clone());
         let events = events.serving(env.fence.namespaces.clone());
         let map_queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&format!("{name}-map-related")))?;
         let mapper = Arc::new(MapBacklog::new(map_queue, MAP_BACKLOG, env.metrics.mapped_dropped(&name)));
@@ -222,6 +243,7 @@ impl Controller {
             events: Arc::new(events.clone()),
             metrics: &plugin_metrics,
             inert: false,
+            shard: shard.as_ref(),
         };
         let version = build_version(&env, &parts, plugin, Vec::new()).await?;
         let controller = Arc::new(Controller {
@@ -239,6 +261,7 @@ impl Controller {
             released,
             synced: watch::channel(false).0,
             finished: watch::channel(false).0,
+            shard,
             shadow: RwLock::new(None),
             shutdown: shutdown.clone(),
         });
@@ -246,8 +269,11 @@ impl Controller {
             let controller = controller.clone();
             async move {
                 controller.clone().run(shutdown).await;
-                // Gone with the controller: its gauge must not claim objects for it.
-                controller.quarantine.release_all();
+                // Gone with the controller: its gauges must not claim objects for it.
+                controller.quarantine.clear();
+                if let Some(shard) = &controller.shard {
+                    shard.publish(&controller.name, None);
+                }
                 events_stop.cancel();
                 let _ = events_task.await;
                 controller.finished.send_replace(true);
@@ -293,6 +319,9 @@ impl Controller {
     /// state stay. A new version that renames its finalizer takes over objects carrying the old
     /// name.
     pub async fn swap(&self, plugin: LoadedPlugin) -> Result<Arc<Version>, ControllerError> {
+        if self.env.shard.is_some() && self.shard.is_some() != (plugin.options.sharding != Some(false)) {
+            return Err(ControllerError::ShardingChanged(if self.shard.is_some() { "off" } else { "on" }));
+        }
         let old = self.version();
         let mut previous = old.previous_finalizers.clone();
         previous.extend(old.manifest.finalizer.clone());
@@ -306,6 +335,7 @@ impl Controller {
             events: Arc::new(self.events.clone()),
             metrics: &self.plugin_metrics,
             inert: false,
+            shard: self.shard.as_ref(),
         };
         let limits = self.env.client_limits(&plugin);
         let version = build_version(&self.env, &parts, plugin, previous).await?;
@@ -318,7 +348,7 @@ impl Controller {
         let limit = self.workers.resize(version.workers);
         self.metrics.max_concurrent.set(limit as i64);
         drop(old);
-        self.quarantine.release_all();
+        self.quarantine.clear();
         for key in version.primary_keys() {
             self.queue.add_for(key, Reason::Resync);
         }
@@ -342,6 +372,7 @@ impl Controller {
             events: Arc::new(Unsent),
             metrics: &metrics,
             inert: true,
+            shard: self.shard.as_ref(),
         };
         let version = build_version(&self.env, &parts, plugin, Vec::new()).await?;
         version.synced(self.env.sync_timeout).await?;
@@ -413,21 +444,37 @@ impl Controller {
         tracing::info!(plugin = %self.name, "caches synced");
         let mapper = tokio::spawn(self.clone().map_related(shutdown.clone()));
         let resync = tokio::spawn(self.clone().resync(shutdown.clone()));
-        let sweeper = tokio::spawn(self.clone().release_idle(shutdown.clone()));
+        let sweeper = tokio::spawn(self.clone().drop_idle_instances(shutdown.clone()));
+        let share = tokio::spawn(self.clone().publish_share(shutdown.clone()));
         self.dispatch(shutdown).await;
-        let _ = tokio::join!(mapper, resync, sweeper);
+        let _ = tokio::join!(mapper, resync, sweeper, share);
+    }
+
+    /// What this controller reconciles and writes under: the membership of this replica's shard
+    /// when sharded, else the leadership.
+    fn term(&self) -> Leadership {
+        self.shard.as_ref().map_or_else(|| self.env.leadership().clone(), |s| s.membership().clone())
+    }
+
+    /// Waits until this controller may reconcile: the host leads, or (sharded) this replica is
+    /// a member and its sharded caches have listed since its term began.
+    async fn serving(&self, term: &mut Leadership) -> bool {
+        match &self.shard {
+            Some(shard) => shard.caught_up().await,
+            None => term.wait_until_leading().await,
+        }
     }
 
     /// Hands keys to at most the allowed number of concurrent reconciles, only while this host
-    /// leads.
+    /// leads (sharded: is a member of the ring).
     async fn dispatch(self: &Arc<Self>, shutdown: CancellationToken) {
-        let mut leadership = self.env.leadership().clone();
+        let mut leadership = self.term();
         self.metrics.max_concurrent.set(self.workers.limit() as i64);
         loop {
             let lease = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 lease = async {
-                    leadership.wait_until_leading().await;
+                    self.serving(&mut leadership).await;
                     let slot = self.workers.acquire().await;
                     (self.queue.get().await, slot)
                 } => lease,
@@ -485,13 +532,13 @@ impl Controller {
     /// left out) enqueues every primary instead. A fault is retried with backoff; an object that
     /// keeps faulting is quarantined like a primary ([`quarantine`]).
     async fn map_related(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut leadership = self.env.leadership().clone();
+        let mut leadership = self.term();
         let reserved = Arc::new(tokio::sync::Semaphore::new(1));
         loop {
             let lease = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 lease = async {
-                    leadership.wait_until_leading().await;
+                    self.serving(&mut leadership).await;
                     self.resync_if_overflowed();
                     self.mapper.queue.get().await
                 } => match lease {
@@ -610,16 +657,28 @@ impl Controller {
         }
     }
 
+    /// Publishes how many primaries this replica has of a sharded plugin, now and then.
+    async fn publish_share(self: Arc<Self>, shutdown: CancellationToken) {
+        let Some(shard) = self.shard.clone() else { return };
+        loop {
+            shard.publish(&self.name, Some(self.version().primary_count()));
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+            }
+        }
+    }
+
     /// Drops instances that have been idle for a while: an idle plugin holds no linear memory.
-    async fn release_idle(self: Arc<Self>, shutdown: CancellationToken) {
+    async fn drop_idle_instances(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(IDLE_SWEEP.min(self.env.idle_instances)) => {}
             }
-            let released = self.version().runner.release_idle(self.env.idle_instances);
-            if released > 0 {
-                tracing::debug!(plugin = %self.name, released, "released idle instances");
+            let dropped = self.version().runner.drop_idle_instances(self.env.idle_instances);
+            if dropped > 0 {
+                tracing::debug!(plugin = %self.name, dropped, "dropped idle instances");
             }
         }
     }
@@ -647,6 +706,8 @@ struct Parts<'a> {
     metrics: &'a PluginMetrics,
     /// Watches that trigger nothing: a shadow candidate's.
     inert: bool,
+    /// This replica's shard, when the plugin is sharded.
+    shard: Option<&'a Arc<Shard>>,
 }
 
 /// The Event sink of a shadow candidate: its Events are compared, never sent.
@@ -663,23 +724,30 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
         .discovery
         .resolve(&manifest.primary)
         .await
-        .map_err(|source| InformerError::Resolve { key: Box::new(WatchKey { resource: manifest.primary.clone(), namespace: None, selector: None }), source })?;
+        .map_err(|source| InformerError::Resolve { key: Box::new(WatchKey::new(manifest.primary.clone(), None)), source })?;
     let primary_namespaced = primary_scope.scope == Scope::Namespaced;
     let releases = plugin.prepared.releases();
 
     // What to watch, in which namespaces, and what each event means (the manifest's plan, which
     // admission counted). Reads of a resource not listed otherwise are served by a watch that
-    // triggers nothing.
+    // triggers nothing. A sharded plugin's primary and owned watches list only this shard's
+    // objects.
+    let sharded = parts.shard.map(|s| s.selector().clone());
     let mut subscriptions = Vec::new();
     let mut primary = CacheView::default();
+    let mut primary_namespaces = Vec::new();
     for planned in manifest.watch_plan() {
+        let server_selector = match &planned.role {
+            WatchRole::Primary | WatchRole::Owned => sharded.clone(),
+            _ => None,
+        };
         let mapping = match &planned.role {
-            WatchRole::Primary => TriggerMapping::Primary { selector: manifest.primary_selector.clone(), releases },
-            WatchRole::Owned => TriggerMapping::Owners { controller_only: true },
-            WatchRole::Watched(Mapping::OwnerReferences) => TriggerMapping::Owners { controller_only: false },
-            WatchRole::Watched(Mapping::Label(label)) => TriggerMapping::Label(label.clone()),
-            WatchRole::Watched(Mapping::MapRelated) => TriggerMapping::MapRelated,
-            WatchRole::Read => TriggerMapping::None,
+            WatchRole::Primary => KeyMapping::Primary { selector: manifest.primary_selector.clone(), releases },
+            WatchRole::Owned => KeyMapping::Owners { controller_only: true },
+            WatchRole::Watched(Mapping::OwnerReferences) => KeyMapping::Owners { controller_only: false },
+            WatchRole::Watched(Mapping::Label(label)) => KeyMapping::Label(label.clone()),
+            WatchRole::Watched(Mapping::MapRelated) => KeyMapping::MapRelated,
+            WatchRole::Read => KeyMapping::None,
         };
         let cluster = env.discovery.resolve(&planned.resource).await.map(|r| r.scope == Scope::Cluster).unwrap_or(false);
         for namespace in planned.scopes(env.namespaces(), cluster) {
@@ -688,14 +756,20 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
                 primary: manifest.primary.clone(),
                 primary_namespaced,
                 resource: planned.resource.clone(),
-                mapping: if parts.inert { TriggerMapping::None } else { mapping.clone() },
+                mapping: if parts.inert { KeyMapping::None } else { mapping.clone() },
                 mapper: parts.mapper.clone(),
                 released: parts.released.clone(),
             });
-            let key = WatchKey { resource: planned.resource.clone(), namespace, selector: planned.selector.clone() };
+            let key = WatchKey {
+                resource: planned.resource.clone(),
+                namespace: namespace.clone(),
+                selector: planned.selector.clone(),
+                server_selector: server_selector.clone(),
+            };
             let subscription = env.informers.subscribe(key, trigger).await?;
-            if matches!(mapping, TriggerMapping::Primary { .. }) {
+            if matches!(mapping, KeyMapping::Primary { .. }) {
                 primary.insert(subscription.store().clone(), subscription.selector().cloned());
+                primary_namespaces.push(namespace);
             }
             subscriptions.push(subscription);
         }
@@ -706,9 +780,25 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
     for subscription in &subscriptions {
         cache.insert(subscription.store().clone(), subscription.selector().cloned());
     }
-    let services = Services { cache: Arc::new(cache), api: parts.api.clone(), events: parts.events.clone() };
+    // A sharded plugin's children are labelled for this shard as they are written, and the
+    // assigner places its primaries and children (not a shadow candidate's: it runs on the
+    // live version's objects).
+    let (api, claim): (Arc<dyn Api>, _) = match parts.shard {
+        Some(shard) => {
+            let api = Arc::new(sharded::Labelling::new(parts.api.clone(), shard, &manifest));
+            let claim = Claim {
+                primary: manifest.primary.clone(),
+                selector: manifest.primary_selector.clone(),
+                owns: manifest.owns.clone(),
+                namespaces: primary_namespaces,
+            };
+            (api, (!parts.inert).then(|| shard.claims().add(claim)))
+        }
+        None => (parts.api.clone(), None),
+    };
+    let services = Services { cache: Arc::new(cache), api, events: parts.events.clone() };
     let runner =
         env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings).with_budget(env.budget.clone());
     let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency) as usize;
-    Ok(Version { plugin, manifest, runner: Arc::new(runner), primary, workers, subscriptions, previous_finalizers, tally: Tally::default() })
+    Ok(Version { plugin, manifest, runner: Arc::new(runner), primary, workers, subscriptions, previous_finalizers, tally: Tally::default(), _claim: claim })
 }

@@ -132,9 +132,9 @@ impl Quarantine {
         false
     }
 
-    /// Releases every key and forgets every streak: a new version of the plugin deserves a new
+    /// Lets every key go and forgets every streak: a new version of the plugin deserves a new
     /// try.
-    pub fn release_all(&self) {
+    pub fn clear(&self) {
         self.keys.lock().clear();
         self.metrics.objects.set(0);
     }
@@ -214,7 +214,7 @@ mod tests {
             q.fault(&key(name), "1");
         }
         q.fault(&key("c"), "1");
-        q.release_all();
+        q.clear();
         assert!(!q.holds(&key("a"), || Some("1".into())));
         assert_eq!(q.metrics.objects.get(), 0);
         assert_eq!(q.fault(&key("c"), "1"), None, "streaks start over too");

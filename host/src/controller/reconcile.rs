@@ -1,4 +1,5 @@
-//! One key through the plugin: finalizer bookkeeping (including names earlier versions used),
+//! One key through the plugin: for a sharded plugin, whether the object is still this shard's
+//! (or is to be handed over), finalizer bookkeeping (including names earlier versions used),
 //! the release of primaries that stopped matching the selector, the call (journaled for a
 //! shadow candidate when one runs), and what its result
 //! means for the queue, the metrics, the quarantine, the version's tally and the object's
@@ -16,6 +17,7 @@ use crate::events::ObjectEvent;
 use crate::resource::{ObjectKey, uid_of};
 use crate::runtime::journal::Journal;
 use crate::runtime::{Action, CallError, Fault, GuestErrorCode, Request, code_name};
+use crate::shard::Placement;
 
 /// A `requeue-after` shorter than this means "again soon" and goes through the rate limiter.
 pub const MIN_REQUEUE_AFTER: Duration = Duration::from_secs(1);
@@ -39,6 +41,7 @@ pub(crate) struct Meta {
     pub(super) resource_version: Option<String>,
     deletion_timestamp: Option<String>,
     pub(crate) finalizers: Vec<String>,
+    labels: std::collections::BTreeMap<String, String>,
 }
 
 pub(crate) fn meta(json: &str) -> Meta {
@@ -57,6 +60,8 @@ enum Failure {
     Call { error: CallError, seen: Option<String> },
     /// Adding or removing the finalizer failed.
     Finalizer(RequestError),
+    /// Handing the object over to another shard (removing its labels) failed.
+    Handover(RequestError),
 }
 
 impl Controller {
@@ -127,9 +132,21 @@ impl Controller {
         let Some(mut object) = version.primary.get(&manifest.primary, key) else {
             return self.release(version, key).await;
         };
+        let meta = meta(&object);
+        // Sharded: a key can outlive the object's move (a delayed requeue, a retry); an object
+        // to be drained is handed over now that no reconcile of it runs here.
+        if let Some(shard) = &self.shard {
+            match shard.placement(|label| meta.labels.get(label).map(String::as_str)) {
+                Placement::Mine => {}
+                Placement::Elsewhere => return Ok(Action::Done),
+                Placement::Draining => {
+                    shard.hand_over(&self.name, &manifest.primary, key, meta.resource_version.as_deref()).await.map_err(Failure::Handover)?;
+                    return Ok(Action::Done);
+                }
+            }
+        }
         // Matching again: no longer released.
         self.released.lock().remove(key);
-        let meta = meta(&object);
         // What the plugin is handed, for the quarantine: this state, or the one the finalizer
         // write below makes.
         let mut seen = meta.resource_version.clone().unwrap_or_default();
@@ -241,6 +258,7 @@ impl Controller {
             }
             Failure::Call { error: CallError::Fault(fault), .. } => ("PluginFault", format!("the plugin {fault}"), false),
             Failure::Finalizer(e) => ("FinalizerUpdateFailed", e.to_string(), e.status() == Some(409)),
+            Failure::Handover(e) => ("HandoverFailed", e.to_string(), e.status() == Some(409)),
         };
         if conflict {
             tracing::debug!(plugin = %self.name, key = %key, "conflict, retrying: {note}");

@@ -20,7 +20,7 @@ use crate::selector::LabelSelector;
 
 /// How an event becomes keys.
 #[derive(Debug, Clone)]
-pub enum Mapping {
+pub enum KeyMapping {
     /// The object is a primary: its own key. With a selector, an object that stops matching it
     /// is released (when the plugin takes releases).
     Primary { selector: Option<LabelSelector>, releases: bool },
@@ -113,7 +113,7 @@ pub struct Trigger {
     /// Whether primary keys carry a namespace.
     pub primary_namespaced: bool,
     pub resource: Gvk,
-    pub mapping: Mapping,
+    pub mapping: KeyMapping,
     pub mapper: Arc<MapBacklog>,
     pub released: Released,
 }
@@ -127,7 +127,7 @@ impl Subscriber for Trigger {
         // What a list says waits behind what the watch saw change (the queue's background lane).
         let reason = |live: Reason| if listed { Reason::Listed } else { live };
         match &self.mapping {
-            Mapping::Primary { selector, releases } => {
+            KeyMapping::Primary { selector, releases } => {
                 let matches = |entry: &Entry| selector.as_ref().is_none_or(|s| s.matches(|k| entry.label(k)));
                 // Gone from a filtered watch without matching any more, or changed so that it no
                 // longer matches: released rather than deleted.
@@ -138,7 +138,7 @@ impl Subscriber for Trigger {
                     self.queue.add_for(key.clone(), reason(Reason::Changed));
                 }
             }
-            Mapping::Owners { controller_only } => {
+            KeyMapping::Owners { controller_only } => {
                 let mut targets = owners(object, &self.primary, *controller_only);
                 if let Some(old) = old {
                     targets.extend(owners(old, &self.primary, *controller_only));
@@ -149,7 +149,7 @@ impl Subscriber for Trigger {
                     self.queue.add_for(self.primary_key(key, &owner), reason(Reason::Owned));
                 }
             }
-            Mapping::Label(label) => {
+            KeyMapping::Label(label) => {
                 let mut targets: Vec<&str> = object.label(label).into_iter().collect();
                 targets.extend(old.and_then(|old| old.label(label)));
                 targets.dedup();
@@ -157,13 +157,13 @@ impl Subscriber for Trigger {
                     self.queue.add_for(self.primary_key(key, name), reason(Reason::Mapped));
                 }
             }
-            Mapping::MapRelated => {
+            KeyMapping::MapRelated => {
                 if let Some(old) = old {
                     self.mapper.push(&self.resource, key, old.json(), true);
                 }
                 self.mapper.push(&self.resource, key, object.json(), false);
             }
-            Mapping::None => {}
+            KeyMapping::None => {}
         }
     }
 }
@@ -225,7 +225,7 @@ mod tests {
         mapper: Arc<MapBacklog>,
     }
 
-    fn trigger(mapping: Mapping, primary_namespaced: bool) -> Fixture {
+    fn trigger(mapping: KeyMapping, primary_namespaced: bool) -> Fixture {
         let metrics = crate::metrics::Metrics::new();
         let queue = WorkQueue::new(Default::default(), metrics.workqueue("t")).unwrap();
         let map_queue = WorkQueue::new(Default::default(), metrics.workqueue("t-map")).unwrap();
@@ -262,7 +262,7 @@ mod tests {
 
     #[tokio::test]
     async fn owned_objects_enqueue_their_controlling_owner_of_the_primary_kind() {
-        let f = trigger(Mapping::Owners { controller_only: true }, true);
+        let f = trigger(KeyMapping::Owners { controller_only: true }, true);
         let (key, entry) = child(
             serde_json::json!([
                 {"apiVersion": "example.com/v1", "kind": "Foo", "name": "mine", "uid": "1", "controller": true},
@@ -278,7 +278,7 @@ mod tests {
     #[tokio::test]
     async fn what_a_list_says_is_background_work_what_the_watch_saw_is_live() {
         let refs = serde_json::json!([{"apiVersion": "example.com/v1", "kind": "Foo", "name": "a", "uid": "1", "controller": true}]);
-        let f = trigger(Mapping::Owners { controller_only: true }, true);
+        let f = trigger(KeyMapping::Owners { controller_only: true }, true);
         let (key, entry) = child(refs, serde_json::json!({}));
         f.trigger.on_event(Event::Applied { key: &key, object: &entry, old: None, listed: true });
         assert_eq!(queued(&f.queue).await, ["ns/a:listed"]);
@@ -290,12 +290,12 @@ mod tests {
     #[tokio::test]
     async fn watched_objects_map_by_owner_references_or_label() {
         let refs = serde_json::json!([{"apiVersion": "example.com/v1", "kind": "Foo", "name": "a", "uid": "1"}]);
-        let by_owner = trigger(Mapping::Owners { controller_only: false }, true);
+        let by_owner = trigger(KeyMapping::Owners { controller_only: false }, true);
         let (key, entry) = child(refs, serde_json::json!({"foo": "b"}));
         by_owner.trigger.on_event(applied(&key, &entry, None));
         assert_eq!(queued(&by_owner.queue).await, ["ns/a:owned"]);
 
-        let by_label = trigger(Mapping::Label("foo".into()), false);
+        let by_label = trigger(KeyMapping::Label("foo".into()), false);
         by_label.trigger.on_event(applied(&key, &entry, None));
         assert_eq!(queued(&by_label.queue).await, ["b:mapped"], "a cluster-scoped primary has no namespace");
     }
@@ -310,17 +310,17 @@ mod tests {
             serde_json::json!([{"apiVersion": "example.com/v1", "kind": "Foo", "name": "b", "uid": "2", "controller": true}]),
             serde_json::json!({"foo": "b"}),
         );
-        let by_label = trigger(Mapping::Label("foo".into()), true);
+        let by_label = trigger(KeyMapping::Label("foo".into()), true);
         by_label.trigger.on_event(applied(&key, &after, Some(&before)));
         assert_eq!(queued(&by_label.queue).await, ["ns/a:mapped", "ns/b:mapped"]);
-        let by_owner = trigger(Mapping::Owners { controller_only: true }, true);
+        let by_owner = trigger(KeyMapping::Owners { controller_only: true }, true);
         by_owner.trigger.on_event(applied(&key, &after, Some(&before)));
         assert_eq!(queued(&by_owner.queue).await, ["ns/a:owned", "ns/b:owned"]);
     }
 
     #[tokio::test]
     async fn map_related_goes_to_a_bounded_backlog_of_states() {
-        let f = trigger(Mapping::MapRelated, true);
+        let f = trigger(KeyMapping::MapRelated, true);
         let (key, before) = child(serde_json::json!([]), serde_json::json!({"v": "1"}));
         let (_, middle) = child(serde_json::json!([]), serde_json::json!({"v": "2"}));
         let (_, after) = child(serde_json::json!([]), serde_json::json!({"v": "3"}));
@@ -350,7 +350,7 @@ mod tests {
     #[tokio::test]
     async fn a_primary_that_stops_matching_the_selector_is_released() {
         let selector: LabelSelector = "app=web".parse().unwrap();
-        let f = trigger(Mapping::Primary { selector: Some(selector.clone()), releases: true }, true);
+        let f = trigger(KeyMapping::Primary { selector: Some(selector.clone()), releases: true }, true);
         let (key, web) = entry(serde_json::json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"}}}));
         let (_, db) = entry(serde_json::json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "db"}}}));
         f.trigger.on_event(applied(&key, &web, None));
@@ -359,12 +359,12 @@ mod tests {
         assert_eq!(queued(&f.queue).await, ["ns/p:changed,released"]);
         assert!(f.trigger.released.lock()[&key].contains(r#""db""#));
         // Deleted while matching: a plain delete.
-        let g = trigger(Mapping::Primary { selector: Some(selector.clone()), releases: true }, true);
+        let g = trigger(KeyMapping::Primary { selector: Some(selector.clone()), releases: true }, true);
         g.trigger.on_event(Event::Deleted { key: &key, object: &web });
         assert_eq!(queued(&g.queue).await, ["ns/p:changed"]);
         assert!(g.trigger.released.lock().is_empty());
         // A plugin built for 0.1.0 takes no releases.
-        let h = trigger(Mapping::Primary { selector: Some(selector), releases: false }, true);
+        let h = trigger(KeyMapping::Primary { selector: Some(selector), releases: false }, true);
         h.trigger.on_event(Event::Deleted { key: &key, object: &db });
         assert!(h.trigger.released.lock().is_empty());
     }

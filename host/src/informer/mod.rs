@@ -11,6 +11,13 @@
 //! The watch itself is kube-rs's `watcher` (re-list on 410 Gone, bookmarks, backoff); the
 //! reflector store is ours, because kube's keeps a typed object per entry, and the cache here
 //! keeps JSON text that a guest can be handed without re-serializing (see [`store`]).
+//!
+//! A key may also carry a selector for the API server ([`WatchKey::server_selector`]): that
+//! informer lists and watches only what it selects, and caches only that — a shard's share of a
+//! kind (`shard`). Such a watch is a watch of its own, shared by the subscribers that ask for the
+//! same one. An object leaving it may come back later (the same uid, a newer version), so it is
+//! buried by version only; and it can be made to list again ([`Informers::relist_before`]), so
+//! that a cache that may have missed moves is as fresh as a consistent list.
 
 pub mod raw;
 pub mod store;
@@ -19,13 +26,14 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use futures::StreamExt;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use parking_lot::{Mutex, RwLock};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use store::{Entry, Inserted, ParsedObject, Store, Writer};
@@ -43,11 +51,18 @@ pub struct WatchKey {
     /// `None`: every namespace (and always for cluster-scoped resources).
     pub namespace: Option<String>,
     pub selector: Option<LabelSelector>,
+    /// A selector the API server applies: the informer lists, watches and caches only these.
+    pub server_selector: Option<LabelSelector>,
 }
 
 impl WatchKey {
-    fn identity(&self) -> (&Gvk, Option<&str>, Option<&str>) {
-        (&self.resource, self.namespace.as_deref(), self.selector.as_ref().map(LabelSelector::as_str))
+    /// All objects of `resource` in `namespace` (all namespaces when `None`).
+    pub fn new(resource: Gvk, namespace: Option<String>) -> Self {
+        WatchKey { resource, namespace, selector: None, server_selector: None }
+    }
+
+    fn identity(&self) -> (&Gvk, Option<&str>, Option<&str>, Option<&str>) {
+        (&self.resource, self.namespace.as_deref(), self.selector.as_ref().map(LabelSelector::as_str), self.server_selector.as_ref().map(LabelSelector::as_str))
     }
 }
 
@@ -70,6 +85,9 @@ impl std::fmt::Display for WatchKey {
         write!(f, "{}", self.resource)?;
         if let Some(ns) = &self.namespace {
             write!(f, " in {ns}")?;
+        }
+        if let Some(selector) = &self.server_selector {
+            write!(f, " listing only {selector}")?;
         }
         if let Some(selector) = &self.selector {
             write!(f, " matching {selector}")?;
@@ -106,13 +124,23 @@ pub enum InformerError {
     },
 }
 
-/// One running list+watch (its key has no selector), its store and its subscribers.
+/// One running list+watch (its key has no subscriber's selector), its store and its subscribers.
 pub struct Informer {
     key: WatchKey,
     store: Writer,
     synced: watch::Receiver<bool>,
+    /// The last list: when it began (`None`: not yet) and whether it has ended.
+    lists: watch::Sender<ListRound>,
+    /// Asks the watch task to list again.
+    relist: Notify,
     subscribers: RwLock<Vec<Subscribed>>,
     stop: CancellationToken,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct ListRound {
+    started: Option<Instant>,
+    done: bool,
 }
 
 struct Subscribed {
@@ -194,7 +222,10 @@ impl Informer {
                 if let Some(object) = parse(raw) {
                     // The watch's final state: for a filtered watch that an object left, the
                     // state that no longer matches.
-                    self.store.remove(&object.key, &object.entry);
+                    match self.key.server_selector {
+                        Some(_) => self.store.left(&object.key, &object.entry),
+                        None => self.store.remove(&object.key, &object.entry),
+                    };
                     self.notify(Event::Deleted { key: &object.key, object: &object.entry });
                 }
             }
@@ -244,7 +275,7 @@ impl Drop for Subscription {
             subscribers.is_empty()
         };
         if empty && let Some(registry) = self.registry.upgrade() {
-            registry.release(&self.informer);
+            registry.stop_unused(&self.informer);
         }
     }
 }
@@ -312,9 +343,28 @@ impl Informers {
             }
         };
         for informer in informers {
-            if informer.store.store().covers(object.key.namespace()) {
-                informer.store.insert_newer(object.clone());
+            if !informer.store.store().covers(object.key.namespace()) {
+                continue;
             }
+            match &informer.key.server_selector {
+                // Written out of this watch's selection: gone from it now, as the watch will say.
+                Some(selector) if !object.entry.matches(selector) => drop(informer.store.left(&object.key, &object.entry)),
+                _ => drop(informer.store.insert_newer(object.clone())),
+            }
+        }
+    }
+
+    /// Makes every informer that `which` picks, and whose last list began before `since`, list
+    /// again (a consistent list), and waits until each has listed once since then.
+    pub async fn relist_before(&self, since: Instant, which: impl Fn(&WatchKey) -> bool) {
+        let stale: Vec<Arc<Informer>> =
+            self.live.lock().values().filter(|i| which(&i.key) && i.lists.borrow().started.is_none_or(|started| started < since)).cloned().collect();
+        for informer in &stale {
+            informer.relist.notify_one();
+        }
+        for informer in stale {
+            let mut lists = informer.lists.subscribe();
+            let _ = lists.wait_for(|round| round.done && round.started.is_some_and(|started| started >= since)).await;
         }
     }
 
@@ -332,7 +382,8 @@ impl Informers {
         self.live.lock().keys().cloned().collect()
     }
 
-    fn release(&self, informer: &Arc<Informer>) {
+    /// Stops `informer`'s watch once nothing subscribes to it.
+    fn stop_unused(&self, informer: &Arc<Informer>) {
         let mut live = self.live.lock();
         // Someone may have subscribed again between the last unsubscribe and this lock.
         if informer.subscribers.read().is_empty() && live.get(&informer.key).is_some_and(|i| Arc::ptr_eq(i, informer)) {
@@ -348,6 +399,8 @@ impl Informers {
             store: Writer::new(key.resource.clone(), resolved.scope, key.namespace.clone()),
             key,
             synced,
+            lists: watch::channel(ListRound::default()).0,
+            relist: Notify::new(),
             subscribers: RwLock::default(),
             stop: self.shutdown.child_token(),
         });
@@ -355,22 +408,38 @@ impl Informers {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resolved.api),
             None => Api::all_with(self.client.clone(), &resolved.api),
         };
-        let config = watcher::Config::default();
+        let mut config = watcher::Config::default();
+        if let Some(selector) = &informer.key.server_selector {
+            config = config.labels(selector.as_str());
+        }
         let task = informer.clone();
         tokio::spawn(async move {
             tracing::info!(informer = %task.key, "watching");
-            let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
+            let mut stream = Box::pin(watcher(api.clone(), config.clone()).default_backoff());
             let mut listed = HashSet::new();
             loop {
                 let event = tokio::select! {
                     _ = task.stop.cancelled() => break,
+                    // A new watcher begins with a list (applied as a relist: what it does not
+                    // hold goes at its end).
+                    _ = task.relist.notified() => {
+                        tracing::debug!(informer = %task.key, "listing again");
+                        stream = Box::pin(watcher(api.clone(), config.clone()).default_backoff());
+                        continue;
+                    }
                     event = stream.next() => event,
                 };
                 match event {
                     Some(Ok(event)) => {
+                        // Init comes before the list is requested: a list begun after an
+                        // instant reads the state after it.
+                        if matches!(event, watcher::Event::Init) {
+                            task.lists.send_replace(ListRound { started: Some(Instant::now()), done: false });
+                        }
                         let done = matches!(event, watcher::Event::InitDone);
                         task.apply(event, &mut listed);
                         if done {
+                            task.lists.send_modify(|round| round.done = true);
                             synced_tx.send_replace(true);
                         }
                     }
@@ -408,6 +477,24 @@ impl StoreView {
 
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<str>> {
         self.store.entry(key).filter(|e| self.admits(e)).map(|e| e.json().clone())
+    }
+
+    /// How many objects it admits.
+    pub fn count(&self) -> usize {
+        if self.selectors.is_none() {
+            return self.store.len();
+        }
+        // Counted as the filter sees them; none is copied.
+        let admitted = std::cell::Cell::new(0usize);
+        let _ = self.store.list_where(
+            None,
+            |e| {
+                admitted.set(admitted.get() + usize::from(self.admits(e)));
+                false
+            },
+            usize::MAX,
+        );
+        admitted.get()
     }
 
     /// Objects in `namespace` (all when `None`) matching `selector` too, sorted by key; `Err`

@@ -365,6 +365,17 @@ impl Writer {
         cached
     }
 
+    /// Removes an object that left a watch the API server filters by label (it may come back,
+    /// with the same uid and a newer version): buried by version only, so that an older state
+    /// cannot return but a newer one can.
+    pub fn left(&self, key: &ObjectKey, last: &Entry) -> Option<Entry> {
+        let mut inner = self.store.inner.write();
+        let cached = inner.objects.remove(key);
+        let version = last.version.max(cached.as_ref().map_or(0, |c| c.version));
+        inner.bury(key, 0, version);
+        cached
+    }
+
     /// Removes an object its writer just deleted (the watch has not said so yet).
     pub fn forget(&self, key: &ObjectKey) -> Option<Entry> {
         let mut inner = self.store.inner.write();

@@ -114,6 +114,10 @@ pub struct PluginOptions {
     /// automatically. Instead of the host's `--promote-after`; read from the candidate's
     /// settings.
     pub promote_after: Option<u64>,
+    /// `false`: this plugin is not sharded across the ring's replicas (it must see every
+    /// object at once); it runs on the ring's leader only. Sharded by default when the host
+    /// runs in a ring (`--shard-ring`).
+    pub sharding: Option<bool>,
 }
 
 /// Checks a rollback threshold, from the command line or `NAME.toml`: a share of objects.
@@ -318,7 +322,7 @@ impl Loader {
 /// Hands memory freed by loading back to the system. Compiling a plugin and reading fifty at
 /// once leave tens of MiB freed in glibc's per-thread arenas, which glibc keeps for the life of
 /// the process unless asked (measured: BENCHMARKS.md "Density").
-pub fn release_freed_memory() {
+pub fn return_freed_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {

@@ -29,3 +29,23 @@ pub use self::kubewasm::controller::{cache, client, events, log, types};
 /// The WIT package and version this host implements.
 pub const PACKAGE: &str = "kubewasm:controller";
 pub const PACKAGE_VERSION: &str = "0.1.1";
+
+#[cfg(test)]
+mod tests {
+    /// The constants name the package the bindings were generated from: every file of `wit/`.
+    #[test]
+    fn the_package_version_is_the_wits() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+        let want = format!("package {}@{};", super::PACKAGE, super::PACKAGE_VERSION);
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "wit") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                assert_eq!(text.lines().next(), Some(want.as_str()), "{}", path.display());
+                files += 1;
+            }
+        }
+        assert!(files >= 10, "only {files} WIT files in {}", dir.display());
+    }
+}

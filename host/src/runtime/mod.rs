@@ -1,13 +1,14 @@
 //! Runs plugin calls safely: the wasmtime engine (component model, async), the one `bindgen!`,
 //! per-instance limits (a deadline per call in the call's own time, with a wall-clock backstop,
 //! and each plugin's share of the executor: [`cpu`]; a memory cap), the WASI sandbox, and a
-//! small pool of reused instances per plugin version (released when idle). The host-wide budget
-//! those limits are reserved from is [`crate::budget`]'s.
+//! small pool of reused instances per plugin version (dropped when idle), each instance holding
+//! its memory limit in [`crate::budget`]'s host-wide budget while it exists.
 //!
 //! The runtime runs one call at a time per instance and does not schedule: the controller
-//! decides what to call and when. It knows manifests (to check capabilities) but not queues,
-//! informers or Kubernetes; what a call may reach outside the sandbox comes in as
-//! [`host::Services`].
+//! decides what to call and when. It knows manifests (to check capabilities) but not queues or
+//! watches: what a call may reach outside the sandbox comes in as [`host::Services`], whose
+//! adapters (`host/`) translate the WIT imports to the cache views, the API client and the Event
+//! recorder below it.
 
 pub mod bindings;
 pub mod boundary;
@@ -35,7 +36,7 @@ use self::host::{HostContext, LogBudget, Services};
 use self::instance::{Exports, Instance, InstanceState};
 use crate::budget::{MemoryBudget, Reservation};
 use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
-pub use crate::metrics::{FaultCounters, PluginMetrics};
+use crate::metrics::{FaultCounters, PluginMetrics};
 use crate::resource::{Gvk, ObjectKey};
 
 pub use self::bindings::types::ErrorCode as GuestErrorCode;
@@ -485,18 +486,18 @@ impl PluginRunner {
 
     /// Drops the instances that have had nothing to do for `idle` (their memory goes back to the
     /// budget); returns how many.
-    pub fn release_idle(&self, idle: Duration) -> usize {
+    pub fn drop_idle_instances(&self, idle: Duration) -> usize {
         let gone: Vec<Pooled> = {
             let mut pool = self.pool.lock();
             let (keep, gone) = std::mem::take(&mut pool.idle).into_iter().partition(|p| p.instance.idle_since.elapsed() < idle);
             pool.idle = keep;
             gone
         };
-        let released = gone.len();
+        let dropped = gone.len();
         for pooled in gone {
             self.discard(pooled.room);
         }
-        released
+        dropped
     }
 
     /// Keys of primary objects related to a watched object, for a `map-related` watch.

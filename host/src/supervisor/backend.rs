@@ -210,7 +210,7 @@ impl Backend for HostBackend {
 
     async fn load(&self, path: &Path) -> Result<LoadedPlugin, LoadError> {
         let loaded = self.loader.load(path).await;
-        crate::plugin::release_freed_memory();
+        crate::plugin::return_freed_memory();
         loaded
     }
 

@@ -22,8 +22,7 @@ pub const MAX_LABEL_SELECTOR: usize = 4096;
 /// An event's `reason` and `action` (each at least 1 byte).
 pub const MAX_EVENT_REASON: usize = 128;
 pub const MAX_EVENT_NOTE: usize = 1024;
-/// An error message a plugin returns (and a `describe` refusal): the host takes no more.
-pub const MAX_ERROR_MESSAGE: usize = 64 << 10;
+pub use crate::error::MAX_ERROR_MESSAGE;
 
 /// `invalid` when `value` is longer than `max` bytes, with the host's message.
 pub fn at_most(field: &str, value: &str, max: usize) -> Result<()> {
@@ -55,19 +54,6 @@ pub fn event(reason: &str, action: &str, note: &str) -> Result<()> {
         at_most(field, value, MAX_EVENT_REASON)?;
     }
     at_most("event note", note, MAX_EVENT_NOTE)
-}
-
-/// `message` cut to at most [`MAX_ERROR_MESSAGE`] bytes, at a character boundary: a longer one
-/// would be a fault of the plugin, and the start says what went wrong.
-pub fn cut(mut message: String) -> String {
-    if message.len() > MAX_ERROR_MESSAGE {
-        let mut end = MAX_ERROR_MESSAGE;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-    }
-    message
 }
 
 #[cfg(test)]
@@ -115,16 +101,5 @@ mod tests {
         assert_eq!(message(at_most("object", &"x".repeat(MAX_OBJECT + 1), MAX_OBJECT)), "object is 3145729 bytes; at most 3145728");
         assert_eq!(message(at_most("patch body", &"x".repeat(MAX_PATCH_BODY + 1), MAX_PATCH_BODY)), "patch body is 3145729 bytes; at most 3145728");
         assert_eq!(message(at_most("label selector", &"x".repeat(4097), MAX_LABEL_SELECTOR)), "label selector is 4097 bytes; at most 4096");
-    }
-
-    #[test]
-    fn long_error_messages_are_cut_at_a_character_boundary() {
-        assert_eq!(cut("short".into()), "short");
-        assert_eq!(cut("x".repeat(MAX_ERROR_MESSAGE)).len(), MAX_ERROR_MESSAGE);
-        assert_eq!(cut("x".repeat(MAX_ERROR_MESSAGE + 10)).len(), MAX_ERROR_MESSAGE);
-        // 3-byte characters: 65536 is not a boundary, 65535 is.
-        let cut = cut("€".repeat(30_000));
-        assert_eq!(cut.len(), 65_535);
-        assert!(cut.chars().all(|c| c == '€'));
     }
 }

@@ -58,6 +58,38 @@ impl From<wit::Error> for Error {
 /// would be a fault).
 impl From<Error> for wit::Error {
     fn from(e: Error) -> Self {
-        wit::Error { code: e.code, message: crate::bounds::cut(e.message) }
+        wit::Error { code: e.code, message: cut(e.message) }
+    }
+}
+
+/// An error message a plugin returns (and a `describe` refusal): the host takes no more.
+pub const MAX_ERROR_MESSAGE: usize = 64 << 10;
+
+/// `message` cut to at most [`MAX_ERROR_MESSAGE`] bytes, at a character boundary: a longer one
+/// would be a fault of the plugin, and the start says what went wrong.
+pub fn cut(mut message: String) -> String {
+    if message.len() > MAX_ERROR_MESSAGE {
+        let mut end = MAX_ERROR_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_error_messages_are_cut_at_a_character_boundary() {
+        assert_eq!(cut("short".into()), "short");
+        assert_eq!(cut("x".repeat(MAX_ERROR_MESSAGE)).len(), MAX_ERROR_MESSAGE);
+        assert_eq!(cut("x".repeat(MAX_ERROR_MESSAGE + 10)).len(), MAX_ERROR_MESSAGE);
+        // 3-byte characters: 65536 is not a boundary, 65535 is.
+        let cut = cut("€".repeat(30_000));
+        assert_eq!(cut.len(), 65_535);
+        assert!(cut.chars().all(|c| c == '€'));
     }
 }

@@ -290,8 +290,8 @@ pub mod __private {
     }
 
     pub fn describe<C: Controller>(settings: &str) -> Result<WitManifest, String> {
-        let settings = super::settings::<C::Settings>(settings).map_err(super::bounds::cut)?;
-        let controller = C::new(settings).map_err(super::bounds::cut)?;
+        let settings = super::settings::<C::Settings>(settings).map_err(super::error::cut)?;
+        let controller = C::new(settings).map_err(super::error::cut)?;
         let (manifest, rules) = controller.manifest().into_wit();
         CONTROLLER.with(|slot| *slot.borrow_mut() = Some(Box::new(controller)));
         RULES.with(|slot| *slot.borrow_mut() = rules);

@@ -89,6 +89,12 @@ struct Settings {
     /// List every ConfigMap of the primary's namespace this many times in each reconcile; the
     /// output says how many it found (`listed`).
     list_all: u32,
+    /// Write the output as a Secret (`stringData`) and declare it owned (`owns Secret`): an
+    /// owned watch of a kind other than the primary's.
+    owns: bool,
+    /// Log `e2e-trace start NS/NAME` first and `e2e-trace end NS/NAME` last in each reconcile,
+    /// for the tests' checker that no two hosts reconcile one object at once.
+    trace: bool,
 }
 
 struct E2e {
@@ -106,6 +112,8 @@ struct E2e {
     map_sleep_ms: u64,
     related: bool,
     list_all: u32,
+    owns: bool,
+    trace: bool,
 }
 
 fn annotation<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a str> {
@@ -118,11 +126,26 @@ impl E2e {
     }
 
     fn apply_configmap(&self, ctx: &Context, name: String, namespace: Option<&str>, owner: Option<&DynamicObject>, data: BTreeMap<&str, String>) -> Result<()> {
+        self.apply_output(ctx, "ConfigMap", "data", name, namespace, owner, data)
+    }
+
+    /// Applies a ConfigMap (`data`) or a Secret (`stringData`) named `name`.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_output(
+        &self,
+        ctx: &Context,
+        kind: &str,
+        field: &str,
+        name: String,
+        namespace: Option<&str>,
+        owner: Option<&DynamicObject>,
+        data: BTreeMap<&str, String>,
+    ) -> Result<()> {
         let mut metadata = json!({"name": name, "namespace": namespace, "labels": {"e2e.kubewasm.io/plugin": self.name}});
         if let Some(owner) = owner {
             metadata["ownerReferences"] = json!([owner.controller_owner_ref()]);
         }
-        let object: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}))?;
+        let object: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": kind, "metadata": metadata, field: data}))?;
         ctx.apply(&object)?;
         Ok(())
     }
@@ -155,6 +178,8 @@ impl Controller for E2e {
             map_sleep_ms: settings.map_sleep_ms.unwrap_or(0),
             related: settings.related,
             list_all: settings.list_all,
+            owns: settings.owns,
+            trace: settings.trace,
         })
     }
 
@@ -175,6 +200,10 @@ impl Controller for E2e {
         if let Some(label) = &self.map_label {
             manifest = manifest.watches_gvk(&configmap, Mapping::MapRelated, Some(label));
         }
+        if self.owns {
+            let secret = Gvk::new("", "v1", "Secret");
+            manifest = manifest.owns_gvk(&secret).grant(&secret, None, &[Verb::Create, Verb::Patch, Verb::Delete], &[]);
+        }
         for grant in &self.extra {
             let mut words = grant.split_whitespace();
             let verbs: Vec<&str> = words.next().unwrap_or_default().split(',').collect();
@@ -189,6 +218,40 @@ impl Controller for E2e {
     }
 
     fn reconcile(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
+        if !self.trace {
+            return self.reconcile_traced(primary, ctx);
+        }
+        let key = format!("{}/{}", primary.namespace().unwrap_or_default(), primary.name());
+        ctx.info(&format!("e2e-trace start {key}"));
+        let result = self.reconcile_traced(primary, ctx);
+        ctx.info(&format!("e2e-trace end {key}"));
+        result
+    }
+
+    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Result<Vec<ObjectKey>> {
+        if annotation(&object, TRAP) == Some(self.name.as_str()) {
+            panic!("{} asks {} to trap in map-related", object.name(), self.name);
+        }
+        let sleep = annotation(&object, MAP_SLEEP_MS).and_then(|v| v.parse().ok()).unwrap_or(self.map_sleep_ms);
+        if sleep > 0 {
+            std::thread::sleep(Duration::from_millis(sleep));
+        }
+        let parent = self.map_label.as_deref().and_then(|label| object.label(label));
+        Ok(parent.map(|name| ObjectKey::new(object.namespace(), name)).into_iter().collect())
+    }
+
+    fn finalize(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
+        let released = annotation(&primary, RELEASE) == Some("true");
+        let state = if released { "done" } else { "waiting" };
+        let data = BTreeMap::from([("state", state.to_string()), ("variant", self.variant.clone()), ("host", self.host.clone())]);
+        // Not owned by the primary: the record outlives it.
+        self.apply_configmap(ctx, format!("{}.finalized", self.output_name(&primary)), primary.namespace(), None, data)?;
+        if released { Ok(Action::Done) } else { Ok(Action::RequeueAfter(Duration::from_millis(500))) }
+    }
+}
+
+impl E2e {
+    fn reconcile_traced(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
         // Without a selector the host hands over every object of the kind, outputs included.
         if self.selector.is_empty() && primary.label(DEFAULT_SELECTOR).is_none() {
             return Ok(Action::Done);
@@ -293,7 +356,11 @@ impl Controller for E2e {
                 if let Some(related) = related {
                     data.insert("related", related);
                 }
-                self.apply_configmap(ctx, self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
+                if self.owns {
+                    self.apply_output(ctx, "Secret", "stringData", self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
+                } else {
+                    self.apply_configmap(ctx, self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
+                }
             }
         }
         if self.events {
@@ -301,27 +368,6 @@ impl Controller for E2e {
         }
         ctx.debug(&format!("reconciled {} input={input} variant={} host={}", primary.name(), self.variant, self.host));
         Ok(Action::Done)
-    }
-
-    fn map_related(&self, _resource: &Gvk, object: DynamicObject, _ctx: &Context) -> Result<Vec<ObjectKey>> {
-        if annotation(&object, TRAP) == Some(self.name.as_str()) {
-            panic!("{} asks {} to trap in map-related", object.name(), self.name);
-        }
-        let sleep = annotation(&object, MAP_SLEEP_MS).and_then(|v| v.parse().ok()).unwrap_or(self.map_sleep_ms);
-        if sleep > 0 {
-            std::thread::sleep(Duration::from_millis(sleep));
-        }
-        let parent = self.map_label.as_deref().and_then(|label| object.label(label));
-        Ok(parent.map(|name| ObjectKey::new(object.namespace(), name)).into_iter().collect())
-    }
-
-    fn finalize(&self, primary: DynamicObject, ctx: &Context) -> Result<Action> {
-        let released = annotation(&primary, RELEASE) == Some("true");
-        let state = if released { "done" } else { "waiting" };
-        let data = BTreeMap::from([("state", state.to_string()), ("variant", self.variant.clone()), ("host", self.host.clone())]);
-        // Not owned by the primary: the record outlives it.
-        self.apply_configmap(ctx, format!("{}.finalized", self.output_name(&primary)), primary.namespace(), None, data)?;
-        if released { Ok(Action::Done) } else { Ok(Action::RequeueAfter(Duration::from_millis(500))) }
     }
 }
 
