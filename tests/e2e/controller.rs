@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, ensure};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -962,5 +962,143 @@ async fn map_related_runs_only_on_the_leader_and_a_standby_catches_up() -> Resul
     let metrics = h2.metrics().await?;
     ensure!(kubewasm_tests::prom::sum(&metrics, "kubewasm_plugin_mapped_dropped_total", &[("plugin", "mapper")]) == 0.0, "watched objects were left out");
     h2.stop().await?;
+    Ok(())
+}
+
+/// What `related` says for a primary whose watched objects have `inputs` (as the guest spells
+/// it: `NAME=INPUT`, sorted, comma-separated).
+fn related(inputs: &BTreeMap<String, String>) -> String {
+    let mut entries: Vec<String> = inputs.iter().map(|(name, input)| format!("{name}={input}")).collect();
+    entries.sort();
+    entries.join(",")
+}
+
+/// Waits until every primary's output lists exactly its watched objects' current inputs.
+async fn wait_related(cms: &Api<ConfigMap>, plugin: &str, want: &BTreeMap<String, BTreeMap<String, String>>, timeout: Duration) -> Result<()> {
+    eventually(&format!("{plugin}'s outputs to show their watched objects' inputs"), timeout, || async {
+        let mut wrong = Vec::new();
+        for (primary, watched) in want {
+            let have = output(cms, primary, plugin).await?.and_then(|d| d.get("related").cloned());
+            if have.as_deref() != Some(related(watched).as_str()) {
+                wrong.push(format!("{primary}: {have:?}"));
+            }
+        }
+        if wrong.is_empty() { Ok(()) } else { Err(anyhow!("{} stale: {}", wrong.len(), wrong.join("; "))) }
+    })
+    .await?;
+    Ok(())
+}
+
+/// `map-related` under churn (audit M9): 50 watched objects, five per primary, change 20 times
+/// each as fast as the test can patch them, with a 10 ms `map-related`: every primary ends up
+/// reconciled with its watched objects' last inputs (read from the cache: nothing missed), and
+/// nothing was dropped. Then the backlog is forced to overflow: 10 300 fillers whose mapping
+/// takes a second each fill its 10 000 places, and every watched object changes once more while
+/// it is full — those changes are left out (counted in `kubewasm_plugin_mapped_dropped_total`),
+/// and the host reconciles every primary instead, so each still shows the last inputs. (Before,
+/// a full backlog dropped changes silently: those primaries stayed stale until the 10 h
+/// resync.) Prints the churn's catch-up time, map calls and drops.
+#[tokio::test]
+async fn map_related_under_churn_misses_nothing_even_when_its_backlog_overflows() -> Result<()> {
+    const PARENT: &str = "e2e.kubewasm.io/parent";
+    const PRIMARIES: usize = 10;
+    const WATCHED: usize = 50;
+    const FILLERS: usize = 10_300;
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("map-churn").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    let settings = format!("{}[kubewasm]\nqps = 100.0\nburst = 100\n", E2eSettings::new("churn").map_label(PARENT).related().map_sleep_ms(10).to_toml());
+    dir.install("churn", &kubewasm_tests::plugindir::e2e_variant("v01"), Some(&settings));
+    let mut host = Host::start(host_config("map-churn", dir.path(), cp.kubeconfig_path(), ns.name()).grace_period(Duration::from_secs(2))).await?;
+    host.wait_ready(READY).await?;
+    let plugin = [("plugin", "churn")];
+    let names: Vec<String> = (0..PRIMARIES).map(|i| format!("p{i}")).collect();
+    create_primaries(&cms, &names.iter().map(|n| (n.clone(), "1".to_string())).collect()).await?;
+    let watched = |input: &str| -> BTreeMap<String, BTreeMap<String, String>> {
+        let mut want: BTreeMap<String, BTreeMap<String, String>> = names.iter().map(|n| (n.clone(), BTreeMap::new())).collect();
+        for i in 0..WATCHED {
+            want.get_mut(&names[i % PRIMARIES]).expect("a primary").insert(format!("w{i}"), input.to_string());
+        }
+        want
+    };
+    let child = |name: String, parent: &str, annotations: &[(&str, &str)]| ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name),
+            labels: Some([(PARENT.to_string(), parent.to_string())].into()),
+            annotations: Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    for i in 0..WATCHED {
+        cms.create(&PostParams::default(), &child(format!("w{i}"), &names[i % PRIMARIES], &[(INPUT, "0")])).await?;
+    }
+    wait_related(&cms, "churn", &watched("0"), CONVERGE).await.context("the watched objects as created")?;
+
+    // Churn: 20 rounds over every watched object.
+    let churned = Instant::now();
+    for round in 1..=20 {
+        for i in 0..WATCHED {
+            set_input(&cms, &format!("w{i}"), &round.to_string()).await?;
+        }
+    }
+    let changed_in = churned.elapsed();
+    let caught_up = Instant::now();
+    wait_related(&cms, "churn", &watched("20"), CONVERGE).await.context("after the churn")?;
+    let caught_up_in = caught_up.elapsed();
+    let metrics = host.metrics().await?;
+    let map_calls = kubewasm_tests::prom::sum(&metrics, "workqueue_work_duration_seconds_count", &[("name", "churn-map-related")]);
+    let mapped = kubewasm_tests::prom::sum(&metrics, "kubewasm_reconcile_reasons_total", &[("controller", "churn"), ("reason", "mapped")]);
+    ensure!(metrics.contains("kubewasm_plugin_mapped_dropped_total{"), "the host does not report kubewasm_plugin_mapped_dropped_total");
+    let dropped = kubewasm_tests::prom::sum(&metrics, "kubewasm_plugin_mapped_dropped_total", &plugin);
+    ensure!(dropped == 0.0, "{dropped} changes were left out of a backlog that never filled");
+    eprintln!(
+        "map-related churn: {} changes of {WATCHED} watched objects in {changed_in:?}, caught up {caught_up_in:?} later; {map_calls} map calls, {mapped} mapped reconciles, 0 dropped",
+        20 * WATCHED
+    );
+
+    // Overflow: fillers (mapped to no primary, a second each) fill the backlog.
+    let flooded = Instant::now();
+    futures::stream::iter(0..FILLERS)
+        .map(|i| {
+            let (cms, filler) = (cms.clone(), child(format!("filler-{i}"), "nobody", &[("e2e.kubewasm.io/map-sleep-ms", "1000")]));
+            async move { cms.create(&PostParams::default(), &filler).await }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    host.wait_metric("kubewasm_plugin_mapped_dropped_total", &plugin, CONVERGE, |v| v > 0.0).await.context("the backlog never overflowed")?;
+    let flooded_in = flooded.elapsed();
+    // The fillers' own drops are counted as their events arrive: wait until they have all been
+    // (no change for two seconds), so that what is left out next is the watched objects' changes.
+    let mut full = host.metric("kubewasm_plugin_mapped_dropped_total", &plugin).await?;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = host.metric("kubewasm_plugin_mapped_dropped_total", &plugin).await?;
+        if now == full {
+            break;
+        }
+        full = now;
+    }
+    for i in 0..WATCHED {
+        set_input(&cms, &format!("w{i}"), "last").await?;
+    }
+    // A few more while it is still full: a drop after the last change, so a reconcile of
+    // every primary after it too.
+    let after = host.metric("kubewasm_plugin_mapped_dropped_total", &plugin).await?;
+    for i in 0..20 {
+        cms.create(&PostParams::default(), &child(format!("late-{i}"), "nobody", &[("e2e.kubewasm.io/map-sleep-ms", "1000")])).await?;
+    }
+    let last_drop = host.wait_metric("kubewasm_plugin_mapped_dropped_total", &plugin, CONVERGE, |v| v > after).await?;
+    ensure!(after - full >= (WATCHED / 2) as f64, "only {} of the {WATCHED} changes were left out: the backlog was not full", after - full);
+    let recovered = Instant::now();
+    wait_related(&cms, "churn", &watched("last"), CONVERGE).await.context("every primary reconciled after the overflow")?;
+    eprintln!(
+        "map-related overflow: {FILLERS} fillers in {flooded_in:?}, {full} of them left out; {last_drop} left out in all ({} while the {WATCHED} watched objects changed last); every primary current {:?} later",
+        after - full,
+        recovered.elapsed()
+    );
+    host.stop().await?;
     Ok(())
 }

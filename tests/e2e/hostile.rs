@@ -6,6 +6,8 @@
 //! and that the attack met its limit (a metric, an Event or a bound on what reached the API server
 //! or the log). Attacks on the WIT boundary also keep the host's peak resident memory within
 //! [`BOUNDARY_RSS_GROWTH`] of what it was before.
+//! Broken infrastructure plays the attacker too (audit M3): an admission webhook that hangs, and
+//! a 503/429 storm during a hot reload (`kubewasm_tests::webhook`).
 //!
 //! `cargo test -p kubewasm-tests --test hostile`
 
@@ -18,6 +20,7 @@ use anyhow::{Context, Result, anyhow, ensure};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
+use kubewasm_tests::webhook::{AdmissionWebhook, Answer};
 use kubewasm_tests::{ControlPlane, E2eSettings, Host, HostConfig, PluginDir, TestNamespace, components, eventually, guests, prom};
 use support::*;
 
@@ -660,4 +663,199 @@ async fn describe_touching_3_gib() -> Result<()> {
     siege.good_plugin_is_unharmed().await?;
     siege.rss_stayed_bounded()?;
     siege.stop().await
+}
+
+/// Labels every output the `e2e-guest` writes with the plugin's name: the broken infrastructure
+/// below intercepts one plugin's outputs, not its neighbour's.
+const OUTPUT_LABEL: &str = "e2e.kubewasm.io/plugin";
+/// The neighbour of a plugin behind broken infrastructure reconciles the same primaries; its
+/// outputs must be written within this of each change, well within the webhook's 10 s hang.
+const NEIGHBOUR_BOUND: Duration = Duration::from_secs(5);
+
+/// The well-behaved `good`'s outputs of `inputs` are all written within [`NEIGHBOUR_BOUND`] of
+/// `since`; how long they took.
+async fn neighbour_keeps_up(cms: &Api<ConfigMap>, inputs: &BTreeMap<String, String>, since: Instant) -> Result<Duration> {
+    let left = NEIGHBOUR_BOUND.saturating_sub(since.elapsed());
+    wait_outputs_within(cms, "good", inputs, Want::default(), left).await.context("the neighbour's outputs")?;
+    Ok(since.elapsed())
+}
+
+/// The neighbour faulted and failed nothing.
+async fn neighbour_unharmed(host: &Host) -> Result<()> {
+    let metrics = host.metrics().await?;
+    ensure!(prom::sum(&metrics, "kubewasm_plugin_faults_total", &[("plugin", "good")]) == 0.0, "the neighbour faulted");
+    let errors = prom::sum(&metrics, "controller_runtime_reconcile_errors_total", &[("controller", "good")]);
+    ensure!(errors == 0.0, "the neighbour had {errors} reconcile errors");
+    Ok(())
+}
+
+/// Fails at once if `plugin` has set objects aside: its quarantine gauge, or a `Quarantined`
+/// Event in the namespace.
+async fn nothing_quarantined(host: &Host, ns: &TestNamespace, plugin: &str) -> Result<()> {
+    let gauge = host.metric("kubewasm_plugin_quarantined_objects", &[("plugin", plugin)]).await?;
+    ensure!(gauge == 0.0, "{gauge} objects of {plugin} were quarantined:\n{}", host.log_tail(30));
+    let quarantined: Vec<_> = events(ns.client(), ns.name()).await?.into_iter().filter(|e| e.reason.as_deref() == Some("Quarantined")).collect();
+    ensure!(quarantined.is_empty(), "Quarantined Events:\n  {}", describe_events(&quarantined));
+    Ok(())
+}
+
+/// Waits for `plugin`'s outputs of `inputs` while checking every half second that nothing was
+/// quarantined (a failure says so as soon as it happens, not at the timeout).
+async fn outputs_without_quarantine(host: &Host, ns: &TestNamespace, plugin: &str, inputs: &BTreeMap<String, String>, want: Want<'_>) -> Result<()> {
+    let cms: Api<ConfigMap> = ns.api();
+    let watch = async {
+        loop {
+            nothing_quarantined(host, ns, plugin).await?;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    };
+    tokio::select! {
+        done = wait_outputs(&cms, plugin, inputs, want) => done,
+        quarantined = watch => quarantined,
+    }
+}
+
+/// A slow admission webhook (audit M3): every write of the plugin's outputs waits 10 s on a
+/// validating webhook (its `timeoutSeconds`; `failurePolicy: Ignore` then lets it through),
+/// five times the plugin's 2 s deadline. The waits are the API server's, not the call's own
+/// time: no deadline fault, no stalled call (its wall-clock backstop is 62 s), no quarantine
+/// and no reconcile error, however often the objects change while the webhook hangs; once it
+/// recovers, writes are fast again. (Before deadlines were measured in the call's own time,
+/// each reconcile ended as a `deadline` fault at 2 s and after five in a row the object was
+/// quarantined.) Its neighbour `good` reconciles the same primaries, its outputs untouched by the
+/// webhook, each round within [`NEIGHBOUR_BOUND`]. Prints the reconcile latency under the hung
+/// webhook.
+#[tokio::test]
+async fn a_slow_webhook_quarantines_nothing() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = Siege::namespace("slow-webhook").await?;
+    let webhook = AdmissionWebhook::start(cp, &ns, (OUTPUT_LABEL, "patient")).await?;
+    webhook.set(Answer::Hang(Duration::from_secs(10)));
+    let dir = PluginDir::new();
+    let settings = format!("{}[kubewasm]\ndeadline-ms = 2000\n", E2eSettings::new("patient").max_concurrency(4).to_toml());
+    dir.install("patient", &kubewasm_tests::plugindir::e2e_variant("v01"), Some(&settings));
+    dir.install_e2e(&E2eSettings::new("good"), "v01");
+    let mut host = Host::start(host_config("slow-webhook", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let names = ["a", "b", "c", "d"];
+    let inputs = |input: &str| -> BTreeMap<String, String> { names.iter().map(|n| (n.to_string(), input.to_string())).collect() };
+
+    // Two rounds of changes while every output write hangs for 10 s.
+    let hung = Instant::now();
+    create_primaries(&cms, &inputs("1")).await?;
+    let mut neighbour = vec![neighbour_keeps_up(&cms, &inputs("1"), hung).await?];
+    outputs_without_quarantine(&host, &ns, "patient", &inputs("1"), Want::default()).await.context("the outputs written past the hung webhook")?;
+    let changed = Instant::now();
+    for name in names {
+        set_input(&cms, name, "2").await?;
+    }
+    neighbour.push(neighbour_keeps_up(&cms, &inputs("2"), changed).await?);
+    outputs_without_quarantine(&host, &ns, "patient", &inputs("2"), Want::default()).await.context("the second round past the hung webhook")?;
+    let hung_for = hung.elapsed();
+    let reviews = webhook.reviews();
+    ensure!(reviews >= 8, "the webhook saw only {reviews} reviews: the writes did not wait on it");
+    let metrics = host.metrics().await?;
+    let reconcile = [("controller", "patient")];
+    let (sum, count) = (
+        prom::sum(&metrics, "controller_runtime_reconcile_time_seconds_sum", &reconcile),
+        prom::sum(&metrics, "controller_runtime_reconcile_time_seconds_count", &reconcile),
+    );
+    ensure!(sum / count >= 5.0, "reconciles took {:.1} s on average: the webhook did not slow them", sum / count);
+
+    // The webhook recovers: writes are fast again, and nothing was set aside meanwhile.
+    webhook.set(Answer::Allow);
+    let recovered = Instant::now();
+    for name in names {
+        set_input(&cms, name, "3").await?;
+    }
+    outputs_without_quarantine(&host, &ns, "patient", &inputs("3"), Want::default()).await.context("after the webhook recovered")?;
+    let recovered_in = recovered.elapsed();
+    let metrics = host.metrics().await?;
+    let plugin = [("plugin", "patient")];
+    ensure!(prom::sum(&metrics, "kubewasm_plugin_faults_total", &plugin) == 0.0, "the plugin faulted:\n{}", host.log_tail(30));
+    let errors = prom::sum(&metrics, "controller_runtime_reconcile_errors_total", &reconcile);
+    ensure!(errors == 0.0, "{errors} reconcile errors");
+    nothing_quarantined(&host, &ns, "patient").await?;
+    neighbour_unharmed(&host).await?;
+    eprintln!(
+        "slow webhook: {} reconciles averaging {:.1} s behind a 10 s webhook (2 s deadline), two rounds of 4 objects in {hung_for:?}, {reviews} reviews; \
+         after recovery 4 objects in {recovered_in:?}; no fault, error or quarantine; the neighbour's rounds took {neighbour:?}",
+        count,
+        sum / count
+    );
+    host.stop().await?;
+    drop(webhook);
+    Ok(())
+}
+
+/// A 503/429 storm during a hot reload (audit M3): v02 replaces v01, and while it reconciles
+/// every object the API server refuses each of its writes with 503 or 429 (a webhook's answer,
+/// which the API server passes on). kube's client retries those until the request timeout, and
+/// the plugin then gets `unavailable`: the infrastructure's trouble, which says nothing about the
+/// version. So v02 is not rolled back while the storm lasts (no rollback, no `RolledBack`
+/// Event), and once the storm ends v02 serves. (Before, the waits ran into the plugin's 5 s
+/// deadline as faults, and unavailable errors counted as failing: v02, failing on every object,
+/// was rolled back within seconds.) The rollback needs only five reconciles of evidence here, so
+/// that v02's ten failed reconciles would be enough if they counted. Its neighbour `good`
+/// reconciles the same primaries, its writes untouched by the storm, within [`NEIGHBOUR_BOUND`].
+#[tokio::test]
+async fn a_503_storm_during_a_reload_rolls_nothing_back() -> Result<()> {
+    const STORM: Duration = Duration::from_secs(45);
+    let cp = ControlPlane::shared().await;
+    let ns = Siege::namespace("storm").await?;
+    let webhook = AdmissionWebhook::start(cp, &ns, (OUTPUT_LABEL, "stormy")).await?;
+    let dir = PluginDir::new();
+    let settings = format!("{}[kubewasm]\nrollback-min-reconciles = 5\n", E2eSettings::new("stormy").max_concurrency(10).to_toml());
+    dir.install("stormy", &kubewasm_tests::plugindir::e2e_variant("v01"), Some(&settings));
+    dir.install_e2e(&E2eSettings::new("good"), "v01");
+    let mut host = Host::start(host_config("storm", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let names: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
+    let inputs = |input: &str| -> BTreeMap<String, String> { names.iter().map(|n| (n.clone(), input.to_string())).collect() };
+    create_primaries(&cms, &inputs("1")).await?;
+    wait_outputs(&cms, "stormy", &inputs("1"), Want { variant: Some("v01"), ..Want::default() }).await?;
+
+    // The storm starts; v02 is loaded and asked to reconcile every object.
+    webhook.set(Answer::Refuse(vec![503, 429]));
+    let plugin = [("plugin", "stormy")];
+    dir.replace("stormy", &kubewasm_tests::plugindir::e2e_variant("v02"));
+    host.wait_metric("kubewasm_plugin_reloads_total", &[("plugin", "stormy"), ("result", "reloaded")], CONVERGE, |n| n == 1.0).await?;
+    let storm = Instant::now();
+    for name in &names {
+        set_input(&cms, name, "2").await?;
+    }
+    let neighbour = neighbour_keeps_up(&cms, &inputs("2"), storm).await?;
+    let mut peak_refused = 0;
+    while storm.elapsed() < STORM {
+        let rollbacks = host.metric("kubewasm_plugin_rollbacks_total", &plugin).await?;
+        ensure!(rollbacks == 0.0, "v02 was rolled back {:?} into the storm:\n{}", storm.elapsed(), host.log_tail(30));
+        peak_refused = webhook.refused();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let metrics = host.metrics().await?;
+    let errors = prom::sum(&metrics, "controller_runtime_reconcile_errors_total", &[("controller", "stormy")]);
+    ensure!(peak_refused >= 20, "the webhook refused only {peak_refused} writes: no storm");
+    ensure!(errors >= names.len() as f64, "v02 failed only {errors} reconciles during the storm: the storm did not reach it");
+
+    // The storm ends: v02 serves every object.
+    webhook.set(Answer::Allow);
+    wait_outputs(&cms, "stormy", &inputs("2"), Want { variant: Some("v02"), ..Want::default() }).await.context("v02 after the storm")?;
+    for name in &names {
+        set_input(&cms, name, "3").await?;
+    }
+    wait_outputs(&cms, "stormy", &inputs("3"), Want { variant: Some("v02"), ..Want::default() }).await?;
+    ensure!(host.metric("kubewasm_plugin_rollbacks_total", &plugin).await? == 0.0, "v02 was rolled back after the storm");
+    let rolled_back: Vec<_> = events(ns.client(), ns.name()).await?.into_iter().filter(|e| e.reason.as_deref() == Some("RolledBack")).collect();
+    ensure!(rolled_back.is_empty(), "RolledBack Events:\n  {}", describe_events(&rolled_back));
+    let faults = host.metric("kubewasm_plugin_faults_total", &plugin).await?;
+    neighbour_unharmed(&host).await?;
+    eprintln!(
+        "503 storm: {peak_refused} writes refused (503/429 in turn) over {STORM:?} after a reload, {errors} failed reconciles of v02 (unavailable), {faults} faults, no rollback; \
+         v02 serves after the storm; the neighbour's round in the storm took {neighbour:?}"
+    );
+    host.stop().await?;
+    drop(webhook);
+    Ok(())
 }

@@ -5,21 +5,30 @@
 //! with what the live version did, shown by `kubewasm rollout status`, and never stored; a
 //! candidate that agrees is promoted automatically.
 //!
+//! Shadow runs are bounded and leak nothing (audit H3, H5): with the suite's `e2e-guest` as live
+//! version and candidate, a live version listing thousands of objects per reconcile costs the
+//! host bounded memory, and Secret values the two write reach neither the status ConfigMap nor
+//! the log.
+//!
 //! `cargo test -p kubewasm-tests --test rollout`. Needs the JS SDK's tools (`npm install` in
 //! `plugins/js`; `scripts/env.sh` does).
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, ensure};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kubewasm_tests::guests;
-use kubewasm_tests::{ControlPlane, Host, PluginDir, TestNamespace, apply_crd, eventually, kubewasm_binary};
+use kubewasm_tests::{ControlPlane, E2eSettings, Host, PluginDir, TestNamespace, apply_crd, eventually, kubewasm_binary};
 use serde_json::json;
 use support::{CONVERGE, STATUS, host_config};
 
@@ -266,3 +275,197 @@ async fn a_recorded_case_replays_green_against_its_version_and_red_against_anoth
     ensure!(deployments.get_opt("f1-web").await?.is_none(), "kubewasm record must not write");
     Ok(())
 }
+
+/// The e2e guest as a candidate: variant `variant` copied in as `NAME.next.wasm`, atomically.
+fn install_e2e_candidate(dir: &PluginDir, name: &str, variant: &str) {
+    dir.write_atomic(&format!("{name}.next.wasm"), &kubewasm_tests::plugindir::e2e_variant(variant));
+}
+
+/// Secret values never leave a shadow run (audit H5): the live version (v01) applies a Secret
+/// whose `data.k` (base64) and `stringData.s` hold `TOKEN:v01`, its candidate (v02) the same
+/// Secret with `TOKEN:v02`. The two differ on exactly that, and the shadow says so — but neither
+/// value, plain or base64, appears in the status ConfigMap (`kubectl get cm -o yaml`, the
+/// `NAME.rollout` entry included) or anywhere in the host's log; the stored Secret keeps the
+/// live version's value.
+#[tokio::test]
+async fn secret_values_never_reach_the_status_configmap_or_the_log() -> Result<()> {
+    use base64::Engine as _;
+    use k8s_openapi::api::core::v1::Secret;
+    const NAME: &str = "keeper";
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("rollout-secrets").await?;
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new(NAME).mode("secret").extra("get,create,patch Secret.v1"), "v01");
+    let mut host = Host::start(host_config("rollout-secrets", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let secrets: Api<Secret> = ns.api();
+    let token = kubewasm_tests::unique_name("h5-token");
+    let (live, candidate) = (format!("{token}:v01"), format!("{token}:v02"));
+    let b64 = |v: &str| base64::engine::general_purpose::STANDARD.encode(v);
+    cms.create(&PostParams::default(), &support::primary("vault", &token)).await?;
+    let stored = |secret: Secret| secret.data.unwrap_or_default().get("k").map(|v| String::from_utf8_lossy(&v.0).into_owned());
+    eventually("the live version's Secret", CONVERGE, || async {
+        match secrets.get_opt(&format!("vault.{NAME}")).await?.map(stored) {
+            Some(Some(v)) if v == live => Ok(()),
+            other => Err(anyhow!("{other:?}")),
+        }
+    })
+    .await?;
+
+    install_e2e_candidate(&dir, NAME, "v02");
+    host.wait_metric(RELOADS, &[("plugin", NAME), ("result", "candidate")], READY, |n| n == 1.0).await.context("the candidate must start")?;
+    // A change that is not the input: the live version reconciles (and applies its Secret) again.
+    support::annotate(&cms, "vault", &[("e2e.kubewasm.io/touched", Some("1"))]).await?;
+    host.wait_metric(SHADOW, &[("plugin", NAME), ("result", "differs")], CONVERGE, |n| n >= 1.0).await.context("the candidate's Secret differs")?;
+    let kubectl = cp.kubectl()?;
+    let yaml = eventually("the rollout report in the status ConfigMap", CONVERGE, || async {
+        let yaml = kubectl.run(&["get", "cm", STATUS, "-n", ns.name(), "-o", "yaml"]).await?;
+        if yaml.contains(&format!("{NAME}.rollout")) && yaml.contains("vault (differs)") { Ok(yaml) } else { Err(anyhow!("{yaml}")) }
+    })
+    .await?;
+    let log = host.log_text();
+    let leaks: Vec<String> = [&live, &candidate]
+        .into_iter()
+        .flat_map(|v| [v.clone(), b64(v)])
+        .flat_map(|needle| {
+            let places = [("the status ConfigMap", yaml.contains(&needle)), ("the host log", log.contains(&needle))];
+            places.into_iter().filter(|(_, found)| *found).map(move |(place, _)| format!("{needle:?} in {place}"))
+        })
+        .collect();
+    ensure!(leaks.is_empty(), "Secret values leaked: {leaks:?}\n--- status ConfigMap\n{yaml}");
+    ensure!(secrets.get(&format!("vault.{NAME}")).await.map(stored)? == Some(live.clone()), "the candidate's Secret was stored");
+    eprintln!(
+        "shadow secrets: live and candidate differ on a Secret's values; none of the 4 spellings (plain, base64) in the status ConfigMap ({} bytes) or the host log ({} bytes)",
+        yaml.len(),
+        log.len()
+    );
+    host.stop().await?;
+    Ok(())
+}
+
+/// Samples the resident memory of `pid` every 100 ms until stopped; the peak, in MiB.
+struct PeakRss {
+    peak: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PeakRss {
+    fn start(pid: u32) -> PeakRss {
+        let peak = Arc::new(AtomicU64::new(0));
+        let seen = peak.clone();
+        let task = tokio::spawn(async move {
+            while let Some(bytes) = kubewasm_tests::process::rss_bytes(pid) {
+                seen.fetch_max(bytes, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        PeakRss { peak, task }
+    }
+
+    fn stop(self) -> f64 {
+        self.task.abort();
+        self.peak.load(Ordering::Relaxed) as f64 / f64::from(1 << 20)
+    }
+}
+
+/// A shadow run costs bounded memory however much the live version reads (audit H3): 1000
+/// primaries, each reconcile listing every ConfigMap the plugin sees (4000: the primaries and
+/// 3000 watched fillers). Each live reconcile's journal of that list would pin the whole answer
+/// while it waits for the candidate, up to 1000 of them; the journals are now held to a byte
+/// bound (a journal past an eighth of the candidate's memory limit is skipped, the waiting ones
+/// together within the limit). The host's peak RSS while all 1000 primaries are reconciled with
+/// a candidate may pass the peak of the same round without one by at most [`SHADOW_RSS_BOUND`].
+/// Prints both peaks.
+#[tokio::test]
+async fn a_candidate_costs_bounded_memory_however_much_the_live_version_lists() -> Result<()> {
+    const PRIMARIES: usize = 1000;
+    const FILLERS: usize = 3000;
+    const FILLER: &str = "e2e.kubewasm.io/filler";
+    const NAME: &str = "reader";
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("rollout-memory").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let created = std::time::Instant::now();
+    let objects = (0..FILLERS)
+        .map(|i| ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("filler-{i}")),
+                labels: Some([(FILLER.to_string(), "none".to_string())].into()),
+                ..Default::default()
+            },
+            data: Some([("bulk".to_string(), "x".repeat(200))].into()),
+            ..Default::default()
+        })
+        .chain((0..PRIMARIES).map(|i| support::primary(&format!("p{i}"), "1")));
+    futures::stream::iter(objects)
+        .map(|object| {
+            let cms = cms.clone();
+            async move { cms.create(&PostParams::default(), &object).await }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let created_in = created.elapsed();
+
+    let dir = PluginDir::new();
+    // Fillers are watched (so the plugin sees them), mapped to no primary.
+    let settings =
+        format!("{}[kubewasm]\nqps = 100.0\nburst = 100\nmemory-mib = {MEMORY_MIB}\n", E2eSettings::new(NAME).map_label(FILLER).list_all(1).to_toml());
+    dir.install(NAME, &kubewasm_tests::plugindir::e2e_variant("v01"), Some(&settings));
+    let mut host = Host::start(host_config("rollout-memory", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+    let pid = host.pid().context("host pid")?;
+    let names: Vec<String> = (0..PRIMARIES).map(|i| format!("p{i}")).collect();
+    let inputs = |input: &str| -> BTreeMap<String, String> { names.iter().map(|n| (n.clone(), input.to_string())).collect() };
+    let settle = Duration::from_secs(180);
+    support::wait_outputs_within(&cms, NAME, &inputs("1"), support::Want::default(), settle).await.context("the first round")?;
+    let listed = support::output(&cms, "p0", NAME).await?.unwrap_or_default().get("listed").cloned().unwrap_or_default();
+    ensure!(listed == (PRIMARIES + FILLERS).to_string(), "a reconcile listed {listed} ConfigMaps, not {}", PRIMARIES + FILLERS);
+
+    // One round of every primary without a candidate, then one with.
+    let round = |input: &'static str| {
+        let (cms, names) = (cms.clone(), names.clone());
+        async move {
+            let started = std::time::Instant::now();
+            for name in &names {
+                support::set_input(&cms, name, input).await?;
+            }
+            let want: BTreeMap<String, String> = names.iter().map(|n| (n.clone(), input.to_string())).collect();
+            support::wait_outputs_within(&cms, NAME, &want, support::Want::default(), settle).await?;
+            anyhow::Ok(started.elapsed())
+        }
+    };
+    let sampler = PeakRss::start(pid);
+    let alone_in = round("2").await.context("the round without a candidate")?;
+    let alone = sampler.stop();
+
+    install_e2e_candidate(&dir, NAME, "v02");
+    host.wait_metric(RELOADS, &[("plugin", NAME), ("result", "candidate")], READY, |n| n == 1.0).await.context("the candidate must start")?;
+    let sampler = PeakRss::start(pid);
+    let shadowed_in = round("3").await.context("the round with a candidate")?;
+    // The backlog drains after the live round: keep sampling while it does.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let shadowed = sampler.stop();
+    let metrics = host.metrics().await?;
+    let shadow = |result: &str| kubewasm_tests::prom::sum(&metrics, SHADOW, &[("plugin", NAME), ("result", result)]);
+    let (replayed, skipped) = (shadow("same") + shadow("differs") + shadow("error") + shadow("fault"), shadow("skipped"));
+    ensure!(replayed >= 1.0, "the candidate replayed nothing: no shadow run to measure");
+    eprintln!(
+        "shadow memory: {PRIMARIES} primaries each listing {} ConfigMaps (created in {created_in:?}): host peak RSS {alone:.0} MiB without a candidate \
+         (round {alone_in:?}), {shadowed:.0} MiB with one (round {shadowed_in:?}; {replayed} replayed, {skipped} skipped); +{:.0} MiB, bound +{SHADOW_RSS_BOUND:.0} MiB",
+        PRIMARIES + FILLERS,
+        shadowed - alone,
+    );
+    ensure!(shadowed - alone <= SHADOW_RSS_BOUND, "the candidate cost {:.0} MiB of host memory, more than {SHADOW_RSS_BOUND:.0} MiB", shadowed - alone);
+    host.stop().await?;
+    Ok(())
+}
+
+/// The plugin's memory limit (MiB), the live version's and the candidate's: enough for a list of
+/// 4000 ConfigMaps, and small enough that an unbounded backlog of journals shows (it added
+/// 184 MiB to the peak when the journals were held to no byte bound).
+const MEMORY_MIB: u32 = 32;
+/// What a candidate may add to the host's peak RSS: its two instances and the journals waiting
+/// for it, each within its memory limit ([`MEMORY_MIB`]), its compiled module besides.
+const SHADOW_RSS_BOUND: f64 = 3.0 * MEMORY_MIB as f64;

@@ -24,7 +24,8 @@
 //! `proxy` (a fault-injection TCP proxy), `audit` (the API server's audit log), `accounts`
 //! (ServiceAccount kubeconfigs from TokenRequest), `hostile_registry` (a registry on loopback that
 //! plays the attacker: endless, oversized, trickling and redirecting answers), `components`
-//! (hostile components written by hand in WAT), `build` also builds the suite's Go tools
+//! (hostile components written by hand in WAT), `webhook` (an admission webhook on loopback that
+//! hangs or answers 503/429 storms), `build` also builds the suite's Go tools
 //! (`registry`: an OCI registry on loopback; crane; helm); `trace` (the checker that no two hosts
 //! reconcile one object at once).
 
@@ -48,6 +49,7 @@ mod shared;
 pub mod timing;
 pub mod trace;
 pub mod wait;
+pub mod webhook;
 
 pub use build::{BuildError, controlplane_binary};
 pub use controlplane::{ControlPlane, Error, Options, client_from};

@@ -53,6 +53,9 @@ pub struct E2eSettings {
     pub extra: Vec<String>,
     pub map_label: Option<String>,
     pub describe_sleep_ms: Option<u64>,
+    pub map_sleep_ms: Option<u64>,
+    pub related: bool,
+    pub list_all: Option<u32>,
     pub owns: bool,
     pub trace: bool,
     /// The `[kubewasm]` table of host options, as TOML lines (e.g. `sharding = false`).
@@ -96,6 +99,24 @@ impl E2eSettings {
     /// names.
     pub fn map_label(mut self, label: &str) -> Self {
         self.map_label = Some(label.into());
+        self
+    }
+    /// Sleep `ms` in every `map-related` call (a watched object's annotation
+    /// `e2e.kubewasm.io/map-sleep-ms` overrides it for that object).
+    pub fn map_sleep_ms(mut self, ms: u64) -> Self {
+        self.map_sleep_ms = Some(ms);
+        self
+    }
+    /// With [`E2eSettings::map_label`]: each output also lists the watched objects naming its
+    /// primary and their inputs (`related = "NAME=INPUT,..."`, sorted).
+    pub fn related(mut self) -> Self {
+        self.related = true;
+        self
+    }
+    /// List every ConfigMap the plugin can see in the primary's namespace `times` times per
+    /// reconcile (the output's `listed` says how many).
+    pub fn list_all(mut self, times: u32) -> Self {
+        self.list_all = Some(times);
         self
     }
     /// Sleep `ms` in `describe`: a plugin slow to start.
@@ -145,6 +166,15 @@ impl E2eSettings {
         }
         if let Some(ms) = self.describe_sleep_ms {
             out.push_str(&format!("describe-sleep-ms = {ms}\n"));
+        }
+        if let Some(ms) = self.map_sleep_ms {
+            out.push_str(&format!("map-sleep-ms = {ms}\n"));
+        }
+        if self.related {
+            out.push_str("related = true\n");
+        }
+        if let Some(times) = self.list_all {
+            out.push_str(&format!("list-all = {times}\n"));
         }
         if self.events {
             out.push_str("events = true\n");

@@ -2,8 +2,9 @@
 //! by a label; each reconcile turns the primary's `e2e.kubewasm.io/input` annotation into an
 //! output (an owned ConfigMap `<primary>.<plugin>`, or an annotation on the primary itself),
 //! stamped with the plugin's variant and the host it ran in. Settings (`NAME.toml`) choose the
-//! name, host identity, primary kind, selector, mode, finalizer, concurrency and a mapped watch,
-//! so one build serves every test.
+//! name, host identity, primary kind, selector, mode, finalizer, concurrency, a mapped watch (and
+//! how slow its `map-related` is, whether outputs report the watched objects) and how often each
+//! reconcile lists every ConfigMap, so one build serves every test.
 //!
 //! The *variant* is not a setting: it is the 16-byte marker [`VARIANT`] in the component's data,
 //! which the tests patch in the binary to make new versions of the plugin from one build (same
@@ -33,6 +34,9 @@ const TRAP_VARIANT: &str = "e2e.kubewasm.io/trap-variant";
 const SPIN: &str = "e2e.kubewasm.io/spin";
 /// Millions of rounds of arithmetic to do before reconciling (about 1 ms of CPU per million).
 const WORK: &str = "e2e.kubewasm.io/work-mi";
+/// On a watched object: `map-related` sleeps this many milliseconds for it (instead of the
+/// setting `map-sleep-ms`).
+const MAP_SLEEP_MS: &str = "e2e.kubewasm.io/map-sleep-ms";
 const DEFAULT_SELECTOR: &str = "e2e.kubewasm.io/primary";
 
 fn variant() -> String {
@@ -58,6 +62,8 @@ struct Settings {
     /// the primary with an update carrying its resourceVersion (conflicts are possible);
     /// `rolebinding`: apply a RoleBinding `<primary>-edit` of the ClusterRole `edit` to the
     /// ServiceAccount the input names (it needs `bind` on `edit`, or to hold all of `edit`);
+    /// `secret`: apply a Secret `<primary>.<plugin>` whose `data.k` (base64) and `stringData.s`
+    /// hold `<input>:<variant>` (it needs grants on Secrets, see `extra`);
     /// `noop`: nothing.
     mode: Option<String>,
     /// A finalizer; `finalize` waits for the annotation `e2e.kubewasm.io/release=true`.
@@ -74,6 +80,15 @@ struct Settings {
     map_label: Option<String>,
     /// Sleep this long in `describe` (a plugin slow to start).
     describe_sleep_ms: Option<u64>,
+    /// Sleep this long in each `map-related` call (unless the object's annotation
+    /// `e2e.kubewasm.io/map-sleep-ms` says otherwise).
+    map_sleep_ms: Option<u64>,
+    /// With `map-label`: the output also says (`related`) which watched objects name the
+    /// primary, and their inputs (`NAME=INPUT,...`, sorted), read from the cache.
+    related: bool,
+    /// List every ConfigMap of the primary's namespace this many times in each reconcile; the
+    /// output says how many it found (`listed`).
+    list_all: u32,
     /// Write the output as a Secret (`stringData`) and declare it owned (`owns Secret`): an
     /// owned watch of a kind other than the primary's.
     owns: bool,
@@ -94,6 +109,9 @@ struct E2e {
     events: bool,
     extra: Vec<String>,
     map_label: Option<String>,
+    map_sleep_ms: u64,
+    related: bool,
+    list_all: u32,
     owns: bool,
     trace: bool,
 }
@@ -157,6 +175,9 @@ impl Controller for E2e {
             events: settings.events,
             extra: settings.extra,
             map_label: settings.map_label,
+            map_sleep_ms: settings.map_sleep_ms.unwrap_or(0),
+            related: settings.related,
+            list_all: settings.list_all,
             owns: settings.owns,
             trace: settings.trace,
         })
@@ -211,6 +232,10 @@ impl Controller for E2e {
         if annotation(&object, TRAP) == Some(self.name.as_str()) {
             panic!("{} asks {} to trap in map-related", object.name(), self.name);
         }
+        let sleep = annotation(&object, MAP_SLEEP_MS).and_then(|v| v.parse().ok()).unwrap_or(self.map_sleep_ms);
+        if sleep > 0 {
+            std::thread::sleep(Duration::from_millis(sleep));
+        }
         let parent = self.map_label.as_deref().and_then(|label| object.label(label));
         Ok(parent.map(|name| ObjectKey::new(object.namespace(), name)).into_iter().collect())
     }
@@ -261,8 +286,44 @@ impl E2e {
         if annotation(&primary, FAIL) == Some("true") {
             return Err(Error::other(format!("{} asks to fail", primary.name())));
         }
+        let configmap = Gvk::new("", "v1", "ConfigMap");
+        let mut listed = 0;
+        for _ in 0..self.list_all {
+            listed = ctx.list_dynamic(&configmap, primary.namespace(), None)?.len();
+        }
+        let related = match &self.map_label {
+            Some(label) if self.related => {
+                let selector = format!("{label}={}", primary.name());
+                let mut watched: Vec<String> = ctx
+                    .list_dynamic(&configmap, primary.namespace(), Some(&selector))?
+                    .iter()
+                    .map(|w| format!("{}={}", w.name(), annotation(w, INPUT).unwrap_or_default()))
+                    .collect();
+                watched.sort();
+                Some(watched.join(","))
+            }
+            _ => None,
+        };
         match self.mode.as_str() {
             "noop" => {}
+            "secret" => {
+                use base64::Engine as _;
+                let value = format!("{input}:{}", self.variant);
+                let secret: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {
+                        "name": self.output_name(&primary),
+                        "namespace": primary.namespace(),
+                        "labels": {"e2e.kubewasm.io/plugin": self.name},
+                        "ownerReferences": [primary.controller_owner_ref()],
+                    },
+                    "type": "Opaque",
+                    "data": {"k": base64::engine::general_purpose::STANDARD.encode(&value)},
+                    "stringData": {"s": value},
+                }))?;
+                ctx.apply(&secret)?;
+            }
             "rolebinding" => {
                 // What a namespace-onboarding controller does: let the team edit its namespace.
                 let binding: DynamicObject = serde_json::from_value(json!({
@@ -283,12 +344,18 @@ impl E2e {
                 }
             }
             _ => {
-                let data = BTreeMap::from([
+                let mut data = BTreeMap::from([
                     ("input", input.clone()),
                     ("variant", self.variant.clone()),
                     ("host", self.host.clone()),
                     ("generation", primary.generation().unwrap_or_default().to_string()),
                 ]);
+                if self.list_all > 0 {
+                    data.insert("listed", listed.to_string());
+                }
+                if let Some(related) = related {
+                    data.insert("related", related);
+                }
                 if self.owns {
                     self.apply_output(ctx, "Secret", "stringData", self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
                 } else {
