@@ -747,10 +747,13 @@ fn load_error(path: &Path, error: &LoadError) -> String {
 }
 
 /// A load error that a file still being written produces.
-fn looks_incomplete(error: &LoadError) -> bool {
+pub(super) fn looks_incomplete(error: &LoadError) -> bool {
     match error {
         LoadError::Truncated(_) | LoadError::NotWebAssembly => true,
-        LoadError::Runtime(crate::runtime::RuntimeError::Compile(message)) => message.contains("unexpected end") || message.contains("out of bounds"),
+        // Compiled in this process, or in the compiler process (which reports in words).
+        LoadError::Runtime(crate::runtime::RuntimeError::Compile(message)) | LoadError::Compile(crate::plugin::compiler::CompileError::Failed(message)) => {
+            message.contains("unexpected end") || message.contains("out of bounds")
+        }
         _ => false,
     }
 }

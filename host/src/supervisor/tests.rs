@@ -517,3 +517,14 @@ async fn two_changes_of_one_file_queued_behind_a_load_reload_it_once() {
     let transitions: Vec<Transition> = h.state.reports.lock().iter().map(|r| r.1).collect();
     assert_eq!(transitions, [Transition::Loaded, Transition::Reloaded], "the second is what already runs");
 }
+
+#[test]
+fn a_half_written_file_looks_incomplete_whichever_process_compiled_it() {
+    use crate::plugin::LoadError;
+    use crate::plugin::compiler::CompileError;
+    let truncated = "failed to parse WebAssembly module: wasm component contains an invalid module section: section range 2777..874704 is out of bounds";
+    assert!(super::slot::looks_incomplete(&LoadError::Compile(CompileError::Failed(truncated.into()))));
+    assert!(super::slot::looks_incomplete(&LoadError::Runtime(crate::runtime::RuntimeError::Compile(truncated.into()))));
+    assert!(!super::slot::looks_incomplete(&LoadError::Compile(CompileError::Failed("type mismatch: expected i32".into()))));
+    assert!(!super::slot::looks_incomplete(&LoadError::Compile(CompileError::Memory(1 << 30))));
+}
