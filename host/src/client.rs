@@ -397,9 +397,9 @@ impl ApiClient {
     }
 
     /// Performs a write and returns the object as stored (`None` when a delete removed it).
-    /// Checked, in this order: the target (served namespace, not the host's own object), the
-    /// rate limit, and leadership — immediately before sending; a write in flight when this host
-    /// stops leading is cancelled.
+    /// Checked, in this order: the target (served namespace, not the host's own object),
+    /// leadership, the rate limit (waited for), and leadership again, immediately before
+    /// sending; a write in flight when this host stops leading is cancelled.
     pub async fn write(&self, request: WriteRequest) -> Result<Option<Arc<str>>, RequestError> {
         self.fence.check_target(&request)?;
         if !self.fence.leadership.is_leader() {

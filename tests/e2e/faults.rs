@@ -208,10 +208,10 @@ async fn oversized_results_are_refused() {
     // this plugin's deadline is roomy, so that the size is what refuses them.
     let plugin = plugin_with("faulty-keys", "[kubewasm]\ndeadline-ms = 20000\n").await;
     let object = configmap("default", "many", "oversized-keys");
-    let error = plugin.runner.map_related(&configmap_gvk(), object.into()).await.unwrap_err();
+    let error = plugin.runner.map_related(&configmap_gvk(), object.into(), |_| true).await.unwrap_err();
     let CallError::Fault(Fault::Oversized(message)) = &error else { panic!("expected oversized, got {error:?}") };
     assert!(message.contains("200000 keys"), "{message}");
-    let keys = plugin.runner.map_related(&configmap_gvk(), configmap("default", "one", "ok").into()).await.unwrap();
+    let keys = plugin.runner.map_related(&configmap_gvk(), configmap("default", "one", "ok").into(), |_| true).await.unwrap();
     assert_eq!(keys, vec![ObjectKey::new(Some("default"), "one-0")]);
     assert_eq!(plugin.metrics.faults.oversized.get(), 1);
 }
@@ -273,13 +273,13 @@ async fn map_related_keys_aliasing_one_buffer_are_oversized() {
     for (keys, name_bytes, expected) in [(1_000_000, 30 << 20, "more than map-related may return"), (10, 254, "a key whose name is 254 bytes; at most 253")] {
         let loaded = load_component("aliaser", &components::map_related_alias(&manifest, keys, name_bytes)).await.expect("it loads");
         let (runner, metrics) = runner_of(loaded);
-        let error = runner.map_related(&configmap_gvk(), object()).await.unwrap_err();
+        let error = runner.map_related(&configmap_gvk(), object(), |_| true).await.unwrap_err();
         let CallError::Fault(Fault::Oversized(message)) = &error else { panic!("{keys} keys of {name_bytes} bytes: expected oversized, got {error:?}") };
         assert!(message.contains(expected), "{message}");
         assert_eq!(metrics.faults.oversized.get(), 1);
     }
     let (runner, _) = runner_of(load_component("aliaser", &components::map_related_alias(&manifest, 10, 253)).await.unwrap());
-    let keys = runner.map_related(&configmap_gvk(), object()).await.expect("keys within the bounds");
+    let keys = runner.map_related(&configmap_gvk(), object(), |_| true).await.expect("keys within the bounds");
     assert_eq!(keys.len(), 10);
     assert_eq!(keys[0].name().len(), 253);
 }

@@ -295,6 +295,9 @@ async fn log_flood() -> Result<()> {
 async fn map_related_flood() -> Result<()> {
     let ns = Siege::namespace("map-flood").await?;
     let mut siege = Siege::start(ns, "map-flood", "").await?;
+    // The attacker is added once the host is ready: it maps its target before the good plugin's
+    // ConfigMaps come.
+    siege.host.wait_metric("workqueue_adds_total", &[("name", "hostile-map-related")], CONVERGE, |v| v >= 1.0).await?;
     siege.good_plugin_is_unharmed().await?;
     let metrics = siege.host.metrics().await?;
     let mapped = prom::sum(&metrics, "workqueue_adds_total", &[("name", "hostile-map-related")]);

@@ -595,15 +595,15 @@ impl Controller {
             return;
         }
         let version = self.version();
-        match version.runner.map_related(resource, object.clone()).await {
+        // Only keys of cached primaries: a reconcile of any other key would find nothing to do,
+        // and invented keys would grow the queue without bound.
+        let primary = &version.manifest.primary;
+        match version.runner.map_related(resource, object.clone(), |key| version.primary.get(primary, key).is_some()).await {
             Ok(keys) => {
                 self.quarantine.succeeded(&subject);
                 self.mapper.mapped(slot, &object);
                 self.mapper.queue.forget(slot);
-                // Only keys of cached primaries: a reconcile of any other key would find
-                // nothing to do, and invented keys would grow the queue without bound.
-                let primary = &version.manifest.primary;
-                keys.into_iter().filter(|key| version.primary.get(primary, key).is_some()).for_each(|key| self.queue.add_for(key, Reason::Mapped));
+                keys.into_iter().for_each(|key| self.queue.add_for(key, Reason::Mapped));
             }
             // A fault (map-related returns no errors); one of the object's own is counted
             // towards quarantining it.

@@ -44,6 +44,10 @@ pub use self::bindings::types::ErrorCode as GuestErrorCode;
 /// How often the engine's epoch advances: the granularity of deadlines and of yielding.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// Mapped keys converted and checked between two yields to the executor (a few hundred
+/// microseconds of work).
+const KEYS_PER_SLICE: usize = 1024;
+
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     /// Stop calls at their deadline (epoch interruption). Off only for measuring its cost.
@@ -500,12 +504,24 @@ impl PluginRunner {
         dropped
     }
 
-    /// Keys of primary objects related to a watched object, for a `map-related` watch.
-    pub async fn map_related(&self, resource: &Gvk, object: Arc<str>) -> Result<Vec<ObjectKey>, CallError> {
-        match self.invoke(Call::MapRelated(resource.clone(), object), None).await? {
-            Output::Keys(keys) => Ok(keys.iter().map(|k| ObjectKey::new(k.namespace.as_deref(), &k.name)).collect()),
-            Output::Action(_) => unreachable!("map-related returns keys"),
+    /// Keys of primary objects related to a watched object, for a `map-related` watch: those
+    /// of the keys the plugin returned that `keep` accepts.
+    ///
+    /// They are converted and checked a slice at a time, yielding to the executor in between:
+    /// a plugin may return up to [`boundary::MAX_MAPPED_KEYS`] of them per call, and doing that
+    /// in one go would hold an executor worker for tens of milliseconds, outside the plugin's
+    /// CPU share, while every other plugin's calls wait for it.
+    pub async fn map_related(&self, resource: &Gvk, object: Arc<str>, keep: impl Fn(&ObjectKey) -> bool) -> Result<Vec<ObjectKey>, CallError> {
+        let Output::Keys(returned) = self.invoke(Call::MapRelated(resource.clone(), object), None).await? else { unreachable!("map-related returns keys") };
+        let mut kept = Vec::new();
+        let mut returned = returned.into_iter().peekable();
+        while returned.peek().is_some() {
+            kept.extend(returned.by_ref().take(KEYS_PER_SLICE).map(|k| ObjectKey::new(k.namespace.as_deref(), &k.name)).filter(|key| keep(key)));
+            if returned.peek().is_some() {
+                tokio::task::yield_now().await;
+            }
         }
+        Ok(kept)
     }
 
     fn action(&self, output: Output) -> Result<Action, CallError> {

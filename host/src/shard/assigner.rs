@@ -621,9 +621,11 @@ async fn watch_objects(
         Some(ns) => Api::namespaced_with(client, ns, &resolved.api),
         None => Api::all_with(client, &resolved.api),
     };
-    // From the API server's cache (resourceVersion 0), as the sharder lists: a stale entry only
-    // makes a patch conflict, which is retried.
-    let mut config = watcher::Config::default().any_semantic();
+    // Listed in pages (kube's watcher asks for 500 objects at a time), not from the API server's
+    // cache at resourceVersion 0 as the sharder lists: the API server ignores the page size
+    // there and answers every object of the kind in one response, which would be parsed whole
+    // (managedFields included) however many objects the ring has. A page costs a consistent read.
+    let mut config = watcher::Config::default();
     if let Some(selector) = &spec.selector {
         config = config.labels(selector);
     }
