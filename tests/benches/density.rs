@@ -29,16 +29,13 @@ use kube::api::{Api, PartialObjectMeta, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kubewasm_tests::build::{Tool, go_tool};
 use kubewasm_tests::host::{Host, HostConfig, release_binary};
-use kubewasm_tests::plugindir::{E2eSettings, PluginDir};
+use kubewasm_tests::plugindir::{E2eSettings, INPUT, OUTPUT_LABEL, PluginDir};
 use kubewasm_tests::{ControlPlane, process, prom};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const PER_CONTROLLER: usize = 20;
 /// Controller `cK` selects `SELECTOR=cK` (the peer's `selectorKey`).
 const SELECTOR: &str = "bench.kubewasm.io/controller";
-/// Every output carries it (the guest's and the peer's `e2e.kubewasm.io/plugin=NAME`).
-const OUTPUT_LABEL: &str = "e2e.kubewasm.io/plugin";
-const INPUT: &str = "e2e.kubewasm.io/input";
 /// Time after the last output for queues to drain, watches of the bench to close and the
 /// numbers to stop moving.
 const SETTLE: Duration = Duration::from_secs(5);

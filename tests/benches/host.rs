@@ -21,10 +21,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use kubewasm_tests::host::{Host, HostConfig, release_binary};
-use kubewasm_tests::plugindir::{E2eSettings, PluginDir, e2e_guest, e2e_variant, variant_of};
+use kubewasm_tests::plugindir::{E2eSettings, PRIMARY as LABEL, PluginDir, e2e_guest, e2e_variant, variant_of};
 use kubewasm_tests::{ControlPlane, TestNamespace, guests, process, prom};
-
-const LABEL: &str = "e2e.kubewasm.io/primary";
 
 fn rss_bytes(pid: u32) -> u64 {
     process::rss_bytes(pid).expect("the host runs")

@@ -27,15 +27,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kubewasm_tests::host::{Host, HostConfig, release_binary};
-use kubewasm_tests::plugindir::{E2eSettings, PluginDir};
+use kubewasm_tests::plugindir::{E2eSettings, INPUT, OUTPUT_LABEL, PRIMARY, PluginDir};
 use kubewasm_tests::{ControlPlane, TestNamespace, process, prom};
 use parking_lot::Mutex;
 
 const PLUGIN: &str = "sharded";
-const PRIMARY: &str = "e2e.kubewasm.io/primary";
-const INPUT: &str = "e2e.kubewasm.io/input";
-/// Every output carries `e2e.kubewasm.io/plugin=PLUGIN`.
-const OUTPUT_LABEL: &str = "e2e.kubewasm.io/plugin";
 const RING: &str = "bench";
 const LEADER: &str = "bench-leader";
 const SHARD: &str = "shard.alpha.sharding.timebertt.dev/bench";

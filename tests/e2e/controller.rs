@@ -21,6 +21,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
+use kubewasm_tests::plugindir::OUTPUT_LABEL;
 use kubewasm_tests::prom::apiserver_watches;
 use kubewasm_tests::{ControlPlane, E2eSettings, Host, HostConfig, Options, PluginDir, apply_crd, eventually, guests};
 use serde_json::json;
@@ -537,7 +538,7 @@ fn list(writes: &[Write]) -> String {
 fn record_writes(client: Client, ns: &str, plugin: &str) -> (Arc<Mutex<Vec<Write>>>, tokio::task::JoinHandle<()>) {
     let log = Arc::new(Mutex::new(Vec::new()));
     let api: Api<ConfigMap> = Api::namespaced(client, ns);
-    let config = watcher::Config::default().labels(&format!("e2e.kubewasm.io/plugin={plugin}"));
+    let config = watcher::Config::default().labels(&format!("{OUTPUT_LABEL}={plugin}"));
     let sink = log.clone();
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(watcher(api, config));

@@ -20,6 +20,7 @@ use anyhow::{Context, Result, anyhow, ensure};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
+use kubewasm_tests::plugindir::OUTPUT_LABEL;
 use kubewasm_tests::webhook::{AdmissionWebhook, Answer};
 use kubewasm_tests::{ControlPlane, E2eSettings, Host, HostConfig, PluginDir, TestNamespace, components, eventually, guests, prom};
 use support::*;
@@ -670,9 +671,6 @@ async fn describe_touching_3_gib() -> Result<()> {
     siege.stop().await
 }
 
-/// Labels every output the `e2e-guest` writes with the plugin's name: the broken infrastructure
-/// below intercepts one plugin's outputs, not its neighbour's.
-const OUTPUT_LABEL: &str = "e2e.kubewasm.io/plugin";
 /// The neighbour of a plugin behind broken infrastructure reconciles the same primaries; its
 /// outputs must be written within this of each change, well within the webhook's 10 s hang.
 const NEIGHBOUR_BOUND: Duration = Duration::from_secs(5);

@@ -12,6 +12,13 @@ use std::time::Duration;
 
 use crate::guests;
 
+/// The label the e2e guest's primaries carry (its default selector).
+pub const PRIMARY: &str = "e2e.kubewasm.io/primary";
+/// The annotation the e2e guest turns into its output.
+pub const INPUT: &str = "e2e.kubewasm.io/input";
+/// The label on every output of the e2e guest: `OUTPUT_LABEL=<plugin name>`.
+pub const OUTPUT_LABEL: &str = "e2e.kubewasm.io/plugin";
+
 /// The marker `tests/guests/e2e` carries in its data; the last three bytes are the variant.
 const MARKER_PREFIX: &[u8] = b"kubewasm-e2e:";
 

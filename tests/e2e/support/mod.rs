@@ -16,10 +16,7 @@ use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kubewasm_tests::{HostConfig, TestNamespace, eventually};
 use serde_json::json;
 
-/// The label the guest's primaries carry (its default selector).
-pub const PRIMARY: &str = "e2e.kubewasm.io/primary";
-/// The annotation the guest turns into its output.
-pub const INPUT: &str = "e2e.kubewasm.io/input";
+pub use kubewasm_tests::plugindir::{INPUT, PRIMARY};
 /// The annotation the guest's `update` mode writes on the primary.
 pub const OUTPUT: &str = "e2e.kubewasm.io/output";
 /// Makes a reconcile sleep this many milliseconds first.
