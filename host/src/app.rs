@@ -239,7 +239,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         });
     }
     let fence = Fence { leadership: leadership.clone(), namespaces: namespaces.clone(), host_objects: host_objects.into() };
-    let informers = Informers::new(client.clone(), discovery.clone(), shutdown.clone());
+    let informers = Informers::new(client.clone(), discovery.clone(), shutdown.clone(), metrics.informers());
     let mut identities = Identities::new(
         config.plugin_identity,
         config.identity_namespace.clone(),

@@ -523,7 +523,7 @@ mod tests {
 
     fn api_client(api: &crate::fake_api::FakeApi, limits: ClientLimits, fence: Fence) -> ApiClient {
         let discovery = Arc::new(Discovery::new(api.client.clone(), Duration::from_secs(5)));
-        let informers = Informers::new(api.client.clone(), discovery.clone(), tokio_util::sync::CancellationToken::new());
+        let informers = Informers::new(api.client.clone(), discovery.clone(), tokio_util::sync::CancellationToken::new(), Default::default());
         ApiClient::new(api.client.clone(), discovery, informers, "kubewasm/test".into(), limits.bucket(), fence, Duration::from_secs(5))
     }
 

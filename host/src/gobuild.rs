@@ -29,6 +29,7 @@ const WIT: &[(&str, &str)] = &[
     ("reconciler.wit", include_str!("../../wit/reconciler.wit")),
     ("release.wit", include_str!("../../wit/release.wit")),
     ("types.wit", include_str!("../../wit/types.wit")),
+    ("views.wit", include_str!("../../wit/views.wit")),
     ("world.wit", include_str!("../../wit/world.wit")),
 ];
 

@@ -570,6 +570,7 @@ mod tests {
             max_concurrency: 1,
             limits: RequestedLimits::default(),
             permissions,
+            metadata_only: vec![],
         }
     }
 

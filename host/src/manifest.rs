@@ -193,6 +193,8 @@ pub struct PlannedWatch {
     /// The namespaces it is limited to (namespace-limited grants); `None`: every one served.
     pub only: Option<BTreeSet<String>>,
     pub role: WatchRole,
+    /// The plugin reads only the metadata of this kind (`views.metadata-only`).
+    pub metadata_only: bool,
 }
 
 impl PlannedWatch {
@@ -263,6 +265,8 @@ pub struct Manifest {
     pub max_concurrency: u32,
     pub limits: RequestedLimits,
     pub permissions: Vec<Permission>,
+    /// Owned or watched kinds the plugin is handed only the metadata of (`views.metadata-only`).
+    pub metadata_only: Vec<Gvk>,
 }
 
 /// A manifest field that is not acceptable. The message names the field and what to fix.
@@ -284,9 +288,12 @@ impl Manifest {
             return Err(invalid("name", format!("{:?} must be a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters", self.name)));
         }
         validate_version(&self.version)?;
-        for (field, len, max) in
-            [("owns", self.owns.len(), MAX_ENTRIES), ("watches", self.watches.len(), MAX_ENTRIES), ("permissions", self.permissions.len(), MAX_PERMISSIONS)]
-        {
+        for (field, len, max) in [
+            ("owns", self.owns.len(), MAX_ENTRIES),
+            ("watches", self.watches.len(), MAX_ENTRIES),
+            ("permissions", self.permissions.len(), MAX_PERMISSIONS),
+            ("views.metadata-only", self.metadata_only.len(), MAX_ENTRIES),
+        ] {
             if len > max {
                 return Err(invalid(field, format!("{len} entries; at most {max}")));
             }
@@ -303,6 +310,17 @@ impl Manifest {
             validate_gvk(&format!("watches[{i}].resource"), &watch.resource)?;
             if let Mapping::Label(key) = &watch.mapping {
                 crate::selector::label_key(key).map_err(|e| invalid(format!("watches[{i}].mapping"), e))?;
+            }
+        }
+        // Metadata-only reads only make sense where the host watches the kind for the plugin
+        // anyway; the primary is always handed whole (the plugin reconciles it).
+        for (i, gvk) in self.metadata_only.iter().enumerate() {
+            validate_gvk(&format!("views.metadata-only[{i}]"), gvk)?;
+            if *gvk == self.primary {
+                return Err(invalid(format!("views.metadata-only[{i}]"), format!("{gvk} is the primary kind, which is always handed whole")));
+            }
+            if !self.owns.contains(gvk) && !self.watches.iter().any(|w| w.resource == *gvk) {
+                return Err(invalid(format!("views.metadata-only[{i}]"), format!("{gvk} is neither an `owns` kind nor the kind of a `watches` entry")));
             }
         }
         if let Some(finalizer) = &self.finalizer {
@@ -386,7 +404,13 @@ impl Manifest {
     /// its primary's kind: the primary watch serves those reads, unless a grant to list the kind
     /// asks for all of it (a second, unfiltered watch would cache every selected object twice).
     pub fn watch_plan(&self) -> Vec<PlannedWatch> {
-        let plain = |resource: &Gvk, role| PlannedWatch { resource: resource.clone(), selector: None, only: None, role };
+        let plain = |resource: &Gvk, role| PlannedWatch {
+            resource: resource.clone(),
+            selector: None,
+            only: None,
+            role,
+            metadata_only: self.metadata_only.contains(resource),
+        };
         let mut plan = vec![PlannedWatch { selector: self.primary_selector.clone(), ..plain(&self.primary, WatchRole::Primary) }];
         plan.extend(self.owns.iter().map(|owned| plain(owned, WatchRole::Owned)));
         plan.extend(self.watches.iter().map(|w| PlannedWatch { selector: w.selector.clone(), ..plain(&w.resource, WatchRole::Watched(w.mapping.clone())) }));
@@ -591,7 +615,29 @@ mod tests {
                     names: BTreeSet::new(),
                 },
             ],
+            metadata_only: vec![],
         }
+    }
+
+    #[test]
+    fn metadata_only_kinds_are_owned_or_watched_never_the_primary() {
+        let deployment = Gvk::new("apps", "v1", "Deployment");
+        let pod = Gvk::new("", "v1", "Pod");
+        let valid = Manifest { metadata_only: vec![deployment.clone()], ..sample() };
+        assert!(valid.validate(&LimitPolicy::default()).is_ok(), "an owned kind");
+        let watched = Manifest {
+            watches: vec![Watch { resource: pod.clone(), mapping: Mapping::OwnerReferences, selector: None }],
+            metadata_only: vec![deployment, pod.clone()],
+            ..sample()
+        };
+        assert!(watched.validate(&LimitPolicy::default()).is_ok(), "and a watched one");
+        let err = Manifest { metadata_only: vec![pod], ..sample() }.validate(&LimitPolicy::default()).unwrap_err();
+        assert_eq!(err.field, "views.metadata-only[0]");
+        assert!(err.problem.contains("neither an `owns` kind nor the kind of a `watches` entry"), "{err}");
+        let err = Manifest { metadata_only: vec![sample().primary], ..sample() }.validate(&LimitPolicy::default()).unwrap_err();
+        assert!(err.problem.contains("the primary kind"), "{err}");
+        let plan = valid.watch_plan();
+        assert!(plan.iter().all(|w| w.metadata_only == (w.role == WatchRole::Owned)), "only the owned watch is planned metadata-only");
     }
 
     #[test]

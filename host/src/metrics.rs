@@ -25,6 +25,7 @@ pub struct Metrics {
     plugin: PluginFamilies,
     host: HostFamilies,
     shard: ShardFamilies,
+    informer: InformerFamilies,
     refreshers: Refreshers,
 }
 
@@ -39,7 +40,8 @@ impl Metrics {
         let plugin = PluginFamilies::register(&mut registry);
         let host = HostFamilies::register(&mut registry);
         let shard = ShardFamilies::register(&mut registry);
-        Metrics { registry, workqueue, controller, plugin, host, shard, refreshers: Refreshers::default() }
+        let informer = InformerFamilies::register(&mut registry);
+        Metrics { registry, workqueue, controller, plugin, host, shard, informer, refreshers: Refreshers::default() }
     }
 
     /// The workqueue handles for one controller. Resolved once per queue because looking a label
@@ -185,6 +187,11 @@ impl Metrics {
     /// `kubewasm_shard_assigner_objects`: the objects the assigner keeps metadata of.
     pub fn shard_assigner_objects(&self, ring: &str) -> Gauge {
         self.shard.assigner_objects.get_or_create_owned(&RingLabels { ring: ring.to_owned() })
+    }
+
+    /// The `kubewasm_informer_*` handles: what the shared informers cache, set at scrape time.
+    pub fn informers(&self) -> InformerMetrics {
+        InformerMetrics { families: self.informer.clone(), refreshers: self.refreshers.clone() }
     }
 
     /// The Prometheus text exposition (OpenMetrics flavour, ending in `# EOF`) of every metric,
@@ -723,6 +730,71 @@ impl ShardFamilies {
         registry.register("kubewasm_shard_ring_members", "The ring's shards by state, as the assigner sees them", families.members.clone());
         registry.register("kubewasm_shard_assigner_objects", "Objects whose metadata the assigner keeps", families.assigner_objects.clone());
         families
+    }
+}
+
+/// The `kubewasm_informer_*` families.
+#[derive(Debug, Clone, Default)]
+struct InformerFamilies {
+    objects: Family<InformerLabels, Gauge>,
+    bytes: Family<InformerLabels, Gauge>,
+}
+
+impl InformerFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        let families = InformerFamilies::default();
+        registry.register(
+            "kubewasm_informer_objects",
+            "Objects in each shared informer's cache, by resource, namespace (empty: all), the selector the API server applies (empty: none) and content (objects: whole objects; metadata: a metadata-only watch)",
+            families.objects.clone(),
+        );
+        registry.register_with_unit("kubewasm_informer_cache", "Approximate heap bytes of each shared informer's cache", Unit::Bytes, families.bytes.clone());
+        families
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InformerLabels {
+    resource: String,
+    namespace: String,
+    selector: String,
+    content: String,
+}
+
+/// What the informers report: the whole set at each scrape, from their live state.
+#[derive(Debug, Clone)]
+pub struct InformerMetrics {
+    families: InformerFamilies,
+    refreshers: Refreshers,
+}
+
+impl Default for InformerMetrics {
+    /// Handles registered nowhere (tests, one-shot commands).
+    fn default() -> Self {
+        InformerMetrics { families: InformerFamilies::default(), refreshers: Refreshers::default() }
+    }
+}
+
+impl InformerMetrics {
+    /// Asks for `hook` to be refreshed before every scrape, for as long as it lives.
+    pub(crate) fn refresh_on_scrape(&self, hook: Weak<dyn Refresh>) {
+        self.refreshers.register(hook);
+    }
+
+    /// Forgets every informer's figures: a refresh then sets those of the informers still running.
+    pub(crate) fn clear(&self) {
+        self.families.objects.clear();
+        self.families.bytes.clear();
+    }
+
+    /// One informer's figures: its resource, its (namespace, server-side selector), whether it
+    /// caches only its objects' metadata.
+    pub(crate) fn set(&self, resource: &str, (namespace, selector): (&str, &str), metadata_only: bool, objects: usize, bytes: usize) {
+        let content = if metadata_only { "metadata" } else { "objects" };
+        let labels =
+            InformerLabels { resource: resource.to_owned(), namespace: namespace.to_owned(), selector: selector.to_owned(), content: content.to_owned() };
+        self.families.objects.get_or_create(&labels).set(i64::try_from(objects).unwrap_or(i64::MAX));
+        self.families.bytes.get_or_create(&labels).set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 }
 

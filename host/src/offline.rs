@@ -42,6 +42,14 @@ impl FixtureCache {
     pub fn view(&self) -> &CacheView {
         &self.view
     }
+
+    /// Hands out only the metadata of these kinds, as the host does for a plugin declaring them
+    /// (`views.metadata-only`).
+    pub fn metadata_only(&mut self, kinds: &[Gvk]) {
+        for kind in kinds {
+            self.view.metadata_only(kind);
+        }
+    }
 }
 
 /// Records writes and events, answering each write with the object it was given.

@@ -281,6 +281,7 @@ mod tests {
                 permission(Gvk::new("", "v1", "Secret"), None, &[Verb::Get], &["team-a"], &[]),
                 permission(Gvk::new("rbac.authorization.k8s.io", "v1", "ClusterRole"), None, &[Verb::Bind], &[], &["edit"]),
             ],
+            metadata_only: vec![],
         }
     }
 

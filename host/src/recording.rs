@@ -62,6 +62,7 @@ pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Clie
             cache.insert(resource, &json.to_string()).map_err(|e| RecordError::Object(resource.clone(), e.to_string()))?;
         }
     }
+    cache.metadata_only(&manifest.metadata_only);
     std::fs::create_dir_all(dir).map_err(|source| RecordError::Write { path: dir.into(), source })?;
     let mut written = Vec::new();
     for key in keys {

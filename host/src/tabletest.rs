@@ -158,6 +158,7 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
         let gvk = gvk_of(object).ok_or("every cache object needs apiVersion and kind")?;
         cache.insert(&gvk, &object.to_string()).map_err(|e| format!("cache object: {e}"))?;
     }
+    cache.metadata_only(&described.manifest.metadata_only);
     let recorder = Arc::new(Recorder::default());
     let services = crate::offline::services(&cache, &recorder);
     let runner = runtime.runner(plugin.prepared.clone(), &described, services, PluginMetrics::default(), &settings);

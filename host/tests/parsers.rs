@@ -100,6 +100,8 @@ fn manifest() -> impl Strategy<Value = Manifest> {
             version,
             primary,
             primary_selector: selector.and_then(|s| LabelSelector::from_str(&s).ok()),
+            // Before `owns` moves: an owned kind read as metadata (valid), or none.
+            metadata_only: owns.first().cloned().into_iter().collect(),
             owns,
             watches,
             finalizer,

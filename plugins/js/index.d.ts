@@ -3,12 +3,12 @@
 // fails type checking.
 /// <reference path="./types/wit/controller.d.ts" />
 
-import type * as wit from 'kubewasm:controller/types@0.1.1';
-import type * as witPlugin from 'kubewasm:controller/plugin@0.1.1';
-import type * as witAccess from 'kubewasm:controller/access@0.1.1';
-import type * as witClient from 'kubewasm:controller/client@0.1.1';
-import type * as witEvents from 'kubewasm:controller/events@0.1.1';
-import type * as witLog from 'kubewasm:controller/log@0.1.1';
+import type * as wit from 'kubewasm:controller/types@0.1.2';
+import type * as witPlugin from 'kubewasm:controller/plugin@0.1.2';
+import type * as witAccess from 'kubewasm:controller/access@0.1.2';
+import type * as witClient from 'kubewasm:controller/client@0.1.2';
+import type * as witEvents from 'kubewasm:controller/events@0.1.2';
+import type * as witLog from 'kubewasm:controller/log@0.1.2';
 
 // --- values -----------------------------------------------------------------------------------
 
@@ -183,12 +183,14 @@ export interface Rule extends Omit<witAccess.Rule, 'verbs'> {
 
 /**
  * The plain data of a manifest: the WIT `manifest` record, with `memoryBytes` as a number, plus
- * `rules` (the `access` export's answer).
+ * `rules` (the `access` export's answer) and `metadataOnly` (the `views` export's).
  */
 export interface ManifestSpec extends Omit<witPlugin.Manifest, 'limits' | 'primary'> {
   primary: Gvk | undefined;
   limits: { deadlineMs?: number; memoryBytes?: number };
   rules: Rule[];
+  /** Owned or watched kinds the plugin is handed only the metadata of. */
+  metadataOnly: witPlugin.Manifest['owns'];
 }
 
 /** What a controller reconciles and needs. Start with `new Manifest(name, version)`, then chain. */
@@ -203,6 +205,12 @@ export class Manifest {
   owns(resource: Gvk): this;
   /** React to events on another resource (by default through `mapRelated`). */
   watches(resource: Gvk, mapping?: MappingValue, labelSelector?: string): this;
+  /**
+   * Hands the plugin only `apiVersion`, `kind` and `metadata` of this kind's objects (cache reads
+   * and `mapRelated`), so the host may cache just their metadata. It must be an `owns` kind or the
+   * kind of a `watches` entry; writes are unaffected.
+   */
+  metadataOnly(resource: Gvk): this;
   /**
    * The finalizer the host adds to primaries so that `finalize` runs before they go. It does so
    * with patches made as the plugin: `forHost` adds a `patch` grant on the primary when no

@@ -43,6 +43,10 @@ export class FakeHost implements Host {
   readonly calls: RecordedCall[];
   readonly events: RecordedEvent[];
   readonly logs: { level: LogLevelName; message: string; fields: Record<string, string> }[];
+  /** The kinds the plugin reads metadata-only (`Harness` sets the manifest's `metadataOnly`). */
+  metadataOnly: Gvk[];
+  /** `obj` as the host hands it to the plugin: of a `metadataOnly` kind, only apiVersion, kind and metadata (without managedFields). Shares `obj`'s values. */
+  handed(resource: Gvk, obj: KubeObject): KubeObject;
   /** Puts objects in the store, replacing same-named ones. */
   add(...objects: KubeObject[]): void;
   /** Makes the next `times` calls of `op` throw `error`. */
@@ -63,12 +67,13 @@ export class Refused extends Error {}
 export class Harness<C extends Controller = Controller> {
   constructor(controller: new (settings: any) => C, options?: { settings?: Record<string, unknown>; objects?: readonly KubeObject[] });
   readonly host: FakeHost;
-  /** The manifest the controller described to the host; `rules` is what its `access` export answers. */
+  /** The manifest the controller described to the host; `rules` and `metadataOnly` are what its `access` and `views` exports answer. */
   readonly manifest: ManifestSpec;
   readonly controller: C;
   reconcile(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
   finalize(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
   /** Runs `released`, as the host does once a primary stops matching the primary selector. */
   released(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
+  /** Runs `mapRelated` on `obj`, handed as the host hands it (`FakeHost.handed`). */
   mapRelated(resource: Gvk, obj: KubeObject): ObjectKey[];
 }

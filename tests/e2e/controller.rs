@@ -1103,3 +1103,92 @@ async fn map_related_under_churn_misses_nothing_even_when_its_backlog_overflows(
     host.stop().await?;
     Ok(())
 }
+
+/// `views.metadata-only` (issue 26 §3): a plugin that only maps ConfigMaps to its primaries
+/// (Secrets) declares them metadata-only. Alone, it makes the host watch their
+/// `PartialObjectMetadata`: the informer holds metadata (its cache a fraction of the 64 KiB
+/// each watched object carries) and the plugin is never handed `data`. A second plugin that needs
+/// whole ConfigMaps, hot-loaded beside it, turns that one watch into a watch of whole objects in
+/// place — still one ConfigMap informer — and is handed `data`, while the first still sees only
+/// metadata and keeps reconciling on changes.
+#[tokio::test]
+async fn a_metadata_only_kind_is_watched_as_metadata_and_shares_one_watch_with_a_plugin_needing_objects() -> Result<()> {
+    const PARENT: &str = "e2e.kubewasm.io/parent";
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("metadata-only").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = ns.api();
+    let dir = PluginDir::new();
+    let mapper = |name: &str| E2eSettings::new(name).kind("Secret").map_label(PARENT).related();
+    dir.install_e2e(&mapper("meta").metadata_only(), "v01");
+    let mut host = Host::start(host_config("metadata-only", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+
+    let big = "x".repeat(64 << 10);
+    for name in ["w1", "w2"] {
+        let watched = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                labels: Some([(PARENT.to_string(), "p".to_string())].into()),
+                annotations: Some([(INPUT.to_string(), "1".to_string())].into()),
+                ..Default::default()
+            },
+            data: Some([("big".to_string(), big.clone())].into()),
+            ..Default::default()
+        };
+        cms.create(&PostParams::default(), &watched).await?;
+    }
+    let primary: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "p", "labels": {PRIMARY: "yes"}, "annotations": {INPUT: "1"}},
+    }))?;
+    secrets.create(&PostParams::default(), &primary).await?;
+
+    // What `plugin` last wrote for `p`: (related, related-data), once `related` is `want`.
+    let saw = |plugin: &'static str, want: &'static str| {
+        let cms = cms.clone();
+        async move {
+            eventually(&format!("{plugin} to see {want}"), CONVERGE, || async {
+                let data = output(&cms, "p", plugin).await?.unwrap_or_default();
+                let field = |key: &str| data.get(key).cloned().unwrap_or_default();
+                let (related, with_data) = (field("related"), field("related-data"));
+                if related == want { Ok(with_data) } else { Err(anyhow!("{plugin} saw related {related:?}, with data {with_data:?}")) }
+            })
+            .await
+        }
+    };
+    ensure!(saw("meta", "w1=1,w2=1").await?.is_empty(), "the metadata-only plugin was handed data");
+    let configmaps = |content: &'static str| [("resource", "ConfigMap.v1"), ("content", content)];
+    let informers = |text: &str| text.lines().filter(|l| l.starts_with("kubewasm_informer_") && l.contains("ConfigMap")).collect::<Vec<_>>().join("\n");
+    let text = host.metrics().await?;
+    // The namespace's other ConfigMaps too (the outputs, kube-root-ca.crt): one watch per kind.
+    ensure!(
+        kubewasm_tests::prom::sum(&text, "kubewasm_informer_objects", &configmaps("metadata")) >= 2.0,
+        "no metadata-only watch holds the ConfigMaps:\n{}",
+        informers(&text)
+    );
+    let metadata_bytes = kubewasm_tests::prom::sum(&text, "kubewasm_informer_cache_bytes", &configmaps("metadata"));
+    ensure!(metadata_bytes < (16 << 10) as f64, "the metadata-only cache holds {metadata_bytes} bytes: the data came along");
+
+    // A plugin needing whole ConfigMaps, hot-loaded: the one watch becomes a watch of objects.
+    dir.install_e2e(&mapper("full"), "v01");
+    ensure!(saw("full", "w1=1,w2=1").await? == "w1,w2", "the plugin needing objects was not handed data");
+    let text = host.metrics().await?;
+    let configmap_informers: Vec<_> = kubewasm_tests::prom::samples(&text)
+        .into_iter()
+        .filter(|s| s.name == "kubewasm_informer_objects" && s.labels.get("resource").map(String::as_str) == Some("ConfigMap.v1"))
+        .collect();
+    ensure!(
+        configmap_informers.len() == 1 && configmap_informers[0].labels["content"] == "objects",
+        "not one ConfigMap informer, of whole objects:\n{}",
+        informers(&text)
+    );
+    let object_bytes = host.metric("kubewasm_informer_cache_bytes", &configmaps("objects")).await?;
+    ensure!(object_bytes > (128 << 10) as f64, "the shared cache holds {object_bytes} bytes: not the whole objects");
+
+    // Both keep reconciling on changes of the shared watch, each seeing what it declared.
+    set_input(&cms, "w1", "2").await?;
+    ensure!(saw("meta", "w1=2,w2=1").await?.is_empty(), "after the upgrade, the metadata-only plugin was handed data");
+    ensure!(saw("full", "w1=2,w2=1").await? == "w1,w2");
+    host.stop().await?;
+    Ok(())
+}

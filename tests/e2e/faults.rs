@@ -391,6 +391,13 @@ async fn a_broken_describe_is_refused_at_load() {
     assert_eq!(e.field, "name");
     assert!(err.to_string().contains("\"Not_A_DNS_Label\" must be a DNS-1123 label"), "{err}");
 
+    // `views.metadata-only`: counted before a kind is converted, each kind checked against the
+    // manifest's watches.
+    let err = one_line(load("flood", "describe = \"metadata-flood\"").await.unwrap_err());
+    assert!(err.ends_with("manifest field `views.metadata-only`: 1001 entries; at most 1000"), "{err}");
+    let err = one_line(load("unwatched", "describe = \"metadata-unwatched\"").await.unwrap_err());
+    assert!(err.contains("`views.metadata-only[0]`: Secret.v1 is neither an `owns` kind nor the kind of a `watches` entry"), "{err}");
+
     let err = load("trapper", "describe = \"trap\"").await.unwrap_err();
     assert!(matches!(err, LoadError::Describe(DescribeError::Call(Fault::Trap(_)))), "{err}");
     assert_eq!(err.to_string(), "describe failed: trapped: wasm trap: wasm `unreachable` instruction executed");
@@ -471,9 +478,10 @@ async fn a_damaged_artifact_is_recompiled_never_loaded() {
 async fn a_plugin_built_for_contract_0_1_0_still_loads_and_reconciles() {
     let dir = tempfile::tempdir().unwrap();
     let path = guests::install(&guests::guest("legacy-guest", "legacy_guest"), dir.path(), "legacy", None);
-    let loaded = loader().load(&path).await.expect("a 0.1.0 plugin loads in a 0.1.1 host");
+    let loaded = loader().load(&path).await.expect("a 0.1.0 plugin loads in a 0.1.2 host");
     assert_eq!(loaded.described.manifest.name, "legacy");
     assert!(!loaded.prepared.releases(), "no release export in 0.1.0");
+    assert!(loaded.described.manifest.metadata_only.is_empty(), "no views export in 0.1.0: every kind handed whole");
     let mut cache = FixtureCache::default();
     cache.insert(&configmap_gvk(), &configmap("default", "p", "ok")).unwrap();
     let recorder = Arc::new(Recorder::default());

@@ -168,6 +168,7 @@ fn module(laid: &Laid, pages: u32, describe_body: &str, map_body: &str) -> Strin
     let request = "(param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)";
     let reset = format!("(global.set $heap (i32.const {HEAP}))");
     let done = laid.done;
+    let version = contract_version();
     format!(
         r#"(module
   (memory (export "memory") {pages})
@@ -179,12 +180,12 @@ fn module(laid: &Laid, pages: u32, describe_body: &str, map_body: &str) -> Strin
     (if (i32.gt_u (global.get $heap) (i32.const {BIG})) (then unreachable))
     (local.get $p))
   {data}
-  (func (export "kubewasm:controller/plugin@0.1.1#describe") (param i32 i32) (result i32)
+  (func (export "kubewasm:controller/plugin@{version}#describe") (param i32 i32) (result i32)
     (local $i i32) (local $p i32)
     {describe_body} {reset} (i32.const {describe}))
-  (func (export "kubewasm:controller/reconciler@0.1.1#reconcile") {request} {reset} (i32.const {done}))
-  (func (export "kubewasm:controller/reconciler@0.1.1#finalize") {request} {reset} (i32.const {done}))
-  (func (export "kubewasm:controller/reconciler@0.1.1#map-related") {request}
+  (func (export "kubewasm:controller/reconciler@{version}#reconcile") {request} {reset} (i32.const {done}))
+  (func (export "kubewasm:controller/reconciler@{version}#finalize") {request} {reset} (i32.const {done}))
+  (func (export "kubewasm:controller/reconciler@{version}#map-related") {request}
     (local $i i32) (local $p i32)
     {map_body} {reset} (i32.const {keys})))"#,
         data = laid.data.wat(),

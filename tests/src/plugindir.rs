@@ -59,9 +59,11 @@ pub struct E2eSettings {
     pub events: bool,
     pub extra: Vec<String>,
     pub map_label: Option<String>,
+    pub watch_kind: Option<String>,
     pub describe_sleep_ms: Option<u64>,
     pub map_sleep_ms: Option<u64>,
     pub related: bool,
+    pub metadata_only: bool,
     pub list_all: Option<u32>,
     pub owns: bool,
     pub trace: bool,
@@ -120,6 +122,17 @@ impl E2eSettings {
         self.related = true;
         self
     }
+    /// With `map_label`: watch objects of this core/v1 kind instead of ConfigMaps.
+    pub fn watch_kind(mut self, kind: &str) -> Self {
+        self.watch_kind = Some(kind.into());
+        self
+    }
+    /// With `map_label`: read the watched ConfigMaps as metadata only (the primary's kind must
+    /// be another, see `kind`); `related-data` then names none of them.
+    pub fn metadata_only(mut self) -> Self {
+        self.metadata_only = true;
+        self
+    }
     /// List every ConfigMap the plugin can see in the primary's namespace `times` times per
     /// reconcile (the output's `listed` says how many).
     pub fn list_all(mut self, times: u32) -> Self {
@@ -162,6 +175,7 @@ impl E2eSettings {
             ("mode", &self.mode),
             ("finalizer", &self.finalizer),
             ("map-label", &self.map_label),
+            ("watch-kind", &self.watch_kind),
         ];
         for (key, value) in strings {
             if let Some(value) = value {
@@ -177,23 +191,15 @@ impl E2eSettings {
         if let Some(ms) = self.map_sleep_ms {
             out.push_str(&format!("map-sleep-ms = {ms}\n"));
         }
-        if self.related {
-            out.push_str("related = true\n");
-        }
         if let Some(times) = self.list_all {
             out.push_str(&format!("list-all = {times}\n"));
-        }
-        if self.events {
-            out.push_str("events = true\n");
         }
         if !self.extra.is_empty() {
             out.push_str(&format!("extra = {:?}\n", self.extra));
         }
-        if self.owns {
-            out.push_str("owns = true\n");
-        }
-        if self.trace {
-            out.push_str("trace = true\n");
+        let flags = [("related", self.related), ("metadata-only", self.metadata_only), ("events", self.events), ("owns", self.owns), ("trace", self.trace)];
+        for (key, _) in flags.into_iter().filter(|(_, on)| *on) {
+            out.push_str(&format!("{key} = true\n"));
         }
         if !self.options.is_empty() {
             out.push_str("[kubewasm]\n");

@@ -765,6 +765,7 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
                 namespace: namespace.clone(),
                 selector: planned.selector.clone(),
                 server_selector: server_selector.clone(),
+                metadata_only: planned.metadata_only,
             };
             let subscription = env.informers.subscribe(key, trigger).await?;
             if matches!(mapping, KeyMapping::Primary { .. }) {
@@ -779,6 +780,9 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
     let mut cache = CacheView::default();
     for subscription in &subscriptions {
         cache.insert(subscription.store().clone(), subscription.selector().cloned());
+    }
+    for kind in &manifest.metadata_only {
+        cache.metadata_only(kind);
     }
     // A sharded plugin's children are labelled for this shard as they are written, and the
     // assigner places its primaries and children (not a shadow candidate's: it runs on the

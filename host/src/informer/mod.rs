@@ -18,6 +18,13 @@
 //! same one. An object leaving it may come back later (the same uid, a newer version), so it is
 //! buried by version only; and it can be made to list again ([`Informers::relist_before`]), so
 //! that a cache that may have missed moves is as fresh as a consistent list.
+//!
+//! A subscriber may need only the objects' metadata ([`WatchKey::metadata_only`]). An informer
+//! all of whose subscribers do watches `PartialObjectMetadata` and caches metadata alone; the
+//! first subscriber needing whole objects turns it into a watch of whole objects in place — the
+//! same store, relisted incrementally, that subscriber synced only once the whole objects are in
+//! — so that one kind never has two caches. It stays so until it stops: a later downgrade would
+//! relist for a saving that the next such subscriber undoes.
 
 pub mod raw;
 pub mod store;
@@ -29,6 +36,7 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -38,8 +46,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use store::{Entry, Inserted, ParsedObject, Store, Writer};
 
-use self::raw::RawObject;
+use self::raw::{RawMetadata, RawObject};
 use crate::discovery::{Discovery, DiscoveryError};
+use crate::metrics::{InformerMetrics, Refresh};
 use crate::resource::{Gvk, ObjectKey, Scope};
 use crate::selector::LabelSelector;
 
@@ -53,12 +62,15 @@ pub struct WatchKey {
     pub selector: Option<LabelSelector>,
     /// A selector the API server applies: the informer lists, watches and caches only these.
     pub server_selector: Option<LabelSelector>,
+    /// The subscriber needs only the objects' metadata. Not part of the informer's identity: one
+    /// informer serves subscribers of both kinds.
+    pub metadata_only: bool,
 }
 
 impl WatchKey {
     /// All objects of `resource` in `namespace` (all namespaces when `None`).
     pub fn new(resource: Gvk, namespace: Option<String>) -> Self {
-        WatchKey { resource, namespace, selector: None, server_selector: None }
+        WatchKey { resource, namespace, selector: None, server_selector: None, metadata_only: false }
     }
 
     fn identity(&self) -> (&Gvk, Option<&str>, Option<&str>, Option<&str>) {
@@ -127,8 +139,10 @@ pub enum InformerError {
 /// One running list+watch (its key has no subscriber's selector), its store and its subscribers.
 pub struct Informer {
     key: WatchKey,
+    /// Also says what the watch lists: whole objects, or metadata ([`Writer::set_holds_objects`]).
     store: Writer,
-    synced: watch::Receiver<bool>,
+    /// Whether it has listed what its subscribers need once.
+    synced: watch::Sender<bool>,
     /// The last list: when it began (`None`: not yet) and whether it has ended.
     lists: watch::Sender<ListRound>,
     /// Asks the watch task to list again.
@@ -256,9 +270,10 @@ impl Subscription {
         self.selector.as_ref()
     }
 
-    /// Waits until the informer has listed everything once.
+    /// Waits until the informer has listed everything once (as whole objects, if this
+    /// subscriber needs them).
     pub async fn synced(&self) {
-        let mut synced = self.informer.synced.clone();
+        let mut synced = self.informer.synced.subscribe();
         let _ = synced.wait_for(|s| *s).await;
     }
 
@@ -287,11 +302,15 @@ pub struct Informers {
     live: Mutex<HashMap<WatchKey, Arc<Informer>>>,
     next_id: AtomicU64,
     shutdown: CancellationToken,
+    metrics: InformerMetrics,
 }
 
 impl Informers {
-    pub fn new(client: Client, discovery: Arc<Discovery>, shutdown: CancellationToken) -> Arc<Self> {
-        Arc::new(Informers { client, discovery, live: Mutex::default(), next_id: AtomicU64::new(1), shutdown })
+    pub fn new(client: Client, discovery: Arc<Discovery>, shutdown: CancellationToken, metrics: InformerMetrics) -> Arc<Self> {
+        let informers = Arc::new(Informers { client, discovery, live: Mutex::default(), next_id: AtomicU64::new(1), shutdown, metrics });
+        let hook: Arc<dyn Refresh> = informers.clone();
+        informers.metrics.refresh_on_scrape(Arc::downgrade(&hook));
+        informers
     }
 
     /// Subscribes to the informer of `key`'s resource and namespace, starting it if nobody
@@ -303,12 +322,22 @@ impl Informers {
             key.namespace = None;
         }
         let selector = key.selector.take();
+        let metadata_only = std::mem::take(&mut key.metadata_only);
         let informer = {
             let mut live = self.live.lock();
             match live.get(&key) {
-                Some(informer) => informer.clone(),
+                Some(informer) => {
+                    if !metadata_only && !informer.store.store().holds_objects() {
+                        // Under the registry's lock, so that two such subscribers upgrade once.
+                        tracing::info!(informer = %informer.key, "watching whole objects instead of metadata: a subscriber needs them");
+                        informer.store.set_holds_objects(true);
+                        informer.synced.send_replace(false);
+                        informer.relist.notify_one();
+                    }
+                    informer.clone()
+                }
                 None => {
-                    let informer = self.start(key.clone(), resolved);
+                    let informer = self.start(key.clone(), resolved, metadata_only);
                     live.insert(key, informer.clone());
                     informer
                 }
@@ -342,14 +371,23 @@ impl Informers {
                 return;
             }
         };
+        // What a metadata-only watch would have reported of it, made at most once.
+        let metadata = std::cell::OnceCell::new();
         for informer in informers {
             if !informer.store.store().covers(object.key.namespace()) {
                 continue;
             }
+            let cached = match informer.store.store().holds_objects() {
+                true => object.clone(),
+                false => match metadata.get_or_init(|| ParsedObject::from_json(store::metadata_of(object.entry.json()))) {
+                    Ok(metadata) => metadata.clone(),
+                    Err(_) => continue,
+                },
+            };
             match &informer.key.server_selector {
                 // Written out of this watch's selection: gone from it now, as the watch will say.
-                Some(selector) if !object.entry.matches(selector) => drop(informer.store.left(&object.key, &object.entry)),
-                _ => drop(informer.store.insert_newer(object.clone())),
+                Some(selector) if !cached.entry.matches(selector) => drop(informer.store.left(&cached.key, &cached.entry)),
+                _ => drop(informer.store.insert_newer(cached)),
             }
         }
     }
@@ -393,29 +431,50 @@ impl Informers {
         }
     }
 
-    fn start(&self, key: WatchKey, resolved: crate::discovery::Resolved) -> Arc<Informer> {
-        let (synced_tx, synced) = watch::channel(false);
+    fn start(&self, key: WatchKey, resolved: crate::discovery::Resolved, metadata_only: bool) -> Arc<Informer> {
+        let store = Writer::new(key.resource.clone(), resolved.scope, key.namespace.clone());
+        store.set_holds_objects(!metadata_only);
         let informer = Arc::new(Informer {
-            store: Writer::new(key.resource.clone(), resolved.scope, key.namespace.clone()),
+            store,
             key,
-            synced,
+            synced: watch::channel(false).0,
             lists: watch::channel(ListRound::default()).0,
             relist: Notify::new(),
             subscribers: RwLock::default(),
             stop: self.shutdown.child_token(),
         });
-        let api: Api<RawObject> = match &informer.key.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resolved.api),
-            None => Api::all_with(self.client.clone(), &resolved.api),
-        };
         let mut config = watcher::Config::default();
         if let Some(selector) = &informer.key.server_selector {
             config = config.labels(selector.as_str());
         }
+        let (client, api_resource) = (self.client.clone(), resolved.api);
+        let namespace = informer.key.namespace.clone();
+        let resource = informer.key.resource.clone();
+        // A watcher of what the store is to hold now: whole objects or metadata.
+        let open = move |objects: bool| -> BoxStream<'static, watcher::Result<watcher::Event<RawObject>>> {
+            if objects {
+                let api: Api<RawObject> = match &namespace {
+                    Some(ns) => Api::namespaced_with(client.clone(), ns, &api_resource),
+                    None => Api::all_with(client.clone(), &api_resource),
+                };
+                return watcher(api, config.clone()).default_backoff().boxed();
+            }
+            // `Api<PartialObjectMeta<_>>` makes metadata-only requests.
+            let api: Api<RawMetadata> = match &namespace {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &api_resource),
+                None => Api::all_with(client.clone(), &api_resource),
+            };
+            let resource = resource.clone();
+            watcher(api, config.clone())
+                .default_backoff()
+                .filter_map(move |event| std::future::ready(event.map(|event| as_objects(event, &resource)).transpose()))
+                .boxed()
+        };
         let task = informer.clone();
         tokio::spawn(async move {
-            tracing::info!(informer = %task.key, "watching");
-            let mut stream = Box::pin(watcher(api.clone(), config.clone()).default_backoff());
+            let mut objects = task.store.store().holds_objects();
+            tracing::info!(informer = %task.key, metadata_only = !objects, "watching");
+            let mut stream = open(objects);
             let mut listed = HashSet::new();
             loop {
                 let event = tokio::select! {
@@ -424,7 +483,8 @@ impl Informers {
                     // hold goes at its end).
                     _ = task.relist.notified() => {
                         tracing::debug!(informer = %task.key, "listing again");
-                        stream = Box::pin(watcher(api.clone(), config.clone()).default_backoff());
+                        objects = task.store.store().holds_objects();
+                        stream = open(objects);
                         continue;
                     }
                     event = stream.next() => event,
@@ -440,7 +500,11 @@ impl Informers {
                         task.apply(event, &mut listed);
                         if done {
                             task.lists.send_modify(|round| round.done = true);
-                            synced_tx.send_replace(true);
+                            // A metadata list ending after a subscriber asked for whole objects
+                            // syncs nobody: the whole objects' list is on its way.
+                            if objects || !task.store.store().holds_objects() {
+                                task.synced.send_replace(true);
+                            }
                         }
                     }
                     Some(Err(e)) => tracing::warn!(informer = %task.key, "watch failed, retrying with backoff: {e}"),
@@ -452,6 +516,33 @@ impl Informers {
     }
 }
 
+impl Refresh for Informers {
+    fn refresh(&self) {
+        let live: Vec<Arc<Informer>> = self.live.lock().values().cloned().collect();
+        self.metrics.clear();
+        for informer in live {
+            let (key, store) = (&informer.key, informer.store.store());
+            let scope = (key.namespace.as_deref().unwrap_or_default(), key.server_selector.as_ref().map(LabelSelector::as_str).unwrap_or_default());
+            self.metrics.set(&key.resource.to_string(), scope, !store.holds_objects(), store.len(), store.heap_bytes());
+        }
+    }
+}
+
+/// A metadata-only watch's event as its objects' metadata, named as objects of `resource`; an
+/// object that does not convert is skipped (it cannot be cached either).
+fn as_objects(event: watcher::Event<RawMetadata>, resource: &Gvk) -> Option<watcher::Event<RawObject>> {
+    let convert = |partial| {
+        RawObject::from_metadata(partial, resource).map_err(|e| tracing::warn!(%resource, "skipping an object whose metadata does not convert: {e}")).ok()
+    };
+    Some(match event {
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(partial) => watcher::Event::InitApply(convert(partial)?),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+        watcher::Event::Apply(partial) => watcher::Event::Apply(convert(partial)?),
+        watcher::Event::Delete(partial) => watcher::Event::Delete(convert(partial)?),
+    })
+}
+
 /// A plugin's view of the caches: for each resource it may read, the stores (one per namespace
 /// when the host serves several) and, per store, the selectors that bound what it sees.
 #[derive(Clone, Default)]
@@ -459,11 +550,13 @@ pub struct CacheView {
     stores: HashMap<Gvk, Vec<StoreView>>,
 }
 
-/// Part of a store: the objects matching any of `selectors`, or all when `None`.
+/// Part of a store: the objects matching any of `selectors`, or all when `None`; of each only
+/// its metadata when `metadata_only`.
 #[derive(Clone)]
 pub struct StoreView {
     store: Arc<Store>,
     selectors: Option<Vec<LabelSelector>>,
+    metadata_only: bool,
 }
 
 impl StoreView {
@@ -475,8 +568,14 @@ impl StoreView {
         self.selectors.as_ref().is_none_or(|all| all.iter().any(|s| entry.matches(s)))
     }
 
+    /// Whether what it hands out must be cut down to metadata (the store holding more).
+    fn projects(&self) -> bool {
+        self.metadata_only && self.store.holds_objects()
+    }
+
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<str>> {
-        self.store.entry(key).filter(|e| self.admits(e)).map(|e| e.json().clone())
+        let entry = self.store.entry(key).filter(|e| self.admits(e))?;
+        Some(if self.projects() { entry.metadata() } else { entry.json().clone() })
     }
 
     /// How many objects it admits.
@@ -500,7 +599,25 @@ impl StoreView {
     /// Objects in `namespace` (all when `None`) matching `selector` too, sorted by key; `Err`
     /// as [`Store::list_bounded`].
     pub fn list(&self, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
-        self.store.list_where(namespace, |e| self.admits(e) && selector.is_none_or(|s| e.matches(s)), max_bytes)
+        let admits = |e: &Entry| self.admits(e) && selector.is_none_or(|s| e.matches(s));
+        if !self.projects() {
+            return self.store.list_where(namespace, admits, max_bytes);
+        }
+        // Bounded by what it hands out, the metadata: the whole objects are only handles here.
+        let mut listed = Vec::new();
+        let mut bytes = 0usize;
+        for entry in self.store.entries_where(namespace, admits) {
+            let metadata = entry.1.metadata();
+            bytes = bytes.saturating_add(metadata.len());
+            if bytes <= max_bytes {
+                listed.push((entry.0, metadata));
+            }
+        }
+        if bytes > max_bytes {
+            return Err(bytes);
+        }
+        listed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(listed)
     }
 }
 
@@ -513,7 +630,14 @@ impl CacheView {
                 (Some(all), Some(selector)) => all.push(selector),
                 (selectors, _) => *selectors = None,
             },
-            None => views.push(StoreView { store, selectors: selector.map(|s| vec![s]) }),
+            None => views.push(StoreView { store, selectors: selector.map(|s| vec![s]), metadata_only: false }),
+        }
+    }
+
+    /// Hands out only the metadata of `resource`'s objects (a plugin's `views.metadata-only`).
+    pub fn metadata_only(&mut self, resource: &Gvk) {
+        for view in self.stores.get_mut(resource).into_iter().flatten() {
+            view.metadata_only = true;
         }
     }
 
@@ -600,6 +724,31 @@ mod tests {
         subscribed.deliver(Event::Deleted { key, object: &web.entry });
         subscribed.deliver(Event::Deleted { key, object: &db.entry });
         assert_eq!(*seen.0.lock(), ["applied a old=false", "applied a old=true", "deleted a", "applied a old=false", "deleted a"]);
+    }
+
+    #[test]
+    fn a_metadata_only_view_of_whole_objects_hands_their_metadata_bounded_by_its_size() {
+        let resource = Gvk::new("", "v1", "ConfigMap");
+        let writer = Writer::new(resource.clone(), Scope::Namespaced, None);
+        let big = |name: &str| {
+            let json =
+                format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"n"}},"data":{{"k":"{}"}}}}"#, "x".repeat(10_000));
+            ParsedObject::from_json(json.into()).unwrap()
+        };
+        writer.insert(big("a"));
+        writer.insert(big("b"));
+        let mut view = CacheView::default();
+        view.insert(writer.store().clone(), None);
+        view.metadata_only(&resource);
+        let a = view.get(&resource, &ObjectKey::new(Some("n"), "a")).unwrap();
+        assert_eq!(&*a, r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n"}}"#);
+        let listed = view.list(&resource, None, None, 2 * a.len()).expect("two objects' metadata fit where one whole object would not");
+        assert_eq!(listed.iter().map(|(k, _)| k.name()).collect::<Vec<_>>(), ["a", "b"]);
+        assert!(listed.iter().all(|(_, json)| !json.contains(r#""data":"#)));
+        assert_eq!(view.list(&resource, None, None, a.len()).unwrap_err(), 2 * a.len(), "over the bound: the size it would have had");
+        // A store a metadata-only watch fills is handed as it is.
+        writer.set_holds_objects(false);
+        assert!(view.get(&resource, &ObjectKey::new(Some("n"), "a")).unwrap().contains(r#""data":"#), "not cut again");
     }
 
     #[test]

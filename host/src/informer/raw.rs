@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use kube::core::{ApiResource, DynamicResourceScope, PartialObjectMeta, Resource};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -52,6 +52,29 @@ impl RawObject {
             Box::<str>::from(self.json).into()
         };
         ParsedObject::from_json(json)
+    }
+}
+
+/// An object as a metadata-only watch reports it: `metadata` alone, typed as the API server's
+/// `meta.k8s.io/v1` `PartialObjectMetadata`.
+pub type RawMetadata = PartialObjectMeta<RawObject>;
+
+impl RawObject {
+    /// What a metadata-only watch reported, as an object of `resource` holding `apiVersion`,
+    /// `kind` and `metadata` (without `managedFields`): what a plugin declaring the kind
+    /// metadata-only is handed, whichever watch the host keeps of it.
+    pub fn from_metadata(partial: RawMetadata, resource: &Gvk) -> Result<Self, serde_json::Error> {
+        #[derive(Serialize)]
+        struct Head<'a> {
+            #[serde(rename = "apiVersion")]
+            api_version: &'a str,
+            kind: &'a str,
+            metadata: &'a ObjectMeta,
+        }
+        let mut metadata = partial.metadata;
+        metadata.managed_fields = None;
+        let api_version = resource.api_version();
+        RawObject::from_json(serde_json::to_string(&Head { api_version: &api_version, kind: &resource.kind, metadata: &metadata })?)
     }
 }
 
@@ -150,6 +173,21 @@ mod tests {
         let whole = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#;
         let cached = RawObject::from_json(whole.into()).unwrap().into_cached(&Gvk::new("", "v1", "ConfigMap")).unwrap();
         assert_eq!(&**cached.entry.json(), whole, "a whole object is kept as it came");
+    }
+
+    #[test]
+    fn a_metadata_only_object_is_named_as_its_kind_without_managed_fields() {
+        let partial: RawMetadata = serde_json::from_str(
+            r#"{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"a","namespace":"ns","resourceVersion":"7","labels":{"x":"y"},"managedFields":[{"manager":"kubectl"}]}}"#,
+        )
+        .unwrap();
+        let raw = RawObject::from_metadata(partial, &Gvk::new("apps", "v1", "Deployment")).unwrap();
+        let value: serde_json::Value = serde_json::from_str(raw.json()).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "7", "labels": {"x": "y"}}})
+        );
+        assert_eq!(raw.meta().resource_version.as_deref(), Some("7"), "the watcher resumes from its version");
     }
 
     #[test]

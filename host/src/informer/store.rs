@@ -8,16 +8,21 @@
 //! does can change the shared cache. The writer also keeps tombstones of deleted objects, so
 //! that an answer to a write that arrives after the object's deletion was seen (or after its
 //! writer deleted it) cannot bring it back.
+//!
+//! A store holds whole objects or, fed by a metadata-only watch, their metadata alone
+//! ([`Store::holds_objects`]); [`Entry::metadata`] gives a whole object's metadata the same shape.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::resource::{Gvk, ObjectKey, Scope};
 use crate::selector::LabelSelector;
@@ -46,11 +51,55 @@ impl Entry {
         selector.matches(|k| self.labels.get(k))
     }
 
+    /// The object with only its `apiVersion`, `kind` and `metadata`: what a plugin reading the
+    /// kind metadata-only is handed ([`metadata_of`]).
+    pub fn metadata(&self) -> Arc<str> {
+        metadata_of(&self.json)
+    }
+
     /// Bytes this entry holds on the heap (for the cache-size benchmark).
     pub fn heap_bytes(&self) -> usize {
         // Arc header (two counters) + text, and the labels' text.
         16 + self.json.len() + self.labels.0.len()
     }
+}
+
+/// `json` (an object) with only its `apiVersion`, `kind` and `metadata`, without
+/// `metadata.managedFields` (which cached objects never carry). Text that is not an object gives
+/// `{}`: nothing of it is handed on.
+pub fn metadata_of(json: &str) -> Arc<str> {
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        #[serde(rename = "apiVersion", borrow)]
+        api_version: Option<&'a RawValue>,
+        #[serde(borrow)]
+        kind: Option<&'a RawValue>,
+        #[serde(borrow)]
+        metadata: Option<&'a RawValue>,
+    }
+    let Ok(head) = serde_json::from_str::<Head>(json) else { return "{}".into() };
+    if json.contains("\"managedFields\"") {
+        // Not from a cache (an object a case hands `map-related`, say): the slow way.
+        let Ok(serde_json::Value::Object(mut object)) = serde_json::from_str(json) else { return "{}".into() };
+        object.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
+        if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("managedFields");
+        }
+        return serde_json::Value::Object(object).to_string().into();
+    }
+    let mut out = String::from("{");
+    for (name, value) in [("apiVersion", head.api_version), ("kind", head.kind), ("metadata", head.metadata)] {
+        let Some(value) = value else { continue };
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push('"');
+        out.push_str(name);
+        out.push_str("\":");
+        out.push_str(value.get());
+    }
+    out.push('}');
+    out.into()
 }
 
 /// Labels packed into one string, `key\0value\0key\0value`: one allocation per object instead of
@@ -136,6 +185,8 @@ pub struct Store {
     scope: Scope,
     /// The one namespace this store holds, or `None` for all namespaces.
     namespace: Option<String>,
+    /// Whole objects (`true`), or only their metadata: a metadata-only watch fills it.
+    holds_objects: AtomicBool,
     inner: RwLock<Inner>,
 }
 
@@ -270,6 +321,17 @@ impl Store {
         Ok(found)
     }
 
+    /// A snapshot of the objects in `namespace` (all when `None`) that `filter` admits, unsorted.
+    pub fn entries_where(&self, namespace: Option<&str>, filter: impl Fn(&Entry) -> bool) -> Vec<(ObjectKey, Entry)> {
+        let inner = self.inner.read();
+        inner
+            .objects
+            .iter()
+            .filter(|(key, entry)| (namespace.is_none() || key.namespace() == namespace) && filter(entry))
+            .map(|(k, e)| (k.clone(), e.clone()))
+            .collect()
+    }
+
     /// A snapshot of every object.
     pub fn entries(&self) -> Vec<(ObjectKey, Entry)> {
         self.inner.read().objects.iter().map(|(k, e)| (k.clone(), e.clone())).collect()
@@ -281,6 +343,11 @@ impl Store {
 
     pub fn len(&self) -> usize {
         self.inner.read().objects.len()
+    }
+
+    /// Whether its entries may be whole objects; `false`: each is metadata alone.
+    pub fn holds_objects(&self) -> bool {
+        self.holds_objects.load(Ordering::Acquire)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -315,7 +382,14 @@ pub enum Inserted {
 impl Writer {
     /// An empty store of `resource`, holding objects of `namespace` (`None`: all namespaces).
     pub fn new(resource: Gvk, scope: Scope, namespace: Option<String>) -> Self {
-        Writer { store: Arc::new(Store { resource, scope, namespace, inner: RwLock::default() }) }
+        Writer { store: Arc::new(Store { resource, scope, namespace, holds_objects: AtomicBool::new(true), inner: RwLock::default() }) }
+    }
+
+    /// Says whether what it is being filled with from now on are whole objects. A store that
+    /// held metadata and is told objects (a watch of whole objects replacing a metadata-only
+    /// one) holds some of each until that watch has listed.
+    pub fn set_holds_objects(&self, objects: bool) {
+        self.store.holds_objects.store(objects, Ordering::Release);
     }
 
     /// A read handle.
@@ -414,6 +488,15 @@ mod tests {
     fn object(ns: &str, name: &str, labels: &str) -> ParsedObject {
         let json = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{ns}","labels":{{{labels}}}}}}}"#);
         ParsedObject::from_json(json.into()).unwrap()
+    }
+
+    #[test]
+    fn metadata_keeps_the_type_and_metadata_only() {
+        let whole = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"x":"y"}},"data":{"big":"value"}}"#;
+        assert_eq!(&*metadata_of(whole), r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"x":"y"}}}"#);
+        let listed = r#"{"metadata":{"name":"a","managedFields":[{"manager":"m"}]},"spec":{}}"#;
+        assert_eq!(&*metadata_of(listed), r#"{"metadata":{"name":"a"}}"#, "managedFields go, even from an object no cache trimmed");
+        assert_eq!(&*metadata_of("[1]"), "{}");
     }
 
     #[test]

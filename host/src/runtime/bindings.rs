@@ -5,8 +5,8 @@
 //! is an `error` value.
 //!
 //! The world's exports are looked up interface by interface ([`super::Prepared`]) rather than
-//! through the generated `ControllerPre`: `access` and `release` were added in 0.1.1, and a
-//! plugin built for 0.1.0 does not export them.
+//! through the generated `ControllerPre`: `access` and `release` were added in 0.1.1 and
+//! `views` in 0.1.2, and a plugin built for an earlier version does not export them.
 #![allow(unused_variables)] // the generated `types` interface has no functions
 
 wasmtime::component::bindgen!({
@@ -24,11 +24,12 @@ pub use self::exports::kubewasm::controller::access as access_exports;
 pub use self::exports::kubewasm::controller::plugin as plugin_exports;
 pub use self::exports::kubewasm::controller::reconciler as reconciler_exports;
 pub use self::exports::kubewasm::controller::release as release_exports;
+pub use self::exports::kubewasm::controller::views as views_exports;
 pub use self::kubewasm::controller::{cache, client, events, log, types};
 
 /// The WIT package and version this host implements.
 pub const PACKAGE: &str = "kubewasm:controller";
-pub const PACKAGE_VERSION: &str = "0.1.1";
+pub const PACKAGE_VERSION: &str = "0.1.2";
 
 #[cfg(test)]
 mod tests {

@@ -42,7 +42,8 @@ pub const MAX_ERROR_MESSAGE: usize = 64 << 10;
 /// Keys one `map-related` call may return.
 pub const MAX_MAPPED_KEYS: usize = 100_000;
 
-/// Entries in any list of a manifest (`owns`, `watches`, `permissions`, `access.rules`), and per
+/// Entries in any list of a manifest (`owns`, `watches`, `permissions`, `access.rules`,
+/// `views.metadata-only`), and per
 /// permission or rule namespaces and resource names: the manifest's own bounds, so a manifest
 /// lifted whole is one the host may admit.
 pub use crate::manifest::{MAX_ENTRIES, MAX_PERMISSION_NAMES as MAX_RULE_NAMES, MAX_PERMISSION_NAMESPACES as MAX_RULE_NAMESPACES};
@@ -90,6 +91,8 @@ pub(super) enum Export {
     Describe,
     /// `access.rules`.
     Rules,
+    /// `views.metadata-only`.
+    MetadataOnly,
 }
 
 impl Export {
@@ -107,6 +110,7 @@ impl Export {
                         + MAX_RULE_NAMESPACES * (STRING + MAX_NAMESPACE)
                         + MAX_RULE_NAMES * (STRING + MAX_NAME))
             }
+            Export::MetadataOnly => MAX_ENTRIES * (size_of::<WitGvk>() + GVK_TEXT),
         }
     }
 
@@ -117,6 +121,7 @@ impl Export {
             Export::MapRelated => "map-related",
             Export::Describe => "describe",
             Export::Rules => "access.rules",
+            Export::MetadataOnly => "views.metadata-only",
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Turns the manifest a guest returns from `describe` (and, since 0.1.1, the rules of its
-//! `access` export) into the host's [`Manifest`], rejecting what cannot be represented (an
+//! `access` export; since 0.1.2, the kinds of its `views` export) into the host's [`Manifest`], rejecting what cannot be represented (an
 //! unknown verb, a list or a string over its bound, with the field named). What the bounds
 //! leave to judge (names, formats, counts per rule) is the manifest's validation.
 
@@ -33,8 +33,14 @@ fn gvk(field: &str, g: WitGvk) -> Result<Gvk, ManifestError> {
     Ok(g.into())
 }
 
-pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>) -> Result<Manifest, ManifestError> {
-    for (field, len) in [("owns", m.owns.len()), ("watches", m.watches.len()), ("permissions", m.permissions.len()), ("access.rules", rules.len())] {
+pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>, metadata_only: Vec<WitGvk>) -> Result<Manifest, ManifestError> {
+    for (field, len) in [
+        ("owns", m.owns.len()),
+        ("watches", m.watches.len()),
+        ("permissions", m.permissions.len()),
+        ("access.rules", rules.len()),
+        ("views.metadata-only", metadata_only.len()),
+    ] {
         if len > MAX_ENTRIES {
             return Err(invalid(field, format!("{len} entries; at most {MAX_ENTRIES}")));
         }
@@ -95,6 +101,7 @@ pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>) -> Result<Manifest
         max_concurrency: m.max_concurrency,
         limits: RequestedLimits { deadline: m.limits.deadline_ms.map(|ms| Duration::from_millis(ms.into())), memory_bytes: m.limits.memory_bytes },
         permissions,
+        metadata_only: metadata_only.into_iter().enumerate().map(|(i, g)| gvk(&format!("views.metadata-only[{i}]"), g)).collect::<Result<_, _>>()?,
     })
 }
 

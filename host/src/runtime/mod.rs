@@ -29,7 +29,7 @@ use wasmtime::{Engine, Trap};
 
 use self::bindings::reconciler_exports::Request as WitRequest;
 use self::bindings::types::{Action as WitAction, ErrorCode, ObjectKey as WitKey};
-use self::bindings::{PACKAGE, PACKAGE_VERSION, access_exports, plugin_exports, reconciler_exports, release_exports};
+use self::bindings::{PACKAGE, PACKAGE_VERSION, access_exports, plugin_exports, reconciler_exports, release_exports, views_exports};
 use self::boundary::{Export, MAX_ERROR_MESSAGE, MAX_MAPPED_KEYS, MAX_NAME, MAX_NAMESPACE, Transfer};
 use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Stalled};
 use self::host::{HostContext, LogBudget, Services};
@@ -207,6 +207,7 @@ struct ExportIndices {
     reconciler: reconciler_exports::GuestIndices,
     access: Option<access_exports::GuestIndices>,
     release: Option<release_exports::GuestIndices>,
+    views: Option<views_exports::GuestIndices>,
 }
 
 impl Prepared {
@@ -298,6 +299,7 @@ impl Runtime {
             reconciler: reconciler_exports::GuestIndices::new(&pre).map_err(world)?,
             access: exported("access").then(|| access_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
             release: exported("release").then(|| release_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
+            views: exported("views").then(|| views_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
         };
         Ok(Prepared(Arc::new(PreparedParts { pre, indices })))
     }
@@ -327,17 +329,16 @@ impl Runtime {
             Some(problem) => DescribeError::Refused(format!("{}… ({problem})", host::log::clip(&message, 1024))),
             None => DescribeError::Refused(message),
         })?;
-        let rules = match &instance.exports.access {
-            Some(access) => {
-                Transfer::expect(&mut instance.store, Export::Rules);
-                // The rest of the deadline instantiating left.
-                let clock = instance.store.data().clock.clone();
-                let rules = runner.bounded(access.call_rules(&mut instance.store), clock).await;
-                rules.map_err(|e| DescribeError::Call(runner.classify(e, &instance.store)))?
-            }
+        let Instance { store, exports, .. } = &mut instance;
+        let rules = match &exports.access {
+            Some(access) => runner.declared(store, Export::Rules, async |store| access.call_rules(store).await).await?,
             None => Vec::new(),
         };
-        let manifest = describe::manifest(manifest, rules)?;
+        let metadata_only = match &exports.views {
+            Some(views) => runner.declared(store, Export::MetadataOnly, async |store| views.call_metadata_only(store).await).await?,
+            None => Vec::new(),
+        };
+        let manifest = describe::manifest(manifest, rules, metadata_only)?;
         let limits = manifest.validate(policy)?;
         Ok(Described { manifest, limits })
     }
@@ -511,7 +512,12 @@ impl PluginRunner {
     /// a plugin may return up to [`boundary::MAX_MAPPED_KEYS`] of them per call, and doing that
     /// in one go would hold an executor worker for tens of milliseconds, outside the plugin's
     /// CPU share, while every other plugin's calls wait for it.
+    /// An object of a kind the plugin reads metadata-only is handed as its metadata.
     pub async fn map_related(&self, resource: &Gvk, object: Arc<str>, keep: impl Fn(&ObjectKey) -> bool) -> Result<Vec<ObjectKey>, CallError> {
+        let object = match &self.host.manifest {
+            Some(manifest) if manifest.metadata_only.contains(resource) => crate::informer::store::metadata_of(&object),
+            _ => object,
+        };
         let Output::Keys(returned) = self.invoke(Call::MapRelated(resource.clone(), object), None).await? else { unreachable!("map-related returns keys") };
         let mut kept = Vec::new();
         let mut returned = returned.into_iter().peekable();
@@ -594,6 +600,20 @@ impl PluginRunner {
     /// Runs a call within the plugin's share of the executor, under the deadline on `clock`:
     /// the epoch callback stops a guest that computes past it, a timer one that waits past it on
     /// its own account (a WASI sleep), and the wall-clock backstop one that waits on the API.
+    /// What an export called right after `describe` (`access.rules`, `views.metadata-only`)
+    /// declares, within the rest of the deadline instantiating left.
+    async fn declared<T>(
+        &self,
+        store: &mut wasmtime::Store<InstanceState>,
+        export: Export,
+        call: impl AsyncFnOnce(&mut wasmtime::Store<InstanceState>) -> wasmtime::Result<T>,
+    ) -> Result<T, DescribeError> {
+        Transfer::expect(&mut *store, export);
+        let clock = store.data().clock.clone();
+        let declared = self.bounded(call(store), clock).await;
+        declared.map_err(|e| DescribeError::Call(self.classify(e, store)))
+    }
+
     async fn bounded<T>(&self, call: impl Future<Output = wasmtime::Result<T>>, clock: Arc<CallClock>) -> wasmtime::Result<T> {
         cpu::metered(call, clock, self.share.clone(), cpu::backstop(self.limits.deadline)).await
     }
@@ -707,6 +727,7 @@ impl PluginRunner {
                 plugin: indices.plugin.load(&mut store, &instance)?,
                 reconciler: indices.reconciler.load(&mut store, &instance)?,
                 access: indices.access.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
+                views: indices.views.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 release: indices.release.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
             };
             Transfer::expect(&mut store, Export::Describe);

@@ -66,6 +66,7 @@ fn plugin(name: &str, version: &str) -> FakePlugin {
             max_concurrency: 1,
             limits: RequestedLimits::default(),
             permissions: vec![],
+            metadata_only: vec![],
         },
         digest: Digest::of(format!("{name} {version}").as_bytes()), // what `contents` writes
         settings: "{}".into(),

@@ -122,6 +122,14 @@ func option(s string) witTypes.Option[string] {
 
 func witGVK(g GVK) wit.Gvk { return wit.Gvk{Group: g.Group, Version: g.Version, Kind: g.Kind} }
 
+func witGVKs(gs []GVK) []wit.Gvk {
+	out := make([]wit.Gvk, len(gs))
+	for i, g := range gs {
+		out[i] = witGVK(g)
+	}
+	return out
+}
+
 func fromWitGVK(g wit.Gvk) GVK { return GVK{Group: g.Group, Version: g.Version, Kind: g.Kind} }
 
 func fromWitKey(k wit.ObjectKey) ObjectKey {
@@ -268,10 +276,6 @@ func (c *component) Describe(settings string) witTypes.Result[kubewasm_controlle
 }
 
 func witManifest(spec ManifestSpec) kubewasm_controller_plugin.Manifest {
-	owns := make([]wit.Gvk, len(spec.Owns))
-	for i, g := range spec.Owns {
-		owns[i] = witGVK(g)
-	}
 	watches := make([]kubewasm_controller_plugin.Watch, len(spec.Watches))
 	for i, w := range spec.Watches {
 		var mapping kubewasm_controller_plugin.Mapping
@@ -310,7 +314,7 @@ func witManifest(spec ManifestSpec) kubewasm_controller_plugin.Manifest {
 		Version:         spec.Version,
 		Primary:         witGVK(spec.Primary),
 		PrimarySelector: option(spec.PrimarySelector),
-		Owns:            owns,
+		Owns:            witGVKs(spec.Owns),
 		Watches:         watches,
 		Finalizer:       option(spec.Finalizer),
 		ResyncSeconds:   resync,
@@ -345,6 +349,15 @@ func (c *component) Rules() []kubewasm_controller_access.Rule {
 		}
 	}
 	return out
+}
+
+func (c *component) MetadataOnly() []wit.Gvk {
+	enter()
+	defer leave()
+	if c.plugin == nil {
+		return nil
+	}
+	return witGVKs(c.plugin.MetadataOnly())
 }
 
 func (c *component) call(method Method, request kubewasm_controller_reconciler.Request) witTypes.Result[wit.Action, wit.Error] {

@@ -198,6 +198,10 @@ func (p *Plugin) Controller() Controller { return p.controller }
 // Rules is what the access export answers, right after Describe: the manifest's rules.
 func (p *Plugin) Rules() []Rule { return p.spec.Rules }
 
+// MetadataOnly is what the views export answers, right after Describe: the manifest's
+// metadata-only kinds.
+func (p *Plugin) MetadataOnly() []GVK { return p.spec.MetadataOnly }
+
 // Method names a Plugin.Call: reconcile, finalize or released.
 type Method string
 

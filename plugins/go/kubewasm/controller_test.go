@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,33 @@ func TestDescribeBuildsTheControllerOrRefuses(t *testing.T) {
 	}
 	if p.Controller().(*testController).s.Count != 1 {
 		t.Error("settings reach the controller")
+	}
+}
+
+// viewsController is testController reading its Deployments metadata-only.
+type viewsController struct{ testController }
+
+func (c *viewsController) Manifest() *Manifest {
+	return c.testController.Manifest().MetadataOnly(deployment)
+}
+
+func TestTheViewsExportAnswersTheManifestsMetadataOnlyKinds(t *testing.T) {
+	p := NewPlugin(func(s settings) (*viewsController, error) { return &viewsController{testController{s: s}}, nil }, &recordingHost{})
+	if got := p.MetadataOnly(); len(got) != 0 {
+		t.Errorf("none before describe: %v", got)
+	}
+	if _, err := p.Describe("{}"); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.MetadataOnly(); !slices.Equal(got, []GVK{deployment}) {
+		t.Errorf("%v", got)
+	}
+	plain := NewPlugin(newTestController, &recordingHost{})
+	if _, err := plain.Describe("{}"); err != nil {
+		t.Fatal(err)
+	}
+	if got := plain.MetadataOnly(); len(got) != 0 {
+		t.Errorf("none declared, every kind handed whole: %v", got)
 	}
 }
 

@@ -98,7 +98,8 @@ type Limits struct {
 }
 
 // ManifestSpec is the plain data of a manifest, field for field the WIT manifest record, plus
-// Rules (the access export's answer). Read it in tests (kubewasmtest.Harness.Manifest).
+// Rules and MetadataOnly (the access and views exports' answers). Read it in tests
+// (kubewasmtest.Harness.Manifest).
 type ManifestSpec struct {
 	Name            string
 	Version         string
@@ -106,7 +107,9 @@ type ManifestSpec struct {
 	PrimarySelector string
 	Owns            []GVK
 	Watches         []Watch
-	Finalizer       string
+	// MetadataOnly are owned or watched kinds the plugin is handed only the metadata of.
+	MetadataOnly []GVK
+	Finalizer    string
 	// Resync is nil for the host's default (10 hours); 0 disables resync.
 	Resync         *time.Duration
 	MaxConcurrency uint32
@@ -163,6 +166,14 @@ func (m *Manifest) Watches(gvk GVK, mapping Mapping) *Manifest {
 // WatchesSelected reacts to events on the objects of a resource matching a label selector.
 func (m *Manifest) WatchesSelected(gvk GVK, mapping Mapping, labelSelector string) *Manifest {
 	m.spec.Watches = append(m.spec.Watches, Watch{GVK: gvk, Mapping: mapping, LabelSelector: labelSelector})
+	return m
+}
+
+// MetadataOnly hands the plugin only apiVersion, kind and metadata of this kind's objects (cache
+// reads and MapRelated), so the host may cache just their metadata. It must be an Owns kind or
+// the kind of a Watches entry; writes are unaffected.
+func (m *Manifest) MetadataOnly(gvk GVK) *Manifest {
+	m.spec.MetadataOnly = append(m.spec.MetadataOnly, gvk)
 	return m
 }
 

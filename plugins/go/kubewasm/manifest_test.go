@@ -16,6 +16,8 @@ func TestManifestBuilder(t *testing.T) {
 		Owns(deployment).
 		Watches(GVK{Version: "v1", Kind: "Node"}, ByMapRelated()).
 		WatchesSelected(GVK{Version: "v1", Kind: "Pod"}, ByLabel("foo"), "tier=db").
+		MetadataOnly(deployment).
+		MetadataOnly(GVK{Version: "v1", Kind: "Pod"}).
 		Permission(deployment, VerbCreate, VerbPatch).
 		StatusPermission(fooKind, VerbPatch).
 		Grant(GVK{Version: "v1", Kind: "Secret"}, "", []Verb{VerbGet}, "team-a").
@@ -34,6 +36,9 @@ func TestManifestBuilder(t *testing.T) {
 	if len(spec.Watches) != 2 || spec.Watches[1].Mapping != ByLabel("foo") || spec.Watches[1].LabelSelector != "tier=db" {
 		t.Errorf("watches %+v", spec.Watches)
 	}
+	if len(spec.MetadataOnly) != 2 || spec.MetadataOnly[0] != deployment || spec.MetadataOnly[1].Kind != "Pod" || len(spec.Owns) != 1 {
+		t.Errorf("metadata-only %+v (owns %+v)", spec.MetadataOnly, spec.Owns)
+	}
 	if len(spec.Permissions) != 3 || spec.Permissions[1].Subresource != "status" || spec.Permissions[2].Namespaces[0] != "team-a" {
 		t.Errorf("permissions %+v", spec.Permissions)
 	}
@@ -44,7 +49,7 @@ func TestManifestBuilder(t *testing.T) {
 
 func TestManifestDefaultsAndChecks(t *testing.T) {
 	spec, err := NewManifest("a", "1").Primary(fooKind).Spec()
-	if err != nil || spec.MaxConcurrency != 1 || spec.Resync != nil || spec.Limits != (Limits{}) {
+	if err != nil || spec.MaxConcurrency != 1 || spec.Resync != nil || spec.Limits != (Limits{}) || len(spec.MetadataOnly) != 0 {
 		t.Errorf("%+v %v", spec, err)
 	}
 	if _, err := NewManifest("a", "1").Spec(); err == nil || !strings.Contains(err.Error(), "primary") {

@@ -8,7 +8,8 @@
 //		if got := h.Host.Applied(); got[0].Kind() != "Deployment" { ... }
 //	}
 //
-// FakeHost stands in for the host: an in-memory object store serves the cache, writes change the
+// FakeHost stands in for the host: an in-memory object store serves the cache (of a kind the
+// manifest declares metadata-only, only the metadata, as the host hands it), writes change the
 // store (at once: the real cache catches up a moment later) and are recorded, Events and logs
 // are recorded, and errors can be injected (Fail). It is deliberately simple: server-side apply
 // is a deep merge, and the manifest's permissions are not enforced (`kubewasm check` and the
@@ -22,6 +23,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -68,6 +70,9 @@ type FakeHost struct {
 	Events []kubewasm.Event
 	// Logs are the log records, in order.
 	Logs []LogRecord
+	// MetadataOnly are the kinds the plugin reads metadata-only (Harness sets the manifest's):
+	// see Handed.
+	MetadataOnly []kubewasm.GVK
 
 	objects  map[storeKey]kubewasm.Object
 	failures map[string][]error
@@ -158,6 +163,28 @@ func (h *FakeHost) sent(op string) []kubewasm.Object {
 // Reset forgets the recorded calls, Events and logs (the store stays).
 func (h *FakeHost) Reset() { h.Calls, h.Events, h.Logs = nil, nil, nil }
 
+// Handed is obj as the host hands it to the plugin (cache reads, MapRelated): of a kind in
+// MetadataOnly, only its apiVersion, kind and metadata (without managedFields). Not a copy: it
+// shares obj's values.
+func (h *FakeHost) Handed(gvk kubewasm.GVK, obj kubewasm.Object) kubewasm.Object {
+	if !slices.Contains(h.MetadataOnly, gvk) {
+		return obj
+	}
+	head := kubewasm.Object{}
+	for _, field := range []string{"apiVersion", "kind", "metadata"} {
+		if v, ok := obj[field]; ok {
+			head[field] = v
+		}
+	}
+	if meta := obj.Map("metadata"); meta != nil {
+		// A new map: the stored object keeps its managedFields.
+		meta = maps.Clone(meta)
+		delete(meta, "managedFields")
+		head["metadata"] = meta
+	}
+	return head
+}
+
 // --- the kubewasm.Host interface ---
 
 func (h *FakeHost) uid() string { h.nextUID++; return fmt.Sprintf("uid-%d", h.nextUID-1) }
@@ -229,7 +256,7 @@ func (h *FakeHost) CacheGet(gvk kubewasm.GVK, namespace, name string) (string, b
 	if !ok {
 		return "", false, nil
 	}
-	return dump(stored), true, nil
+	return dump(h.Handed(gvk, stored)), true, nil
 }
 
 func (h *FakeHost) CacheList(gvk kubewasm.GVK, namespace, labelSelector string) ([]string, error) {
@@ -252,7 +279,7 @@ func (h *FakeHost) CacheList(gvk kubewasm.GVK, namespace, labelSelector string) 
 	sortObjects(found)
 	out := make([]string, len(found))
 	for i, o := range found {
-		out[i] = dump(o)
+		out[i] = dump(h.Handed(gvk, o))
 	}
 	return out, nil
 }

@@ -248,3 +248,72 @@ func TestHarness(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// counter reads its Deployment's Pods and maps Secrets to Deployments, both metadata-only.
+type counter struct {
+	get, whole kubewasm.Object
+	list       []kubewasm.Object
+	mapped     kubewasm.Object
+}
+
+func newCounter(kubewasm.NoSettings) (*counter, error) { return &counter{}, nil }
+
+func (c *counter) Manifest() *kubewasm.Manifest {
+	return kubewasm.NewManifest("counter", "0.1.0").
+		Primary(kinds.Deployment).
+		Owns(kinds.Pod).
+		Watches(kinds.Secret, kubewasm.ByMapRelated()).
+		Watches(kinds.ConfigMap, kubewasm.ByMapRelated()).
+		MetadataOnly(kinds.Pod).
+		MetadataOnly(kinds.Secret)
+}
+
+func (c *counter) Reconcile(ctx *kubewasm.Context, obj kubewasm.Object) (result kubewasm.Result, err error) {
+	if c.get, err = ctx.Get(kinds.Pod, "default", "p"); err != nil {
+		return result, err
+	}
+	if c.list, err = ctx.List(kinds.Pod, kubewasm.InNamespace("default")); err != nil {
+		return result, err
+	}
+	c.whole, err = ctx.Get(kinds.ConfigMap, "default", "c")
+	return result, err
+}
+
+func (c *counter) MapRelated(ctx *kubewasm.Context, gvk kubewasm.GVK, obj kubewasm.Object) ([]kubewasm.ObjectKey, error) {
+	c.mapped = obj
+	return []kubewasm.ObjectKey{{Namespace: "default", Name: "d"}}, nil
+}
+
+func TestTheFakeHostHandsMetadataOnlyKindsAsTheHostDoes(t *testing.T) {
+	const metadata = `"metadata":{"name":"p","namespace":"default","uid":"pod-uid","resourceVersion":"7","labels":{"app":"web"}`
+	pod := Parse(`{"apiVersion":"v1","kind":"Pod",` + metadata + `,"managedFields":[{"manager":"kubelet"}]},"spec":{"containers":[]},"status":{"phase":"Running"}}`)
+	whole := cm("default", "c", nil)
+	h := New(t, newCounter, WithObjects(kubewasm.NewObject(kinds.Deployment, "default", "d"), pod, whole))
+	if got := h.Plugin.MetadataOnly(); !reflect.DeepEqual(got, []kubewasm.GVK{kinds.Pod, kinds.Secret}) || !reflect.DeepEqual(h.Host.MetadataOnly, got) {
+		t.Errorf("the views export answers %v, the fake host hands %v", got, h.Host.MetadataOnly)
+	}
+	if _, err := h.ReconcileKey(kubewasm.ObjectKey{Namespace: "default", Name: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.Plugin.Controller().(*counter)
+	handed := Parse(`{"apiVersion":"v1","kind":"Pod",` + metadata + `}}`)
+	if !Equal(c.get, handed) || len(c.list) != 1 || !Equal(c.list[0], handed) {
+		t.Errorf("get %v, list %v: want %v", c.get, c.list, handed)
+	}
+	if stored, _ := h.Host.Object(kinds.ConfigMap, "default", "c"); !Equal(c.whole, stored) {
+		t.Errorf("a kind not declared is handed whole: %v", c.whole)
+	}
+	if stored, _ := h.Host.Object(kinds.Pod, "default", "p"); !Equal(stored, pod) {
+		t.Errorf("the store keeps the whole object: %v", stored)
+	}
+	secret := Parse(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"default","managedFields":[]},"data":{"k":"dg=="}}`)
+	if keys, err := h.MapRelated(kinds.Secret, secret); err != nil || len(keys) != 1 {
+		t.Fatalf("%v %v", keys, err)
+	}
+	if want := Parse(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"default"}}`); !Equal(c.mapped, want) {
+		t.Errorf("map-related got %v, want %v", c.mapped, want)
+	}
+	if _, err := h.MapRelated(kinds.ConfigMap, whole); err != nil || !Equal(c.mapped, whole) {
+		t.Errorf("a kind not declared is mapped whole: %v %v", c.mapped, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/kubewasm/kubewasm/plugins/go/kubewasm"
@@ -17,8 +18,9 @@ type Harness struct {
 	Host *FakeHost
 	// Plugin runs the controller (kubewasm.Plugin, as in the component).
 	Plugin *kubewasm.Plugin
-	// Manifest is what the controller describes to the host; Manifest.Rules what its access
-	// export answers.
+	// Manifest is what the controller describes to the host; Manifest.Rules and
+	// Manifest.MetadataOnly what its access and views exports answer (the host then hands those
+	// kinds as metadata: FakeHost.Handed).
 	Manifest kubewasm.ManifestSpec
 }
 
@@ -67,6 +69,7 @@ func Describe[S any, C kubewasm.Controller](newController func(S) (C, error), op
 	if err != nil {
 		return nil, err
 	}
+	host.MetadataOnly = slices.Clone(manifest.MetadataOnly)
 	return &Harness{Host: host, Plugin: plugin, Manifest: manifest}, nil
 }
 
@@ -120,10 +123,10 @@ func (h *Harness) Released(obj kubewasm.Object) (kubewasm.Result, error) {
 	return h.call(kubewasm.MethodReleased, obj, 0)
 }
 
-// MapRelated runs MapRelated on an object of a watched kind. An error is what makes the
-// component trap (map-related has no error value).
+// MapRelated runs MapRelated on an object of a watched kind, handed as the host hands it
+// (FakeHost.Handed). An error is what makes the component trap (map-related has no error value).
 func (h *Harness) MapRelated(gvk kubewasm.GVK, obj kubewasm.Object) ([]kubewasm.ObjectKey, error) {
-	text, err := json.Marshal(obj)
+	text, err := json.Marshal(h.Host.Handed(gvk, obj))
 	if err != nil {
 		panic(fmt.Sprintf("kubewasmtest: object is not JSON: %v", err))
 	}

@@ -1,11 +1,11 @@
-// The component glue: the WIT imports as a host, and the `plugin`, `reconciler`, `access` and
-// `release` exports componentize-js wires to the world's exported interfaces. Bundled only into
-// components (the `kubewasm:controller/*` modules exist only there); `kubewasm-js build`
+// The component glue: the WIT imports as a host, and the `plugin`, `reconciler`, `access`,
+// `release` and `views` exports componentize-js wires to the world's exported interfaces. Bundled
+// only into components (the `kubewasm:controller/*` modules exist only there); `kubewasm-js build`
 // generates the entry:
 //
 //   import * as app from './app.js';
 //   import { exportsFor } from '@kubewasm/sdk/guest';
-//   export const { plugin, reconciler, access, release } = exportsFor(app);
+//   export const { plugin, reconciler, access, release, views } = exportsFor(app);
 //
 // WIT conventions of componentize-js used here: option = undefined, u64 = BigInt, enums are
 // their case names, variants are { tag, val }, a failed import throws an error whose `payload`
@@ -14,10 +14,10 @@
 // controller's answer) is thrown as a plain `{ code, message }`, and anything else (a bug) as
 // an `err` that cannot be lowered, which aborts the instance: a trap, as in every SDK.
 
-import { get, listObjects } from 'kubewasm:controller/cache@0.1.1';
-import * as client from 'kubewasm:controller/client@0.1.1';
-import { publish } from 'kubewasm:controller/events@0.1.1';
-import { emit } from 'kubewasm:controller/log@0.1.1';
+import { get, listObjects } from 'kubewasm:controller/cache@0.1.2';
+import * as client from 'kubewasm:controller/client@0.1.2';
+import { publish } from 'kubewasm:controller/events@0.1.2';
+import { emit } from 'kubewasm:controller/log@0.1.2';
 
 import { cut } from './bounds.js';
 import { MAX_REQUEUE_MS } from './core.js';
@@ -127,8 +127,9 @@ export function exportsFor(mod) {
         }
       },
     },
-    // Rules are already in the WIT `rule` shape.
+    // Rules and kinds are already in the WIT `rule` and `gvk` shapes.
     access: { rules: () => runner.rules() },
     release: { released: (request) => call('released', request) },
+    views: { metadataOnly: () => runner.metadataOnly() },
   };
 }

@@ -9,8 +9,8 @@
 //
 // Each builder method returns the manifest, so calls chain. What was built is in `.spec`, shaped
 // like the WIT `manifest` record (memoryBytes as a number; the glue makes it the u64 BigInt the
-// WIT wants) plus `rules`, the `access` export's answer; what the plugin describes to the host is
-// `.forHost()`.
+// WIT wants) plus `rules`, the `access` export's answer, and `metadataOnly`, the `views` export's;
+// what the plugin describes to the host is `.forHost()`.
 //
 // Everything declared is what the plugin's identity needs: the host refuses to start a plugin
 // whose ServiceAccount RBAC does not grant it, and `kubewasm rbac` prints Roles that do.
@@ -64,6 +64,7 @@ export class Manifest {
       primarySelector: undefined,
       owns: [],
       watches: [],
+      metadataOnly: [],
       finalizer: undefined,
       resyncSeconds: undefined,
       maxConcurrency: 1,
@@ -94,6 +95,16 @@ export class Manifest {
   /** React to events on another resource (by default through `mapRelated`). */
   watches(resource, mapping = Mapping.mapRelated(), labelSelector = undefined) {
     this.spec.watches.push({ resource, mapping, labelSelector });
+    return this;
+  }
+
+  /**
+   * Hands the plugin only `apiVersion`, `kind` and `metadata` of this kind's objects (cache reads
+   * and `mapRelated`), so the host may cache just their metadata. It must be an `owns` kind or the
+   * kind of a `watches` entry; writes are unaffected.
+   */
+  metadataOnly(resource) {
+    this.spec.metadataOnly.push(resource);
     return this;
   }
 

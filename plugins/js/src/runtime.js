@@ -108,6 +108,11 @@ export class Runner {
     return this.manifest?.rules ?? [];
   }
 
+  /** What the `views` export answers, right after `describe`: the manifest's metadata-only kinds. */
+  metadataOnly() {
+    return this.manifest?.metadataOnly ?? [];
+  }
+
   #controller() {
     if (this.controller === undefined) throw new Other('the host called the plugin before describe');
     return this.controller;

@@ -5,13 +5,14 @@
 //   assert.deepEqual(h.reconcile(foo), Action.done());
 //   assert.equal(h.host.applied()[0].kind, 'Deployment');
 //
-// `FakeHost` stands in for the host: an in-memory object store serves the cache, writes change
-// the store (immediately: the real cache catches up a moment later) and are recorded, events and
-// logs are recorded. It is deliberately simple: server-side apply is a deep merge, and the
+// `FakeHost` stands in for the host: an in-memory object store serves the cache (of a kind the
+// manifest declares metadata-only, only the metadata, as the host hands it), writes change the
+// store (immediately: the real cache catches up a moment later) and are recorded, events and logs
+// are recorded. It is deliberately simple: server-side apply is a deep merge, and the
 // manifest's permissions are not enforced (`kubewasm check` and the real host do that; for
 // whole-plugin table tests on the built component use `kubewasm test`).
 
-import { gvkOf, gvkString, keyString, objectKey } from './core.js';
+import { gvkOf, gvkString, keyString, objectKey, sameGvk } from './core.js';
 import { AlreadyExists, Conflict, Invalid, NotFound } from './errors.js';
 import { Runner } from './runtime.js';
 
@@ -24,6 +25,21 @@ function storeKey(resource, namespace, name) {
 
 function objKey(obj) {
   return storeKey(gvkOf(obj), obj.metadata?.namespace, obj.metadata?.name ?? '');
+}
+
+/**
+ * What the host hands of an object of a metadata-only kind: its `apiVersion`, `kind` and
+ * `metadata`, without `metadata.managedFields`.
+ */
+function metadataOf(obj) {
+  const head = {};
+  for (const field of ['apiVersion', 'kind', 'metadata']) if (obj[field] !== undefined) head[field] = obj[field];
+  if (isObject(head.metadata)) {
+    // A new object: the stored one keeps its managedFields.
+    const { managedFields: _, ...metadata } = head.metadata;
+    head.metadata = metadata;
+  }
+  return head;
 }
 
 /** Deep merge (RFC 7386 when `deleteNulls`): objects merge, anything else replaces. */
@@ -212,6 +228,8 @@ export function matchLabels(labels, selector) {
 export class FakeHost {
   constructor(objects = []) {
     this.objects = new Map();
+    /** The kinds the plugin reads metadata-only (`Harness` sets the manifest's): see `handed`. */
+    this.metadataOnly = [];
     /** Recorded writes: `{ op, object, resource, namespace, name, force, patchType }`. */
     this.calls = [];
     this.events = [];
@@ -248,6 +266,15 @@ export class FakeHost {
   /** An object from the store (a copy), to assert on. */
   get(resource, namespace, name) {
     return clone(this.objects.get(storeKey(resource, namespace, name)));
+  }
+
+  /**
+   * `obj` as the host hands it to the plugin (cache reads, `mapRelated`): of a kind in
+   * `metadataOnly`, only its `apiVersion`, `kind` and `metadata` (without `managedFields`). Not a
+   * copy: it shares `obj`'s values.
+   */
+  handed(resource, obj) {
+    return this.metadataOnly.some((g) => sameGvk(g, resource)) ? metadataOf(obj) : obj;
   }
 
   // --- what happened ---
@@ -315,7 +342,7 @@ export class FakeHost {
   cacheGet(resource, namespace, name) {
     this.#maybeFail('cacheGet');
     const stored = this.objects.get(storeKey(resource, namespace, name));
-    return stored === undefined ? undefined : JSON.stringify(stored);
+    return stored === undefined ? undefined : JSON.stringify(this.handed(resource, stored));
   }
 
   cacheList(resource, namespace, labelSelector) {
@@ -335,7 +362,7 @@ export class FakeHost {
       const [bn, bnn] = sortKey(b);
       return an < bn ? -1 : an > bn ? 1 : ann < bnn ? -1 : ann > bnn ? 1 : 0;
     });
-    return found.map((o) => JSON.stringify(o));
+    return found.map((o) => JSON.stringify(this.handed(resource, o)));
   }
 
   apply(text, force) {
@@ -446,8 +473,13 @@ export class Harness {
   constructor(ControllerClass, { settings = {}, objects = [] } = {}) {
     this.host = new FakeHost(objects);
     this.runner = new Runner(ControllerClass, this.host);
-    /** The manifest spec the controller described to the host; `rules` is what its `access` export answers. */
+    /**
+     * The manifest spec the controller described to the host; `rules` is what its `access` export
+     * answers, `metadataOnly` what its `views` export answers (the host then hands those kinds as
+     * metadata: `FakeHost.handed`).
+     */
     this.manifest = this.runner.describe(JSON.stringify(settings));
+    this.host.metadataOnly = [...this.manifest.metadataOnly];
   }
 
   get controller() {
@@ -477,8 +509,9 @@ export class Harness {
     return this.runner.call('released', ...this.#primary(objOrKey), retries);
   }
 
+  /** Runs `mapRelated` on `obj`, handed as the host hands it (`FakeHost.handed`). */
   mapRelated(resource, obj) {
-    return this.runner.mapRelated(resource, JSON.stringify(obj));
+    return this.runner.mapRelated(resource, JSON.stringify(this.host.handed(resource, obj)));
   }
 }
 

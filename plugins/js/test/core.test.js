@@ -95,6 +95,7 @@ test('manifest builder', () => {
       { resource: kinds.SECRET, mapping: { tag: 'label', val: 'owner' }, labelSelector: 'team=a' },
       { resource: kinds.NODE, mapping: { tag: 'map-related' }, labelSelector: undefined },
     ],
+    metadataOnly: [],
     finalizer: 'example.com/cleanup',
     resyncSeconds: 300,
     maxConcurrency: 3,
@@ -105,6 +106,13 @@ test('manifest builder', () => {
     ],
     rules: [],
   });
+});
+
+test('manifest metadata-only kinds', () => {
+  const m = new Manifest('x', '0').primary(kinds.NAMESPACE).owns(kinds.POD).watches(kinds.SECRET).metadataOnly(kinds.POD).metadataOnly(kinds.SECRET);
+  assert.deepEqual(m.spec.metadataOnly, [kinds.POD, kinds.SECRET]);
+  assert.deepEqual(m.forHost().metadataOnly, [kinds.POD, kinds.SECRET]);
+  assert.deepEqual(m.spec.owns, [kinds.POD], 'declaring a kind metadata-only owns nothing');
 });
 
 test('manifest rules', () => {
@@ -157,6 +165,7 @@ test('manifest defaults', () => {
   assert.equal(s.primary, undefined);
   assert.equal(s.maxConcurrency, 1);
   assert.deepEqual(s.limits, { deadlineMs: undefined, memoryBytes: undefined });
+  assert.deepEqual(s.metadataOnly, [], 'every kind handed whole');
   assert.deepEqual(Mapping.ownerReferences(), { tag: 'owner-references' });
   assert.throws(() => new Manifest('x', '0').permission(kinds.POD, ['fly']), /not a Verb/);
 });

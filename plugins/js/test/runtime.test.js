@@ -279,6 +279,60 @@ test('describe gives the host the finalizer patch and the rules', () => {
   assert.deepEqual(new Runner(Parent, new FakeHost()).rules(), [], 'no rules before describe');
 });
 
+/** Counts its Foo's Pods and maps Secrets to Foos, reading both metadata-only. */
+class Counter extends Controller {
+  manifest() {
+    return new Manifest('counter', '0.1.0')
+      .primary(FOO)
+      .owns(kinds.POD)
+      .watches(kinds.SECRET)
+      .watches(kinds.CONFIG_MAP)
+      .metadataOnly(kinds.POD)
+      .metadataOnly(kinds.SECRET);
+  }
+
+  reconcile(_obj, ctx) {
+    this.seen = { get: ctx.get(kinds.POD, 'default', 'p'), list: ctx.list(kinds.POD, 'default'), whole: ctx.get(kinds.CONFIG_MAP, 'default', 'c') };
+    return DONE;
+  }
+
+  mapRelated(_resource, obj) {
+    this.mapped = obj;
+    return [objectKey('default', 'a')];
+  }
+}
+
+const POD_METADATA = { name: 'p', namespace: 'default', uid: 'pod-uid', resourceVersion: '7', labels: { app: 'web' } };
+const POD = {
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { ...POD_METADATA, managedFields: [{ manager: 'kubelet', operation: 'Update' }] },
+  spec: { containers: [] },
+  status: { phase: 'Running' },
+};
+
+test('describe gives the views export the metadata-only kinds', () => {
+  assert.deepEqual(new Harness(Counter).runner.metadataOnly(), [kinds.POD, kinds.SECRET]);
+  assert.deepEqual(new Harness(Parent).runner.metadataOnly(), [], 'none declared: every kind handed whole');
+  assert.deepEqual(new Runner(Counter, new FakeHost()).metadataOnly(), [], 'none before describe');
+});
+
+test('the fake host hands metadata-only kinds as the host does', () => {
+  const whole = cm('c');
+  const h = new Harness(Counter, { objects: [foo(), POD, whole] });
+  assert.equal(h.reconcile(objectKey('default', 'a')), DONE);
+  const handed = { apiVersion: 'v1', kind: 'Pod', metadata: POD_METADATA };
+  assert.deepEqual(h.controller.seen.get, handed);
+  assert.deepEqual(h.controller.seen.list, [handed]);
+  assert.deepEqual(h.controller.seen.whole.data, whole.data, 'a kind not declared is handed whole');
+  assert.deepEqual(h.host.get(kinds.POD, 'default', 'p'), POD, 'the store keeps the whole object');
+  const secret = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's', namespace: 'default', managedFields: [] }, data: { k: 'dg==' } };
+  assert.deepEqual(h.mapRelated(kinds.SECRET, secret), [objectKey('default', 'a')]);
+  assert.deepEqual(h.controller.mapped, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's', namespace: 'default' } });
+  h.mapRelated(kinds.CONFIG_MAP, whole);
+  assert.deepEqual(h.controller.mapped, whole);
+});
+
 test('released deletes only controlled children of deletable owned kinds', () => {
   const owner = foo();
   const h = new Harness(Parent, {

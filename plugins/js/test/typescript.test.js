@@ -16,8 +16,8 @@ const TSC = join(ROOT, 'node_modules/.bin/tsc');
 
 test('a TypeScript controller bundles with the SDK and leaves the WIT imports', async () => {
   const source = await bundle(FIXTURE);
-  assert.match(source, /from "kubewasm:controller\/cache@0\.1\.1"/);
-  assert.match(source, /export \{[^}]*\baccess\b[^}]*\bplugin\b[^}]*\breconciler\b[^}]*\brelease\b[^}]*\}/s);
+  assert.match(source, /from "kubewasm:controller\/cache@0\.1\.2"/);
+  assert.match(source, /export \{[^}]*\baccess\b[^}]*\bplugin\b[^}]*\breconciler\b[^}]*\brelease\b[^}]*\bviews\b[^}]*\}/s);
   assert.doesNotMatch(source, /interface Settings/, 'types are erased');
   assert.doesNotMatch(source, /from "@kubewasm\/sdk/, 'the SDK is bundled, not imported');
 });

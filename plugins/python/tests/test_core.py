@@ -117,6 +117,7 @@ def test_manifest_defaults():
     assert s.max_concurrency == 1
     assert s.limits == Limits(None, None)
     assert s.resync_seconds is None
+    assert s.metadata_only == [], "every kind handed whole"
     with pytest.raises(ValueError):
         Manifest("x", "0").permission(kinds.POD, ["fly"])
 
@@ -139,6 +140,13 @@ def test_manifest_rules():
     assert m.spec.permissions == [], "rules are not permissions"
     with pytest.raises(ValueError, match="not an RBAC verb"):
         Manifest("x", "0").rule(kinds.POD, None, ["*"])
+
+
+def test_manifest_metadata_only_kinds():
+    m = Manifest("x", "0").primary(kinds.NAMESPACE).owns(kinds.POD).watches(kinds.SECRET).metadata_only(kinds.POD).metadata_only(kinds.SECRET)
+    assert m.spec.metadata_only == [kinds.POD, kinds.SECRET]
+    assert m.for_host().metadata_only == [kinds.POD, kinds.SECRET]
+    assert m.spec.owns == [kinds.POD], "declaring a kind metadata-only owns nothing"
 
 
 def test_finalizer_adds_a_patch_grant_on_the_primary_for_the_host():

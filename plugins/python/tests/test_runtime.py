@@ -271,6 +271,65 @@ def test_describe_gives_the_host_the_finalizer_patch_and_the_rules():
     assert Runner(Parent, FakeHost()).rules() == [], "no rules before describe"
 
 
+class Counter(Controller):
+    """Counts its Foo's Pods and maps Secrets to Foos, reading both metadata-only."""
+
+    def manifest(self):
+        return (
+            Manifest("counter", "0.1.0")
+            .primary(FOO)
+            .owns(kinds.POD)
+            .watches(kinds.SECRET)
+            .watches(kinds.CONFIG_MAP)
+            .metadata_only(kinds.POD)
+            .metadata_only(kinds.SECRET)
+        )
+
+    def reconcile(self, obj, ctx):
+        self.seen = {
+            "get": ctx.get(kinds.POD, "default", "p"),
+            "list": ctx.list(kinds.POD, "default"),
+            "whole": ctx.get(kinds.CONFIG_MAP, "default", "c"),
+        }
+        return DONE
+
+    def map_related(self, resource, obj, ctx):
+        self.mapped = obj
+        return [ObjectKey("default", "a")]
+
+
+POD_METADATA = {"name": "p", "namespace": "default", "uid": "pod-uid", "resourceVersion": "7", "labels": {"app": "web"}}
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {**POD_METADATA, "managedFields": [{"manager": "kubelet", "operation": "Update"}]},
+    "spec": {"containers": []},
+    "status": {"phase": "Running"},
+}
+
+
+def test_describe_gives_the_views_export_the_metadata_only_kinds():
+    assert Harness(Counter).runner.metadata_only() == [kinds.POD, kinds.SECRET]
+    assert Harness(Parent).runner.metadata_only() == [], "none declared: every kind handed whole"
+    assert Runner(Counter, FakeHost()).metadata_only() == [], "none before describe"
+
+
+def test_the_fake_host_hands_metadata_only_kinds_as_the_host_does():
+    whole = cm("c")
+    h = Harness(Counter, objects=[foo(), POD, whole])
+    assert h.reconcile(ObjectKey("default", "a")) == DONE
+    handed = {"apiVersion": "v1", "kind": "Pod", "metadata": POD_METADATA}
+    assert h.controller.seen["get"] == handed
+    assert h.controller.seen["list"] == [handed]
+    assert h.controller.seen["whole"]["data"] == whole["data"], "a kind not declared is handed whole"
+    assert h.host.get(kinds.POD, "default", "p") == POD, "the store keeps the whole object"
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default", "managedFields": []}, "data": {"k": "dg=="}}
+    assert h.map_related(kinds.SECRET, secret) == [ObjectKey("default", "a")]
+    assert h.controller.mapped == {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"}}
+    h.map_related(kinds.CONFIG_MAP, whole)
+    assert h.controller.mapped == whole
+
+
 def test_released_deletes_only_controlled_children_of_deletable_owned_kinds():
     owner = foo()
     h = Harness(

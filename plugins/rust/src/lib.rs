@@ -179,6 +179,12 @@ macro_rules! export_controller {
             }
         }
 
+        impl $crate::bindings::exports::kubewasm::controller::views::Guest for __KubewasmGuest {
+            fn metadata_only() -> Vec<$crate::bindings::kubewasm::controller::types::Gvk> {
+                $crate::__private::metadata_only()
+            }
+        }
+
         impl $crate::bindings::exports::kubewasm::controller::release::Guest for __KubewasmGuest {
             fn released(
                 request: $crate::bindings::exports::kubewasm::controller::reconciler::Request,
@@ -279,6 +285,8 @@ pub mod __private {
         static CONTROLLER: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
         /// The manifest's rules beyond `permissions`, for `access.rules` right after.
         static RULES: RefCell<Vec<Rule>> = const { RefCell::new(Vec::new()) };
+        /// The manifest's metadata-only kinds, for `views.metadata-only` right after.
+        static METADATA_ONLY: RefCell<Vec<wit::Gvk>> = const { RefCell::new(Vec::new()) };
     }
 
     fn with<C: Controller, R>(f: impl FnOnce(&C) -> R) -> R {
@@ -292,14 +300,19 @@ pub mod __private {
     pub fn describe<C: Controller>(settings: &str) -> Result<WitManifest, String> {
         let settings = super::settings::<C::Settings>(settings).map_err(super::error::cut)?;
         let controller = C::new(settings).map_err(super::error::cut)?;
-        let (manifest, rules) = controller.manifest().into_wit();
+        let (manifest, rules, metadata_only) = controller.manifest().into_wit();
         CONTROLLER.with(|slot| *slot.borrow_mut() = Some(Box::new(controller)));
         RULES.with(|slot| *slot.borrow_mut() = rules);
+        METADATA_ONLY.with(|slot| *slot.borrow_mut() = metadata_only);
         Ok(manifest)
     }
 
     pub fn rules() -> Vec<Rule> {
         RULES.with(|slot| slot.borrow().clone())
+    }
+
+    pub fn metadata_only() -> Vec<wit::Gvk> {
+        METADATA_ONLY.with(|slot| slot.borrow().clone())
     }
 
     pub fn reconcile<C: Controller>(request: Request, finalize: bool) -> Result<wit::Action, wit::Error> {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::bindings::exports::kubewasm::controller::access::Rule;
 use crate::bindings::exports::kubewasm::controller::plugin as wit;
+use crate::bindings::kubewasm::controller::types::Gvk as WitGvk;
 use crate::object::{Gvk, gvk_of};
 
 pub use wit::Verb;
@@ -35,9 +36,11 @@ pub struct Manifest {
     inner: wit::Manifest,
     /// Grants the 0.1 `permission` record cannot hold (other RBAC verbs, object names).
     rules: Vec<Rule>,
+    /// Owned or watched kinds read as metadata only (`views.metadata-only`).
+    metadata_only: Vec<WitGvk>,
 }
 
-fn wit_gvk(gvk: &Gvk) -> crate::bindings::kubewasm::controller::types::Gvk {
+fn wit_gvk(gvk: &Gvk) -> WitGvk {
     gvk.into()
 }
 
@@ -59,6 +62,7 @@ impl Manifest {
                 permissions: Vec::new(),
             },
             rules: Vec::new(),
+            metadata_only: Vec::new(),
         }
     }
 
@@ -86,6 +90,20 @@ impl Manifest {
 
     pub fn owns_gvk(mut self, gvk: &Gvk) -> Self {
         self.inner.owns.push(wit_gvk(gvk));
+        self
+    }
+
+    /// Hand this plugin only the metadata of `K`'s objects (an owned or watched kind): every
+    /// object of it that a cache read or `map_related` gets carries `apiVersion`, `kind` and
+    /// `metadata` alone — typed reads get default `spec`s and `data`. The host then caches only
+    /// the kind's metadata, unless another plugin needs whole objects of it. For controllers
+    /// that only map a kind's events or count their children. Writes are unaffected.
+    pub fn metadata_only<K: k8s_openapi::Resource>(self) -> Self {
+        self.metadata_only_gvk(&gvk_of::<K>())
+    }
+
+    pub fn metadata_only_gvk(mut self, gvk: &Gvk) -> Self {
+        self.metadata_only.push(wit_gvk(gvk));
         self
     }
 
@@ -192,8 +210,9 @@ impl Manifest {
         self.inner.owns.iter().map(|g| (Gvk::from(g.clone()), deletes(g))).collect()
     }
 
+    /// What `describe`, `access.rules` and `views.metadata-only` answer.
     #[doc(hidden)]
-    pub fn into_wit(mut self) -> (wit::Manifest, Vec<Rule>) {
+    pub fn into_wit(mut self) -> (wit::Manifest, Vec<Rule>, Vec<WitGvk>) {
         let primary = self.inner.primary.clone();
         let patches_primary = self
             .inner
@@ -203,6 +222,6 @@ impl Manifest {
         if self.inner.finalizer.is_some() && !patches_primary {
             self = self.grant(&Gvk::from(primary), None, &[Verb::Patch], &[]);
         }
-        (self.inner, self.rules)
+        (self.inner, self.rules, self.metadata_only)
     }
 }

@@ -19,6 +19,7 @@ type Exports interface {
 	MapRelated(resource kubewasm_controller_types.Gvk, object string) []kubewasm_controller_types.ObjectKey
 	Rules() []kubewasm_controller_access.Rule
 	Released(request kubewasm_controller_reconciler.Request) witTypes.Result[kubewasm_controller_types.Action, kubewasm_controller_types.Error]
+	MetadataOnly() []kubewasm_controller_types.Gvk
 }
 
 // Impl is set by the kubewasm package's init.

@@ -8,14 +8,16 @@
 /// <reference path="./interfaces/kubewasm-controller-reconciler.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-release.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/controller@0.1.1' {
-  export type * as KubewasmControllerCache011 from 'kubewasm:controller/cache@0.1.1'; // import kubewasm:controller/cache@0.1.1
-  export type * as KubewasmControllerClient011 from 'kubewasm:controller/client@0.1.1'; // import kubewasm:controller/client@0.1.1
-  export type * as KubewasmControllerEvents011 from 'kubewasm:controller/events@0.1.1'; // import kubewasm:controller/events@0.1.1
-  export type * as KubewasmControllerLog011 from 'kubewasm:controller/log@0.1.1'; // import kubewasm:controller/log@0.1.1
-  export type * as KubewasmControllerTypes011 from 'kubewasm:controller/types@0.1.1'; // import kubewasm:controller/types@0.1.1
-  export * as plugin from 'kubewasm:controller/plugin@0.1.1'; // export kubewasm:controller/plugin@0.1.1
-  export * as reconciler from 'kubewasm:controller/reconciler@0.1.1'; // export kubewasm:controller/reconciler@0.1.1
-  export * as access from 'kubewasm:controller/access@0.1.1'; // export kubewasm:controller/access@0.1.1
-  export * as release from 'kubewasm:controller/release@0.1.1'; // export kubewasm:controller/release@0.1.1
+/// <reference path="./interfaces/kubewasm-controller-views.d.ts" />
+declare module 'kubewasm:controller/controller@0.1.2' {
+  export type * as KubewasmControllerCache012 from 'kubewasm:controller/cache@0.1.2'; // import kubewasm:controller/cache@0.1.2
+  export type * as KubewasmControllerClient012 from 'kubewasm:controller/client@0.1.2'; // import kubewasm:controller/client@0.1.2
+  export type * as KubewasmControllerEvents012 from 'kubewasm:controller/events@0.1.2'; // import kubewasm:controller/events@0.1.2
+  export type * as KubewasmControllerLog012 from 'kubewasm:controller/log@0.1.2'; // import kubewasm:controller/log@0.1.2
+  export type * as KubewasmControllerTypes012 from 'kubewasm:controller/types@0.1.2'; // import kubewasm:controller/types@0.1.2
+  export * as plugin from 'kubewasm:controller/plugin@0.1.2'; // export kubewasm:controller/plugin@0.1.2
+  export * as reconciler from 'kubewasm:controller/reconciler@0.1.2'; // export kubewasm:controller/reconciler@0.1.2
+  export * as access from 'kubewasm:controller/access@0.1.2'; // export kubewasm:controller/access@0.1.2
+  export * as release from 'kubewasm:controller/release@0.1.2'; // export kubewasm:controller/release@0.1.2
+  export * as views from 'kubewasm:controller/views@0.1.2'; // export kubewasm:controller/views@0.1.2
 }

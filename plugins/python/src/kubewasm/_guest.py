@@ -1,7 +1,7 @@
-"""The component glue: the WIT imports as a `Host`, and the `Plugin`, `Reconciler`, `Access` and
-`Release` export classes componentize-py looks for. Imported only inside a component (by the
-module `kubewasm-py build` generates), because `wit_world` and `componentize_py_types` exist only
-there.
+"""The component glue: the WIT imports as a `Host`, and the `Plugin`, `Reconciler`, `Access`,
+`Release` and `Views` export classes componentize-py looks for. Imported only inside a component
+(by the module `kubewasm-py build` generates), because `wit_world` and `componentize_py_types`
+exist only there.
 """
 
 from __future__ import annotations
@@ -161,8 +161,8 @@ def _key(k: wt.ObjectKey) -> ObjectKey:
     return ObjectKey(k.namespace, k.name)
 
 
-def exports(app: ModuleType) -> tuple[type, type, type, type]:
-    """The `Plugin`, `Reconciler`, `Access` and `Release` classes for the controller the
+def exports(app: ModuleType) -> tuple[type, type, type, type, type]:
+    """The `Plugin`, `Reconciler`, `Access`, `Release` and `Views` classes for the controller the
     author's module defines."""
     runner = Runner(find_controller(app), WasmHost())
 
@@ -198,4 +198,8 @@ def exports(app: ModuleType) -> tuple[type, type, type, type]:
         def released(self, request: wr.Request) -> wt.Action:
             return call("released", request)
 
-    return Plugin, Reconciler, Access, Release
+    class Views:
+        def metadata_only(self) -> list[wt.Gvk]:
+            return [_gvk(g) for g in runner.metadata_only()]
+
+    return Plugin, Reconciler, Access, Release, Views

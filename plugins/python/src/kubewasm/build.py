@@ -8,7 +8,7 @@ from the repository's `wit/` when the package is built). The author's module onl
 
     import app as _app
     from kubewasm._guest import exports as _exports
-    Plugin, Reconciler, Access, Release = _exports(_app)
+    Plugin, Reconciler, Access, Release, Views = _exports(_app)
 
 componentize-py imports it at build time (pre-initialization) and snapshots the result, so
 module-level code runs once, at build time, and errors in it fail the build.
@@ -35,7 +35,7 @@ ENTRY_TEMPLATE = """\
 import {app} as _app
 from kubewasm._guest import exports as _exports
 
-Plugin, Reconciler, Access, Release = _exports(_app)
+Plugin, Reconciler, Access, Release, Views = _exports(_app)
 """
 
 _COMPONENTIZE_PY = "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()"

@@ -89,7 +89,7 @@ class Limits:
 @dataclass
 class ManifestSpec:
     """The plain data of a manifest, field for field the WIT `manifest` record, plus `rules`
-    (the `access` export's answer)."""
+    (the `access` export's answer) and `metadata_only` (the `views` export's)."""
 
     name: str
     version: str
@@ -97,6 +97,7 @@ class ManifestSpec:
     primary_selector: str | None = None
     owns: list[Gvk] = field(default_factory=list)
     watches: list[Watch] = field(default_factory=list)
+    metadata_only: list[Gvk] = field(default_factory=list)
     finalizer: str | None = None
     resync_seconds: int | None = None
     max_concurrency: int = 1
@@ -156,6 +157,13 @@ class Manifest:
     def watches(self, resource: Gvk, mapping: Mapping | None = None, label_selector: str | None = None) -> Manifest:
         """React to events on another resource (by default through `map_related`)."""
         self.spec.watches.append(Watch(resource, mapping or Mapping.map_related(), label_selector))
+        return self
+
+    def metadata_only(self, resource: Gvk) -> Manifest:
+        """Hands the plugin only `apiVersion`, `kind` and `metadata` of this kind's objects (cache
+        reads and `map_related`), so the host may cache just their metadata. It must be an
+        `owns` kind or the kind of a `watches` entry; writes are unaffected."""
+        self.spec.metadata_only.append(resource)
         return self
 
     def finalizer(self, name: str) -> Manifest:

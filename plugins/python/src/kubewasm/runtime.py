@@ -113,6 +113,10 @@ class Runner:
         """What the `access` export answers, right after `describe`: the manifest's rules."""
         return self.manifest.rules if self.manifest is not None else []
 
+    def metadata_only(self) -> list[Gvk]:
+        """What the `views` export answers, right after `describe`: the manifest's metadata-only kinds."""
+        return self.manifest.metadata_only if self.manifest is not None else []
+
     def _controller(self) -> Controller:
         if self.controller is None:
             raise Other("the host called the plugin before describe")

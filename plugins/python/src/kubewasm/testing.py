@@ -7,9 +7,10 @@
         assert h.reconcile(foo) == Action.done()
         assert h.host.applied()[0]["kind"] == "Deployment"
 
-`FakeHost` stands in for the host: an in-memory object store serves the cache, writes change
-the store (immediately: the real cache catches up a moment later) and are recorded, events and
-logs are recorded. It is deliberately simple: server-side apply is a deep merge, and the
+`FakeHost` stands in for the host: an in-memory object store serves the cache (of a kind the
+manifest declares metadata-only, only the metadata, as the host hands it), writes change the
+store (immediately: the real cache catches up a moment later) and are recorded, events and logs
+are recorded. It is deliberately simple: server-side apply is a deep merge, and the
 manifest's permissions are not enforced (`kubewasm check` and the real host do that; for
 whole-plugin table tests on the built component use `kubewasm test`).
 """
@@ -55,6 +56,16 @@ def _store_key(resource: Gvk, namespace: str | None, name: str) -> tuple[str, st
 def _obj_key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
     meta = obj.get("metadata") or {}
     return _store_key(Gvk.of(obj), meta.get("namespace"), meta.get("name", ""))
+
+
+def _metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What the host hands of an object of a metadata-only kind: its `apiVersion`, `kind` and
+    `metadata`, without `metadata.managedFields`."""
+    head = {k: obj[k] for k in ("apiVersion", "kind", "metadata") if k in obj}
+    if isinstance(head.get("metadata"), Mapping):
+        # A new dict: the stored object keeps its managedFields.
+        head["metadata"] = {k: v for k, v in head["metadata"].items() if k != "managedFields"}
+    return head
 
 
 def _merge(into: dict[str, Any], patch: Mapping[str, Any], delete_nulls: bool) -> dict[str, Any]:
@@ -243,6 +254,8 @@ class FakeHost(Host):
 
     def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
         self.objects: dict[tuple[str, str, str, str], Object] = {}
+        # The kinds the plugin reads metadata-only (`Harness` sets the manifest's): see `handed`.
+        self.metadata_only: list[Gvk] = []
         self.calls: list[Call] = []
         self.events: list[dict[str, Any]] = []
         self.logs: list[tuple[LogLevel, str, dict[str, str]]] = []
@@ -272,6 +285,12 @@ class FakeHost(Host):
         """An object from the store (a copy), to assert on."""
         stored = self.objects.get(_store_key(resource, namespace, name))
         return copy.deepcopy(stored) if stored is not None else None
+
+    def handed(self, resource: Gvk, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`obj` as the host hands it to the plugin (cache reads, `map_related`): of a kind in
+        `metadata_only`, only its `apiVersion`, `kind` and `metadata` (without `managedFields`).
+        Not a copy: it shares `obj`'s values."""
+        return _metadata_of(obj) if resource in self.metadata_only else obj
 
     # --- what happened ---
 
@@ -333,7 +352,7 @@ class FakeHost(Host):
     def cache_get(self, resource: Gvk, namespace: str | None, name: str) -> str | None:
         self._maybe_fail("cache_get")
         stored = self.objects.get(_store_key(resource, namespace, name))
-        return json.dumps(stored) if stored is not None else None
+        return json.dumps(self.handed(resource, stored)) if stored is not None else None
 
     def cache_list(self, resource: Gvk, namespace: str | None, label_selector: str | None) -> list[str]:
         self._maybe_fail("cache_list")
@@ -345,7 +364,7 @@ class FakeHost(Host):
             and match_labels((o.get("metadata") or {}).get("labels") or {}, label_selector)
         ]
         found.sort(key=lambda o: ((o["metadata"].get("namespace") or ""), o["metadata"].get("name", "")))
-        return [json.dumps(o) for o in found]
+        return [json.dumps(self.handed(resource, o)) for o in found]
 
     def apply(self, obj: str, force: bool) -> str:
         parsed = self._parse(obj)
@@ -451,12 +470,14 @@ class FakeHost(Host):
 class Harness:
     """A controller described and ready to call against a `FakeHost`, the way the component's
     exports run it. `manifest` is what it describes to the host, `manifest.rules` what its
-    `access` export answers."""
+    `access` export answers, `manifest.metadata_only` what its `views` export answers (the host
+    then hands those kinds as metadata: `FakeHost.handed`)."""
 
     def __init__(self, controller_cls: type[Controller], settings: Mapping[str, Any] | None = None, objects: Iterable[Mapping[str, Any]] = ()) -> None:
         self.host = FakeHost(objects)
         self.runner = Runner(controller_cls, self.host)
         self.manifest: ManifestSpec = self.runner.describe(json.dumps(dict(settings or {})))
+        self.host.metadata_only = list(self.manifest.metadata_only)
 
     @property
     def controller(self) -> Controller:
@@ -485,4 +506,5 @@ class Harness:
         return self.runner.call("released", *self._primary(obj_or_key), retries)
 
     def map_related(self, resource: Gvk, obj: Mapping[str, Any]) -> list[ObjectKey]:
-        return self.runner.map_related(resource, json.dumps(obj))
+        """Runs `map_related` on `obj`, handed as the host hands it (`FakeHost.handed`)."""
+        return self.runner.map_related(resource, json.dumps(self.host.handed(resource, obj)))

@@ -5,7 +5,7 @@
 use kubewasm_sdk::bindings::exports::kubewasm::controller::access::{self, Rule};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::plugin::{self, Limits, Manifest, Permission, Verb};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::reconciler::{self, Request};
-use kubewasm_sdk::bindings::exports::kubewasm::controller::release;
+use kubewasm_sdk::bindings::exports::kubewasm::controller::{release, views};
 use kubewasm_sdk::bindings::kubewasm::controller::types::{Action, Error, ErrorCode, Gvk, ObjectKey};
 use kubewasm_sdk::bindings::kubewasm::controller::{cache, client};
 
@@ -68,6 +68,12 @@ impl access::Guest for Bench {
 impl release::Guest for Bench {
     fn released(_: Request) -> Result<Action, Error> {
         Ok(Action::Done)
+    }
+}
+
+impl views::Guest for Bench {
+    fn metadata_only() -> Vec<Gvk> {
+        Vec::new()
     }
 }
 

@@ -75,17 +75,23 @@ struct Settings {
     /// `patch Lease.v1.coordination.k8s.io name=other`: a manifest asking for more than its
     /// identity holds.
     extra: Vec<String>,
-    /// Watch ConfigMaps carrying this label (`map-related`): each maps to the primary its value
-    /// names, in its namespace.
+    /// Watch ConfigMaps (or `watch-kind`) carrying this label (`map-related`): each maps to the
+    /// primary its value names, in its namespace.
     map_label: Option<String>,
+    /// core/v1 kind of the `map-label` watch (default `ConfigMap`).
+    watch_kind: Option<String>,
     /// Sleep this long in `describe` (a plugin slow to start).
     describe_sleep_ms: Option<u64>,
     /// Sleep this long in each `map-related` call (unless the object's annotation
     /// `e2e.kubewasm.io/map-sleep-ms` says otherwise).
     map_sleep_ms: Option<u64>,
     /// With `map-label`: the output also says (`related`) which watched objects name the
-    /// primary, and their inputs (`NAME=INPUT,...`, sorted), read from the cache.
+    /// primary, and their inputs (`NAME=INPUT,...`, sorted), read from the cache, and
+    /// (`related-data`) which of them it was handed with their `data` (`NAME,...`).
     related: bool,
+    /// With `map-label`: read the watched kind as metadata only (`views.metadata-only`); the
+    /// primary's kind must then be another (see `kind`, `watch-kind`).
+    metadata_only: bool,
     /// List every ConfigMap of the primary's namespace this many times in each reconcile; the
     /// output says how many it found (`listed`).
     list_all: u32,
@@ -109,8 +115,10 @@ struct E2e {
     events: bool,
     extra: Vec<String>,
     map_label: Option<String>,
+    watched: Gvk,
     map_sleep_ms: u64,
     related: bool,
+    metadata_only: bool,
     list_all: u32,
     owns: bool,
     trace: bool,
@@ -175,8 +183,10 @@ impl Controller for E2e {
             events: settings.events,
             extra: settings.extra,
             map_label: settings.map_label,
+            watched: Gvk::new("", "v1", settings.watch_kind.as_deref().unwrap_or("ConfigMap")),
             map_sleep_ms: settings.map_sleep_ms.unwrap_or(0),
             related: settings.related,
+            metadata_only: settings.metadata_only,
             list_all: settings.list_all,
             owns: settings.owns,
             trace: settings.trace,
@@ -198,7 +208,10 @@ impl Controller for E2e {
             manifest = manifest.finalizer(finalizer);
         }
         if let Some(label) = &self.map_label {
-            manifest = manifest.watches_gvk(&configmap, Mapping::MapRelated, Some(label));
+            manifest = manifest.watches_gvk(&self.watched, Mapping::MapRelated, Some(label));
+            if self.metadata_only {
+                manifest = manifest.metadata_only_gvk(&self.watched);
+            }
         }
         if self.owns {
             let secret = Gvk::new("", "v1", "Secret");
@@ -294,13 +307,12 @@ impl E2e {
         let related = match &self.map_label {
             Some(label) if self.related => {
                 let selector = format!("{label}={}", primary.name());
-                let mut watched: Vec<String> = ctx
-                    .list_dynamic(&configmap, primary.namespace(), Some(&selector))?
-                    .iter()
-                    .map(|w| format!("{}={}", w.name(), annotation(w, INPUT).unwrap_or_default()))
-                    .collect();
-                watched.sort();
-                Some(watched.join(","))
+                let watched = ctx.list_dynamic(&self.watched, primary.namespace(), Some(&selector))?;
+                let mut inputs: Vec<String> = watched.iter().map(|w| format!("{}={}", w.name(), annotation(w, INPUT).unwrap_or_default())).collect();
+                inputs.sort();
+                let mut with_data: Vec<String> = watched.iter().filter(|w| w.field("data").is_some()).map(|w| w.name().to_string()).collect();
+                with_data.sort();
+                Some((inputs.join(","), with_data.join(",")))
             }
             _ => None,
         };
@@ -353,8 +365,9 @@ impl E2e {
                 if self.list_all > 0 {
                     data.insert("listed", listed.to_string());
                 }
-                if let Some(related) = related {
+                if let Some((related, with_data)) = related {
                     data.insert("related", related);
+                    data.insert("related-data", with_data);
                 }
                 if self.owns {
                     self.apply_output(ctx, "Secret", "stringData", self.output_name(&primary), primary.namespace(), Some(&primary), data)?;

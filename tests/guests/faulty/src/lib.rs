@@ -13,13 +13,15 @@ use kubewasm_sdk::prelude::*;
 struct Settings {
     /// The plugin name (to load several copies side by side).
     name: Option<String>,
-    /// "invalid-manifest", "trap" or "refuse" make describe misbehave.
+    /// "invalid-manifest", "trap" or "refuse" make describe misbehave; "metadata-flood" declares
+    /// 1001 metadata-only kinds, "metadata-unwatched" a metadata-only kind it neither owns nor
+    /// watches.
     describe: Option<String>,
 }
 
 struct Faulty {
     name: String,
-    invalid_manifest: bool,
+    describe: Option<String>,
 }
 
 thread_local! {
@@ -35,17 +37,22 @@ impl Controller for Faulty {
         match settings.describe.as_deref() {
             Some("trap") => panic!("describe was asked to trap"),
             Some("refuse") => Err("setting `describe` is \"refuse\"".into()),
-            other => Ok(Faulty { name: settings.name.unwrap_or_else(|| "faulty".into()), invalid_manifest: other == Some("invalid-manifest") }),
+            _ => Ok(Faulty { name: settings.name.unwrap_or_else(|| "faulty".into()), describe: settings.describe }),
         }
     }
 
     fn manifest(&self) -> Manifest {
-        let name = if self.invalid_manifest { "Not_A_DNS_Label" } else { &self.name };
-        Manifest::new(name, "0.1.0")
+        let name = if self.describe.as_deref() == Some("invalid-manifest") { "Not_A_DNS_Label" } else { &self.name };
+        let manifest = Manifest::new(name, "0.1.0")
             .primary::<ConfigMap>()
             .permission::<ConfigMap>(&[Verb::Create, Verb::Patch])
             .max_concurrency(2)
-            .limits(kubewasm_sdk::Limits { deadline: Some(Duration::from_millis(500)), memory_bytes: Some(32 << 20) })
+            .limits(kubewasm_sdk::Limits { deadline: Some(Duration::from_millis(500)), memory_bytes: Some(32 << 20) });
+        match self.describe.as_deref() {
+            Some("metadata-flood") => (0..1001).fold(manifest, |m, _| m.metadata_only::<Secret>()),
+            Some("metadata-unwatched") => manifest.metadata_only::<Secret>(),
+            _ => manifest,
+        }
     }
 
     fn reconcile(&self, cm: ConfigMap, ctx: &Context) -> Result<Action> {
