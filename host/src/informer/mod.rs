@@ -39,6 +39,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use kube::Client;
 use kube::api::Api;
+use kube::core::{ApiResource, DynamicResourceScope};
 use kube::runtime::{WatchStreamExt, watcher};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
@@ -453,19 +454,11 @@ impl Informers {
         // A watcher of what the store is to hold now: whole objects or metadata.
         let open = move |objects: bool| -> BoxStream<'static, watcher::Result<watcher::Event<RawObject>>> {
             if objects {
-                let api: Api<RawObject> = match &namespace {
-                    Some(ns) => Api::namespaced_with(client.clone(), ns, &api_resource),
-                    None => Api::all_with(client.clone(), &api_resource),
-                };
-                return watcher(api, config.clone()).default_backoff().boxed();
+                return watcher(api::<RawObject>(&client, namespace.as_deref(), &api_resource), config.clone()).default_backoff().boxed();
             }
             // `Api<PartialObjectMeta<_>>` makes metadata-only requests.
-            let api: Api<RawMetadata> = match &namespace {
-                Some(ns) => Api::namespaced_with(client.clone(), ns, &api_resource),
-                None => Api::all_with(client.clone(), &api_resource),
-            };
             let resource = resource.clone();
-            watcher(api, config.clone())
+            watcher(api::<RawMetadata>(&client, namespace.as_deref(), &api_resource), config.clone())
                 .default_backoff()
                 .filter_map(move |event| std::future::ready(event.map(|event| as_objects(event, &resource)).transpose()))
                 .boxed()
@@ -525,6 +518,17 @@ impl Refresh for Informers {
             let scope = (key.namespace.as_deref().unwrap_or_default(), key.server_selector.as_ref().map(LabelSelector::as_str).unwrap_or_default());
             self.metrics.set(&key.resource.to_string(), scope, !store.holds_objects(), store.len(), store.heap_bytes());
         }
+    }
+}
+
+/// The API of `api_resource`'s objects in `namespace` (all namespaces when `None`), as `K`.
+fn api<K>(client: &Client, namespace: Option<&str>, api_resource: &ApiResource) -> Api<K>
+where
+    K: kube::Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, api_resource),
+        None => Api::all_with(client.clone(), api_resource),
     }
 }
 
