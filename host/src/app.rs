@@ -161,6 +161,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         None => vec![files_root.join("oci"), files_root.join("plugins").join(std::process::id().to_string())],
     };
     let cache_task = tokio::spawn(crate::cache_dir::CacheLimit::new(cached, config.cache_max_bytes).run(shutdown.clone()));
+    let janitor_task = tokio::spawn(crate::allocator::run_janitor(crate::allocator::Janitor::default(), shutdown.clone()));
     let instance = identity();
     let client = crate::client::connect(config.kubeconfig.as_deref(), &instance).await?;
     let control = ControlRuntime::start()?;
@@ -359,6 +360,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         events_shutdown.cancel();
         let _ = events_task.await;
         let _ = cache_task.await;
+        let _ = janitor_task.await;
     };
     tokio::select! {
         _ = graceful => tracing::info!("stopped"),

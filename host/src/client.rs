@@ -254,13 +254,15 @@ pub struct ClientLimits {
 }
 
 impl Default for ClientLimits {
-    /// controller-runtime's defaults.
+    /// The rate of the host's own requests (its status ConfigMap, its Events, the shard
+    /// handovers): client-go's classic defaults, plenty for a handful of writes per plugin load.
     fn default() -> Self {
         ClientLimits { qps: 20.0, burst: 30 }
     }
 }
 
-/// The host's default ceiling of a plugin's rate limit (`--max-plugin-qps`, `--max-plugin-burst`).
+/// The host's default ceiling of a plugin's rate limit (`--max-plugin-qps`, `--max-plugin-burst`),
+/// and what a plugin that asks for no rate gets.
 pub const DEFAULT_CEILING: ClientLimits = ClientLimits { qps: 100.0, burst: 200 };
 
 /// A token bucket shared by an identity's requests and its Events.
@@ -271,15 +273,16 @@ impl ClientLimits {
         Arc::new(Mutex::new(TokenBucket::new(self.qps, self.burst)))
     }
 
-    /// What `plugin` gets when it asks for `qps` and `burst` (its `[kubewasm]` options; the
-    /// defaults when it does not): at most the host's `ceiling`. More is cut to the ceiling,
-    /// not refused — the operator decided how much one plugin may take, and a plugin asking for
-    /// more still works, slower; a rate that is not a positive number is the default.
+    /// What `plugin` gets when it asks for `qps` and `burst` (its `[kubewasm]` options): at
+    /// most the host's `ceiling`, and the ceiling itself when it asks for nothing (or for a rate
+    /// that is not a positive number). As controller-runtime leaves its client unthrottled and
+    /// relies on the API server's priority and fairness (each plugin its own flow under its own
+    /// identity), a plugin is paced only by what the operator allows one plugin: a default
+    /// below the ceiling would slow the plugins that ask for nothing and bound nobody, since a
+    /// plugin may ask for the ceiling. More is cut to the ceiling, not refused — the operator
+    /// decided how much one plugin may take, and a plugin asking for more still works, slower.
     pub fn granted(plugin: &str, qps: Option<f64>, burst: Option<u32>, ceiling: ClientLimits) -> ClientLimits {
-        let asked = ClientLimits {
-            qps: qps.filter(|q| *q > 0.0).unwrap_or(ClientLimits::default().qps),
-            burst: burst.filter(|b| *b > 0).unwrap_or(ClientLimits::default().burst),
-        };
+        let asked = ClientLimits { qps: qps.filter(|q| *q > 0.0).unwrap_or(ceiling.qps), burst: burst.filter(|b| *b > 0).unwrap_or(ceiling.burst) };
         let granted = ClientLimits { qps: asked.qps.min(ceiling.qps), burst: asked.burst.min(ceiling.burst) };
         if granted != asked {
             tracing::warn!(
@@ -497,14 +500,13 @@ mod tests {
     #[test]
     fn a_plugin_gets_at_most_the_hosts_ceiling() {
         let ceiling = ClientLimits { qps: 50.0, burst: 60 };
-        assert_eq!(ClientLimits::granted("p", None, None, ceiling), ClientLimits::default());
+        assert_eq!(ClientLimits::granted("p", None, None, ceiling), ceiling, "asking for nothing gets the ceiling");
         assert_eq!(ClientLimits::granted("p", Some(1e9), Some(u32::MAX), ceiling), ceiling);
         assert_eq!(ClientLimits::granted("p", Some(5.0), Some(10), ceiling), ClientLimits { qps: 5.0, burst: 10 });
+        assert_eq!(ClientLimits::granted("p", Some(5.0), None, ceiling), ClientLimits { qps: 5.0, burst: 60 });
         for nonsense in [0.0, -1.0, f64::NAN] {
-            assert_eq!(ClientLimits::granted("p", Some(nonsense), Some(0), ceiling), ClientLimits::default(), "{nonsense}");
+            assert_eq!(ClientLimits::granted("p", Some(nonsense), Some(0), ceiling), ceiling, "{nonsense}");
         }
-        let low = ClientLimits { qps: 2.0, burst: 3 };
-        assert_eq!(ClientLimits::granted("p", None, None, low), low, "the defaults are under the ceiling too");
     }
 
     /// An API server serving ConfigMaps (`x` in every namespace).

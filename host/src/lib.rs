@@ -31,7 +31,7 @@
 //!   election, fenced by time. [`shard`]: scale-out across replicas — membership Leases, the
 //!   consistent-hash ring, the built-in assigner, handovers.
 //! - [`discovery`], [`resource`], [`selector`], [`duration`], [`bucket`]: kinds, keys, label selectors,
-//!   durations and the token bucket every pacer shares.
+//!   durations and the token bucket every pacer shares. [`allocator`]: freed memory handed back.
 //! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`offline`]: running
 //!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
 //!   [`recording`]: `kubewasm record`. [`case`]: how cases spell calls, Events and results,
@@ -40,9 +40,10 @@
 //!
 //! Imports run downward: cli/app → delivery → supervisor → controller → runtime, shard → informer,
 //! queue, client, events, identity, leader → discovery → manifest, resource, selector, duration, metrics;
-//! oci stands alone below delivery and cli; budget is a leaf below the supervisor and app,
+//! oci stands alone below delivery and cli; budget and allocator are leaves below the supervisor and app,
 //! cache_dir one below plugin, oci and app.
 
+pub mod allocator;
 pub mod app;
 pub mod bucket;
 pub mod budget;

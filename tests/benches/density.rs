@@ -15,12 +15,13 @@
 //! released for idleness, and the time a second host over the same plugins takes to get ready
 //! with the artifact cache the first one filled; stop it and delete the namespace.
 //!
-//! `cargo bench -p kubewasm-tests --bench density [-- --n 1,10,50]`
+//! kubewasm runs as a user runs it: default flags, each plugin acting as its own ServiceAccount
+//! with the RBAC `kubewasm rbac` prints (`--plugin-identity host`: as the host, for comparison).
+//!
+//! `cargo bench -p kubewasm-tests --bench density [-- --n 1,10,50] [--plugin-identity host]`
 
 use std::collections::HashSet;
-use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -28,10 +29,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, PartialObjectMeta, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kubewasm_tests::build::{Tool, go_tool};
-use kubewasm_tests::host::{Host, HostConfig, release_binary};
-use kubewasm_tests::plugindir::{E2eSettings, INPUT, OUTPUT_LABEL, PluginDir};
+use kubewasm_tests::host::{Host, HostConfig, rbac, release_binary};
+use kubewasm_tests::peer::Peers;
+use kubewasm_tests::plugindir::{E2eSettings, INPUT, OUTPUT_LABEL, PluginDir, e2e_guest};
 use kubewasm_tests::{ControlPlane, process, prom};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const PER_CONTROLLER: usize = 20;
 /// Controller `cK` selects `SELECTOR=cK` (the peer's `selectorKey`).
@@ -74,25 +75,27 @@ struct Measured {
     warm_ready: Option<Duration>,
 }
 
-/// A running variant, with what must live as long as it does: the host's plugin directory and
-/// artifact cache, the directory of the peers' logs.
-enum Running {
-    Host(Box<Host>, PluginDir, tempfile::TempDir),
-    Peers(Vec<Peer>, tempfile::TempDir),
+/// Whom kubewasm's plugins act as (`--plugin-identity`).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Identity {
+    /// Each its own ServiceAccount, the host's default.
+    ServiceAccount,
+    /// The host's own identity.
+    Host,
 }
 
-/// One controller-runtime process.
-struct Peer {
-    child: Child,
-    health: SocketAddr,
-    log: PathBuf,
+/// A running variant, with what must live as long as it does: the host's plugin directory and
+/// artifact cache.
+enum Running {
+    Host(Box<Host>, PluginDir, tempfile::TempDir, Identity),
+    Peers(Peers),
 }
 
 impl Running {
     fn pids(&self) -> Vec<u32> {
         match self {
             Running::Host(host, ..) => host.pid().into_iter().collect(),
-            Running::Peers(peers, _) => peers.iter().map(|p| p.child.id()).collect(),
+            Running::Peers(peers) => peers.pids(),
         }
     }
 
@@ -101,34 +104,9 @@ impl Running {
             Running::Host(host, ..) => {
                 host.stop().await.expect("the host stops cleanly");
             }
-            Running::Peers(peers, _logs) => {
-                // All told at once, so that they shut down in parallel; then each reaped.
-                for peer in &peers {
-                    process::signal(peer.child.id(), libc::SIGTERM);
-                }
-                tokio::task::spawn_blocking(move || {
-                    for peer in peers {
-                        process::terminate_pid(peer.child.id(), Duration::from_secs(15));
-                    }
-                })
-                .await
-                .unwrap();
-            }
+            Running::Peers(peers) => peers.stop().await,
         }
     }
-}
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port")
-}
-
-/// The status code of `GET path` on `addr`, if it answers.
-async fn status_code(addr: SocketAddr, path: &str) -> Option<u16> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
-    response.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The proportional set size of process `pid`: its private pages plus its share of the pages it
@@ -162,21 +140,40 @@ async fn wait_watches_steady(client: &kube::Client) {
 /// main measurement sees live instances, and soon enough for the idle one.
 const IDLE_INSTANCES: &str = "--idle-instances=12s";
 
-async fn start_host(cp: &ControlPlane, ns: &str, names: &[String]) -> Running {
+/// The status ConfigMap of the kubewasm runs, in their namespace.
+const STATUS: &str = "kubewasm-plugins";
+
+async fn start_host(cp: &ControlPlane, ns: &str, names: &[String], identity: Identity) -> Running {
     let dir = PluginDir::new();
     for name in names {
         dir.install_e2e(&E2eSettings::new(name).selector(&format!("{SELECTOR}={name}")), "v01");
     }
+    if identity == Identity::ServiceAccount {
+        // What an operator applies: the plugins' ServiceAccounts and RBAC as `kubewasm rbac`
+        // prints them (the host itself runs as the admin, who may impersonate them).
+        let args = [format!("--plugins={}", dir.path().display()), format!("--identity-namespace={ns}"), format!("--namespace={ns}"), format!("--status-configmap={ns}/{STATUS}")];
+        let yaml = rbac(&args).await.expect("kubewasm rbac");
+        cp.kubectl().unwrap().run_with_stdin(&["apply", "-f", "-"], Some(&yaml)).await.expect("apply the plugins' RBAC");
+    }
     let artifacts = tempfile::Builder::new().prefix("kubewasm-density-artifacts-").tempdir().unwrap();
-    let host = host_over(cp, ns, &dir, artifacts.path()).await;
-    Running::Host(Box::new(host), dir, artifacts)
+    let host = host_over(cp, ns, &dir, artifacts.path(), identity).await;
+    Running::Host(Box::new(host), dir, artifacts, identity)
 }
 
-async fn host_over(cp: &ControlPlane, ns: &str, dir: &PluginDir, artifacts: &Path) -> Host {
+async fn host_over(cp: &ControlPlane, ns: &str, dir: &PluginDir, artifacts: &Path, identity: Identity) -> Host {
     // The default plugin memory budget (4 GiB): it holds each instance's memory limit, a plugin's
     // first at load and the rest as they are made, so fifty plugins of the guest's default limit
     // (64 MiB) fit. It reserves, it allocates nothing.
-    let config = HostConfig::new("density", dir.path(), cp.kubeconfig_path()).namespace(ns).artifacts(artifacts).arg(IDLE_INSTANCES).log_filter("warn");
+    let config = HostConfig::new("density", dir.path(), cp.kubeconfig_path())
+        .namespace(ns)
+        .status_configmap(ns, STATUS)
+        .artifacts(artifacts)
+        .arg(IDLE_INSTANCES)
+        .log_filter("warn");
+    let config = match identity {
+        Identity::ServiceAccount => config.service_accounts(ns),
+        Identity::Host => config,
+    };
     let mut host = Host::start(config).await.expect("the host starts");
     host.wait_ready(TIMEOUT).await.expect("the host gets ready");
     host
@@ -185,59 +182,16 @@ async fn host_over(cp: &ControlPlane, ns: &str, dir: &PluginDir, artifacts: &Pat
 /// kubewasm only: the PSS once the plugins' instances are released, then the time a second host
 /// over the same plugins and artifact cache takes to get ready. Stops the host.
 async fn idle_and_warm_restart(cp: &ControlPlane, ns: &str, running: Running) -> (u64, Duration) {
-    let Running::Host(mut host, dir, artifacts) = running else { unreachable!("kubewasm runs a host") };
+    let Running::Host(mut host, dir, artifacts, identity) = running else { unreachable!("kubewasm runs a host") };
     host.wait_metric("kubewasm_plugin_instances", &[], TIMEOUT, |live| live == 0.0).await.expect("the idle instances are released");
     tokio::time::sleep(SETTLE).await;
     let idle = pss_bytes(host.pid().unwrap());
     host.stop().await.expect("the host stops cleanly");
     let started = Instant::now();
-    let again = host_over(cp, ns, &dir, artifacts.path()).await;
+    let again = host_over(cp, ns, &dir, artifacts.path(), identity).await;
     let warm = started.elapsed();
     again.stop().await.expect("the host stops cleanly");
     (idle, warm)
-}
-
-/// Starts a peer running `controllers` (comma-separated), its output going to `log`.
-fn spawn_peer(bin: &Path, cp: &ControlPlane, ns: &str, controllers: &str, log: &Path) -> Peer {
-    let health = free_port();
-    let file = std::fs::File::create(log).unwrap();
-    let mut cmd = Command::new(bin);
-    cmd.arg(format!("--kubeconfig={}", cp.kubeconfig_path().display()))
-        .arg(format!("--namespace={ns}"))
-        .arg(format!("--controllers={controllers}"))
-        // Served as kubewasm serves its own, on a port nobody needs to know.
-        .arg("--metrics-addr=127.0.0.1:0")
-        .arg(format!("--health-addr={health}"))
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().unwrap())
-        .stderr(file);
-    let child = process::spawn_tied(cmd).expect("the peer starts");
-    Peer { child, health, log: log.to_path_buf() }
-}
-
-/// Starts one peer process per entry of `groups` (each a comma-separated list of controllers)
-/// and waits until every one is ready.
-async fn start_peers(bin: &Path, cp: &ControlPlane, ns: &str, groups: &[String]) -> Running {
-    let logs = tempfile::Builder::new().prefix("kubewasm-density-").tempdir().unwrap();
-    let mut peers: Vec<Peer> =
-        groups.iter().enumerate().map(|(i, controllers)| spawn_peer(bin, cp, ns, controllers, &logs.path().join(format!("peer-{i}.log")))).collect();
-    let deadline = Instant::now() + TIMEOUT;
-    for (peer, controllers) in peers.iter_mut().zip(groups) {
-        while status_code(peer.health, "/readyz").await != Some(200) {
-            let log = || std::fs::read_to_string(&peer.log).unwrap_or_default();
-            if let Some(status) = peer.child.try_wait().unwrap() {
-                // The port picked for it can be taken before it binds it (another peer's
-                // connection to the API server may get it): start it again on another.
-                assert!(log().contains("address already in use"), "a peer exited ({status}):\n{}", log());
-                *peer = spawn_peer(bin, cp, ns, controllers, &peer.log.clone());
-                continue;
-            }
-            assert!(Instant::now() < deadline, "a peer did not get ready:\n{}", log());
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    Running::Peers(peers, logs)
 }
 
 /// Creates `PER_CONTROLLER` primaries for each controller, 16 requests at a time.
@@ -260,7 +214,7 @@ async fn create_primaries(api: &Api<ConfigMap>, names: &[String]) {
         .await;
 }
 
-async fn run(cp: &ControlPlane, peer: &Path, variant: Variant, n: usize) -> Measured {
+async fn run(cp: &ControlPlane, peer: &Path, variant: Variant, n: usize, identity: Identity) -> Measured {
     let client = cp.client().await.unwrap();
     let ns = cp.namespace("density").await.unwrap();
     let api: Api<ConfigMap> = ns.api();
@@ -269,9 +223,9 @@ async fn run(cp: &ControlPlane, peer: &Path, variant: Variant, n: usize) -> Meas
 
     let started = Instant::now();
     let running = match variant {
-        Variant::Kubewasm => start_host(cp, ns.name(), &names).await,
-        Variant::Manager => start_peers(peer, cp, ns.name(), &[names.join(",")]).await,
-        Variant::Processes => start_peers(peer, cp, ns.name(), &names).await,
+        Variant::Kubewasm => start_host(cp, ns.name(), &names, identity).await,
+        Variant::Manager => Running::Peers(Peers::start(peer, cp.kubeconfig_path(), ns.name(), &[names.join(",")], TIMEOUT).await),
+        Variant::Processes => Running::Peers(Peers::start(peer, cp.kubeconfig_path(), ns.name(), &names, TIMEOUT).await),
     };
     let ready = started.elapsed();
 
@@ -361,10 +315,18 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|list| list.split(',').map(|n| n.parse().expect("--n takes numbers, e.g. 1,10,50")).collect())
         .unwrap_or_else(|| vec![1, 10, 50]);
+    let identity = match args.iter().position(|a| a == "--plugin-identity").and_then(|i| args.get(i + 1)).map(String::as_str) {
+        None | Some("serviceaccount") => Identity::ServiceAccount,
+        Some("host") => Identity::Host,
+        Some(other) => panic!("--plugin-identity {other}: use serviceaccount (the default) or host"),
+    };
+    println!("kubewasm's plugins act as: {identity:?}");
     let host = release_binary();
     // SAFETY: set before the async runtime and any other thread start.
     unsafe { std::env::set_var("KUBEWASM_BIN", &host) };
     let peer = go_tool(Tool::ControllerRuntime).expect("the controller-runtime peer builds");
+    // Built before any clock starts: the first host would otherwise wait for cargo.
+    e2e_guest();
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
     println!("load average at the start: {}", load());
     let started = Instant::now();
@@ -373,9 +335,9 @@ fn main() {
         wait_watches_steady(&cp.client().await.unwrap()).await;
         let mut rows = Vec::new();
         for n in ns {
-            let kubewasm = run(&cp, &peer, Variant::Kubewasm, n).await;
-            let manager = run(&cp, &peer, Variant::Manager, n).await;
-            let processes = run(&cp, &peer, Variant::Processes, n).await;
+            let kubewasm = run(&cp, &peer, Variant::Kubewasm, n, identity).await;
+            let manager = run(&cp, &peer, Variant::Manager, n, identity).await;
+            let processes = run(&cp, &peer, Variant::Processes, n, identity).await;
             rows.push((n, [kubewasm, manager, processes]));
         }
         print_table(&rows);

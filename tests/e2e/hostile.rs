@@ -259,8 +259,9 @@ async fn memory_beyond_the_budget() -> Result<()> {
 }
 
 /// Event spam with random reasons about random objects: what reaches the API server is bounded
-/// by the attacker's own write budget (qps 20, burst 30), the rest is dropped and counted; the
-/// good plugin's Events all arrive.
+/// by the attacker's own write budget (the host's ceiling, qps 100 and burst 200, which a plugin
+/// asking for nothing gets), the rest is dropped and counted; the good plugin's Events all
+/// arrive.
 #[tokio::test]
 async fn event_spam() -> Result<()> {
     let ns = Siege::namespace("event-spam").await?;
@@ -269,7 +270,7 @@ async fn event_spam() -> Result<()> {
     siege.good_plugin_is_unharmed().await?;
     let spam = events(siege.ns.client(), siege.ns.name()).await?.iter().filter(|e| e.reason.as_deref().is_some_and(|r| r.starts_with("Spam"))).count();
     let elapsed = siege.seconds();
-    ensure!(spam as f64 <= 30.0 + 20.0 * elapsed, "{spam} spam Events reached the API server in {elapsed:.0}s");
+    ensure!(spam as f64 <= 200.0 + 100.0 * elapsed, "{spam} spam Events reached the API server in {elapsed:.0}s");
     siege.stop().await
 }
 

@@ -39,6 +39,8 @@ pub enum HostError {
     Exited { name: String, status: String, when: String, log: String },
     #[error("host {name}: timed out after {waited:?} waiting for {what}; last: {last}\n{log}")]
     TimedOut { name: String, what: String, waited: Duration, last: String, log: String },
+    #[error("kubewasm rbac failed: {0}")]
+    Rbac(String),
     #[error("host {name}: GET {path}: {message}")]
     Http { name: String, path: String, message: String },
 }
@@ -58,6 +60,17 @@ pub fn release_binary() -> PathBuf {
         .expect("cargo runs");
     assert!(status.success(), "building the release host failed");
     crate::guests::target_dir().join("release/kubewasm")
+}
+
+/// `kubewasm rbac ARGS`: the YAML it prints (the ServiceAccounts, Roles and bindings a host
+/// and its plugins need).
+pub async fn rbac(args: &[String]) -> Result<String, HostError> {
+    let bin = tokio::task::spawn_blocking(kubewasm_binary).await.expect("the build does not panic")?;
+    let output = tokio::process::Command::new(&bin).arg("rbac").args(args).output().await.map_err(io_error(format!("running {} rbac", bin.display())))?;
+    if !output.status.success() {
+        return Err(HostError::Rbac(String::from_utf8_lossy(&output.stderr).into_owned()));
+    }
+    String::from_utf8(output.stdout).map_err(|e| HostError::Rbac(format!("printed what is not UTF-8: {e}")))
 }
 
 /// The `kubewasm` binary: `$KUBEWASM_BIN` if set, else `target/debug/kubewasm` after

@@ -21,7 +21,7 @@
 //! `kubectl`, `wait` (polling and Kubernetes waits), `host` (the real `kubewasm` binary as a
 //! child process), `plugindir` (a plugin directory and the suite's `e2e-guest` plugin), `prom`
 //! (Prometheus text: the host's metrics and the API server's), `timing` (for the benchmarks),
-//! `proxy` (a fault-injection TCP proxy), `audit` (the API server's audit log), `accounts`
+//! `proxy` (a fault-injection TCP proxy), `peer` (the controller-runtime peer of the side-by-side benchmarks), `audit` (the API server's audit log), `accounts`
 //! (ServiceAccount kubeconfigs from TokenRequest), `hostile_registry` (a registry on loopback that
 //! plays the attacker: endless, oversized, trickling and redirecting answers), `components`
 //! (hostile components written by hand in WAT), `webhook` (an admission webhook on loopback that
@@ -40,6 +40,7 @@ pub mod host;
 pub mod hostile_registry;
 pub mod kubectl;
 pub mod namespace;
+pub mod peer;
 pub mod plugindir;
 pub mod process;
 pub mod prom;

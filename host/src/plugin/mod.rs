@@ -94,9 +94,9 @@ pub enum LoadError {
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct PluginOptions {
-    /// Client-side rate limit of the plugin's writes (default 20 per second).
+    /// Client-side rate limit of the plugin's writes (default: `--max-plugin-qps`, 100 per second).
     pub qps: Option<f64>,
-    /// Writes allowed at once before `qps` pacing starts (default 30).
+    /// Writes allowed at once before `qps` pacing starts (default: `--max-plugin-burst`, 200).
     pub burst: Option<u32>,
     /// Concurrent reconciles, instead of the manifest's `max-concurrency`.
     pub max_concurrency: Option<u32>,
@@ -316,17 +316,6 @@ impl Loader {
             manifest.max_concurrency = workers;
         }
         manifest.validate(&self.policy).map_err(|e| LoadError::Options(e.to_string()))
-    }
-}
-
-/// Hands memory freed by loading back to the system. Compiling a plugin and reading fifty at
-/// once leave tens of MiB freed in glibc's per-thread arenas, which glibc keeps for the life of
-/// the process unless asked (measured: BENCHMARKS.md "Density").
-pub fn return_freed_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only walks the allocator's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 

@@ -40,10 +40,7 @@ pub const STATUS: &str = "kubewasm-plugins";
 
 /// `kubewasm rbac ARGS`, its YAML.
 pub async fn rbac(args: &[String]) -> Result<String> {
-    let bin = tokio::task::spawn_blocking(kubewasm_tests::host::kubewasm_binary).await??;
-    let output = tokio::process::Command::new(bin).arg("rbac").args(args).output().await?;
-    anyhow::ensure!(output.status.success(), "kubewasm rbac failed: {}", String::from_utf8_lossy(&output.stderr));
-    Ok(String::from_utf8(output.stdout)?)
+    Ok(kubewasm_tests::host::rbac(args).await?)
 }
 
 /// The arguments that make `kubewasm rbac` print for a host serving only `ns`, with the plugins'
