@@ -65,7 +65,7 @@ pub fn redacted_call(write: &WriteRequest) -> Value {
                 empty_values(patch);
             }
         }
-        WriteOp::Delete => {}
+        WriteOp::Delete { .. } => {}
         _ => empty_values(body),
     }
     spelled
@@ -102,7 +102,13 @@ pub fn call(write: &WriteRequest) -> Value {
             t["body"] = body.clone();
             json!({ "patch": t })
         }
-        WriteOp::Delete => json!({ "delete": target() }),
+        WriteOp::Delete { uid } => {
+            let mut t = target();
+            if let Some(uid) = uid {
+                t["uid"] = json!(uid);
+            }
+            json!({ "delete": t })
+        }
     }
 }
 

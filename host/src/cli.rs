@@ -668,6 +668,12 @@ struct NewArgs {
     #[arg(long, value_name = "LANG", value_parser = ["rust", "python", "js", "go"])]
     lang: String,
 
+    /// What the controller is: `controller` reconciles (reads and writes through the host);
+    /// `declarative` answers which children a parent should have, and the host creates, updates
+    /// and deletes them
+    #[arg(long, value_name = "MODE", value_parser = ["controller", "declarative"], default_value = "controller")]
+    mode: String,
+
     /// Directory to create the project in; must not exist or be empty (default: ./NAME)
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
@@ -715,11 +721,20 @@ A case is one YAML file:
       - create: OBJECT             # also update: OBJECT, updateStatus: OBJECT
       - patch: {apiVersion: v1, kind: Node, name: n1, type: merge, body: {...}}
                                    # type: merge, json or strategic
-      - delete: {apiVersion: v1, kind: ConfigMap, namespace: ns, name: x}
+      - delete: {apiVersion: v1, kind: ConfigMap, namespace: ns, name: x}   # uid: U, on the condition of its UID
     events:                        # compared on the fields given
       - {type: Warning, reason: ErrResourceExists, action: Reconcile, note: \"...\",
          regarding: Foo/ns/a}     # KIND/NAMESPACE/NAME, or KIND/NAME when cluster-scoped
     keys: [ns/a]                   # map cases: the primary keys returned (or result: {fault: trap})
+
+A declarative plugin's case may expect its answer for the parent (sync, or finalize for a
+finalize case) instead of, or besides, the calls the host then makes:
+  expect:
+    desired:                       # compared on the fields given
+      children: [OBJECT, ...]      # as answered, in order
+      status: {...}                # as answered (the host adds observedGeneration)
+      resyncAfter: 30000           # milliseconds, or null
+      finalized: true              # finalize cases
 
 A case that checks a refusal gives settings, no reconcile, finalize or map, and
   expect: {refused: \"suffix must be\"}   # describe must refuse them, saying this";
@@ -1074,8 +1089,10 @@ async fn promote(args: PromoteArgs) -> Result<ExitCode, String> {
 fn new(args: NewArgs) -> Result<ExitCode, String> {
     use crate::scaffold;
     let lang: scaffold::Lang = args.lang.parse().map_err(|e: scaffold::ScaffoldError| e.to_string())?;
+    let mode: scaffold::Mode = args.mode.parse().map_err(|e: scaffold::ScaffoldError| e.to_string())?;
     let options = scaffold::Options {
         lang,
+        mode,
         dir: args.dir.unwrap_or_else(|| PathBuf::from(&args.name)),
         name: args.name,
         sdks: scaffold::sdk_dir(args.sdk).map_err(|e| e.to_string())?,
@@ -1194,6 +1211,19 @@ fn describe_plugin(plugin: &LoadedPlugin) -> String {
     let selector = m.primary_selector.as_ref().map(|s| format!(" (selector {s})")).unwrap_or_default();
     let _ = writeln!(out, "Primary:         {}{selector}", m.primary);
     let _ = writeln!(out, "Owns:            {}", list(m.owns.iter().map(ToString::to_string).collect()));
+    if let Some(composition) = &m.composition {
+        let strategy = |s: crate::manifest::UpdateStrategy| match s {
+            crate::manifest::UpdateStrategy::OnDelete => "on-delete",
+            crate::manifest::UpdateStrategy::Recreate => "recreate",
+            crate::manifest::UpdateStrategy::InPlace => "in-place",
+        };
+        let children = composition.child_kinds(&m.owns).iter().map(|r| format!("{} ({})", r.resource, strategy(r.update))).collect();
+        let selector = match composition.selector {
+            crate::manifest::ChildSelector::Generated => "generated (kubewasm.io/controller-uid)",
+            crate::manifest::ChildSelector::ParentSpec => "the parent's spec.selector",
+        };
+        let _ = writeln!(out, "Declarative:     children {}; claimed by {selector}", list(children));
+    }
     let watches = m
         .watches
         .iter()

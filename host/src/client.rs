@@ -127,7 +127,10 @@ pub enum WriteOp {
         patch_type: PatchKind,
         body: serde_json::Value,
     },
-    Delete,
+    /// Background propagation; with `uid`, only if the object is still that one (a precondition).
+    Delete {
+        uid: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +141,17 @@ pub enum PatchKind {
 }
 
 impl WriteOp {
+    /// The verb the write needs.
+    pub fn verb(&self) -> crate::manifest::Verb {
+        use crate::manifest::Verb;
+        match self {
+            WriteOp::Apply { .. } | WriteOp::Patch { .. } => Verb::Patch,
+            WriteOp::Create { .. } => Verb::Create,
+            WriteOp::Update { .. } => Verb::Update,
+            WriteOp::Delete { .. } => Verb::Delete,
+        }
+    }
+
     /// The subresource written, if any.
     pub fn subresource(&self) -> Option<&'static str> {
         match self {
@@ -467,11 +481,14 @@ impl ApiClient {
                 };
                 stored.map_err(api_error)?
             }
-            WriteOp::Delete => match api.delete(name, &DeleteParams { dry_run: self.dry_run, ..DeleteParams::background() }).await.map_err(api_error)? {
-                // Still there: finalizers hold it, with its deletion timestamp set.
-                either::Either::Left(object) => object,
-                either::Either::Right(_) => return Ok(None),
-            },
+            WriteOp::Delete { uid } => {
+                let preconditions = uid.map(|uid| kube::api::Preconditions { uid: Some(uid), resource_version: None });
+                match api.delete(name, &DeleteParams { dry_run: self.dry_run, preconditions, ..DeleteParams::background() }).await.map_err(api_error)? {
+                    // Still there: finalizers hold it, with its deletion timestamp set.
+                    either::Either::Left(object) => object,
+                    either::Either::Right(_) => return Ok(None),
+                }
+            }
         }))
     }
 }
@@ -494,7 +511,7 @@ mod tests {
     }
 
     fn request(resource: Gvk, namespace: Option<&str>, name: &str) -> WriteRequest {
-        WriteRequest { resource, namespace: namespace.map(Into::into), name: name.into(), op: WriteOp::Delete }
+        WriteRequest { resource, namespace: namespace.map(Into::into), name: name.into(), op: WriteOp::Delete { uid: None } }
     }
 
     #[test]

@@ -23,6 +23,7 @@ const WIT: &[(&str, &str)] = &[
     ("access.wit", include_str!("../../wit/access.wit")),
     ("cache.wit", include_str!("../../wit/cache.wit")),
     ("client.wit", include_str!("../../wit/client.wit")),
+    ("composite.wit", include_str!("../../wit/composite.wit")),
     ("events.wit", include_str!("../../wit/events.wit")),
     ("log.wit", include_str!("../../wit/log.wit")),
     ("plugin.wit", include_str!("../../wit/plugin.wit")),

@@ -571,6 +571,7 @@ mod tests {
             limits: RequestedLimits::default(),
             permissions,
             metadata_only: vec![],
+            composition: None,
         }
     }
 

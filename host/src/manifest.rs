@@ -247,6 +247,75 @@ pub struct Limits {
     pub memory_bytes: u64,
 }
 
+/// What a declarative plugin's host does with an existing child whose desired state changed
+/// (`composite.update-strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpdateStrategy {
+    /// Never updated; created again once gone.
+    #[default]
+    OnDelete,
+    /// Deleted, and created as desired once gone.
+    Recreate,
+    /// Server-side applied over.
+    InPlace,
+}
+
+/// One kind of a declarative plugin's children.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildRule {
+    pub resource: Gvk,
+    pub update: UpdateStrategy,
+}
+
+/// Which objects are a parent's children to claim (`composite.child-selector`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildSelector {
+    /// The host's label `kubewasm.io/controller-uid: <parent uid>`.
+    Generated,
+    /// The parent's `spec.selector`.
+    ParentSpec,
+}
+
+/// How a declarative plugin's parents (its primaries) and children (its `owns` kinds) relate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Composition {
+    pub children: Vec<ChildRule>,
+    pub selector: ChildSelector,
+}
+
+impl Composition {
+    /// Every child kind with its strategy: the rules' kinds in their order, then the other
+    /// `owns` kinds (`on-delete`).
+    pub fn child_kinds(&self, owns: &[Gvk]) -> Vec<ChildRule> {
+        let mut kinds = self.children.clone();
+        kinds.extend(
+            owns.iter()
+                .filter(|g| !self.children.iter().any(|r| r.resource == **g))
+                .map(|g| ChildRule { resource: g.clone(), update: UpdateStrategy::OnDelete }),
+        );
+        kinds
+    }
+
+    /// What managing children takes, granted on top of the manifest's own permissions:
+    /// applying, adopting, releasing and deleting every child kind, replacing the parent's
+    /// status, and patching the parent for its finalizer.
+    pub fn grants(&self, manifest: &Manifest) -> Vec<Permission> {
+        let grant = |resource: &Gvk, subresource: Option<&str>, verbs: &[Verb]| Permission {
+            resource: resource.clone(),
+            subresource: subresource.map(Into::into),
+            verbs: verbs.iter().copied().collect(),
+            namespaces: BTreeSet::new(),
+            names: BTreeSet::new(),
+        };
+        let mut grants: Vec<Permission> = manifest.owns.iter().map(|child| grant(child, None, &[Verb::Create, Verb::Patch, Verb::Delete])).collect();
+        grants.push(grant(&manifest.primary, Some(STATUS), &[Verb::Update]));
+        if manifest.finalizer.is_some() {
+            grants.push(grant(&manifest.primary, None, &[Verb::Patch]));
+        }
+        grants
+    }
+}
+
 /// Without a `resync-seconds`, primaries are re-reconciled this often (controller-runtime's
 /// default SyncPeriod).
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(10 * 3600);
@@ -267,6 +336,9 @@ pub struct Manifest {
     pub permissions: Vec<Permission>,
     /// Owned or watched kinds the plugin is handed only the metadata of (`views.metadata-only`).
     pub metadata_only: Vec<Gvk>,
+    /// A declarative plugin's children (`composite.describe-composition`); `None` for a
+    /// plugin that reconciles itself.
+    pub composition: Option<Composition>,
 }
 
 /// A manifest field that is not acceptable. The message names the field and what to fix.
@@ -321,6 +393,24 @@ impl Manifest {
             }
             if !self.owns.contains(gvk) && !self.watches.iter().any(|w| w.resource == *gvk) {
                 return Err(invalid(format!("views.metadata-only[{i}]"), format!("{gvk} is neither an `owns` kind nor the kind of a `watches` entry")));
+            }
+        }
+        if let Some(composition) = &self.composition {
+            if composition.children.len() > MAX_ENTRIES {
+                return Err(invalid("composite.children", format!("{} entries; at most {MAX_ENTRIES}", composition.children.len())));
+            }
+            if let Some(kind) = self.metadata_only.iter().find(|k| self.owns.contains(k)) {
+                return Err(invalid("views.metadata-only", format!("{kind} is a child kind of a declarative plugin, whose children the host compares whole")));
+            }
+            let mut ruled = BTreeSet::new();
+            for (i, rule) in composition.children.iter().enumerate() {
+                let field = format!("composite.children[{i}]");
+                if !self.owns.contains(&rule.resource) {
+                    return Err(invalid(field, format!("{} is not one of the manifest's `owns` kinds", rule.resource)));
+                }
+                if !ruled.insert(&rule.resource) {
+                    return Err(invalid(field, format!("{} has a rule already", rule.resource)));
+                }
             }
         }
         if let Some(finalizer) = &self.finalizer {
@@ -616,6 +706,7 @@ mod tests {
                 },
             ],
             metadata_only: vec![],
+            composition: None,
         }
     }
 
@@ -640,6 +731,47 @@ mod tests {
         assert!(plan.iter().all(|w| w.metadata_only == (w.role == WatchRole::Owned)), "only the owned watch is planned metadata-only");
     }
 
+    #[test]
+    fn a_composition_rules_owned_kinds_once_and_grants_what_managing_them_takes() {
+        let deployment = Gvk::new("apps", "v1", "Deployment");
+        let config_map = Gvk::new("", "v1", "ConfigMap");
+        let rule = |resource: &Gvk, update| ChildRule { resource: resource.clone(), update };
+        let composed = |children| Manifest {
+            owns: vec![deployment.clone(), config_map.clone()],
+            composition: Some(Composition { children, selector: ChildSelector::Generated }),
+            ..sample()
+        };
+        let valid = composed(vec![rule(&config_map, UpdateStrategy::InPlace)]);
+        valid.validate(&LimitPolicy::default()).unwrap();
+        let kinds = valid.composition.as_ref().unwrap().child_kinds(&valid.owns);
+        assert_eq!(
+            kinds,
+            vec![rule(&config_map, UpdateStrategy::InPlace), rule(&deployment, UpdateStrategy::OnDelete)],
+            "rules first, then the other owns kinds"
+        );
+
+        let err = composed(vec![rule(&Gvk::new("", "v1", "Secret"), UpdateStrategy::Recreate)]).validate(&LimitPolicy::default()).unwrap_err();
+        assert_eq!((err.field.as_str(), err.problem.contains("not one of the manifest's `owns` kinds")), ("composite.children[0]", true), "{err}");
+        let err = composed(vec![rule(&config_map, UpdateStrategy::Recreate), rule(&config_map, UpdateStrategy::InPlace)])
+            .validate(&LimitPolicy::default())
+            .unwrap_err();
+        assert_eq!(err.field, "composite.children[1]");
+
+        let with_finalizer = Manifest { finalizer: Some("example.com/cleanup".into()), ..valid.clone() };
+        let grants = with_finalizer.composition.as_ref().unwrap().grants(&with_finalizer);
+        let mut granted = with_finalizer.clone();
+        granted.permissions.extend(grants);
+        for (verb, resource, subresource) in [
+            (Verb::Create, &config_map, None),
+            (Verb::Patch, &deployment, None),
+            (Verb::Delete, &config_map, None),
+            (Verb::Update, &granted.primary.clone(), Some(STATUS)),
+            (Verb::Patch, &granted.primary.clone(), None),
+        ] {
+            assert!(granted.allows(verb, resource, subresource, Some("ns"), Some("x")), "{verb} {resource} {subresource:?}");
+        }
+        assert!(!granted.allows(Verb::Update, &config_map, None, Some("ns"), Some("x")), "nothing more");
+    }
     #[test]
     fn sample_is_valid_and_gets_default_limits() {
         let limits = sample().validate(&LimitPolicy::default()).unwrap();

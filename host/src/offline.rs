@@ -90,7 +90,7 @@ impl Recorder {
                 .to_string()
                 .into(),
             ),
-            WriteOp::Delete => None,
+            WriteOp::Delete { .. } => None,
         };
         self.writes.lock().push(request);
         answer

@@ -239,8 +239,15 @@ pub fn host_object_overlaps(manifests: &[Manifest], host: &HostNeeds) -> Vec<Str
                     && (p.namespaces.is_empty() || p.namespaces.contains(*ns))
                     && (p.names.is_empty() || p.names.contains(*name));
                 if covers && !writes.is_empty() {
+                    // A declarative plugin's children may have any name its answers give.
+                    let child = m.composition.is_some() && m.owns.contains(&p.resource);
+                    let advice = if child {
+                        "its children's names are its answers', so keep the host's own objects in a namespace its plugins do not write (--status-configmap NS/NAME)"
+                    } else {
+                        "narrow the grant with resource names"
+                    };
                     warnings.push(format!(
-                        "plugin {} is granted {} on {} in {ns}, which includes the host's own {} {name}: the host refuses such writes, but RBAC would not (narrow the grant with resource names)",
+                        "plugin {} is granted {} on {} in {ns}, which includes the host's own {} {name}: the host refuses such writes, but RBAC would not ({advice})",
                         m.name,
                         writes.join(","),
                         plural(kind),
@@ -282,6 +289,7 @@ mod tests {
                 permission(Gvk::new("rbac.authorization.k8s.io", "v1", "ClusterRole"), None, &[Verb::Bind], &[], &["edit"]),
             ],
             metadata_only: vec![],
+            composition: None,
         }
     }
 

@@ -85,7 +85,9 @@ pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Clie
         for read in &entries.reads {
             match read {
                 Read::Get { resource, key, answer: Some(json) } => add(resource, key, json),
-                Read::List { resource, answer: Ok(items), .. } => items.iter().for_each(|(key, json)| add(resource, key, json)),
+                Read::List { resource, answer: Ok(items), .. } | Read::Children { resource, answer: items, .. } => {
+                    items.iter().for_each(|(key, json)| add(resource, key, json))
+                }
                 Read::Live { resource, key, answer: Some(Some(json)) } => add(resource, key, json),
                 _ => {}
             }

@@ -1,7 +1,8 @@
 //! `kubewasm new`: scaffolds a plugin project in Rust, Python, JavaScript or Go — a small working
-//! controller (a ConfigMap with a label gets a summary ConfigMap: one server-side apply, the same
-//! logic in every language), a README, a Makefile (`make`, `make test`, `make check`), and a
-//! table-test case that passes for all four.
+//! controller (a ConfigMap with a label gets a summary ConfigMap, the same logic in every
+//! language), a README, a Makefile (`make`, `make test`, `make check`), and table-test cases that
+//! pass for all four. The controller reconciles itself (one server-side apply), or, with
+//! `--mode declarative`, answers which children a parent should have and the host makes them.
 //!
 //! The templates are files under `host/templates/`, embedded at compile time; `{{name}}`,
 //! `{{crate}}` and `{{sdk}}` in them are replaced. The SDKs are not published to registries, so a
@@ -49,12 +50,69 @@ impl Lang {
         }
     }
 
-    fn templates(self) -> &'static [Template] {
+    /// Every file of a project in `mode`: the language's own, then the mode's.
+    fn templates(self, mode: Mode) -> impl Iterator<Item = &'static Template> {
+        let (common, controller, declarative) = match self {
+            Lang::Rust => (RUST, RUST_CONTROLLER, RUST_DECLARATIVE),
+            Lang::Python => (PYTHON, PYTHON_CONTROLLER, PYTHON_DECLARATIVE),
+            Lang::Js => (JS, JS_CONTROLLER, JS_DECLARATIVE),
+            Lang::Go => (GO, GO_CONTROLLER, GO_DECLARATIVE),
+        };
+        let own = match mode {
+            Mode::Controller => controller,
+            Mode::Declarative => declarative,
+        };
+        common.iter().chain(own)
+    }
+
+    /// The file that holds the controller.
+    fn source(self) -> &'static str {
         match self {
-            Lang::Rust => RUST,
-            Lang::Python => PYTHON,
-            Lang::Js => JS,
-            Lang::Go => GO,
+            Lang::Rust => "src/lib.rs",
+            Lang::Python => "app.py",
+            Lang::Js => "app.js",
+            Lang::Go => "main.go",
+        }
+    }
+}
+
+/// What a project's controller is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// It reconciles: reads and writes through the host itself.
+    #[default]
+    Controller,
+    /// It answers which children a parent should have; the host makes them (`composite`).
+    Declarative,
+}
+
+impl Mode {
+    /// What the README says of the controller's logic.
+    fn logic(self, lang: Lang) -> String {
+        let file = lang.source();
+        let (manifest, reconcile, sync) = match lang {
+            Lang::Go => ("Manifest", "Reconcile", "Sync"),
+            _ => ("manifest", "reconcile", "sync"),
+        };
+        match self {
+            Mode::Controller => format!(
+                "The whole controller is [`{file}`]({file}): `{manifest}` says what it reconciles and what it may do (the host enforces it), `{reconcile}` is the logic. The host owns watches, caches, queues, retries, leader election and metrics."
+            ),
+            Mode::Declarative => format!(
+                "The whole controller is [`{file}`]({file}), declarative: `{manifest}` says that labeled ConfigMaps are parents and summary ConfigMaps their children, and `{sync}` answers which children a parent should have. The host does the rest: it creates each child owned by its parent, applies changes in place, deletes children no longer answered, and owns watches, caches, queues, retries, leader election and metrics."
+            ),
+        }
+    }
+}
+
+impl FromStr for Mode {
+    type Err = ScaffoldError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "controller" => Ok(Mode::Controller),
+            "declarative" => Ok(Mode::Declarative),
+            _ => Err(ScaffoldError::Mode(text.into())),
         }
     }
 }
@@ -92,48 +150,49 @@ macro_rules! template {
 }
 
 const CASE: Template = template!("cases/summarizes-data.yaml", "cases/summarizes-data.yaml");
+const DECLARATIVE_CASE: Template = template!("cases/summarizes-data.yaml", "declarative/cases/summarizes-data.yaml");
 const REFUSED_CASE: Template = template!("cases/refuses-an-empty-suffix.yaml", "cases/refuses-an-empty-suffix.yaml");
 
 const RUST: &[Template] = &[
     template!("Cargo.toml", "rust/Cargo.toml.tmpl"),
-    template!("src/lib.rs", "rust/src/lib.rs"),
     template!("README.md", "rust/README.md"),
     template!("Makefile", "rust/Makefile"),
     template!(".gitignore", "rust/gitignore"),
-    CASE,
     REFUSED_CASE,
 ];
+const RUST_CONTROLLER: &[Template] = &[template!("src/lib.rs", "rust/src/lib.rs"), CASE];
+const RUST_DECLARATIVE: &[Template] = &[template!("src/lib.rs", "declarative/rust/lib.rs"), DECLARATIVE_CASE];
 
 const PYTHON: &[Template] = &[
-    template!("app.py", "python/app.py"),
     template!("requirements.txt", "python/requirements.txt"),
     template!("README.md", "python/README.md"),
     template!("Makefile", "python/Makefile"),
     template!(".gitignore", "python/gitignore"),
-    CASE,
     REFUSED_CASE,
 ];
+const PYTHON_CONTROLLER: &[Template] = &[template!("app.py", "python/app.py"), CASE];
+const PYTHON_DECLARATIVE: &[Template] = &[template!("app.py", "declarative/python/app.py"), DECLARATIVE_CASE];
 
 const JS: &[Template] = &[
-    template!("app.js", "js/app.js"),
     template!("package.json", "js/package.json.tmpl"),
     template!("README.md", "js/README.md"),
     template!("Makefile", "js/Makefile"),
     template!(".gitignore", "js/gitignore"),
-    CASE,
     REFUSED_CASE,
 ];
+const JS_CONTROLLER: &[Template] = &[template!("app.js", "js/app.js"), CASE];
+const JS_DECLARATIVE: &[Template] = &[template!("app.js", "declarative/js/app.js"), DECLARATIVE_CASE];
 
 const GO: &[Template] = &[
-    template!("main.go", "go/main.go"),
-    template!("main_test.go", "go/main_test.go"),
     template!("go.mod", "go/go.mod.tmpl"),
     template!("README.md", "go/README.md"),
     template!("Makefile", "go/Makefile"),
     template!(".gitignore", "go/gitignore"),
-    CASE,
     REFUSED_CASE,
 ];
+const GO_CONTROLLER: &[Template] = &[template!("main.go", "go/main.go"), template!("main_test.go", "go/main_test.go"), CASE];
+const GO_DECLARATIVE: &[Template] =
+    &[template!("main.go", "declarative/go/main.go"), template!("main_test.go", "declarative/go/main_test.go"), DECLARATIVE_CASE];
 
 /// The environment variable naming the SDKs directory when `--sdk` is not given (it wins over the
 /// checkout this binary was built from).
@@ -143,6 +202,8 @@ pub const SDK_ENV: &str = "KUBEWASM_SDK_DIR";
 pub enum ScaffoldError {
     #[error("unknown language {0:?}: use rust, python, js or go")]
     Lang(String),
+    #[error("unknown mode {0:?}: use controller (it reconciles) or declarative (it answers the children a parent should have)")]
+    Mode(String),
     #[error(
         "{0:?} is not a valid plugin name: use a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit)"
     )]
@@ -167,6 +228,7 @@ pub enum ScaffoldError {
 #[derive(Debug, Clone)]
 pub struct Options {
     pub lang: Lang,
+    pub mode: Mode,
     /// The plugin's name: a DNS-1123 label.
     pub name: String,
     /// Where the project goes (created; must not exist or be empty).
@@ -281,9 +343,29 @@ pub fn artifact(lang: Lang, name: &str) -> PathBuf {
 }
 
 /// Fills in a template. Paths go into TOML, JSON and Go strings, so `\` and `"` are escaped.
-fn render(text: &str, name: &str, sdk: &Path) -> String {
+fn render(text: &str, options: &Options, sdk: &Path) -> String {
+    let name = &options.name;
     let sdk = sdk.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
-    text.replace("{{name}}", name).replace("{{crate}}", &crate_name(name)).replace("{{sdk}}", &sdk)
+    let logic = textwrap(&options.mode.logic(options.lang), 100);
+    text.replace("{{name}}", name).replace("{{crate}}", &crate_name(name)).replace("{{sdk}}", &sdk).replace("{{logic}}", &logic)
+}
+
+/// `text` broken into lines of at most `width` characters, at spaces.
+fn textwrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for word in text.split(' ') {
+        if line > 0 && line + 1 + word.len() > width {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(word);
+        line += word.len();
+    }
+    out
 }
 
 /// Whether `dir` can take a new project: it does not exist, or is an empty directory.
@@ -322,8 +404,8 @@ pub fn create(options: &Options) -> Result<Created, ScaffoldError> {
     };
     std::fs::create_dir_all(&options.dir).map_err(|source| ScaffoldError::Write { path: options.dir.clone(), source })?;
     let mut files = Vec::new();
-    for template in options.lang.templates() {
-        write(&options.dir.join(template.path), &render(template.text, &options.name, &sdk))?;
+    for template in options.lang.templates(options.mode) {
+        write(&options.dir.join(template.path), &render(template.text, options, &sdk))?;
         files.push(PathBuf::from(template.path));
     }
     // Rust: start from the lockfile of the SDK's workspace, so the project builds with the
@@ -355,7 +437,11 @@ pub fn create(options: &Options) -> Result<Created, ScaffoldError> {
 pub fn summary(options: &Options, created: &Created) -> String {
     use std::fmt::Write;
     let name = &options.name;
-    let mut out = format!("Created {} plugin {name:?} in {}:\n", options.lang, created.dir.display());
+    let kind = match options.mode {
+        Mode::Controller => "",
+        Mode::Declarative => " declarative",
+    };
+    let mut out = format!("Created {}{kind} plugin {name:?} in {}:\n", options.lang, created.dir.display());
     for file in &created.files {
         let _ = writeln!(out, "  {}", file.display());
     }
@@ -387,15 +473,26 @@ mod tests {
     }
 
     fn options(lang: Lang, name: &str, dir: &Path) -> Options {
-        Options { lang, name: name.into(), dir: dir.into(), sdks: sdks() }
+        Options { lang, mode: Mode::Controller, name: name.into(), dir: dir.into(), sdks: sdks() }
     }
 
     #[test]
     fn every_language_renders_every_placeholder() {
-        for lang in Lang::ALL {
+        for (lang, mode) in Lang::ALL.into_iter().flat_map(|lang| [(lang, Mode::Controller), (lang, Mode::Declarative)]) {
             let dir = tempfile::tempdir().unwrap();
             let project = dir.path().join("cm-summary");
-            let created = create(&options(lang, "cm-summary", &project)).unwrap();
+            let created = create(&Options { mode, ..options(lang, "cm-summary", &project) }).unwrap();
+            let source = std::fs::read_to_string(project.join(lang.source())).unwrap();
+            let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
+            match mode {
+                Mode::Controller => {
+                    assert!(source.to_lowercase().contains("fn reconcile") || source.contains("reconcile(") || source.contains("Reconcile("), "{lang}")
+                }
+                Mode::Declarative => {
+                    assert!(source.contains("sync") || source.contains("Sync"), "{lang}: {source}");
+                    assert!(readme.contains("declarative"), "{lang}: {readme}");
+                }
+            }
             assert!(created.files.iter().any(|f| f == Path::new("README.md")), "{lang}: {:?}", created.files);
             assert!(created.files.iter().any(|f| f == Path::new("Makefile")), "{lang}: {:?}", created.files);
             let makefile = std::fs::read_to_string(project.join("Makefile")).unwrap();
@@ -484,7 +581,7 @@ mod tests {
     #[test]
     fn a_directory_without_the_sdk_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let options = Options { lang: Lang::Js, name: "p".into(), dir: dir.path().join("p"), sdks: dir.path().into() };
+        let options = Options { lang: Lang::Js, mode: Mode::Controller, name: "p".into(), dir: dir.path().join("p"), sdks: dir.path().into() };
         let error = create(&options).unwrap_err();
         assert!(matches!(error, ScaffoldError::SdkMissing { .. }), "{error}");
         assert!(error.to_string().contains("--sdk"), "{error}");

@@ -42,6 +42,37 @@ impl LabelSelector {
     }
 }
 
+impl LabelSelector {
+    /// A label selector as objects spell it (`metav1.LabelSelector`: `matchLabels`,
+    /// `matchExpressions` with the operators `In`, `NotIn`, `Exists`, `DoesNotExist`), through
+    /// its string form. One that selects nothing in particular (neither field, or both empty) is
+    /// refused: as a parent's selector it would claim everything.
+    pub fn from_object(object: &serde_json::Value) -> Result<Self, SelectorError> {
+        let fail = |reason: String| SelectorError { input: object.to_string(), reason };
+        let mut requirements = Vec::new();
+        for (key, value) in object.get("matchLabels").and_then(|m| m.as_object()).into_iter().flatten() {
+            let value = value.as_str().ok_or_else(|| fail(format!("matchLabels.{key} is not a string")))?;
+            requirements.push(format!("{key}={value}"));
+        }
+        for (i, expression) in object.get("matchExpressions").and_then(|m| m.as_array()).into_iter().flatten().enumerate() {
+            let field = |name: &str| expression.get(name).and_then(|v| v.as_str()).ok_or_else(|| fail(format!("matchExpressions[{i}].{name} is missing")));
+            let (key, operator) = (field("key")?, field("operator")?);
+            let values: Vec<&str> = expression.get("values").and_then(|v| v.as_array()).into_iter().flatten().filter_map(|v| v.as_str()).collect();
+            requirements.push(match operator {
+                "In" => format!("{key} in ({})", values.join(",")),
+                "NotIn" => format!("{key} notin ({})", values.join(",")),
+                "Exists" => key.to_string(),
+                "DoesNotExist" => format!("!{key}"),
+                other => return Err(fail(format!("matchExpressions[{i}].operator {other:?} is not In, NotIn, Exists or DoesNotExist"))),
+            });
+        }
+        if requirements.is_empty() {
+            return Err(fail("must have either matchLabels, matchExpressions, or both".into()));
+        }
+        requirements.join(",").parse()
+    }
+}
+
 impl std::fmt::Display for LabelSelector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.text)
@@ -216,6 +247,27 @@ mod tests {
             for labels in &case.miss {
                 assert!(!selector.matches_map(labels), "{:?} should not select {labels:?}", case.selector);
             }
+        }
+    }
+
+    #[test]
+    fn object_selectors_become_the_string_form() {
+        let object = serde_json::json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}, {"key": "legacy", "operator": "DoesNotExist"}],
+        });
+        let s = LabelSelector::from_object(&object).unwrap();
+        assert_eq!(s.as_str(), "app=web,tier in (a,b),!legacy");
+        assert!(s.matches_map(&labels(&[("app", "web"), ("tier", "b")])));
+        assert!(!s.matches_map(&labels(&[("app", "web"), ("tier", "b"), ("legacy", "")])));
+        for (object, needle) in [
+            (serde_json::json!({}), "must have either matchLabels"),
+            (serde_json::json!({"matchLabels": {}}), "must have either matchLabels"),
+            (serde_json::json!({"matchExpressions": [{"key": "a", "operator": "Gt"}]}), "is not In, NotIn"),
+            (serde_json::json!({"matchLabels": {"a": 1}}), "not a string"),
+        ] {
+            let err = LabelSelector::from_object(&object).unwrap_err().to_string();
+            assert!(err.contains(needle), "{object}: {err}");
         }
     }
 

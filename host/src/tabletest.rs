@@ -19,9 +19,21 @@
 //!     - applyStatus: {...}
 //!     - create / update / updateStatus: OBJECT
 //!     - patch: {apiVersion: v1, kind: Node, name: n1, type: merge, body: {...}}
-//!     - delete: {apiVersion: v1, kind: ConfigMap, namespace: ns, name: x}
+//!     - delete: {apiVersion: v1, kind: ConfigMap, namespace: ns, name: x}   # uid: U, on the condition of its UID
 //!   events:                         # compared on the fields given
 //!     - {type: Warning, reason: ErrResourceExists, note: "..."}
+//! ```
+//!
+//! A declarative plugin's case may instead expect what the plugin answers for the parent (its
+//! `sync`, or `finalize` for a `finalize:` case), before the host manages anything:
+//!
+//! ```yaml
+//! expect:
+//!   desired:                        # compared on the fields given
+//!     children: [{apiVersion: v1, kind: ConfigMap, metadata: {name: a-copy}, data: {...}}]
+//!     status: {copies: 1}           # as answered (the host adds observedGeneration)
+//!     resyncAfter: 30000            # milliseconds, or null
+//!     finalized: true               # finalize cases
 //! ```
 
 use std::fmt::Write as _;
@@ -73,8 +85,10 @@ pub struct KeySpec {
 pub struct Expect {
     #[serde(default)]
     pub result: Option<Value>,
+    /// Every client call, in order; none when not given, unless `desired` is (then the calls
+    /// are not compared).
     #[serde(default)]
-    pub calls: Vec<Value>,
+    pub calls: Option<Vec<Value>>,
     #[serde(default)]
     pub events: Vec<Value>,
     /// For `map:` cases: the keys returned, as `namespace/name` or `name`.
@@ -83,6 +97,10 @@ pub struct Expect {
     /// The case's `settings` must be refused, with a message containing this.
     #[serde(default)]
     pub refused: Option<String>,
+    /// A declarative plugin's answer, compared on the fields given (`children`, `status`,
+    /// `resyncAfter`, `finalized`).
+    #[serde(default)]
+    pub desired: Option<serde_json::Map<String, Value>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -167,6 +185,15 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
     let mut failures = String::new();
     if let Some(object) = &case.map {
         let gvk = gvk_of(object).ok_or("the `map` object needs apiVersion and kind")?;
+        if runner.declarative() {
+            // The host maps by the rules the parents' customize answered: ask each parent first.
+            for view in cache.view().views(&manifest.primary) {
+                for (key, object) in view.list(None, None, usize::MAX).unwrap_or_default() {
+                    let _ = runner.answer(&Request { key, object, retries: 0 }, false).await;
+                }
+            }
+            recorder.clear();
+        }
         match (runner.map_related(&gvk, object.to_string().into(), |_| true).await, &case.expect.result) {
             (Ok(keys), expected) => {
                 let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
@@ -190,7 +217,28 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
         let object = cache.view().views(&manifest.primary).first().and_then(|v| v.get(&key));
         let object = object.ok_or_else(|| format!("{key} ({}) is not in the case's cache", manifest.primary))?;
         let request = Request { key, object, retries: 0 };
-        let result = if finalize { runner.finalize(request).await } else { runner.reconcile(request).await };
+        let result = match &case.expect.desired {
+            Some(_) if !runner.declarative() => return Err("`expect.desired` is for declarative plugins; this one reconciles itself".into()),
+            Some(expected) => {
+                let answer = runner.answer(&request, finalize).await;
+                if let Ok(answer) = &answer {
+                    let actual =
+                        json!({"children": answer.children, "status": answer.status, "resyncAfter": answer.resync_after, "finalized": answer.finalized});
+                    let given: serde_json::Map<String, Value> = expected.keys().filter_map(|k| actual.get(k).map(|v| (k.clone(), v.clone()))).collect();
+                    compare(&mut failures, "desired", &Value::Object(expected.clone()), &Value::Object(given));
+                }
+                match &case.expect.calls {
+                    // What the host then writes, when the case says what that should be.
+                    Some(_) => {
+                        recorder.clear();
+                        if finalize { runner.finalize(request).await } else { runner.reconcile(request).await }
+                    }
+                    None => answer.map(|_| Action::Done),
+                }
+            }
+            None if finalize => runner.finalize(request).await,
+            None => runner.reconcile(request).await,
+        };
         if let Some(expected) = &case.expect.result {
             check_result(&mut failures, expected, &result);
         } else if let Err(e) = &result {
@@ -198,7 +246,16 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
         }
     }
     let calls: Vec<Value> = recorder.writes().iter().map(case::call).collect();
-    compare(&mut failures, "calls", &Value::Array(case.expect.calls.clone()), &Value::Array(calls));
+    // Compared exactly: none when the case names none, unless it checks a declarative plugin's
+    // answer alone.
+    let expected = match (&case.expect.calls, &case.expect.desired) {
+        (Some(calls), _) => Some(calls.clone()),
+        (None, None) => Some(Vec::new()),
+        (None, Some(_)) => None,
+    };
+    if let Some(expected) = expected {
+        compare(&mut failures, "calls", &Value::Array(expected), &Value::Array(calls));
+    }
     check_events(&mut failures, &case.expect.events, &recorder.events());
     Ok((!failures.is_empty()).then_some(failures))
 }

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use kubewasm::delivery::read_plugin;
-use kubewasm::manifest::{LimitPolicy, Manifest, Mapping, Permission, RequestedLimits, Verb, Watch};
+use kubewasm::manifest::{ChildRule, ChildSelector, Composition, LimitPolicy, Manifest, Mapping, Permission, RequestedLimits, UpdateStrategy, Verb, Watch};
 use kubewasm::resource::Gvk;
 use kubewasm::selector::LabelSelector;
 use proptest::prelude::*;
@@ -100,8 +100,13 @@ fn manifest() -> impl Strategy<Value = Manifest> {
             version,
             primary,
             primary_selector: selector.and_then(|s| LabelSelector::from_str(&s).ok()),
-            // Before `owns` moves: an owned kind read as metadata (valid), or none.
+            // Before `owns` moves: an owned kind read as metadata (valid), or none; and a
+            // composition ruling the owned kinds.
             metadata_only: owns.first().cloned().into_iter().collect(),
+            composition: (owns.len() == 2).then(|| Composition {
+                children: owns.iter().map(|g| ChildRule { resource: g.clone(), update: UpdateStrategy::InPlace }).collect(),
+                selector: ChildSelector::Generated,
+            }),
             owns,
             watches,
             finalizer,

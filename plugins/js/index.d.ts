@@ -3,12 +3,13 @@
 // fails type checking.
 /// <reference path="./types/wit/controller.d.ts" />
 
-import type * as wit from 'kubewasm:controller/types@0.1.2';
-import type * as witPlugin from 'kubewasm:controller/plugin@0.1.2';
-import type * as witAccess from 'kubewasm:controller/access@0.1.2';
-import type * as witClient from 'kubewasm:controller/client@0.1.2';
-import type * as witEvents from 'kubewasm:controller/events@0.1.2';
-import type * as witLog from 'kubewasm:controller/log@0.1.2';
+import type * as wit from 'kubewasm:controller/types@0.1.3';
+import type * as witPlugin from 'kubewasm:controller/plugin@0.1.3';
+import type * as witAccess from 'kubewasm:controller/access@0.1.3';
+import type * as witClient from 'kubewasm:controller/client@0.1.3';
+import type * as witEvents from 'kubewasm:controller/events@0.1.3';
+import type * as witLog from 'kubewasm:controller/log@0.1.3';
+import type * as witComposite from 'kubewasm:controller/composite@0.1.3';
 
 // --- values -----------------------------------------------------------------------------------
 
@@ -25,6 +26,12 @@ export type LogLevelName = witLog.Level;
 export type ErrorCodeName = wit.ErrorCode;
 /** How an event on a watched object becomes primary keys (the WIT `mapping` variant). */
 export type MappingValue = witPlugin.Mapping;
+/** What the host does with an existing child whose desired state changed. */
+export type UpdateStrategyName = witComposite.UpdateStrategy;
+/** Which objects are a parent's children. */
+export type ChildSelectorName = witComposite.ChildSelector;
+/** A declarative controller's child kinds and selector: what `composite.describe-composition` answers. */
+export type Composition = witComposite.Composition;
 
 /** A Kubernetes object: apiVersion, kind, metadata, and the rest (parsed JSON). */
 export interface KubeObject {
@@ -107,6 +114,8 @@ export const Verb: WitEnum<VerbName> & {
 export const EventType: WitEnum<EventTypeName> & { NORMAL: 'normal'; WARNING: 'warning' };
 export const PatchType: WitEnum<PatchTypeName> & { MERGE: 'merge'; JSON: 'json'; STRATEGIC: 'strategic' };
 export const LogLevel: WitEnum<LogLevelName> & { TRACE: 'trace'; DEBUG: 'debug'; INFO: 'info'; WARN: 'warn'; ERROR: 'error' };
+export const UpdateStrategy: WitEnum<UpdateStrategyName> & { ON_DELETE: 'on-delete'; RECREATE: 'recreate'; IN_PLACE: 'in-place' };
+export const ChildSelector: WitEnum<ChildSelectorName> & { GENERATED: 'generated'; PARENT_SPEC_SELECTOR: 'parent-spec-selector' };
 export const ErrorCode: WitEnum<ErrorCodeName> & {
   NOT_FOUND: 'not-found';
   ALREADY_EXISTS: 'already-exists';
@@ -183,7 +192,8 @@ export interface Rule extends Omit<witAccess.Rule, 'verbs'> {
 
 /**
  * The plain data of a manifest: the WIT `manifest` record, with `memoryBytes` as a number, plus
- * `rules` (the `access` export's answer) and `metadataOnly` (the `views` export's).
+ * `rules` (the `access` export's answer), `metadataOnly` (the `views` export's) and
+ * `composition` (a declarative controller's `describe-composition` answer).
  */
 export interface ManifestSpec extends Omit<witPlugin.Manifest, 'limits' | 'primary'> {
   primary: Gvk | undefined;
@@ -191,6 +201,8 @@ export interface ManifestSpec extends Omit<witPlugin.Manifest, 'limits' | 'prima
   rules: Rule[];
   /** Owned or watched kinds the plugin is handed only the metadata of. */
   metadataOnly: witPlugin.Manifest['owns'];
+  /** The child kinds (`child()`) and selector (`childSelector()`); used by a `Composite` only. */
+  composition: Composition;
 }
 
 /** What a controller reconciles and needs. Start with `new Manifest(name, version)`, then chain. */
@@ -203,6 +215,15 @@ export class Manifest {
   primarySelector(selector: string): this;
   /** Objects this controller creates with an owner reference to the primary. */
   owns(resource: Gvk): this;
+  /**
+   * A declarative controller's child kind: an `owns` kind (added once) that the host creates,
+   * updates per `strategy` (default `UpdateStrategy.ON_DELETE`: never updated; `RECREATE`;
+   * `IN_PLACE`: server-side applied) and deletes as `sync` answers. Again for a kind replaces its
+   * strategy.
+   */
+  child(resource: Gvk, strategy?: UpdateStrategyName): this;
+  /** Which objects are a parent's children: `GENERATED` (the default, a label with the parent's uid) or `PARENT_SPEC_SELECTOR`. */
+  childSelector(selector: ChildSelectorName): this;
   /** React to events on another resource (by default through `mapRelated`). */
   watches(resource: Gvk, mapping?: MappingValue, labelSelector?: string): this;
   /**
@@ -325,6 +346,82 @@ export class Controller<Settings extends Record<string, any> = Record<string, an
    * objects of the `owns` kinds it controls (those the manifest may delete).
    */
   released(obj: Primary, ctx: Context): Action | void;
+}
+
+// --- declarative controllers -----------------------------------------------------------------
+
+/** Objects of one kind, as a `SyncRequest` holds them. */
+export interface ObjectsOf<T extends KubeObject = KubeObject> {
+  resource: Gvk;
+  items: T[];
+}
+
+/** One parent and what it has: its children (one entry per child kind) and the related objects `customize` asked for. */
+export class SyncRequest<Parent extends KubeObject = KubeObject> {
+  constructor(parent: Parent, children?: ObjectsOf[], related?: ObjectsOf[], finalizing?: boolean);
+  /** The parent as the cache holds it (a copy). */
+  readonly parent: Parent;
+  /** One entry per child kind (the composition's order, then the other `owns` kinds), even when empty. */
+  readonly children: ObjectsOf[];
+  /** One entry per `customize` rule, in its order. */
+  readonly related: ObjectsOf[];
+  /** Whether the parent is being deleted (a `finalize` call). */
+  readonly finalizing: boolean;
+  /** The children of a kind (matched by group and kind), sorted by namespace and name; [] when none. */
+  childrenOf<T extends KubeObject = KubeObject>(resource: Gvk): T[];
+  /** The related objects of a kind, over every rule that named it; [] when none. */
+  relatedOf<T extends KubeObject = KubeObject>(resource: Gvk): T[];
+}
+
+/** What `sync` and `finalize` answer: a plain object. */
+export interface SyncResponse {
+  /** The parent's whole status (the host sets `observedGeneration`); none is `{}`. */
+  status?: Record<string, any> | null;
+  /** Every child that should exist, whole (apiVersion, kind, metadata.name). None by default. */
+  children?: readonly KubeObject[];
+  /** Sync again after this many milliseconds even if nothing changes (rounded up to a whole one). */
+  resyncAfter?: number;
+  /** `finalize` only: the finalizer may go. */
+  finalized?: boolean;
+}
+
+/**
+ * Objects a parent depends on besides its children, of one kind: by `names` or by
+ * `labelSelector` (not both), or every object when neither; in `namespace`, or every namespace.
+ */
+export interface RelatedRule {
+  resource: Gvk;
+  namespace?: string;
+  names?: readonly string[];
+  labelSelector?: string;
+}
+export const RelatedRule: {
+  /** The objects of a kind named `names`, in `namespace` (any namespace when undefined). */
+  named(resource: Gvk, namespace: string | undefined, names: readonly string[]): RelatedRule;
+  /** The objects of a kind matching a label selector ('' for all), in `namespace` (every one when undefined). */
+  selected(resource: Gvk, namespace: string | undefined, labelSelector: string): RelatedRule;
+};
+
+/**
+ * A declarative controller plugin: extend it and export the class, as a `Controller`. The parent
+ * is the manifest's primary, each child kind a `.child(gvk, strategy)`. `customize`, `sync` and
+ * `finalize` may read the cache and log through `ctx`; its writes and Events are refused
+ * (`Forbidden`): the host makes every write from the answer. A `KubewasmError` thrown is an
+ * answer; anything else thrown, or an answer that is not a `SyncResponse`, traps.
+ */
+export class Composite<Settings extends Record<string, any> = Record<string, any>, Parent extends KubeObject = KubeObject> {
+  /** Every setting the controller takes, with its default; any other key refuses the plugin. */
+  static settingsDefaults: Record<string, unknown>;
+  constructor(settings: Settings);
+  readonly settings: Settings;
+  /** The parent kind (`primary`), the child kinds (`child`) and what else the plugin needs. */
+  manifest(): Manifest;
+  /** The related objects a parent needs (handed in `request.related`); none by default. */
+  customize(parent: Parent, ctx: Context): RelatedRule[] | void;
+  /** The children and status the parent should have. */
+  sync(request: SyncRequest<Parent>, ctx: Context): SyncResponse;
+  /** The same for a parent being deleted with the manifest's finalizer; by default no children and finalized. */
+  finalize(request: SyncRequest<Parent>, ctx: Context): SyncResponse;
 }
 
 // --- object helpers ---------------------------------------------------------------------------

@@ -1,6 +1,20 @@
 // Types of @kubewasm/sdk/testing: run a controller under Node against an in-memory host.
 
-import type { Action, Controller, Gvk, Host, KubeObject, KubewasmError, ManifestSpec, ObjectKey, PatchTypeName, LogLevelName, EventTypeName } from './index.js';
+import type {
+  Action,
+  Composite,
+  Composition,
+  Controller,
+  Gvk,
+  Host,
+  KubeObject,
+  KubewasmError,
+  ManifestSpec,
+  ObjectKey,
+  PatchTypeName,
+  LogLevelName,
+  EventTypeName,
+} from './index.js';
 
 export interface RecordedCall {
   op: 'apply' | 'applyStatus' | 'create' | 'update' | 'updateStatus' | 'patch' | 'delete';
@@ -45,6 +59,11 @@ export class FakeHost implements Host {
   readonly logs: { level: LogLevelName; message: string; fields: Record<string, string> }[];
   /** The kinds the plugin reads metadata-only (`Harness` sets the manifest's `metadataOnly`). */
   metadataOnly: Gvk[];
+  /**
+   * Set, to the rule it states, while only cache reads are allowed (`Harness` sets `COMPOSING`
+   * during a declarative controller's calls): client and events calls throw `Forbidden`.
+   */
+  cacheOnly: string | undefined;
   /** `obj` as the host hands it to the plugin: of a `metadataOnly` kind, only apiVersion, kind and metadata (without managedFields). Shares `obj`'s values. */
   handed(resource: Gvk, obj: KubeObject): KubeObject;
   /** Puts objects in the store, replacing same-named ones. */
@@ -53,6 +72,8 @@ export class FakeHost implements Host {
   fail(op: string, error: KubewasmError, times?: number): void;
   /** An object from the store (a copy). */
   get(resource: Gvk, namespace: string | undefined, name: string): KubeObject | undefined;
+  /** The stored objects of a kind, in a namespace (all when undefined), matching a label selector, sorted; not copies. */
+  select(resource: Gvk, namespace?: string, labelSelector?: string): KubeObject[];
   writes(op?: RecordedCall['op'], kind?: string): RecordedCall[];
   applied(kind?: string): KubeObject[];
   statusApplied(kind?: string): KubeObject[];
@@ -63,17 +84,58 @@ export interface FakeHost extends Host {}
 /** `describe` refused to load the plugin. */
 export class Refused extends Error {}
 
-/** A controller described and ready to call against a FakeHost, the way the component runs it. */
-export class Harness<C extends Controller = Controller> {
-  constructor(controller: new (settings: any) => C, options?: { settings?: Record<string, unknown>; objects?: readonly KubeObject[] });
+/** Why the host refuses writes and Events during a declarative controller's calls. */
+export const COMPOSING: string;
+
+/** A declarative controller's answer as the host gets it. */
+export interface SyncResult {
+  /** undefined: none (the host writes `{}`). */
+  status: Record<string, any> | undefined;
+  children: KubeObject[];
+  /** Whole milliseconds. */
+  resyncAfter: number | undefined;
+  finalized: boolean;
+}
+
+/** The objects a declarative call is handed; by default taken from the fake host (see `Harness.sync`). */
+export interface SyncOptions {
+  /** The parent's children (objects of its child kinds); by default the stored objects it controls. */
+  children?: readonly KubeObject[];
+  /** The related objects; by default what `customize`'s rules select from the store. */
+  related?: readonly KubeObject[];
+}
+
+/** A rule as `customize` answers it to the host. */
+export interface RelatedRuleResult {
+  resource: Gvk;
+  namespace: string | undefined;
+  names: string[];
+  labelSelector: string | undefined;
+}
+
+/**
+ * A controller described and ready to call against a FakeHost, the way the component runs it:
+ * a `Controller` or `Composite` class, or an author's module (its controller found as the build
+ * finds it).
+ */
+export class Harness<C extends Controller | Composite = Controller> {
+  constructor(controller: (new (settings: any) => C) | object, options?: { settings?: Record<string, unknown>; objects?: readonly KubeObject[] });
   readonly host: FakeHost;
   /** The manifest the controller described to the host; `rules` and `metadataOnly` are what its `access` and `views` exports answer. */
   readonly manifest: ManifestSpec;
   readonly controller: C;
+  /** What its `describe-composition` answers: a declarative controller's composition, else undefined. */
+  readonly composition: Composition | undefined;
   reconcile(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
-  finalize(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
+  /** A plain controller's `finalize` (an Action), or a declarative one's (as `sync`, finalizing). */
+  finalize(objOrKey: KubeObject | ObjectKey, retries?: number): C extends Composite ? SyncResult : Action;
+  finalize(objOrKey: KubeObject | ObjectKey, options?: SyncOptions): C extends Composite ? SyncResult : Action;
   /** Runs `released`, as the host does once a primary stops matching the primary selector. */
   released(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
   /** Runs `mapRelated` on `obj`, handed as the host hands it (`FakeHost.handed`). */
   mapRelated(resource: Gvk, obj: KubeObject): ObjectKey[];
+  /** Runs a declarative controller's `customize` on a parent, client and events calls refused. */
+  customize(parentOrKey: KubeObject | ObjectKey): RelatedRuleResult[];
+  /** Runs a declarative controller's `sync` on a parent, client and events calls refused. */
+  sync(parentOrKey: KubeObject | ObjectKey, options?: SyncOptions): SyncResult;
 }

@@ -151,7 +151,12 @@ async fn start_host(cp: &ControlPlane, ns: &str, names: &[String], identity: Ide
     if identity == Identity::ServiceAccount {
         // What an operator applies: the plugins' ServiceAccounts and RBAC as `kubewasm rbac`
         // prints them (the host itself runs as the admin, who may impersonate them).
-        let args = [format!("--plugins={}", dir.path().display()), format!("--identity-namespace={ns}"), format!("--namespace={ns}"), format!("--status-configmap={ns}/{STATUS}")];
+        let args = [
+            format!("--plugins={}", dir.path().display()),
+            format!("--identity-namespace={ns}"),
+            format!("--namespace={ns}"),
+            format!("--status-configmap={ns}/{STATUS}"),
+        ];
         let yaml = rbac(&args).await.expect("kubewasm rbac");
         cp.kubectl().unwrap().run_with_stdin(&["apply", "-f", "-"], Some(&yaml)).await.expect("apply the plugins' RBAC");
     }

@@ -101,7 +101,10 @@ struct Joined {
 
 enum Running {
     /// The host, and its plugin directory.
-    Host { host: Box<Host>, plugins: PluginDir },
+    Host {
+        host: Box<Host>,
+        plugins: PluginDir,
+    },
     Peers(Peers),
 }
 
@@ -247,7 +250,10 @@ const LIVE_CHANGES: usize = 100;
 async fn late_joiner(host: &mut Host, dir: &PluginDir, api: &Api<ConfigMap>, n: usize) -> Joined {
     let c1 = [("name", "c1"), ("priority", "0")];
     let waits = |text: &str| {
-        (prom::sum(text, "workqueue_queue_duration_seconds_count", &c1), prom::sum(text, "workqueue_queue_duration_seconds_bucket", &[c1[0], c1[1], ("le", "0.1")]))
+        (
+            prom::sum(text, "workqueue_queue_duration_seconds_count", &c1),
+            prom::sum(text, "workqueue_queue_duration_seconds_bucket", &[c1[0], c1[1], ("le", "0.1")]),
+        )
     };
     let before = waits(&host.metrics().await.unwrap());
     let dropped = Instant::now();
@@ -376,7 +382,13 @@ fn print_table(rows: &[(usize, [Measured; 2])]) {
         if let Some(j) = &k.joined {
             let at = |q: f64| j.live[((j.live.len() as f64 * q).ceil() as usize).clamp(1, j.live.len()) - 1].as_secs_f64() * 1000.0;
             println!("| {n} | a plugin hot-loaded: handed its {n} keys after | {:.2} s | | |", j.handed_list.as_secs_f64());
-            println!("| {n} | meanwhile c1's {} live changes → output, p50 / p99 / max | {:.0} / {:.0} / {:.0} ms | | |", j.live.len(), at(0.5), at(0.99), at(1.0));
+            println!(
+                "| {n} | meanwhile c1's {} live changes → output, p50 / p99 / max | {:.0} / {:.0} / {:.0} ms | | |",
+                j.live.len(),
+                at(0.5),
+                at(0.99),
+                at(1.0)
+            );
             println!("| {n} | c1's live queue waits ≤ 100 ms | {:.0} of {:.0} | | |", j.live_waits.1, j.live_waits.0);
             println!("| {n} | the late plugin: reconciled meanwhile, keys served by aging | {:.0}, {:.0} | | |", j.late_reconciled, j.late_starved);
         }

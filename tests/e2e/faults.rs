@@ -478,7 +478,7 @@ async fn a_damaged_artifact_is_recompiled_never_loaded() {
 async fn a_plugin_built_for_contract_0_1_0_still_loads_and_reconciles() {
     let dir = tempfile::tempdir().unwrap();
     let path = guests::install(&guests::guest("legacy-guest", "legacy_guest"), dir.path(), "legacy", None);
-    let loaded = loader().load(&path).await.expect("a 0.1.0 plugin loads in a 0.1.2 host");
+    let loaded = loader().load(&path).await.expect("a 0.1.0 plugin loads in a 0.1.3 host");
     assert_eq!(loaded.described.manifest.name, "legacy");
     assert!(!loaded.prepared.releases(), "no release export in 0.1.0");
     assert!(loaded.described.manifest.metadata_only.is_empty(), "no views export in 0.1.0: every kind handed whole");

@@ -421,6 +421,11 @@ impl CacheReader for Replay {
         let text = selector.map(ToString::to_string);
         self.live.list(resource, namespace, text.as_deref()).unwrap_or_else(|| self.cache.list(resource, namespace, selector, max_bytes))
     }
+
+    fn children(&self, resource: &Gvk, namespace: Option<&str>, owner: &str, orphans: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)> {
+        let text = orphans.map(ToString::to_string);
+        self.live.children(resource, namespace, owner, text.as_deref()).unwrap_or_else(|| self.cache.children(resource, namespace, owner, orphans))
+    }
 }
 
 #[async_trait::async_trait]

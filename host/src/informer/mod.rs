@@ -45,7 +45,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use store::{Entry, Inserted, ParsedObject, Store, Writer};
+pub use store::{Entry, Inserted, Owner, ParsedObject, Store, Writer};
 
 use self::raw::{RawMetadata, RawObject};
 use crate::discovery::{Discovery, DiscoveryError};
@@ -625,6 +625,19 @@ impl StoreView {
     }
 }
 
+impl StoreView {
+    /// Objects in `namespace` (all when `None`) that `owner` controls and, with `orphans`, those
+    /// no one controls that match it, sorted by key.
+    fn children(&self, namespace: Option<&str>, owner: Owner, orphans: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)> {
+        let claimable = |e: &Entry| self.admits(e) && (e.controlled_by(owner) || orphans.is_some_and(|s| e.is_orphan() && e.matches(s)));
+        let mut found = self.store.list_where(namespace, claimable, usize::MAX).unwrap_or_default();
+        if self.projects() {
+            found.iter_mut().for_each(|(_, json)| *json = store::metadata_of(json));
+        }
+        found
+    }
+}
+
 impl CacheView {
     /// Adds what `selector` selects of `store` (all of it with `None`).
     pub fn insert(&mut self, store: Arc<Store>, selector: Option<LabelSelector>) {
@@ -656,6 +669,23 @@ impl CacheView {
 
     pub fn get(&self, resource: &Gvk, key: &ObjectKey) -> Option<Arc<str>> {
         self.views(resource).iter().filter(|v| v.store.covers(key.namespace())).find_map(|v| v.get(key))
+    }
+
+    /// Objects of `resource` in `namespace` (all when `None`) whose controller owner reference
+    /// names the object of uid `owner` and, with `orphans`, those without a controller owner
+    /// that match it, sorted by key: a parent's children and the orphans it may adopt. Found by
+    /// the hash each entry keeps of its controller's uid, not by parsing the objects.
+    pub fn children(&self, resource: &Gvk, namespace: Option<&str>, owner: &str, orphans: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)> {
+        let owner = Owner::new(owner);
+        let mut all: Vec<_> = self
+            .views(resource)
+            .iter()
+            .filter(|v| namespace.is_none() || v.store.covers(namespace))
+            .flat_map(|v| v.children(namespace, owner, orphans))
+            .collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all.dedup_by(|a, b| a.0 == b.0);
+        all
     }
 
     /// Objects in `namespace` (all when `None`) matching `selector`, sorted by key; `Err` with

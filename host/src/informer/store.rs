@@ -36,6 +36,9 @@ pub struct Entry {
     version: u64,
     /// A hash of `metadata.uid`; 0 when missing. Tells a re-created object from the one deleted.
     uid: u64,
+    /// A hash of the uid of its controller owner reference; 0 when it has none: a parent finds
+    /// its children without parsing every object.
+    controller: u64,
 }
 
 impl Entry {
@@ -49,6 +52,17 @@ impl Entry {
 
     pub fn matches(&self, selector: &LabelSelector) -> bool {
         selector.matches(|k| self.labels.get(k))
+    }
+
+    /// Whether its controller owner reference names `owner`.
+    pub fn controlled_by(&self, owner: Owner) -> bool {
+        self.controller == owner.0
+    }
+
+    /// Whether no controller owner reference names anything (an orphan, to a parent that may
+    /// adopt it).
+    pub fn is_orphan(&self) -> bool {
+        self.controller == 0
     }
 
     /// The object with only its `apiVersion`, `kind` and `metadata`: what a plugin reading the
@@ -100,6 +114,23 @@ pub fn metadata_of(json: &str) -> Arc<str> {
     }
     out.push('}');
     out.into()
+}
+
+/// An object that may control others, by its uid, as entries keep it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner(u64);
+
+impl Owner {
+    pub fn new(uid: &str) -> Self {
+        Owner(uid_hash(uid))
+    }
+}
+
+/// A uid as entries keep it: a hash, never 0.
+fn uid_hash(uid: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    uid.hash(&mut hasher);
+    hasher.finish().max(1)
 }
 
 /// Labels packed into one string, `key\0value\0key\0value`: one allocation per object instead of
@@ -164,18 +195,24 @@ impl ParsedObject {
             resource_version: Option<Cow<'a, str>>,
             #[serde(borrow, default)]
             uid: Option<Cow<'a, str>>,
+            #[serde(borrow, default, rename = "ownerReferences")]
+            owner_references: Vec<OwnerReference<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct OwnerReference<'a> {
+            #[serde(borrow)]
+            uid: Cow<'a, str>,
+            #[serde(default)]
+            controller: Option<bool>,
         }
         let meta = serde_json::from_str::<Head>(&json).map_err(ParseError::Metadata)?.metadata;
         let key = ObjectKey::new(meta.namespace.as_deref().filter(|ns| !ns.is_empty()), &meta.name);
         let labels = Labels::new(meta.labels.iter().flatten().map(|(k, v)| (k.as_ref(), v.as_ref())));
         let version = meta.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
-        let uid = meta.uid.as_deref().map_or(0, |uid| {
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            uid.hash(&mut hasher);
-            hasher.finish().max(1)
-        });
+        let uid = meta.uid.as_deref().map_or(0, uid_hash);
+        let controller = meta.owner_references.iter().find(|r| r.controller == Some(true)).map_or(0, |r| uid_hash(&r.uid));
         drop(meta);
-        Ok(ParsedObject { key, entry: Entry { json, labels, version, uid } })
+        Ok(ParsedObject { key, entry: Entry { json, labels, version, uid, controller } })
     }
 }
 

@@ -4,9 +4,11 @@
 //! trap, which the host uses only for its own bugs and exceeded limits — a guest's bad request
 //! is an `error` value.
 //!
-//! The world's exports are looked up interface by interface ([`super::Prepared`]) rather than
-//! through the generated `ControllerPre`: `access` and `release` were added in 0.1.1 and
-//! `views` in 0.1.2, and a plugin built for an earlier version does not export them.
+//! The bindings are generated for the `controller` world, whose imports and exports cover the
+//! `declarative` world's too. Exports are looked up interface by interface
+//! ([`super::Prepared`]) rather than through a generated `ControllerPre`: a `declarative`-world
+//! plugin exports no `reconciler`, `access` and `release` were added in 0.1.1, `views` in 0.1.2
+//! and `composite` in 0.1.3, and a plugin built for an earlier version does not export them.
 #![allow(unused_variables)] // the generated `types` interface has no functions
 
 wasmtime::component::bindgen!({
@@ -21,6 +23,7 @@ wasmtime::component::bindgen!({
 });
 
 pub use self::exports::kubewasm::controller::access as access_exports;
+pub use self::exports::kubewasm::controller::composite as composite_exports;
 pub use self::exports::kubewasm::controller::plugin as plugin_exports;
 pub use self::exports::kubewasm::controller::reconciler as reconciler_exports;
 pub use self::exports::kubewasm::controller::release as release_exports;
@@ -29,7 +32,7 @@ pub use self::kubewasm::controller::{cache, client, events, log, types};
 
 /// The WIT package and version this host implements.
 pub const PACKAGE: &str = "kubewasm:controller";
-pub const PACKAGE_VERSION: &str = "0.1.2";
+pub const PACKAGE_VERSION: &str = "0.1.3";
 
 #[cfg(test)]
 mod tests {

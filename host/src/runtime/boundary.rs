@@ -20,6 +20,7 @@ use std::mem::size_of;
 use wasmtime::{AsContextMut, CallHook, StoreContextMut};
 
 use super::bindings::access_exports::Rule as WitRule;
+use super::bindings::composite_exports::{ChildRule as WitChildRule, RelatedRule as WitRelatedRule, SyncResponse as WitSyncResponse};
 use super::bindings::plugin_exports::{Gvk as WitGvk, Permission as WitPermission, Verb as WitVerb, Watch as WitWatch};
 use super::bindings::types::{Error as GuestError, ErrorCode, ObjectKey as WitKey};
 
@@ -41,6 +42,12 @@ pub const MAX_REASON: usize = 128;
 pub const MAX_ERROR_MESSAGE: usize = 64 << 10;
 /// Keys one `map-related` call may return.
 pub const MAX_MAPPED_KEYS: usize = 100_000;
+/// Children one `sync` or `finalize` may answer, and the bytes of its children and status.
+pub const MAX_CHILDREN: usize = 1000;
+pub const MAX_DESIRED_BYTES: usize = 32 << 20;
+/// Rules one `customize` may answer, and names per rule.
+pub const MAX_RELATED_RULES: usize = 100;
+pub const MAX_RELATED_NAMES: usize = 100;
 
 /// Entries in any list of a manifest (`owns`, `watches`, `permissions`, `access.rules`,
 /// `views.metadata-only`), and per
@@ -93,6 +100,12 @@ pub(super) enum Export {
     Rules,
     /// `views.metadata-only`.
     MetadataOnly,
+    /// `composite.describe-composition`.
+    Composition,
+    /// `composite.customize`: related rules, or an error.
+    Customize,
+    /// `composite.sync` and `composite.finalize`: the desired state, or an error.
+    Sync,
 }
 
 impl Export {
@@ -111,6 +124,12 @@ impl Export {
                         + MAX_RULE_NAMES * (STRING + MAX_NAME))
             }
             Export::MetadataOnly => MAX_ENTRIES * (size_of::<WitGvk>() + GVK_TEXT),
+            Export::Composition => MAX_ENTRIES * (size_of::<WitChildRule>() + GVK_TEXT),
+            Export::Customize => max(
+                MAX_ERROR_MESSAGE,
+                MAX_RELATED_RULES * (size_of::<WitRelatedRule>() + GVK_TEXT + MAX_NAMESPACE + MAX_SELECTOR + MAX_RELATED_NAMES * (STRING + MAX_NAME)),
+            ),
+            Export::Sync => max(MAX_ERROR_MESSAGE, size_of::<WitSyncResponse>() + MAX_CHILDREN * STRING + MAX_DESIRED_BYTES),
         }
     }
 
@@ -122,6 +141,9 @@ impl Export {
             Export::Describe => "describe",
             Export::Rules => "access.rules",
             Export::MetadataOnly => "views.metadata-only",
+            Export::Composition => "composite.describe-composition",
+            Export::Customize => "customize",
+            Export::Sync => "sync",
         }
     }
 }
@@ -206,7 +228,14 @@ mod tests {
     fn results_are_lifted_within_a_few_tens_of_megabytes() {
         // The largest valid result of each export, as wasmtime counts it; an attacker's result
         // is cut off at the same point.
-        for (export, at_most) in [(Export::Call, 64 << 10), (Export::MapRelated, 40 << 20), (Export::Describe, 16 << 20), (Export::Rules, 40 << 20)] {
+        for (export, at_most) in [
+            (Export::Call, 64 << 10),
+            (Export::MapRelated, 40 << 20),
+            (Export::Describe, 16 << 20),
+            (Export::Rules, 40 << 20),
+            (Export::Customize, 4 << 20),
+            (Export::Sync, 33 << 20),
+        ] {
             assert!(export.fuel() <= at_most, "{export:?}: {} bytes", export.fuel());
         }
         assert!(Export::Describe.fuel() >= MAX_ENTRIES * MAX_RULE_NAMESPACES * MAX_NAMESPACE);

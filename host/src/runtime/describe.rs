@@ -1,14 +1,19 @@
 //! Turns the manifest a guest returns from `describe` (and, since 0.1.1, the rules of its
-//! `access` export; since 0.1.2, the kinds of its `views` export) into the host's [`Manifest`], rejecting what cannot be represented (an
+//! `access` export; since 0.1.2, the kinds of its `views` export; since 0.1.3, a declarative
+//! plugin's composition, with the grants managing its children takes) into the host's
+//! [`Manifest`], rejecting what cannot be represented (an
 //! unknown verb, a list or a string over its bound, with the field named). What the bounds
 //! leave to judge (names, formats, counts per rule) is the manifest's validation.
 
 use std::time::Duration;
 
 use super::bindings::access_exports::Rule as WitRule;
+use super::bindings::composite_exports::{ChildSelector as WitChildSelector, Composition as WitComposition, UpdateStrategy as WitUpdateStrategy};
 use super::bindings::plugin_exports::{self as wit, Gvk as WitGvk, Mapping as WitMapping, Verb as WitVerb};
 use super::boundary::{MAX_ENTRIES, MAX_GROUP, MAX_KIND, MAX_SELECTOR, MAX_VERSION, too_long};
-use crate::manifest::{DEFAULT_RESYNC, Manifest, ManifestError, Mapping, Permission, RequestedLimits, Verb, Watch};
+use crate::manifest::{
+    ChildRule, ChildSelector, Composition, DEFAULT_RESYNC, Manifest, ManifestError, Mapping, Permission, RequestedLimits, UpdateStrategy, Verb, Watch,
+};
 use crate::resource::Gvk;
 use crate::selector::LabelSelector;
 
@@ -33,13 +38,23 @@ fn gvk(field: &str, g: WitGvk) -> Result<Gvk, ManifestError> {
     Ok(g.into())
 }
 
-pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>, metadata_only: Vec<WitGvk>) -> Result<Manifest, ManifestError> {
+/// What a plugin declared: its manifest, and what its later exports add to it.
+pub(super) struct Declared {
+    pub manifest: wit::Manifest,
+    pub rules: Vec<WitRule>,
+    pub metadata_only: Vec<WitGvk>,
+    pub composition: Option<WitComposition>,
+}
+
+pub(super) fn manifest(declared: Declared) -> Result<Manifest, ManifestError> {
+    let Declared { manifest: m, rules, metadata_only, composition } = declared;
     for (field, len) in [
         ("owns", m.owns.len()),
         ("watches", m.watches.len()),
         ("permissions", m.permissions.len()),
         ("access.rules", rules.len()),
         ("views.metadata-only", metadata_only.len()),
+        ("composite.children", composition.as_ref().map_or(0, |c| c.children.len())),
     ] {
         if len > MAX_ENTRIES {
             return Err(invalid(field, format!("{len} entries; at most {MAX_ENTRIES}")));
@@ -85,7 +100,31 @@ pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>, metadata_only: Vec
             names: rule.resource_names.into_iter().collect(),
         });
     }
-    Ok(Manifest {
+    let composition = composition
+        .map(|c| {
+            let children = c
+                .children
+                .into_iter()
+                .enumerate()
+                .map(|(i, rule)| {
+                    Ok(ChildRule {
+                        resource: gvk(&format!("composite.children[{i}].resource"), rule.resource)?,
+                        update: match rule.update_strategy {
+                            WitUpdateStrategy::OnDelete => UpdateStrategy::OnDelete,
+                            WitUpdateStrategy::Recreate => UpdateStrategy::Recreate,
+                            WitUpdateStrategy::InPlace => UpdateStrategy::InPlace,
+                        },
+                    })
+                })
+                .collect::<Result<_, ManifestError>>()?;
+            let selector = match c.selector {
+                WitChildSelector::Generated => ChildSelector::Generated,
+                WitChildSelector::ParentSpecSelector => ChildSelector::ParentSpec,
+            };
+            Ok::<_, ManifestError>(Composition { children, selector })
+        })
+        .transpose()?;
+    let mut manifest = Manifest {
         name: m.name,
         version: m.version,
         primary: gvk("primary", m.primary)?,
@@ -102,7 +141,14 @@ pub(super) fn manifest(m: wit::Manifest, rules: Vec<WitRule>, metadata_only: Vec
         limits: RequestedLimits { deadline: m.limits.deadline_ms.map(|ms| Duration::from_millis(ms.into())), memory_bytes: m.limits.memory_bytes },
         permissions,
         metadata_only: metadata_only.into_iter().enumerate().map(|(i, g)| gvk(&format!("views.metadata-only[{i}]"), g)).collect::<Result<_, _>>()?,
-    })
+        composition: None,
+    };
+    if let Some(composition) = composition {
+        let grants = composition.grants(&manifest);
+        manifest.permissions.extend(grants);
+        manifest.composition = Some(composition);
+    }
+    Ok(manifest)
 }
 
 fn verb(v: WitVerb) -> Verb {

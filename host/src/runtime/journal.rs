@@ -29,6 +29,9 @@ pub enum Read {
     Get { resource: Gvk, key: ObjectKey, answer: Option<Arc<str>> },
     /// From the cache; `Err` is the size of an answer too large to give.
     List { resource: Gvk, namespace: Option<String>, selector: Option<String>, answer: ListAnswer },
+    /// From the cache: a parent's children and the orphans it may adopt (a declarative plugin's
+    /// claim).
+    Children { resource: Gvk, namespace: Option<String>, owner: String, orphans: Option<String>, answer: Vec<(ObjectKey, Arc<str>)> },
     /// From the API server (a resource the plugin may `get` but that is not cached); `None`
     /// when the request failed.
     Live { resource: Gvk, key: ObjectKey, answer: Option<Option<String>> },
@@ -69,6 +72,9 @@ impl Read {
                     + resource.kind.len()
                     + answer.as_ref().map_or(0, |items| items.iter().map(|(key, json)| key_bytes(resource, key) + json.len()).sum())
             }
+            Read::Children { resource, answer, owner, .. } => {
+                ENTRY_BYTES + resource.kind.len() + owner.len() + answer.iter().map(|(key, json)| key_bytes(resource, key) + json.len()).sum::<usize>()
+            }
             Read::Live { resource, key, answer } => key_bytes(resource, key) + answer.as_ref().and_then(Option::as_ref).map_or(0, String::len),
         }
     }
@@ -104,6 +110,19 @@ impl Entries {
     pub fn get(&self, resource: &Gvk, key: &ObjectKey) -> Option<Option<Arc<str>>> {
         self.reads.iter().find_map(|read| match read {
             Read::Get { resource: r, key: k, answer } if r == resource && k == key => Some(answer.clone()),
+            _ => None,
+        })
+    }
+
+    /// The recorded children of `owner`, if the call asked for them (same resource, namespace
+    /// and orphan selector text).
+    pub fn children(&self, resource: &Gvk, namespace: Option<&str>, owner: &str, orphans: Option<&str>) -> Option<Vec<(ObjectKey, Arc<str>)>> {
+        self.reads.iter().find_map(|read| match read {
+            Read::Children { resource: r, namespace: n, owner: o, orphans: s, answer }
+                if r == resource && n.as_deref() == namespace && o == owner && s.as_deref() == orphans =>
+            {
+                Some(answer.clone())
+            }
             _ => None,
         })
     }
@@ -185,6 +204,18 @@ impl CacheReader for Journal {
         });
         answer
     }
+
+    fn children(&self, resource: &Gvk, namespace: Option<&str>, owner: &str, orphans: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)> {
+        let answer = self.inner.cache.children(resource, namespace, owner, orphans);
+        self.read(Read::Children {
+            resource: resource.clone(),
+            namespace: namespace.map(Into::into),
+            owner: owner.into(),
+            orphans: orphans.map(ToString::to_string),
+            answer: answer.clone(),
+        });
+        answer
+    }
 }
 
 #[async_trait::async_trait]
@@ -236,6 +267,9 @@ mod tests {
         fn list(&self, _: &Gvk, _: Option<&str>, _: Option<&LabelSelector>, _: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
             let object: Arc<str> = "x".repeat(1024).into();
             Ok((0..1000).map(|i| (ObjectKey::new(Some("ns"), &format!("o{i}")), object.clone())).collect())
+        }
+        fn children(&self, _: &Gvk, _: Option<&str>, _: &str, _: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)> {
+            Vec::new()
         }
     }
 

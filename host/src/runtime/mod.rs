@@ -4,6 +4,11 @@
 //! small pool of reused instances per plugin version (dropped when idle), each instance holding
 //! its memory limit in [`crate::budget`]'s host-wide budget while it exists.
 //!
+//! A declarative plugin (one whose `composite.describe-composition` answers a composition) is
+//! reconciled by the host from its answers ([`composite`]): its `reconcile` and `finalize` are
+//! the host's, calling the guest's `sync` or `finalize` and making the writes. Callers see the
+//! same runner either way.
+//!
 //! The runtime runs one call at a time per instance and does not schedule: the controller
 //! decides what to call and when. It knows manifests (to check capabilities) but not queues or
 //! watches: what a call may reach outside the sandbox comes in as [`host::Services`], whose
@@ -12,6 +17,7 @@
 
 pub mod bindings;
 pub mod boundary;
+mod composite;
 mod cpu;
 mod describe;
 pub mod host;
@@ -29,7 +35,7 @@ use wasmtime::{Engine, Trap};
 
 use self::bindings::reconciler_exports::Request as WitRequest;
 use self::bindings::types::{Action as WitAction, ErrorCode, ObjectKey as WitKey};
-use self::bindings::{PACKAGE, PACKAGE_VERSION, access_exports, plugin_exports, reconciler_exports, release_exports, views_exports};
+use self::bindings::{PACKAGE, PACKAGE_VERSION, access_exports, composite_exports, plugin_exports, reconciler_exports, release_exports, views_exports};
 use self::boundary::{Export, MAX_ERROR_MESSAGE, MAX_MAPPED_KEYS, MAX_NAME, MAX_NAMESPACE, Transfer};
 use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Stalled};
 use self::host::{HostContext, LogBudget, Services};
@@ -40,9 +46,15 @@ use crate::metrics::{FaultCounters, PluginMetrics};
 use crate::resource::{Gvk, ObjectKey};
 
 pub use self::bindings::types::ErrorCode as GuestErrorCode;
+pub use self::composite::Answer;
 
 /// How often the engine's epoch advances: the granularity of deadlines and of yielding.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The rule of calls that may read the cache and nothing else.
+const MAPPING: &str = "map-related may read the cache and nothing else";
+const COMPOSING: &str =
+    "a declarative plugin's customize, sync and finalize may read the cache and nothing else (the host makes every write from their answers)";
 
 /// Mapped keys converted and checked between two yields to the executor (a few hundred
 /// microseconds of work).
@@ -204,7 +216,8 @@ impl WeakPrepared {
 /// Where each exported interface's functions are, looked up once per component.
 struct ExportIndices {
     plugin: plugin_exports::GuestIndices,
-    reconciler: reconciler_exports::GuestIndices,
+    reconciler: Option<reconciler_exports::GuestIndices>,
+    composite: Option<composite_exports::GuestIndices>,
     access: Option<access_exports::GuestIndices>,
     release: Option<release_exports::GuestIndices>,
     views: Option<views_exports::GuestIndices>,
@@ -286,8 +299,8 @@ impl Runtime {
         format!("{:016x}", hasher.finish())
     }
 
-    /// Checks that the component is a controller plugin of a compatible contract version and
-    /// that every import is something this host provides.
+    /// Checks that the component is a controller plugin (of either world) of a compatible
+    /// contract version and that every import is something this host provides.
     pub fn prepare(&self, component: &Component) -> Result<Prepared, RuntimeError> {
         check_world(&self.engine, component)?;
         let pre = self.linker.instantiate_pre(component).map_err(|e| RuntimeError::Link(chain(&e)))?;
@@ -296,7 +309,8 @@ impl Runtime {
         let exported = |interface: &str| component.get_export_index(None, format!("{PACKAGE}/{interface}@{PACKAGE_VERSION}")).is_some();
         let indices = ExportIndices {
             plugin: plugin_exports::GuestIndices::new(&pre).map_err(world)?,
-            reconciler: reconciler_exports::GuestIndices::new(&pre).map_err(world)?,
+            reconciler: exported("reconciler").then(|| reconciler_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
+            composite: exported("composite").then(|| composite_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
             access: exported("access").then(|| access_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
             release: exported("release").then(|| release_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
             views: exported("views").then(|| views_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
@@ -321,7 +335,7 @@ impl Runtime {
             services: Services::unreachable(),
             logs: Arc::new(LogBudget::new(metrics.log_dropped.clone())),
             metrics,
-            cache_only: false,
+            cache_only: None,
         });
         let runner = PluginRunner::new(self, prepared.clone(), host, limits, settings.into());
         let (mut instance, manifest) = runner.instantiate().await?;
@@ -338,7 +352,16 @@ impl Runtime {
             Some(views) => runner.declared(store, Export::MetadataOnly, async |store| views.call_metadata_only(store).await).await?,
             None => Vec::new(),
         };
-        let manifest = describe::manifest(manifest, rules, metadata_only)?;
+        let composition = match &exports.composite {
+            Some(composite) => runner.declared(store, Export::Composition, async |store| composite.call_describe_composition(store).await).await?,
+            None => None,
+        };
+        if composition.is_none() && exports.reconciler.is_none() {
+            return Err(DescribeError::Refused(
+                "it exports no reconciler, so describe-composition must answer a composition (a declarative-world plugin is declarative)".into(),
+            ));
+        }
+        let manifest = describe::manifest(describe::Declared { manifest, rules, metadata_only, composition })?;
         let limits = manifest.validate(policy)?;
         Ok(Described { manifest, limits })
     }
@@ -351,7 +374,7 @@ impl Runtime {
             services,
             logs: Arc::new(LogBudget::new(metrics.log_dropped.clone())),
             metrics,
-            cache_only: false,
+            cache_only: None,
         });
         PluginRunner::new(self, prepared, host, described.limits, settings.into())
     }
@@ -370,8 +393,11 @@ pub struct PluginRunner {
     engine: Engine,
     prepared: Prepared,
     host: Arc<HostContext>,
-    /// `host` for `map-related` calls: the cache only.
-    mapping_host: Arc<HostContext>,
+    /// `host` for the calls that may read the cache only: `map-related`, or a declarative
+    /// plugin's.
+    reading_host: Arc<HostContext>,
+    /// What a declarative plugin's parents asked `customize` for.
+    related: composite::Related,
     limits: Limits,
     settings: Arc<str>,
     max_calls_per_instance: u64,
@@ -413,27 +439,50 @@ enum Call {
     Finalize(Request),
     Released(Request),
     MapRelated(Gvk, Arc<str>),
+    /// A declarative plugin's `customize` of a parent.
+    Customize(Arc<str>),
+    /// A declarative plugin's `sync`, or its `finalize` when finalizing.
+    Sync(composite_exports::SyncRequest),
+}
+
+impl Call {
+    /// Whether the call may read the cache and nothing else.
+    fn reads_only(&self) -> bool {
+        matches!(self, Call::MapRelated(..) | Call::Customize(_) | Call::Sync(_))
+    }
+
+    fn export(&self) -> Export {
+        match self {
+            Call::Reconcile(_) | Call::Finalize(_) | Call::Released(_) => Export::Call,
+            Call::MapRelated(..) => Export::MapRelated,
+            Call::Customize(_) => Export::Customize,
+            Call::Sync(_) => Export::Sync,
+        }
+    }
 }
 
 enum Output {
     Action(Result<WitAction, bindings::types::Error>),
     Keys(Vec<WitKey>),
+    Related(Result<Vec<composite_exports::RelatedRule>, bindings::types::Error>),
+    Desired(Result<composite_exports::SyncResponse, bindings::types::Error>),
 }
 
 impl PluginRunner {
     fn new(runtime: &Runtime, prepared: Prepared, host: Arc<HostContext>, limits: Limits, settings: Arc<str>) -> Self {
-        let mapping_host = Arc::new(HostContext {
+        let reading_host = Arc::new(HostContext {
             plugin: host.plugin.clone(),
             manifest: host.manifest.clone(),
             services: host.services.clone(),
             metrics: host.metrics.clone(),
             logs: host.logs.clone(),
-            cache_only: true,
+            cache_only: Some(if host.manifest.as_ref().is_some_and(|m| m.composition.is_some()) { COMPOSING } else { MAPPING }),
         });
         PluginRunner {
             engine: runtime.engine.clone(),
             prepared,
-            mapping_host,
+            reading_host,
+            related: composite::Related::default(),
             host,
             limits,
             settings,
@@ -466,18 +515,39 @@ impl PluginRunner {
         &self.host.services
     }
 
+    /// Whether the plugin is declarative: the host reconciles it from its answers.
+    pub fn declarative(&self) -> bool {
+        self.host.manifest.as_ref().is_some_and(|m| m.composition.is_some())
+    }
+
     pub async fn reconcile(&self, request: Request) -> Result<Action, CallError> {
-        self.action(self.invoke(Call::Reconcile(request), None).await?)
+        self.reconcile_or_finalize(request, None, false).await
     }
 
     /// Reconciles with `services` instead of the plugin's for this call alone: what a journal
     /// records, or a shadow run replays.
     pub async fn reconcile_with(&self, request: Request, services: Services) -> Result<Action, CallError> {
-        self.action(self.invoke(Call::Reconcile(request), Some(services)).await?)
+        self.reconcile_or_finalize(request, Some(services), false).await
     }
 
     pub async fn finalize(&self, request: Request) -> Result<Action, CallError> {
-        self.action(self.invoke(Call::Finalize(request), None).await?)
+        self.reconcile_or_finalize(request, None, true).await
+    }
+
+    /// What a declarative plugin answers for `request`'s parent (`sync`, or `finalize` when
+    /// `finalizing`), without anything being managed: what `kubewasm test` compares. Claiming
+    /// the children may write (adopting, releasing) to the plugin's services.
+    pub async fn answer(&self, request: &Request, finalizing: bool) -> Result<Answer, CallError> {
+        composite::answer(self, request, &self.host.services, finalizing).await
+    }
+
+    async fn reconcile_or_finalize(&self, request: Request, services: Option<Services>, finalizing: bool) -> Result<Action, CallError> {
+        if self.declarative() {
+            let services = services.unwrap_or_else(|| self.host.services.clone());
+            return composite::reconcile(self, request, &services, finalizing).await;
+        }
+        let call = if finalizing { Call::Finalize(request) } else { Call::Reconcile(request) };
+        self.action(self.invoke(call, services).await?)
     }
 
     /// Lets the plugin go of a primary that stopped matching its selector; `None` when the
@@ -513,7 +583,13 @@ impl PluginRunner {
     /// in one go would hold an executor worker for tens of milliseconds, outside the plugin's
     /// CPU share, while every other plugin's calls wait for it.
     /// An object of a kind the plugin reads metadata-only is handed as its metadata.
+    ///
+    /// For a declarative plugin, the host maps: the parents whose `customize` rules select the
+    /// object.
     pub async fn map_related(&self, resource: &Gvk, object: Arc<str>, keep: impl Fn(&ObjectKey) -> bool) -> Result<Vec<ObjectKey>, CallError> {
+        if self.declarative() {
+            return Ok(self.related.parents_selecting(resource, &object, keep));
+        }
         let object = match &self.host.manifest {
             Some(manifest) if manifest.metadata_only.contains(resource) => crate::informer::store::metadata_of(&object),
             _ => object,
@@ -535,7 +611,7 @@ impl PluginRunner {
             Output::Action(Ok(WitAction::Done)) => Ok(Action::Done),
             Output::Action(Ok(WitAction::RequeueAfter(ms))) => Ok(Action::RequeueAfter(Duration::from_millis(ms))),
             Output::Action(Err(e)) => Err(CallError::Plugin { code: e.code, message: e.message }),
-            Output::Keys(_) => unreachable!("reconcile and finalize return actions"),
+            _ => unreachable!("reconcile and finalize return actions"),
         }
     }
 
@@ -548,10 +624,10 @@ impl PluginRunner {
         state.clock.reset(self.limits.deadline);
         state.key = match &call {
             Call::Reconcile(r) | Call::Finalize(r) | Call::Released(r) => Some(r.key.clone()),
-            Call::MapRelated(..) => None,
+            Call::MapRelated(..) | Call::Customize(_) | Call::Sync(_) => None,
         };
         state.set_services(services);
-        state.call_host = matches!(call, Call::MapRelated(..)).then(|| self.mapping_host.clone());
+        state.call_host = call.reads_only().then(|| self.reading_host.clone());
         let result = self.run(&mut instance, call).await;
         match result {
             Ok(output) => {
@@ -577,19 +653,23 @@ impl PluginRunner {
 
     async fn run(&self, instance: &mut Instance, call: Call) -> Result<Output, Fault> {
         let clock = instance.store.data().clock.clone();
-        let export = if matches!(call, Call::MapRelated(..)) { Export::MapRelated } else { Export::Call };
-        Transfer::expect(&mut instance.store, export);
+        Transfer::expect(&mut instance.store, call.export());
         let Instance { store, exports, .. } = instance;
-        let reconciler = &exports.reconciler;
         let call = async {
-            Ok(match call {
-                Call::Reconcile(r) => Output::Action(reconciler.call_reconcile(&mut *store, &wit_request(r)).await?),
-                Call::Finalize(r) => Output::Action(reconciler.call_finalize(&mut *store, &wit_request(r)).await?),
-                Call::Released(r) => {
+            Ok(match (call, &exports.reconciler, &exports.composite) {
+                (Call::Reconcile(r), Some(reconciler), _) => Output::Action(reconciler.call_reconcile(&mut *store, &wit_request(r)).await?),
+                (Call::Finalize(r), Some(reconciler), _) => Output::Action(reconciler.call_finalize(&mut *store, &wit_request(r)).await?),
+                (Call::Released(r), ..) => {
                     let release = exports.release.as_ref().expect("released() checks the export");
                     Output::Action(release.call_released(&mut *store, &wit_request(r)).await?)
                 }
-                Call::MapRelated(gvk, object) => Output::Keys(reconciler.call_map_related(&mut *store, &(&gvk).into(), &object.to_string()).await?),
+                (Call::MapRelated(gvk, object), Some(reconciler), _) => {
+                    Output::Keys(reconciler.call_map_related(&mut *store, &(&gvk).into(), &object.to_string()).await?)
+                }
+                (Call::Customize(parent), _, Some(composite)) => Output::Related(composite.call_customize(&mut *store, &parent.to_string()).await?),
+                (Call::Sync(request), _, Some(composite)) if request.finalizing => Output::Desired(composite.call_finalize(&mut *store, &request).await?),
+                (Call::Sync(request), _, Some(composite)) => Output::Desired(composite.call_sync(&mut *store, &request).await?),
+                _ => unreachable!("the runner calls a plugin through the exports its description chose"),
             })
         };
         let output = self.bounded(call, clock).await.map_err(|e| self.classify(e, &instance.store))?;
@@ -725,7 +805,8 @@ impl PluginRunner {
             let instance = self.prepared.0.pre.instantiate_async(&mut store).await?;
             let exports = Exports {
                 plugin: indices.plugin.load(&mut store, &instance)?,
-                reconciler: indices.reconciler.load(&mut store, &instance)?,
+                reconciler: indices.reconciler.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
+                composite: indices.composite.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 access: indices.access.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 views: indices.views.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 release: indices.release.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
@@ -770,6 +851,11 @@ fn check_size(output: &Output) -> Result<(), Fault> {
                 None => Ok(()),
             }
         }),
+        Output::Related(Ok(rules)) => composite::check_related(rules),
+        Output::Desired(Ok(desired)) => composite::check_desired(desired),
+        Output::Related(Err(e)) | Output::Desired(Err(e)) if e.message.len() > MAX_ERROR_MESSAGE => {
+            Err(Fault::Oversized(format!("an error message of {} bytes; at most {MAX_ERROR_MESSAGE}", e.message.len())))
+        }
         _ => Ok(()),
     }
 }
@@ -782,32 +868,27 @@ fn wit_request(r: Request) -> WitRequest {
     }
 }
 
-/// Checks the component's exports against the `controller` world at a compatible version.
+/// Checks the component's exports against the `controller` or `declarative` world at a
+/// compatible version: `plugin`, and `reconciler` or `composite` (which of the two reconciles is
+/// for `describe` to say).
 fn check_world(engine: &Engine, component: &Component) -> Result<(), RuntimeError> {
     let exports: Vec<String> = component.component_type().exports(engine).map(|(name, _)| name.to_string()).collect();
-    let compatible = |version: &str| {
-        let mut ours = PACKAGE_VERSION.split('.');
-        let mut theirs = version.split('.');
-        // 0.x versions are compatible within a minor version.
-        ours.next() == theirs.next() && ours.next() == theirs.next()
-    };
     let ours = format!("{PACKAGE}@{PACKAGE_VERSION}");
-    for interface in ["plugin", "reconciler"] {
-        let prefix = format!("{PACKAGE}/{interface}@");
-        match exports.iter().find_map(|e| e.strip_prefix(&prefix)) {
-            Some(version) if compatible(version) => {}
-            Some(version) => {
-                return Err(RuntimeError::World(format!(
-                    "built for {PACKAGE}@{version}, but this host implements {ours} (compatible: {}.x)",
-                    PACKAGE_VERSION.rsplit_once('.').map_or(PACKAGE_VERSION, |(minor, _)| minor)
-                )));
-            }
-            None => {
-                let found = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
-                return Err(RuntimeError::World(format!(
-                    "does not export {PACKAGE}/{interface}: it exports {found}; build it for the `controller` world of {ours}"
-                )));
-            }
+    // 0.x versions are compatible within a minor version.
+    let compatible = |version: &str| version.split('.').take(2).eq(PACKAGE_VERSION.split('.').take(2));
+    let version_of = |interface: &str| exports.iter().find_map(|e| e.strip_prefix(&format!("{PACKAGE}/{interface}@")));
+    let missing = |what: &str| {
+        let found = if exports.is_empty() { "nothing".to_string() } else { exports.join(", ") };
+        RuntimeError::World(format!("does not export {what}: it exports {found}; build it for the `controller` (or the `declarative`) world of {ours}"))
+    };
+    let plugin = version_of("plugin").ok_or_else(|| missing(&format!("{PACKAGE}/plugin")))?;
+    let logic = version_of("reconciler").or_else(|| version_of("composite")).ok_or_else(|| missing(&format!("{PACKAGE}/reconciler")))?;
+    for version in [plugin, logic] {
+        if !compatible(version) {
+            return Err(RuntimeError::World(format!(
+                "built for {PACKAGE}@{version}, but this host implements {ours} (compatible: {}.x)",
+                PACKAGE_VERSION.rsplit_once('.').map_or(PACKAGE_VERSION, |(minor, _)| minor)
+            )));
         }
     }
     Ok(())

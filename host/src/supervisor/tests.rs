@@ -67,6 +67,7 @@ fn plugin(name: &str, version: &str) -> FakePlugin {
             limits: RequestedLimits::default(),
             permissions: vec![],
             metadata_only: vec![],
+            composition: None,
         },
         digest: Digest::of(format!("{name} {version}").as_bytes()), // what `contents` writes
         settings: "{}".into(),

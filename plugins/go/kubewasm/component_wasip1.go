@@ -1,8 +1,8 @@
 //go:build wasip1
 
 // The component side of the SDK, compiled only for WebAssembly (GOOS=wasip1): the Host that
-// calls the WIT imports, the WIT exports that run the exported controller, and the garbage
-// collector guard.
+// calls the WIT imports, the WIT exports (exports.go) wired to the exported controller, the
+// trap, and the garbage collector guard.
 //
 // # The garbage collector guard
 //
@@ -16,8 +16,9 @@
 //   - it is off (GOGC=off, no memory limit) from start-up on, between calls, and around every
 //     host call — turning it off first finishes a collection in progress, in Go code, where
 //     reading the clock is allowed;
-//   - every export starts with a full collection (runtime.GC) once 4 MiB have been allocated
-//     since the last one: memory stays near what the plugin holds plus 4 MiB;
+//   - every export (exports.go: the composite ones too) starts with a full collection
+//     (runtime.GC) once 4 MiB have been allocated since the last one: memory stays near what
+//     the plugin holds plus 4 MiB;
 //   - while the controller's own code runs, a soft memory limit (three quarters of the
 //     instance's memory limit) lets the collector run if one call alone allocates that much.
 //
@@ -34,13 +35,10 @@ import (
 	"runtime/metrics"
 
 	"github.com/kubewasm/kubewasm/plugins/go/internal/dispatch"
-	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_access"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_cache"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_client"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_events"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_log"
-	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_plugin"
-	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
 	wit "github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_types"
 	witTypes "github.com/kubewasm/kubewasm/plugins/go/internal/witpkg/types"
 
@@ -65,7 +63,19 @@ var (
 
 func init() {
 	gcOff()
-	dispatch.Impl = &component{}
+	dispatch.Impl = &exports{
+		newPlugin: func() (*Plugin, error) { return exportedPlugin(wasmHost{}) },
+		enter:     enter,
+		leave:     leave,
+		fault:     fault,
+		described: func(spec ManifestSpec) {
+			memory := uint64(64 << 20)
+			if spec.Limits.MemoryBytes > 0 {
+				memory = spec.Limits.MemoryBytes
+			}
+			softLimit = int64(min(memory/4*3, math.MaxInt64))
+		},
+	}
 }
 
 // gcOff keeps the collector from starting, finishing a collection in progress first.
@@ -103,38 +113,16 @@ func leave() { gcOff() }
 // an instance that could not run, not as a fault of the call.
 func trap()
 
-// fault ends an export that failed without an answer — a panic (r), or an error from
-// MapRelated, which has no error value — with the reason and the stack in the host log, then
-// a trap: what an uncaught exception or panic is in every SDK.
+// fault ends an export that failed without an answer — a panic (r), an error from MapRelated,
+// which has no error value, or a call the host never makes to this kind of plugin (a composite
+// call to a Controller's, a reconciler or release call to a Composite's) — with the reason and
+// the stack in the host log, then a trap: what an uncaught exception or panic is in every SDK.
 func fault(what string, reason any) {
 	fmt.Fprintf(stderr, "%s: %v\n%s", what, reason, debug.Stack())
 	trap()
 }
 
-// --- conversions between the SDK's types and the bindings' ---
-
-func option(s string) witTypes.Option[string] {
-	if s == "" {
-		return witTypes.None[string]()
-	}
-	return witTypes.Some(s)
-}
-
-func witGVK(g GVK) wit.Gvk { return wit.Gvk{Group: g.Group, Version: g.Version, Kind: g.Kind} }
-
-func witGVKs(gs []GVK) []wit.Gvk {
-	out := make([]wit.Gvk, len(gs))
-	for i, g := range gs {
-		out[i] = witGVK(g)
-	}
-	return out
-}
-
-func fromWitGVK(g wit.Gvk) GVK { return GVK{Group: g.Group, Version: g.Version, Kind: g.Kind} }
-
-func fromWitKey(k wit.ObjectKey) ObjectKey {
-	return ObjectKey{Namespace: k.Namespace.SomeOr(""), Name: k.Name}
-}
+// --- conversions of the imports' results ---
 
 func fromWitError(e wit.Error) *Error { return &Error{Code: ErrorCode(e.Code), Message: e.Message} }
 
@@ -247,171 +235,4 @@ func (wasmHost) Log(level LogLevel, message string, fields []LogField) {
 	gcOff()
 	kubewasm_controller_log.Emit(uint8(level), message, witFields)
 	gcOn()
-}
-
-// --- the exports: each runs with the collector on, and leaves it off ---
-
-type component struct {
-	plugin *Plugin
-}
-
-func (c *component) Describe(settings string) witTypes.Result[kubewasm_controller_plugin.Manifest, string] {
-	enter()
-	defer leave()
-	plugin, err := exportedPlugin(wasmHost{})
-	if err != nil {
-		return witTypes.Err[kubewasm_controller_plugin.Manifest](err.Error())
-	}
-	spec, err := plugin.Describe(settings)
-	if err != nil {
-		return witTypes.Err[kubewasm_controller_plugin.Manifest](err.Error())
-	}
-	c.plugin = plugin
-	memory := uint64(64 << 20)
-	if spec.Limits.MemoryBytes > 0 {
-		memory = spec.Limits.MemoryBytes
-	}
-	softLimit = int64(min(memory/4*3, math.MaxInt64))
-	return witTypes.Ok[kubewasm_controller_plugin.Manifest, string](witManifest(spec))
-}
-
-func witManifest(spec ManifestSpec) kubewasm_controller_plugin.Manifest {
-	watches := make([]kubewasm_controller_plugin.Watch, len(spec.Watches))
-	for i, w := range spec.Watches {
-		var mapping kubewasm_controller_plugin.Mapping
-		switch w.Mapping.Kind {
-		case MapOwnerReferences:
-			mapping = kubewasm_controller_plugin.MakeMappingOwnerReferences()
-		case MapLabel:
-			mapping = kubewasm_controller_plugin.MakeMappingLabel(w.Mapping.LabelKey)
-		default:
-			mapping = kubewasm_controller_plugin.MakeMappingMapRelated()
-		}
-		watches[i] = kubewasm_controller_plugin.Watch{Resource: witGVK(w.GVK), Mapping: mapping, LabelSelector: option(w.LabelSelector)}
-	}
-	permissions := make([]kubewasm_controller_plugin.Permission, len(spec.Permissions))
-	for i, p := range spec.Permissions {
-		verbs := make([]uint8, len(p.Verbs))
-		for j, v := range p.Verbs {
-			verbs[j] = uint8(v)
-		}
-		permissions[i] = kubewasm_controller_plugin.Permission{Resource: witGVK(p.GVK), Subresource: option(p.Subresource), Verbs: verbs, Namespaces: nonNil(p.Namespaces)}
-	}
-	resync := witTypes.None[uint32]()
-	if spec.Resync != nil {
-		resync = witTypes.Some(uint32(min(spec.Resync.Seconds(), 4294967295)))
-	}
-	deadline := witTypes.None[uint32]()
-	if spec.Limits.Deadline > 0 {
-		deadline = witTypes.Some(uint32(spec.Limits.Deadline.Milliseconds()))
-	}
-	memory := witTypes.None[uint64]()
-	if spec.Limits.MemoryBytes > 0 {
-		memory = witTypes.Some(spec.Limits.MemoryBytes)
-	}
-	return kubewasm_controller_plugin.Manifest{
-		Name:            spec.Name,
-		Version:         spec.Version,
-		Primary:         witGVK(spec.Primary),
-		PrimarySelector: option(spec.PrimarySelector),
-		Owns:            witGVKs(spec.Owns),
-		Watches:         watches,
-		Finalizer:       option(spec.Finalizer),
-		ResyncSeconds:   resync,
-		MaxConcurrency:  spec.MaxConcurrency,
-		Limits:          kubewasm_controller_plugin.Limits{DeadlineMs: deadline, MemoryBytes: memory},
-		Permissions:     permissions,
-	}
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-func (c *component) Rules() []kubewasm_controller_access.Rule {
-	enter()
-	defer leave()
-	if c.plugin == nil {
-		return nil
-	}
-	rules := c.plugin.Rules()
-	out := make([]kubewasm_controller_access.Rule, len(rules))
-	for i, r := range rules {
-		out[i] = kubewasm_controller_access.Rule{
-			Resource:      witGVK(r.GVK),
-			Subresource:   option(r.Subresource),
-			Verbs:         nonNil(r.Verbs),
-			Namespaces:    nonNil(r.Namespaces),
-			ResourceNames: nonNil(r.ResourceNames),
-		}
-	}
-	return out
-}
-
-func (c *component) MetadataOnly() []wit.Gvk {
-	enter()
-	defer leave()
-	if c.plugin == nil {
-		return nil
-	}
-	return witGVKs(c.plugin.MetadataOnly())
-}
-
-func (c *component) call(method Method, request kubewasm_controller_reconciler.Request) witTypes.Result[wit.Action, wit.Error] {
-	enter()
-	defer leave()
-	defer func() {
-		if r := recover(); r != nil {
-			fault(string(method)+" panicked", r)
-		}
-	}()
-	if c.plugin == nil {
-		return witTypes.Err[wit.Action](wit.Error{Code: uint8(CodeOther), Message: "the host called the plugin before describe"})
-	}
-	result, err := c.plugin.Call(method, fromWitKey(request.Key), request.Object, int(request.Retries))
-	if err != nil {
-		e := asError(err)
-		return witTypes.Err[wit.Action](wit.Error{Code: uint8(e.Code), Message: e.Message})
-	}
-	if result.RequeueAfter > 0 {
-		return witTypes.Ok[wit.Action, wit.Error](wit.MakeActionRequeueAfter(requeueMillis(result.RequeueAfter)))
-	}
-	return witTypes.Ok[wit.Action, wit.Error](wit.MakeActionDone())
-}
-
-func (c *component) Reconcile(request kubewasm_controller_reconciler.Request) witTypes.Result[wit.Action, wit.Error] {
-	return c.call(MethodReconcile, request)
-}
-
-func (c *component) Finalize(request kubewasm_controller_reconciler.Request) witTypes.Result[wit.Action, wit.Error] {
-	return c.call(MethodFinalize, request)
-}
-
-func (c *component) Released(request kubewasm_controller_reconciler.Request) witTypes.Result[wit.Action, wit.Error] {
-	return c.call(MethodReleased, request)
-}
-
-func (c *component) MapRelated(resource wit.Gvk, object string) []wit.ObjectKey {
-	enter()
-	defer leave()
-	if c.plugin == nil {
-		return nil
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			fault("map-related panicked", r)
-		}
-	}()
-	keys, err := c.plugin.MapRelated(fromWitGVK(resource), object)
-	if err != nil {
-		fault("map-related failed", err)
-	}
-	out := make([]wit.ObjectKey, len(keys))
-	for i, k := range keys {
-		out[i] = wit.ObjectKey{Namespace: option(k.Namespace), Name: k.Name}
-	}
-	return out
 }

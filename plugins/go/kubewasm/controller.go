@@ -20,10 +20,15 @@ type Result struct {
 	RequeueAfter time.Duration
 }
 
-// requeueMillis is the WIT's requeue-after of a positive delay: whole milliseconds, rounded up,
-// so that no positive delay becomes 0.
+// requeueMillis is the WIT's requeue-after (and resync-after) of a positive delay: whole
+// milliseconds, rounded up, so that no positive delay becomes 0 (and the longest Duration does
+// not overflow).
 func requeueMillis(after time.Duration) uint64 {
-	return uint64((after + time.Millisecond - 1) / time.Millisecond)
+	millis := uint64(after / time.Millisecond)
+	if after%time.Millisecond != 0 {
+		millis++
+	}
+	return millis
 }
 
 // Controller is a controller plugin: what it reconciles (Manifest) and how (Reconcile).
@@ -36,7 +41,8 @@ func requeueMillis(after time.Duration) uint64 {
 // is retried with backoff, and an object the plugin keeps faulting on is quarantined (set aside
 // until it changes). Return an error for what the controller means to report.
 //
-// A controller may also implement Finalizer, RelatedMapper and Releaser.
+// A controller may also implement Finalizer, RelatedMapper and Releaser. A declarative
+// controller, whose children the host manages from its answers, is a Composite instead.
 type Controller interface {
 	// Manifest says what the plugin reconciles and what it needs.
 	Manifest() *Manifest
@@ -79,10 +85,18 @@ type Defaulter interface {
 	Default()
 }
 
-// factory builds a controller from settings JSON text.
-type factory func(settings string) (Controller, error)
+// described is what a factory builds: a Controller, or a Composite when declarative.
+type described interface {
+	Manifest() *Manifest
+}
 
-var exported factory
+// factory builds a controller (or, when declarative, a Composite) from settings JSON text.
+type factory struct {
+	build       func(settings string) (described, error)
+	declarative bool
+}
+
+var exported *factory
 
 // stderr takes the stacks of panics: the host log, in a component.
 var stderr io.Writer = os.Stderr
@@ -97,14 +111,18 @@ var stderr io.Writer = os.Stderr
 // strictly (an unknown field refuses the plugin), over the defaults that S's Default method
 // sets, if it has one. An error from newController refuses to load the plugin, with its message.
 func Export[S any, C Controller](newController func(settings S) (C, error)) {
-	if exported != nil {
-		panic("kubewasm.Export called twice: a plugin exports one controller")
-	}
-	exported = factoryOf(newController)
+	export(factoryOf(newController))
 }
 
-func factoryOf[S any, C Controller](newController func(S) (C, error)) factory {
-	return func(text string) (Controller, error) {
+func export(f *factory) {
+	if exported != nil {
+		panic("kubewasm.Export or ExportComposite called twice: a plugin exports one controller")
+	}
+	exported = f
+}
+
+func factoryOf[S any, C Controller](newController func(S) (C, error)) *factory {
+	return &factory{build: func(text string) (described, error) {
 		settings, err := DecodeSettings[S](text)
 		if err != nil {
 			return nil, err
@@ -114,7 +132,7 @@ func factoryOf[S any, C Controller](newController func(S) (C, error)) factory {
 			return nil, err
 		}
 		return c, nil
-	}
+	}}
 }
 
 // DecodeSettings decodes settings JSON text as the plugin's describe does: into S's defaults,
@@ -140,9 +158,11 @@ func DecodeSettings[S any](text string) (S, error) {
 // types. The component wires it to the WIT imports; kubewasmtest wires it to a fake host, so
 // unit tests exercise exactly the code the component runs.
 type Plugin struct {
-	factory    factory
-	host       Host
+	factory *factory
+	host    Host
+	// controller or composite, as the factory is declarative, once described.
 	controller Controller
+	composite  Composite
 	manifest   *Manifest
 	spec       ManifestSpec
 }
@@ -155,13 +175,14 @@ func NewPlugin[S any, C Controller](newController func(S) (C, error), host Host)
 // exportedPlugin is the plugin of the controller given to Export.
 func exportedPlugin(host Host) (*Plugin, error) {
 	if exported == nil {
-		return nil, errors.New("no controller: call kubewasm.Export(NewController) from the main package's init function")
+		return nil, errors.New("no controller: call kubewasm.Export(NewController) (or kubewasm.ExportComposite(NewComposite) for a declarative one) from the main package's init function")
 	}
 	return &Plugin{factory: exported, host: host}, nil
 }
 
 // Describe builds the controller from settings (JSON text) and returns its manifest as the
-// host gets it. An error refuses to load the plugin; its message says why.
+// host gets it (with the Composition describe-composition answers: a Composite's, nil for a
+// Controller). An error refuses to load the plugin; its message says why.
 func (p *Plugin) Describe(settings string) (spec ManifestSpec, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -173,11 +194,11 @@ func (p *Plugin) Describe(settings string) (spec ManifestSpec, err error) {
 			err = errors.New(cut(err.Error()))
 		}
 	}()
-	controller, err := p.factory(settings)
+	built, err := p.factory.build(settings)
 	if err != nil {
 		return ManifestSpec{}, err
 	}
-	manifest := controller.Manifest()
+	manifest := built.Manifest()
 	if manifest == nil {
 		return ManifestSpec{}, errors.New("Manifest() returned nil")
 	}
@@ -185,14 +206,25 @@ func (p *Plugin) Describe(settings string) (spec ManifestSpec, err error) {
 	if err != nil {
 		return ManifestSpec{}, err
 	}
-	p.controller, p.manifest, p.spec = controller, manifest, spec
+	if p.factory.declarative {
+		if spec.Composition == nil {
+			spec.Composition = &Composition{}
+		}
+		p.composite = built.(Composite)
+	} else {
+		if spec.Composition != nil {
+			return ManifestSpec{}, errors.New("manifest: Child and ChildSelector declare a declarative controller's children: export a Composite with kubewasm.ExportComposite")
+		}
+		p.controller = built.(Controller)
+	}
+	p.manifest, p.spec = manifest, spec
 	return spec, nil
 }
 
 // Manifest is what Describe returned.
 func (p *Plugin) Manifest() ManifestSpec { return p.spec }
 
-// Controller is the controller Describe built (nil before).
+// Controller is the controller Describe built (nil before, and for a Composite).
 func (p *Plugin) Controller() Controller { return p.controller }
 
 // Rules is what the access export answers, right after Describe: the manifest's rules.
@@ -214,8 +246,9 @@ const (
 // Call runs Reconcile, Finalize or Released on the primary obj (JSON text). A failure is an
 // *Error as the host gets it: the controller's error's code (other for errors without one) and
 // message, cut to MaxErrorMessage. A panic is not recovered: it is a bug, and the component's
-// export traps on it (a fault).
+// export traps on it (a fault). Calling it on a Composite's plugin panics: the host never does.
 func (p *Plugin) Call(method Method, key ObjectKey, obj string, retries int) (result Result, err error) {
+	p.reconciling(string(method))
 	if p.controller == nil {
 		return Result{}, &Error{Code: CodeOther, Message: "the host called the plugin before describe"}
 	}
@@ -252,6 +285,7 @@ func (p *Plugin) Call(method Method, key ObjectKey, obj string, retries int) (re
 // MapRelated runs the controller's MapRelated. The WIT function has no error value: the
 // component's export traps on an error, as on a panic (not recovered here either).
 func (p *Plugin) MapRelated(gvk GVK, obj string) ([]ObjectKey, error) {
+	p.reconciling("map-related")
 	mapper, ok := p.controller.(RelatedMapper)
 	if !ok {
 		return nil, nil
@@ -261,4 +295,12 @@ func (p *Plugin) MapRelated(gvk GVK, obj string) ([]ObjectKey, error) {
 		return nil, &Error{Code: CodeInvalid, Message: "the watched object does not parse: " + err.Error()}
 	}
 	return mapper.MapRelated(NewContext(p.host, ObjectKey{}, 0), gvk, parsed)
+}
+
+// reconciling panics (a trap, in the component) on a reconciler or release call to a
+// Composite's plugin: the host never makes one.
+func (p *Plugin) reconciling(what string) {
+	if p.composite != nil {
+		panic(wrongKind(what + " called on a declarative controller: the host never calls it for one"))
+	}
 }

@@ -116,6 +116,9 @@ type ManifestSpec struct {
 	Limits         Limits
 	Permissions    []Permission
 	Rules          []Rule
+	// Composition is what the composite export's describe-composition answers: a declarative
+	// controller's child kinds and child selector (Child, ChildSelector). Nil for a Controller.
+	Composition *Composition
 }
 
 // Manifest says what a controller reconciles and what it needs. Start with NewManifest, then
@@ -137,6 +140,8 @@ type ManifestSpec struct {
 type Manifest struct {
 	spec ManifestSpec
 	errs []string
+	// composition is what Child and ChildSelector declared (nil when neither was called).
+	composition *Composition
 }
 
 // NewManifest is a manifest with one worker, the host's default limits and resync, and no
@@ -157,6 +162,35 @@ func (m *Manifest) PrimarySelector(selector string) *Manifest {
 // Owns declares objects this controller creates with an owner reference to the primary: an
 // event on one reconciles its controlling owner.
 func (m *Manifest) Owns(gvk GVK) *Manifest { m.spec.Owns = append(m.spec.Owns, gvk); return m }
+
+// Child declares a child kind of a declarative controller (a Composite): an Owns kind (added
+// once) whose objects the host creates, updates by strategy (OnDelete, Recreate, InPlace) and
+// deletes as the controller's Sync answers. Declaring a kind again replaces its strategy. An
+// Owns kind without a Child rule is a child kind with the strategy OnDelete.
+func (m *Manifest) Child(gvk GVK, strategy UpdateStrategy) *Manifest {
+	if !slices.Contains(m.spec.Owns, gvk) {
+		m.spec.Owns = append(m.spec.Owns, gvk)
+	}
+	c := m.declared()
+	c.Children = slices.DeleteFunc(c.Children, func(r ChildRule) bool { return r.GVK == gvk })
+	c.Children = append(c.Children, ChildRule{GVK: gvk, Strategy: strategy})
+	return m
+}
+
+// ChildSelector says which objects are a parent's children, for a declarative controller:
+// GeneratedSelector (the default: the host labels every child with its parent's uid) or
+// ParentSpecSelector (the parent's spec.selector, adopting matching orphans).
+func (m *Manifest) ChildSelector(selector ChildSelector) *Manifest {
+	m.declared().Selector = selector
+	return m
+}
+
+func (m *Manifest) declared() *Composition {
+	if m.composition == nil {
+		m.composition = &Composition{}
+	}
+	return m.composition
+}
 
 // Watches reacts to events on another resource.
 func (m *Manifest) Watches(gvk GVK, mapping Mapping) *Manifest {
@@ -265,6 +299,9 @@ func grants(permissions []Permission, gvk GVK, verb Verb) bool {
 // Spec is the manifest as the plugin describes itself to the host: what was built, plus a
 // patch grant on the primary when a finalizer is set and no permission has one (the host refuses
 // a finalizer without it). An error says what is wrong (no primary, a bad verb).
+//
+// Its Composition is what Child and ChildSelector declared, nil when neither was called; the
+// Plugin's describe answers it for a Composite only (an empty one when nothing was declared).
 func (m *Manifest) Spec() (ManifestSpec, error) {
 	spec := m.spec
 	if spec.Primary.Kind == "" || spec.Primary.Version == "" {
@@ -275,6 +312,9 @@ func (m *Manifest) Spec() (ManifestSpec, error) {
 	}
 	if spec.Limits.Deadline < 0 || spec.Limits.Deadline.Milliseconds() > math.MaxUint32 {
 		return spec, fmt.Errorf("manifest: deadline %s is out of range", spec.Limits.Deadline)
+	}
+	if m.composition != nil {
+		spec.Composition = &Composition{Children: slices.Clone(m.composition.Children), Selector: m.composition.Selector}
 	}
 	if spec.Finalizer != "" && !grants(spec.Permissions, spec.Primary, VerbPatch) {
 		spec.Permissions = append(slices.Clone(spec.Permissions), Permission{GVK: spec.Primary, Verbs: []Verb{VerbPatch}})

@@ -16,7 +16,13 @@
 // real host do that; for table tests of the built component use `kubewasm test`).
 //
 // Harness runs a controller the way the component's exports do (kubewasm.Plugin), so a test
-// exercises exactly the code the component runs.
+// exercises exactly the code the component runs; CompositeHarness (NewComposite) does the same
+// for a declarative controller (a kubewasm.Composite), with writes and Events refused during its
+// Customize, Sync and Finalize, as the host refuses them:
+//
+//	h := kubewasmtest.NewComposite(t, New)
+//	got, err := h.Sync(parent, kubewasmtest.WithChildren(cm))
+//	if cm, ok := got.Child(kinds.ConfigMap, "a-config"); !ok { ... }
 package kubewasmtest
 
 import (
@@ -73,6 +79,10 @@ type FakeHost struct {
 	// MetadataOnly are the kinds the plugin reads metadata-only (Harness sets the manifest's):
 	// see Handed.
 	MetadataOnly []kubewasm.GVK
+	// CacheOnly, when set, refuses every write and Event with code forbidden, the message
+	// ending with it, as the host refuses them during a declarative controller's Customize, Sync
+	// and Finalize (CompositeHarness sets it for those calls). Refused writes are recorded.
+	CacheOnly string
 
 	objects  map[storeKey]kubewasm.Object
 	failures map[string][]error
@@ -191,6 +201,19 @@ func (h *FakeHost) uid() string { h.nextUID++; return fmt.Sprintf("uid-%d", h.ne
 
 func (h *FakeHost) version() string { h.nextRV++; return strconv.Itoa(h.nextRV - 1) }
 
+// refuse is the forbidden error of a write or Event while CacheOnly is set, as the host words it.
+func (h *FakeHost) refuse(what string) error {
+	if h.CacheOnly == "" {
+		return nil
+	}
+	return errorf(kubewasm.CodeForbidden, "%s refused: %s", what, h.CacheOnly)
+}
+
+// refuseWrite is refuse of a write with the verb the host checks it as.
+func (h *FakeHost) refuseWrite(verb string, gvk kubewasm.GVK) error {
+	return h.refuse(verb + " " + gvk.String())
+}
+
 func (h *FakeHost) maybeFail(op string) error {
 	if queue := h.failures[op]; len(queue) > 0 {
 		h.failures[op] = queue[1:]
@@ -263,6 +286,20 @@ func (h *FakeHost) CacheList(gvk kubewasm.GVK, namespace, labelSelector string) 
 	if err := h.maybeFail("cache-list"); err != nil {
 		return nil, err
 	}
+	found, err := h.list(gvk, namespace, labelSelector)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(found))
+	for i, o := range found {
+		out[i] = dump(h.Handed(gvk, o))
+	}
+	return out, nil
+}
+
+// list is the stored objects of a kind in namespace ("" for all) matching a label selector,
+// sorted by namespace then name: not copies.
+func (h *FakeHost) list(gvk kubewasm.GVK, namespace, labelSelector string) ([]kubewasm.Object, error) {
 	var found []kubewasm.Object
 	for k, o := range h.objects {
 		if k.group != gvk.Group || k.kind != gvk.Kind || (namespace != "" && k.namespace != namespace) {
@@ -277,11 +314,7 @@ func (h *FakeHost) CacheList(gvk kubewasm.GVK, namespace, labelSelector string) 
 		}
 	}
 	sortObjects(found)
-	out := make([]string, len(found))
-	for i, o := range found {
-		out[i] = dump(h.Handed(gvk, o))
-	}
-	return out, nil
+	return found, nil
 }
 
 func sortObjects(objs []kubewasm.Object) {
@@ -304,6 +337,9 @@ func (h *FakeHost) Apply(text string, force bool) (string, error) {
 		return "", err
 	}
 	h.record("apply", obj, force)
+	if err := h.refuseWrite("patch", obj.GVK()); err != nil {
+		return "", err
+	}
 	if err := h.maybeFail("apply"); err != nil {
 		return "", err
 	}
@@ -323,6 +359,9 @@ func (h *FakeHost) ApplyStatus(text string, force bool) (string, error) {
 		return "", err
 	}
 	h.record("apply-status", obj, force)
+	if err := h.refuseWrite("patch", obj.GVK()); err != nil {
+		return "", err
+	}
 	if err := h.maybeFail("apply-status"); err != nil {
 		return "", err
 	}
@@ -346,6 +385,9 @@ func (h *FakeHost) Create(text string) (string, error) {
 		return "", err
 	}
 	h.record("create", obj, false)
+	if err := h.refuseWrite("create", obj.GVK()); err != nil {
+		return "", err
+	}
 	if err := h.maybeFail("create"); err != nil {
 		return "", err
 	}
@@ -361,6 +403,9 @@ func (h *FakeHost) replace(op, text string, statusOnly bool) (string, error) {
 		return "", err
 	}
 	h.record(op, obj, false)
+	if err := h.refuseWrite("update", obj.GVK()); err != nil {
+		return "", err
+	}
 	if err := h.maybeFail(op); err != nil {
 		return "", err
 	}
@@ -402,6 +447,9 @@ func (h *FakeHost) Patch(gvk kubewasm.GVK, namespace, name string, patchType kub
 		return "", errorf(kubewasm.CodeInvalid, "bad JSON patch body: %v", err)
 	}
 	h.Calls = append(h.Calls, Call{Op: "patch", Body: parsed, GVK: gvk, Namespace: namespace, Name: name, PatchType: patchType})
+	if err := h.refuseWrite("patch", gvk); err != nil {
+		return "", err
+	}
 	if err := h.maybeFail("patch"); err != nil {
 		return "", err
 	}
@@ -434,6 +482,9 @@ func (h *FakeHost) Patch(gvk kubewasm.GVK, namespace, name string, patchType kub
 
 func (h *FakeHost) Delete(gvk kubewasm.GVK, namespace, name string) error {
 	h.Calls = append(h.Calls, Call{Op: "delete", GVK: gvk, Namespace: namespace, Name: name})
+	if err := h.refuseWrite("delete", gvk); err != nil {
+		return err
+	}
 	if err := h.maybeFail("delete"); err != nil {
 		return err
 	}
@@ -446,6 +497,9 @@ func (h *FakeHost) Delete(gvk kubewasm.GVK, namespace, name string) error {
 }
 
 func (h *FakeHost) PublishEvent(event kubewasm.Event) error {
+	if err := h.refuse("an Event"); err != nil {
+		return err
+	}
 	if err := h.maybeFail("publish-event"); err != nil {
 		return err
 	}

@@ -59,18 +59,26 @@ func WithObjects(objects ...kubewasm.Object) Option {
 // Describe builds the controller as the host would (the constructor given the settings, then
 // Manifest); the error is the refusal the host would report.
 func Describe[S any, C kubewasm.Controller](newController func(S) (C, error), opts ...Option) (*Harness, error) {
+	host, plugin, manifest, err := describe(func(host kubewasm.Host) *kubewasm.Plugin { return kubewasm.NewPlugin(newController, host) }, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Harness{Host: host, Plugin: plugin, Manifest: manifest}, nil
+}
+
+func describe(newPlugin func(kubewasm.Host) *kubewasm.Plugin, opts []Option) (*FakeHost, *kubewasm.Plugin, kubewasm.ManifestSpec, error) {
 	o := options{settings: "{}"}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	host := NewFakeHost(o.objects...)
-	plugin := kubewasm.NewPlugin(newController, host)
+	plugin := newPlugin(host)
 	manifest, err := plugin.Describe(o.settings)
 	if err != nil {
-		return nil, err
+		return nil, nil, kubewasm.ManifestSpec{}, err
 	}
 	host.MetadataOnly = slices.Clone(manifest.MetadataOnly)
-	return &Harness{Host: host, Plugin: plugin, Manifest: manifest}, nil
+	return host, plugin, manifest, nil
 }
 
 // New is Describe that fails the test when the controller refuses to load.

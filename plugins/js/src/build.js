@@ -7,7 +7,7 @@
 //
 //   import * as app from '/abs/path/app.js';
 //   import { exportsFor } from '@kubewasm/sdk/guest';
-//   export const { plugin, reconciler, access, release, views } = exportsFor(app);
+//   export const { plugin, reconciler, access, release, views, composite } = exportsFor(app);
 //
 // and esbuild bundles it (TypeScript included) with `kubewasm:*` and `wasi:*` left as imports.
 // `@kubewasm/sdk` always resolves to this SDK, so an app needs no node_modules of its own.
@@ -86,6 +86,7 @@ export async function bundle(app, { minify = false } = {}) {
     'export const access = exported.access;',
     'export const release = exported.release;',
     'export const views = exported.views;',
+    'export const composite = exported.composite;',
     '',
   ].join('\n');
   let result;
@@ -139,8 +140,9 @@ const USAGE = `kubewasm-js builds JavaScript and TypeScript kubewasm controller 
 
 Usage:
   kubewasm-js build APP.js|APP.ts [-o OUT.wasm] [--wit DIR] [--minify] [--keep-bundle FILE]
-      Bundle APP (an ES module exporting one Controller class: \`export default class ...\`)
-      with the SDK and build it into a component. Check it with \`kubewasm check OUT.wasm\`.
+      Bundle APP (an ES module exporting one Controller or Composite class:
+      \`export default class ...\`; or manifest() and sync(), a declarative controller) with
+      the SDK and build it into a component. Check it with \`kubewasm check OUT.wasm\`.
   kubewasm-js bundle APP.js [-o OUT.js]
       Only bundle, to see what goes into the component.
   kubewasm-js wit

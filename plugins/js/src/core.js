@@ -41,8 +41,19 @@ export function keyString(key) {
   return key.namespace ? `${key.namespace}/${key.name}` : key.name;
 }
 
-/** The WIT's `requeue-after(u64)`, in milliseconds. */
+/** The WIT's `requeue-after(u64)` (and `resync-after`), in milliseconds. */
 export const MAX_REQUEUE_MS = 2n ** 64n - 1n;
+
+/**
+ * A delay in milliseconds as the host gets it: rounded up to a whole millisecond (through whole
+ * microseconds, so that float noise such as 1000.0000000000001 does not add one), `Infinity`
+ * kept (the glue sends the longest the WIT can say). `what` names the delay in the RangeError a
+ * bad one throws.
+ */
+export function wholeMilliseconds(ms, what) {
+  if (typeof ms !== 'number' || Number.isNaN(ms) || ms < 0) throw new RangeError(`${what}: bad delay ${ms}`);
+  return ms === Infinity ? ms : Math.ceil(Math.round(ms * 1000) / 1000);
+}
 
 /**
  * What the host does with the key after a successful reconcile, finalize or released:
@@ -69,8 +80,7 @@ export class Action {
    * does not add one), `Infinity` the longest the WIT can say.
    */
   static requeueAfter(ms) {
-    if (typeof ms !== 'number' || Number.isNaN(ms) || ms < 0) throw new RangeError(`requeueAfter: bad delay ${ms}`);
-    return new Action(ms === Infinity ? ms : Math.ceil(Math.round(ms * 1000) / 1000));
+    return new Action(wholeMilliseconds(ms, 'requeueAfter'));
   }
 
   get isDone() {
@@ -100,3 +110,7 @@ export const PatchType = enumOf('PatchType', ['merge', 'json', 'strategic']);
 export const LogLevel = enumOf('LogLevel', ['trace', 'debug', 'info', 'warn', 'error']);
 /** Why a host call failed (the WIT `error-code`). */
 export const ErrorCode = enumOf('ErrorCode', ['not-found', 'already-exists', 'conflict', 'forbidden', 'invalid', 'unavailable', 'other']);
+/** What the host does with an existing child whose desired state changed (`Manifest.child`). */
+export const UpdateStrategy = enumOf('UpdateStrategy', ['on-delete', 'recreate', 'in-place']);
+/** Which objects are a parent's children (`Manifest.childSelector`). */
+export const ChildSelector = enumOf('ChildSelector', ['generated', 'parent-spec-selector']);

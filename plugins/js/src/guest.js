@@ -1,11 +1,16 @@
 // The component glue: the WIT imports as a host, and the `plugin`, `reconciler`, `access`,
-// `release` and `views` exports componentize-js wires to the world's exported interfaces. Bundled
-// only into components (the `kubewasm:controller/*` modules exist only there); `kubewasm-js build`
-// generates the entry:
+// `release`, `views` and `composite` exports componentize-js wires to the world's exported
+// interfaces. Bundled only into components (the `kubewasm:controller/*` modules exist only
+// there); `kubewasm-js build` generates the entry:
 //
 //   import * as app from './app.js';
 //   import { exportsFor } from '@kubewasm/sdk/guest';
-//   export const { plugin, reconciler, access, release, views } = exportsFor(app);
+//   export const { plugin, reconciler, access, release, views, composite } = exportsFor(app);
+//
+// Every plugin exports all of them (one set of bindings serves both kinds of plugin): a plain
+// controller answers `describe-composition` with none and the host calls its `reconciler`; a
+// declarative one (a `Composite`) answers its composition and the host calls `composite`'s
+// `customize`, `sync` and `finalize`. An export of the other kind traps if called.
 //
 // WIT conventions of componentize-js used here: option = undefined, u64 = BigInt, enums are
 // their case names, variants are { tag, val }, a failed import throws an error whose `payload`
@@ -14,10 +19,10 @@
 // controller's answer) is thrown as a plain `{ code, message }`, and anything else (a bug) as
 // an `err` that cannot be lowered, which aborts the instance: a trap, as in every SDK.
 
-import { get, listObjects } from 'kubewasm:controller/cache@0.1.2';
-import * as client from 'kubewasm:controller/client@0.1.2';
-import { publish } from 'kubewasm:controller/events@0.1.2';
-import { emit } from 'kubewasm:controller/log@0.1.2';
+import { get, listObjects } from 'kubewasm:controller/cache@0.1.3';
+import * as client from 'kubewasm:controller/client@0.1.3';
+import { publish } from 'kubewasm:controller/events@0.1.3';
+import { emit } from 'kubewasm:controller/log@0.1.3';
 
 import { cut } from './bounds.js';
 import { MAX_REQUEUE_MS } from './core.js';
@@ -71,10 +76,20 @@ function witManifest(spec) {
   };
 }
 
+/** Whole milliseconds (or Infinity) as the WIT's u64, saturating. */
+function witMillis(ms) {
+  const value = ms === Infinity ? MAX_REQUEUE_MS : BigInt(ms);
+  return value > MAX_REQUEUE_MS ? MAX_REQUEUE_MS : value;
+}
+
 function witAction(action) {
   if (action.requeueAfterMs === undefined) return { tag: 'done' };
-  const ms = action.requeueAfterMs === Infinity ? MAX_REQUEUE_MS : BigInt(action.requeueAfterMs);
-  return { tag: 'requeue-after', val: ms > MAX_REQUEUE_MS ? MAX_REQUEUE_MS : ms };
+  return { tag: 'requeue-after', val: witMillis(action.requeueAfterMs) };
+}
+
+/** The runner's sync response as the WIT `sync-response`: only `resyncAfter` changes, to a u64. */
+function witSyncResponse(response) {
+  return { ...response, resyncAfter: response.resyncAfter === undefined ? undefined : witMillis(response.resyncAfter) };
 }
 
 function witError(e) {
@@ -96,16 +111,22 @@ function trap(e) {
   return error;
 }
 
+/**
+ * Runs an export with a result type: a `KubewasmError` becomes its `err`, anything else thrown
+ * traps.
+ */
+function answer(run) {
+  try {
+    return run();
+  } catch (e) {
+    throw e instanceof KubewasmError ? witError(e) : trap(e);
+  }
+}
+
 /** The world's exports for the controller an author's module exports. */
-export function exportsFor(mod) {
-  const runner = new Runner(findController(mod), wasmHost);
-  const call = (method, request) => {
-    try {
-      return witAction(runner.call(method, request.key, request.object, request.retries));
-    } catch (e) {
-      throw e instanceof KubewasmError ? witError(e) : trap(e);
-    }
-  };
+export function exportsFor(mod, host = wasmHost) {
+  const runner = new Runner(findController(mod), host);
+  const call = (method, request) => answer(() => witAction(runner.call(method, request.key, request.object, request.retries)));
   return {
     plugin: {
       describe(settings) {
@@ -131,5 +152,11 @@ export function exportsFor(mod) {
     access: { rules: () => runner.rules() },
     release: { released: (request) => call('released', request) },
     views: { metadataOnly: () => runner.metadataOnly() },
+    composite: {
+      describeComposition: () => runner.describeComposition(),
+      customize: (parent) => answer(() => runner.customize(parent)),
+      sync: (request) => answer(() => witSyncResponse(runner.sync('sync', request))),
+      finalize: (request) => answer(() => witSyncResponse(runner.sync('finalize', request))),
+    },
   };
 }

@@ -13,21 +13,27 @@
 //     }
 //   }
 //
+// A declarative controller extends `Composite` instead (`sync(request, ctx)` answers a parent's
+// children and status; the host writes them): see composite.js.
+//
 // Nothing here imports the WIT bindings: only `@kubewasm/sdk/guest`, which the build's generated
 // entry module bundles, does. So the SDK and controllers run under plain Node for unit tests
 // (`@kubewasm/sdk/testing`).
 
 export * as kinds from './kinds.js';
 export * as objects from './objects.js';
+export { Composite, RelatedRule, SyncRequest } from './composite.js';
 export { Context } from './context.js';
 export { Controller } from './controller.js';
 export {
   Action,
+  ChildSelector,
   DONE,
   ErrorCode,
   EventType,
   LogLevel,
   PatchType,
+  UpdateStrategy,
   Verb,
   apiVersion,
   gvk,

@@ -9,13 +9,14 @@
 //
 // Each builder method returns the manifest, so calls chain. What was built is in `.spec`, shaped
 // like the WIT `manifest` record (memoryBytes as a number; the glue makes it the u64 BigInt the
-// WIT wants) plus `rules`, the `access` export's answer, and `metadataOnly`, the `views` export's;
-// what the plugin describes to the host is `.forHost()`.
+// WIT wants) plus `rules`, the `access` export's answer, `metadataOnly`, the `views` export's,
+// and `composition`, a declarative plugin's `composite.describe-composition` answer (`.child()`,
+// `.childSelector()`); what the plugin describes to the host is `.forHost()`.
 //
 // Everything declared is what the plugin's identity needs: the host refuses to start a plugin
 // whose ServiceAccount RBAC does not grant it, and `kubewasm rbac` prints Roles that do.
 
-import { Verb } from './core.js';
+import { ChildSelector, UpdateStrategy, Verb, sameGvk } from './core.js';
 import { CLUSTER_ROLE } from './kinds.js';
 
 /** How an event on a watched object becomes keys of primary objects (the WIT `mapping` variant). */
@@ -71,6 +72,7 @@ export class Manifest {
       limits: { deadlineMs: undefined, memoryBytes: undefined },
       permissions: [],
       rules: [],
+      composition: { children: [], selector: ChildSelector.GENERATED },
     };
   }
 
@@ -89,6 +91,35 @@ export class Manifest {
   /** Objects this controller creates with an owner reference to the primary. */
   owns(resource) {
     this.spec.owns.push(resource);
+    return this;
+  }
+
+  /**
+   * A declarative controller's (`Composite`'s) child kind: an `owns` kind (added once) whose
+   * objects the host creates, updates per `strategy` and deletes as `sync` answers.
+   * `UpdateStrategy.ON_DELETE` (the default) never updates an existing child, `RECREATE` deletes
+   * it so that it is created again as desired, `IN_PLACE` server-side applies the desired state
+   * over it. Declaring a kind again replaces its strategy. Ignored by a plain `Controller`
+   * (beyond `owns`).
+   */
+  child(resource, strategy = UpdateStrategy.ON_DELETE) {
+    const rule = { resource, updateStrategy: UpdateStrategy.parse(strategy) };
+    if (!this.spec.owns.some((g) => sameGvk(g, resource))) this.spec.owns.push(resource);
+    const { children } = this.spec.composition;
+    const i = children.findIndex((r) => sameGvk(r.resource, resource));
+    if (i < 0) children.push(rule);
+    else children[i] = rule;
+    return this;
+  }
+
+  /**
+   * Which objects are a declarative controller's children: by default
+   * (`ChildSelector.GENERATED`) the host labels each child with its parent's uid and selects by
+   * that label; `PARENT_SPEC_SELECTOR` selects by the parent's `spec.selector` and adopts the
+   * orphans it matches.
+   */
+  childSelector(selector) {
+    this.spec.composition.selector = ChildSelector.parse(selector);
     return this;
   }
 

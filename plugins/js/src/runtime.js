@@ -3,7 +3,9 @@
 // host under Node. Keeping the dispatch here means the tests exercise the code the component runs.
 
 import { cut } from './bounds.js';
+import { Composite, relatedRules, SyncRequest, syncResponse } from './composite.js';
 import { Context } from './context.js';
+import { Controller } from './controller.js';
 import { Action, DONE, objectKey } from './core.js';
 import { Invalid, KubewasmError, Other, SettingsError } from './errors.js';
 
@@ -15,23 +17,74 @@ export class Refused extends Error {
   }
 }
 
-function isControllerClass(value) {
-  return typeof value === 'function' && typeof value.prototype?.manifest === 'function' && typeof value.prototype?.reconcile === 'function';
+/**
+ * What kind of controller class `value` is: 'composite' (declarative: a `Composite`, or a class
+ * with `manifest()` and `sync()`), 'controller' (a `Controller`, or a class with `manifest()` and
+ * `reconcile()`), or undefined.
+ */
+export function controllerKind(value) {
+  const proto = typeof value === 'function' ? value.prototype : undefined;
+  if (typeof proto?.manifest !== 'function') return undefined;
+  if (proto instanceof Composite || proto === Composite.prototype) return 'composite';
+  if (proto instanceof Controller || proto === Controller.prototype) return 'controller';
+  if (typeof proto.reconcile === 'function') return 'controller';
+  if (typeof proto.sync === 'function') return 'composite';
+  return undefined;
 }
 
 /**
- * The controller class of an author's module: its `controller` export, else its default export.
+ * The short form of a declarative controller, a module whose own exports are its parts:
+ * `manifest(settings)`, `sync(request, ctx)`, optionally `customize(parent, ctx)`,
+ * `finalize(request, ctx)` and `settingsDefaults`; as a `Composite` class.
+ */
+function moduleComposite(mod) {
+  for (const name of ['manifest', 'customize', 'finalize']) {
+    if (mod[name] !== undefined && typeof mod[name] !== 'function') {
+      throw new TypeError(`the module's \`${name}\` export must be a function, not ${typeof mod[name]}`);
+    }
+  }
+  if (mod.manifest === undefined) throw new TypeError('a module exporting sync() must export manifest(settings) too');
+  return class ModuleComposite extends Composite {
+    static settingsDefaults = mod.settingsDefaults ?? {};
+
+    manifest() {
+      return mod.manifest(this.settings);
+    }
+
+    sync(request, ctx) {
+      return mod.sync(request, ctx);
+    }
+
+    customize(parent, ctx) {
+      return mod.customize === undefined ? super.customize(parent, ctx) : mod.customize(parent, ctx);
+    }
+
+    finalize(request, ctx) {
+      return mod.finalize === undefined ? super.finalize(request, ctx) : mod.finalize(request, ctx);
+    }
+  };
+}
+
+/**
+ * The controller class of an author's module: its `controller` export, else its default export
+ * (a `Controller` or a `Composite` class); else, when the module itself exports `sync()`, the
+ * module as a declarative controller (`moduleComposite`); else its one controller class.
  */
 export function findController(mod) {
   for (const name of ['controller', 'default']) {
     if (mod[name] === undefined) continue;
-    if (isControllerClass(mod[name])) return mod[name];
-    throw new TypeError(`the module's \`${name}\` export must be a Controller class (with manifest() and reconcile()), not ${typeof mod[name]}`);
+    if (controllerKind(mod[name])) return mod[name];
+    throw new TypeError(
+      `the module's \`${name}\` export must be a Controller class (with manifest() and reconcile()) or a Composite class (with manifest() and sync()), not ${typeof mod[name]}`,
+    );
   }
-  const found = Object.entries(mod).filter(([, v]) => isControllerClass(v));
+  if (typeof mod.sync === 'function') return moduleComposite(mod);
+  const found = Object.entries(mod).filter(([, v]) => controllerKind(v));
   if (found.length === 1) return found[0][1];
   const names = found.map(([n]) => n).join(', ') || 'none';
-  throw new TypeError(`the module must export one Controller class, as \`export default class ... extends Controller\` (found: ${names})`);
+  throw new TypeError(
+    `the module must export one Controller or Composite class, as \`export default class ... extends Controller\` (or Composite), or manifest() and sync() (found: ${names})`,
+  );
 }
 
 function describeMessage(e) {
@@ -67,6 +120,8 @@ export class Runner {
   constructor(ControllerClass, host) {
     this.ControllerClass = ControllerClass;
     this.host = host;
+    /** Whether the controller is declarative (a `Composite`): its `composite` exports are called, not its `reconciler`. */
+    this.declarative = controllerKind(ControllerClass) === 'composite';
     this.controller = undefined;
     this.manifest = undefined;
   }
@@ -113,9 +168,32 @@ export class Runner {
     return this.manifest?.metadataOnly ?? [];
   }
 
+  /**
+   * What `composite.describe-composition` answers, right after `describe`: a declarative
+   * controller's composition (the manifest's child rules and selector), undefined (`none`) for a
+   * plain controller.
+   */
+  describeComposition() {
+    if (!this.declarative || this.manifest === undefined) return undefined;
+    const { children = [], selector = 'generated' } = this.manifest.composition ?? {};
+    return { children: children.map((r) => ({ resource: r.resource, updateStrategy: r.updateStrategy })), selector };
+  }
+
   #controller() {
     if (this.controller === undefined) throw new Other('the host called the plugin before describe');
     return this.controller;
+  }
+
+  /**
+   * The controller, for an export of its kind (`declarative` or not). The host never calls the
+   * other kind's exports: if it does, a bug (an Error, not an answer), so the call traps.
+   */
+  #of(declarative, method) {
+    const controller = this.#controller();
+    if (this.declarative !== declarative) {
+      throw new Error(`${method} is never called for a ${this.declarative ? 'declarative' : 'plain'} controller (${this.ControllerClass.name})`);
+    }
+    return controller;
   }
 
   /**
@@ -124,21 +202,10 @@ export class Runner {
    * anything else thrown is a bug and propagates: inside a component it traps (a fault).
    */
   call(method, key, object, retries) {
-    const controller = this.#controller();
-    let parsed;
-    try {
-      parsed = JSON.parse(object);
-    } catch (e) {
-      throw new Invalid(`the primary object does not parse: ${e.message}`);
-    }
+    const controller = this.#of(false, method);
+    const primary = parsed(object, 'the primary object');
     const ctx = new Context(this.host, key, retries);
-    let action;
-    try {
-      action = controller[method](parsed, ctx);
-    } catch (e) {
-      if (e instanceof KubewasmError) throw returned(e);
-      throw e;
-    }
+    const action = answer(() => controller[method](primary, ctx));
     if (action === undefined || action === null) return DONE;
     if (!(action instanceof Action)) {
       throw new TypeError(`${method} returned ${JSON.stringify(action)}, not an Action (use Action.done() or Action.requeueAfter(ms))`);
@@ -152,7 +219,57 @@ export class Runner {
    * repeated, quarantines).
    */
   mapRelated(resource, object) {
-    const keys = this.#controller().mapRelated(resource, JSON.parse(object), new Context(this.host)) ?? [];
+    const keys = this.#of(false, 'mapRelated').mapRelated(resource, JSON.parse(object), new Context(this.host)) ?? [];
     return keys.map((k) => objectKey(k.namespace, k.name));
   }
+
+  /**
+   * Runs a declarative controller's `customize` on the parent (JSON text): its rules, as the WIT
+   * `related-rule` list. Throws like `call`.
+   */
+  customize(parent) {
+    const controller = this.#of(true, 'customize');
+    const obj = parsed(parent, 'the parent');
+    return relatedRules(answer(() => controller.customize(obj, parentContext(this.host, obj))));
+  }
+
+  /**
+   * Runs a declarative controller's `sync` or `finalize` (`method`) on a WIT `sync-request`
+   * (objects as JSON text): the answer as `syncResponse` makes it (the WIT `sync-response`, with
+   * `resyncAfter` in whole milliseconds as a number). Throws like `call`; an answer that is not
+   * a SyncResponse is a bug (a TypeError).
+   */
+  sync(method, request) {
+    const controller = this.#of(true, method);
+    const parent = parsed(request.parent, 'the parent');
+    const groups = (list, what) => list.map(({ resource, items }) => ({ resource, items: items.map((item) => parsed(item, what)) }));
+    const sync = new SyncRequest(parent, groups(request.children, 'a child'), groups(request.related, 'a related object'), request.finalizing);
+    return syncResponse(
+      answer(() => controller[method](sync, parentContext(this.host, parent))),
+      method,
+    );
+  }
+}
+
+/** Runs a controller method: a `KubewasmError` it throws is its answer, cut to what the host takes. */
+function answer(run) {
+  try {
+    return run();
+  } catch (e) {
+    if (e instanceof KubewasmError) throw returned(e);
+    throw e;
+  }
+}
+
+function parsed(text, what) {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new Invalid(`${what} does not parse: ${e.message}`);
+  }
+}
+
+/** The context of a declarative call: the parent's key, no retries (the WIT request has none). */
+function parentContext(host, parent) {
+  return new Context(host, objectKey(parent?.metadata?.namespace, parent?.metadata?.name ?? ''), 0);
 }

@@ -11,10 +11,24 @@
 // are recorded. It is deliberately simple: server-side apply is a deep merge, and the
 // manifest's permissions are not enforced (`kubewasm check` and the real host do that; for
 // whole-plugin table tests on the built component use `kubewasm test`).
+//
+// A declarative controller (`Composite`) runs the same way, answering instead of writing:
+//
+//   const h = new Harness(Site, { objects: [site] });
+//   const { status, children } = h.sync(site);     // the children it claims come from the store
+//
+// While its `customize`, `sync` or `finalize` runs, the fake host refuses every client and events
+// call with `Forbidden`, as the host does. What the host then does with the answer (claim, apply,
+// prune, write the status) is the host's and is not simulated.
 
 import { gvkOf, gvkString, keyString, objectKey, sameGvk } from './core.js';
-import { AlreadyExists, Conflict, Invalid, NotFound } from './errors.js';
-import { Runner } from './runtime.js';
+import { AlreadyExists, Conflict, Forbidden, Invalid, NotFound } from './errors.js';
+import { isControlledBy } from './objects.js';
+import { findController, Runner } from './runtime.js';
+
+/** Why the host refuses writes and Events during a declarative call (host/src/runtime/mod.rs). */
+export const COMPOSING =
+  "a declarative plugin's customize, sync and finalize may read the cache and nothing else (the host makes every write from their answers)";
 
 const clone = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -22,6 +36,13 @@ const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
 function storeKey(resource, namespace, name) {
   return JSON.stringify([resource.group, resource.kind, namespace ?? '', name]);
 }
+
+/** Orders objects by namespace, then name, as the host sorts them. */
+const byKey = (a, b) => {
+  const [an, ann] = [a.metadata?.namespace ?? '', a.metadata?.name ?? ''];
+  const [bn, bnn] = [b.metadata?.namespace ?? '', b.metadata?.name ?? ''];
+  return an < bn ? -1 : an > bn ? 1 : ann < bnn ? -1 : ann > bnn ? 1 : 0;
+};
 
 function objKey(obj) {
   return storeKey(gvkOf(obj), obj.metadata?.namespace, obj.metadata?.name ?? '');
@@ -235,6 +256,13 @@ export class FakeHost {
     this.events = [];
     this.logs = [];
     this.failures = new Map();
+    /**
+     * Set, to the rule it states, while a call may read the cache and nothing else (`Harness`
+     * sets `COMPOSING` during a declarative controller's calls): client and events calls are
+     * refused with `Forbidden` ("<verb> <kind> refused: <rule>"), as the host refuses them, and
+     * not recorded.
+     */
+    this.cacheOnly = undefined;
     this.nextUid = 1;
     this.nextVersion = 1;
     this.add(...objects);
@@ -304,6 +332,11 @@ export class FakeHost {
     return String(this.nextVersion++);
   }
 
+  /** Refuses `what` while only cache reads are allowed (`cacheOnly`). */
+  #refuse(what) {
+    if (this.cacheOnly !== undefined) throw new Forbidden(`${what} refused: ${this.cacheOnly}`);
+  }
+
   #maybeFail(op) {
     const queue = this.failures.get(op);
     if (queue?.length) throw queue.shift();
@@ -347,6 +380,15 @@ export class FakeHost {
 
   cacheList(resource, namespace, labelSelector) {
     this.#maybeFail('cacheList');
+    return this.select(resource, namespace, labelSelector).map((o) => JSON.stringify(this.handed(resource, o)));
+  }
+
+  /**
+   * The stored objects of a kind (matched by group and kind), in `namespace` (every one when
+   * undefined), matching a label selector, sorted by namespace then name: what `cacheList` hands
+   * (through `handed`). Not copies.
+   */
+  select(resource, namespace = undefined, labelSelector = undefined) {
     const found = [...this.objects.values()].filter((o) => {
       const g = gvkOf(o);
       return (
@@ -356,17 +398,12 @@ export class FakeHost {
         matchLabels(o.metadata?.labels ?? {}, labelSelector)
       );
     });
-    const sortKey = (o) => [o.metadata?.namespace ?? '', o.metadata?.name ?? ''];
-    found.sort((a, b) => {
-      const [an, ann] = sortKey(a);
-      const [bn, bnn] = sortKey(b);
-      return an < bn ? -1 : an > bn ? 1 : ann < bnn ? -1 : ann > bnn ? 1 : 0;
-    });
-    return found.map((o) => JSON.stringify(this.handed(resource, o)));
+    return found.sort(byKey);
   }
 
   apply(text, force) {
     const obj = this.#parse(text);
+    this.#refuse(`patch ${gvkString(gvkOf(obj))}`);
     this.calls.push({ op: 'apply', object: obj, force });
     this.#maybeFail('apply');
     const current = this.objects.get(objKey(obj));
@@ -378,6 +415,7 @@ export class FakeHost {
 
   applyStatus(text, force) {
     const obj = this.#parse(text);
+    this.#refuse(`patch ${gvkString(gvkOf(obj))}`);
     this.calls.push({ op: 'applyStatus', object: obj, force });
     this.#maybeFail('applyStatus');
     const current = this.objects.get(objKey(obj));
@@ -389,6 +427,7 @@ export class FakeHost {
 
   create(text) {
     const obj = this.#parse(text);
+    this.#refuse(`create ${gvkString(gvkOf(obj))}`);
     this.calls.push({ op: 'create', object: obj });
     this.#maybeFail('create');
     if (this.objects.has(objKey(obj))) throw new AlreadyExists(`${this.#describe(obj)} already exists`);
@@ -397,6 +436,7 @@ export class FakeHost {
 
   #replace(op, text, statusOnly) {
     const obj = this.#parse(text);
+    this.#refuse(`update ${gvkString(gvkOf(obj))}`);
     this.calls.push({ op, object: obj });
     this.#maybeFail(op);
     const current = this.objects.get(objKey(obj));
@@ -432,6 +472,7 @@ export class FakeHost {
     } catch (e) {
       throw new Invalid(`bad JSON patch body: ${e.message}`);
     }
+    this.#refuse(`patch ${gvkString(resource)}`);
     this.calls.push({ op: 'patch', object: parsed, resource, namespace, name, patchType });
     this.#maybeFail('patch');
     const current = this.objects.get(storeKey(resource, namespace, name));
@@ -451,6 +492,7 @@ export class FakeHost {
   }
 
   delete(resource, namespace, name) {
+    this.#refuse(`delete ${gvkString(resource)}`);
     this.calls.push({ op: 'delete', resource, namespace, name });
     this.#maybeFail('delete');
     if (!this.objects.delete(storeKey(resource, namespace, name))) {
@@ -459,6 +501,7 @@ export class FakeHost {
   }
 
   publishEvent(event) {
+    this.#refuse('an Event');
     this.#maybeFail('publishEvent');
     this.events.push(clone(event));
   }
@@ -468,11 +511,20 @@ export class FakeHost {
   }
 }
 
-/** A controller described and ready to call against a `FakeHost`, the way the component runs it. */
+const sameKind = (a, b) => a.group === b.group && a.kind === b.kind;
+
+/** `{ resource, items }` entries as the WIT request has them: items as JSON text, sorted by key. */
+const wire = (groups) => groups.map(({ resource, items }) => ({ resource, items: [...items].sort(byKey).map((o) => JSON.stringify(o)) }));
+
+/**
+ * A controller described and ready to call against a `FakeHost`, the way the component runs it:
+ * a `Controller` or `Composite` class, or an author's module (as `kubewasm-js build` finds its
+ * controller: `findController`).
+ */
 export class Harness {
-  constructor(ControllerClass, { settings = {}, objects = [] } = {}) {
+  constructor(controller, { settings = {}, objects = [] } = {}) {
     this.host = new FakeHost(objects);
-    this.runner = new Runner(ControllerClass, this.host);
+    this.runner = new Runner(typeof controller === 'function' ? controller : findController(controller), this.host);
     /**
      * The manifest spec the controller described to the host; `rules` is what its `access` export
      * answers, `metadataOnly` what its `views` export answers (the host then hands those kinds as
@@ -484,6 +536,11 @@ export class Harness {
 
   get controller() {
     return this.runner.controller;
+  }
+
+  /** What its `composite.describe-composition` answers: a declarative controller's composition, else undefined. */
+  get composition() {
+    return this.runner.describeComposition();
   }
 
   #primary(objOrKey) {
@@ -500,8 +557,13 @@ export class Harness {
     return this.runner.call('reconcile', ...this.#primary(objOrKey), retries);
   }
 
-  finalize(objOrKey, retries = 0) {
-    return this.runner.call('finalize', ...this.#primary(objOrKey), retries);
+  /**
+   * Runs `finalize`: a plain controller's on an object or key (`retries` its second argument),
+   * a declarative controller's as `sync` does (with `{ children, related }`), `finalizing` set.
+   */
+  finalize(objOrKey, retriesOrOptions = undefined) {
+    if (this.runner.declarative) return this.#compose('finalize', objOrKey, retriesOrOptions ?? {});
+    return this.runner.call('finalize', ...this.#primary(objOrKey), retriesOrOptions ?? 0);
   }
 
   /** Runs `released`, as the host does once a primary stops matching the primary selector. */
@@ -512,6 +574,102 @@ export class Harness {
   /** Runs `mapRelated` on `obj`, handed as the host hands it (`FakeHost.handed`). */
   mapRelated(resource, obj) {
     return this.runner.mapRelated(resource, JSON.stringify(this.host.handed(resource, obj)));
+  }
+
+  // --- declarative controllers ---
+
+  /** Runs `run` as the host runs a declarative call: client and events calls refused. */
+  #cacheOnly(run) {
+    this.host.cacheOnly = COMPOSING;
+    try {
+      return run();
+    } finally {
+      this.host.cacheOnly = undefined;
+    }
+  }
+
+  /** Runs a declarative controller's `customize` on a parent (or key): its rules, as the host gets them. */
+  customize(parentOrKey) {
+    const [, parent] = this.#primary(parentOrKey);
+    return this.#cacheOnly(() => this.runner.customize(parent));
+  }
+
+  /**
+   * Runs a declarative controller's `sync` on a parent (or the stored parent of a key) and
+   * returns its answer as the host gets it: `{ status, children, resyncAfter, finalized }`
+   * (status undefined for none, resyncAfter in whole milliseconds).
+   *
+   * `children` are the parent's children (objects of its child kinds; an object of another kind
+   * is an error); by default the fake host's objects of those kinds, in the parent's namespace
+   * (every namespace for a cluster-scoped parent), that the parent controls (a controller owner
+   * reference with its uid). `related` are the related objects; by default, as the host does,
+   * `customize` is run and the fake host's objects its rules select are handed, one entry per
+   * rule.
+   */
+  sync(parentOrKey, { children = undefined, related = undefined } = {}) {
+    return this.#compose('sync', parentOrKey, { children, related });
+  }
+
+  /** The child kinds, in the order the host hands them: the composition's rules, then the other `owns` kinds. */
+  #childKinds() {
+    const kinds = (this.manifest.composition?.children ?? []).map((r) => r.resource);
+    for (const resource of this.manifest.owns) if (!kinds.some((k) => sameKind(k, resource))) kinds.push(resource);
+    return kinds;
+  }
+
+  #children(parent, given) {
+    const groups = this.#childKinds().map((resource) => ({ resource, items: [] }));
+    if (given === undefined) {
+      const namespace = parent.metadata?.namespace || undefined;
+      for (const group of groups) group.items = this.host.select(group.resource, namespace).filter((o) => isControlledBy(o, parent));
+      return groups;
+    }
+    for (const obj of given) {
+      const group = groups.find((g) => sameKind(g.resource, gvkOf(obj)));
+      if (group === undefined) throw new Error(`${gvkString(gvkOf(obj))} ${obj.metadata?.name} is not of a child kind of the manifest (.child() or .owns())`);
+      group.items.push(obj);
+    }
+    return groups;
+  }
+
+  #related(parentText, given) {
+    if (given !== undefined) {
+      const groups = [];
+      for (const obj of given) {
+        const resource = gvkOf(obj);
+        const group = groups.find((g) => sameKind(g.resource, resource));
+        if (group === undefined) groups.push({ resource, items: [obj] });
+        else group.items.push(obj);
+      }
+      return groups;
+    }
+    const rules = this.#cacheOnly(() => this.runner.customize(parentText));
+    return rules.map(({ resource, namespace, names, labelSelector }) => ({
+      resource,
+      items: this.host
+        .select(resource, namespace, labelSelector)
+        .filter((o) => names.length === 0 || names.includes(o.metadata?.name))
+        .map((o) => this.host.handed(resource, o)),
+    }));
+  }
+
+  #compose(method, parentOrKey, { children = undefined, related = undefined }) {
+    if (!this.runner.declarative) throw new Error(`${method} is never called for a plain controller (${this.runner.ControllerClass.name}): use reconcile`);
+    const [, text] = this.#primary(parentOrKey);
+    const parent = JSON.parse(text);
+    const request = {
+      parent: text,
+      children: wire(this.#children(parent, children)),
+      related: wire(this.#related(text, related)),
+      finalizing: method === 'finalize',
+    };
+    const answer = this.#cacheOnly(() => this.runner.sync(method, request));
+    return {
+      status: answer.status === undefined ? undefined : JSON.parse(answer.status),
+      children: answer.children.map((c) => JSON.parse(c)),
+      resyncAfter: answer.resyncAfter,
+      finalized: answer.finalized,
+    };
   }
 }
 

@@ -105,6 +105,7 @@ test('manifest builder', () => {
       { resource: kinds.CONFIG_MAP, subresource: 'status', verbs: ['patch'], namespaces: [] },
     ],
     rules: [],
+    composition: { children: [], selector: 'generated' },
   });
 });
 

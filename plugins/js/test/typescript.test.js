@@ -12,14 +12,17 @@ import { bundle } from '../src/build.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const FIXTURE = join(ROOT, 'test/fixtures/echo.ts');
+const DECLARATIVE = join(ROOT, 'test/fixtures/site.ts');
 const TSC = join(ROOT, 'node_modules/.bin/tsc');
 
 test('a TypeScript controller bundles with the SDK and leaves the WIT imports', async () => {
-  const source = await bundle(FIXTURE);
-  assert.match(source, /from "kubewasm:controller\/cache@0\.1\.2"/);
-  assert.match(source, /export \{[^}]*\baccess\b[^}]*\bplugin\b[^}]*\breconciler\b[^}]*\brelease\b[^}]*\bviews\b[^}]*\}/s);
-  assert.doesNotMatch(source, /interface Settings/, 'types are erased');
-  assert.doesNotMatch(source, /from "@kubewasm\/sdk/, 'the SDK is bundled, not imported');
+  for (const fixture of [FIXTURE, DECLARATIVE]) {
+    const source = await bundle(fixture);
+    assert.match(source, /from "kubewasm:controller\/cache@0\.1\.3"/);
+    assert.match(source, /export \{[^}]*\baccess\b[^}]*\bcomposite\b[^}]*\bplugin\b[^}]*\breconciler\b[^}]*\brelease\b[^}]*\bviews\b[^}]*\}/s);
+    assert.doesNotMatch(source, /interface Settings/, 'types are erased');
+    assert.doesNotMatch(source, /from "@kubewasm\/sdk/, 'the SDK is bundled, not imported');
+  }
 });
 
 test('a TypeScript controller type-checks against index.d.ts', { skip: existsSync(TSC) ? false : 'no tsc installed' }, async () => {
@@ -30,7 +33,7 @@ test('a TypeScript controller type-checks against index.d.ts', { skip: existsSyn
       config,
       JSON.stringify({
         compilerOptions: { strict: true, noEmit: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', types: [] },
-        files: [FIXTURE],
+        files: [FIXTURE, DECLARATIVE, join(ROOT, 'test/fixtures/harness.ts')],
       }),
     );
     const result = spawnSync(TSC, ['-p', config], { encoding: 'utf8' });

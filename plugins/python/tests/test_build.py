@@ -1,5 +1,5 @@
 """The build command's checks and generated entry module (building a component takes ~20 s and
-componentize-py: set KUBEWASM_BUILD_TESTS=1 to run that too)."""
+componentize-py: set KUBEWASM_BUILD_TESTS=1 to build a Controller and a CompositeController too)."""
 
 import os
 import shutil
@@ -13,7 +13,7 @@ from kubewasm import build
 def test_wit_is_shipped_with_the_package():
     wit = build.wit_dir()
     assert (wit / "world.wit").is_file()
-    assert "package kubewasm:controller@0.1.2;" in (wit / "world.wit").read_text()
+    assert "package kubewasm:controller@0.1.3;" in (wit / "world.wit").read_text()
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_module_names(file, problem):
 def test_entry_module_imports_the_app():
     entry = build.ENTRY_TEMPLATE.format(app="sample_controller")
     assert "import sample_controller as _app" in entry
-    assert "Plugin, Reconciler, Access, Release, Views = _exports(_app)" in entry
+    assert "Plugin, Reconciler, Access, Release, Views, Composite = _exports(_app)" in entry
     compile(entry, "kubewasm_component.py", "exec")
 
 
@@ -55,10 +55,17 @@ def test_cli_reports_errors(capsys):
 
 
 @pytest.mark.skipif(not os.environ.get("KUBEWASM_BUILD_TESTS"), reason="set KUBEWASM_BUILD_TESTS=1 to build a component")
-def test_builds_a_component(tmp_path):
-    example = Path(__file__).resolve().parents[3] / "examples/sample-controller/python/sample_controller.py"
-    shutil.copy(example, tmp_path / "sample_controller.py")
-    seconds = build.build(tmp_path / "sample_controller.py", tmp_path / "out.wasm", quiet=True)
+@pytest.mark.parametrize(
+    "app",
+    [
+        Path(__file__).resolve().parents[3] / "examples/sample-controller/python/sample_controller.py",  # a Controller
+        Path(__file__).resolve().parent / "greetings.py",  # a CompositeController
+    ],
+    ids=["controller", "composite"],
+)
+def test_builds_a_component(tmp_path, app):
+    shutil.copy(app, tmp_path / app.name)
+    seconds = build.build(tmp_path / app.name, tmp_path / "out.wasm", quiet=True)
     data = (tmp_path / "out.wasm").read_bytes()
     assert data[:4] == b"\0asm" and len(data) > 1_000_000
     assert seconds > 0

@@ -393,7 +393,7 @@ def test_find_controller():
     m.controller = B
     assert find_controller(m) is B
     m.controller = 3
-    with pytest.raises(TypeError, match="must be a Controller subclass"):
+    with pytest.raises(TypeError, match="must be a Controller or CompositeController subclass"):
         find_controller(m)
 
 

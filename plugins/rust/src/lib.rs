@@ -36,6 +36,7 @@
 
 pub mod bounds;
 mod builtins;
+mod composite;
 mod context;
 mod error;
 mod manifest;
@@ -52,6 +53,7 @@ pub mod bindings {
     });
 }
 
+pub use composite::{ChildSelector, Composite, RelatedRule, SyncRequest, SyncResponse, UpdateStrategy};
 pub use context::{Context, EventType, LogLevel, PatchType};
 pub use error::{Error, ErrorCode, Result};
 pub use k8s_openapi;
@@ -62,7 +64,8 @@ pub use serde_json;
 /// The usual imports for writing a controller.
 pub mod prelude {
     pub use crate::{
-        Action, Context, Controller, DynamicObject, Error, ErrorCode, EventType, Gvk, Manifest, Mapping, Object, ObjectKey, ResourceExt, Result, Verb,
+        Action, ChildSelector, Composite, Context, Controller, DynamicObject, Error, ErrorCode, EventType, Gvk, Manifest, Mapping, Object, ObjectKey,
+        RelatedRule, ResourceExt, Result, SyncRequest, SyncResponse, UpdateStrategy, Verb,
     };
 }
 
@@ -173,6 +176,58 @@ macro_rules! export_controller {
             }
         }
 
+        impl $crate::bindings::exports::kubewasm::controller::release::Guest for __KubewasmGuest {
+            fn released(
+                request: $crate::bindings::exports::kubewasm::controller::reconciler::Request,
+            ) -> ::std::result::Result<$crate::bindings::kubewasm::controller::types::Action, $crate::bindings::kubewasm::controller::types::Error> {
+                $crate::__private::released::<$controller>(request)
+            }
+        }
+
+        // Every plugin exports `composite` (one set of bindings for both kinds); a controller
+        // says it is not declarative, and the host never calls the rest.
+        impl $crate::bindings::exports::kubewasm::controller::composite::Guest for __KubewasmGuest {
+            fn describe_composition() -> Option<$crate::bindings::exports::kubewasm::controller::composite::Composition> {
+                None
+            }
+
+            fn customize(
+                _: String,
+            ) -> ::std::result::Result<
+                Vec<$crate::bindings::exports::kubewasm::controller::composite::RelatedRule>,
+                $crate::bindings::kubewasm::controller::types::Error,
+            > {
+                $crate::__private::not_this_kind("a controller's customize")
+            }
+
+            fn sync(
+                _: $crate::bindings::exports::kubewasm::controller::composite::SyncRequest,
+            ) -> ::std::result::Result<
+                $crate::bindings::exports::kubewasm::controller::composite::SyncResponse,
+                $crate::bindings::kubewasm::controller::types::Error,
+            > {
+                $crate::__private::not_this_kind("a controller's sync")
+            }
+
+            fn finalize(
+                _: $crate::bindings::exports::kubewasm::controller::composite::SyncRequest,
+            ) -> ::std::result::Result<
+                $crate::bindings::exports::kubewasm::controller::composite::SyncResponse,
+                $crate::bindings::kubewasm::controller::types::Error,
+            > {
+                $crate::__private::not_this_kind("a controller's composite finalize")
+            }
+        }
+
+        $crate::__export_common!();
+    };
+}
+
+/// The exports every plugin answers alike (`access`, `views`), and the bindings' export.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_common {
+    () => {
         impl $crate::bindings::exports::kubewasm::controller::access::Guest for __KubewasmGuest {
             fn rules() -> Vec<$crate::bindings::exports::kubewasm::controller::access::Rule> {
                 $crate::__private::rules()
@@ -182,14 +237,6 @@ macro_rules! export_controller {
         impl $crate::bindings::exports::kubewasm::controller::views::Guest for __KubewasmGuest {
             fn metadata_only() -> Vec<$crate::bindings::kubewasm::controller::types::Gvk> {
                 $crate::__private::metadata_only()
-            }
-        }
-
-        impl $crate::bindings::exports::kubewasm::controller::release::Guest for __KubewasmGuest {
-            fn released(
-                request: $crate::bindings::exports::kubewasm::controller::reconciler::Request,
-            ) -> ::std::result::Result<$crate::bindings::kubewasm::controller::types::Action, $crate::bindings::kubewasm::controller::types::Error> {
-                $crate::__private::released::<$controller>(request)
             }
         }
 
@@ -275,10 +322,11 @@ pub mod __private {
     use std::cell::RefCell;
 
     use super::bindings::exports::kubewasm::controller::access::Rule;
+    use super::bindings::exports::kubewasm::controller::composite as wit_composite;
     use super::bindings::exports::kubewasm::controller::plugin::Manifest as WitManifest;
     use super::bindings::exports::kubewasm::controller::reconciler::Request;
     use super::bindings::kubewasm::controller::types as wit;
-    use super::{Action, Context, Controller, DynamicObject, Error, ErrorCode, Gvk};
+    use super::{Action, Composite, Context, Controller, DynamicObject, Error, ErrorCode, Gvk, SyncRequest};
 
     thread_local! {
         /// The controller built by `describe` in this instance.
@@ -287,9 +335,11 @@ pub mod __private {
         static RULES: RefCell<Vec<Rule>> = const { RefCell::new(Vec::new()) };
         /// The manifest's metadata-only kinds, for `views.metadata-only` right after.
         static METADATA_ONLY: RefCell<Vec<wit::Gvk>> = const { RefCell::new(Vec::new()) };
+        /// A declarative plugin's composition, for `composite.describe-composition` right after.
+        static COMPOSITION: RefCell<Option<wit_composite::Composition>> = const { RefCell::new(None) };
     }
 
-    fn with<C: Controller, R>(f: impl FnOnce(&C) -> R) -> R {
+    fn with<C: 'static, R>(f: impl FnOnce(&C) -> R) -> R {
         CONTROLLER.with(|slot| {
             let slot = slot.borrow();
             let controller = slot.as_ref().and_then(|c| c.downcast_ref::<C>()).expect("the host calls describe before any other function");
@@ -305,6 +355,54 @@ pub mod __private {
         RULES.with(|slot| *slot.borrow_mut() = rules);
         METADATA_ONLY.with(|slot| *slot.borrow_mut() = metadata_only);
         Ok(manifest)
+    }
+
+    /// `describe` of a [`Composite`]: its manifest, and its composition kept for
+    /// `describe-composition`.
+    pub fn describe_composite<C: Composite>(settings: &str) -> Result<WitManifest, String> {
+        let settings = super::settings::<C::Settings>(settings).map_err(super::error::cut)?;
+        let composite = C::new(settings).map_err(super::error::cut)?;
+        let (manifest, rules, metadata_only, composition) = composite.manifest().into_wit_composite();
+        CONTROLLER.with(|slot| *slot.borrow_mut() = Some(Box::new(composite)));
+        RULES.with(|slot| *slot.borrow_mut() = rules);
+        METADATA_ONLY.with(|slot| *slot.borrow_mut() = metadata_only);
+        COMPOSITION.with(|slot| *slot.borrow_mut() = Some(composition));
+        Ok(manifest)
+    }
+
+    pub fn composition() -> Option<wit_composite::Composition> {
+        COMPOSITION.with(|slot| slot.borrow().clone())
+    }
+
+    /// An export the host never calls for this kind of plugin: a trap if it does.
+    pub fn not_this_kind(what: &str) -> ! {
+        panic!("{what} is never called by the host")
+    }
+
+    /// The context of a declarative call about `parent` (its key, from its metadata).
+    fn parent_context(parent: &serde_json::Value) -> Context {
+        let meta = &parent["metadata"];
+        let key = wit::ObjectKey { namespace: meta["namespace"].as_str().map(Into::into), name: meta["name"].as_str().unwrap_or_default().into() };
+        Context::new(key, 0)
+    }
+
+    pub fn customize<C: Composite>(parent: &str) -> Result<Vec<wit_composite::RelatedRule>, wit::Error> {
+        let value: serde_json::Value = serde_json::from_str(parent).map_err(|e| Error::new(ErrorCode::Invalid, format!("the parent does not parse: {e}")))?;
+        let typed: C::Parent = serde_json::from_value(value.clone()).map_err(|e| Error::new(ErrorCode::Invalid, format!("the parent does not parse: {e}")))?;
+        let rules = with::<C, _>(|c| c.customize(&typed, &parent_context(&value)))?;
+        Ok(rules.into_iter().map(super::RelatedRule::into_wit).collect())
+    }
+
+    /// `sync`, or `finalize` when the request says the parent is finalizing.
+    pub fn sync<C: Composite>(request: wit_composite::SyncRequest) -> Result<wit_composite::SyncResponse, wit::Error> {
+        let invalid = |e: serde_json::Error| Error::new(ErrorCode::Invalid, format!("the parent does not parse: {e}"));
+        let value: serde_json::Value = serde_json::from_str(&request.parent).map_err(invalid)?;
+        let parent: C::Parent = serde_json::from_value(value.clone()).map_err(invalid)?;
+        let groups = |groups: Vec<wit_composite::Objects>| groups.into_iter().map(|g| (Gvk::from(g.resource), g.items)).collect();
+        let sync = SyncRequest::new(parent, groups(request.children), groups(request.related), request.finalizing);
+        let ctx = parent_context(&value);
+        let answer = with::<C, _>(|c| if sync.finalizing { c.finalize(&sync, &ctx) } else { c.sync(&sync, &ctx) })?;
+        Ok(answer.into_wit())
     }
 
     pub fn rules() -> Vec<Rule> {

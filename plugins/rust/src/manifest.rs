@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::bindings::exports::kubewasm::controller::access::Rule;
+use crate::bindings::exports::kubewasm::controller::composite::{ChildRule, ChildSelector, Composition, UpdateStrategy};
 use crate::bindings::exports::kubewasm::controller::plugin as wit;
 use crate::bindings::kubewasm::controller::types::Gvk as WitGvk;
 use crate::object::{Gvk, gvk_of};
@@ -38,6 +39,8 @@ pub struct Manifest {
     rules: Vec<Rule>,
     /// Owned or watched kinds read as metadata only (`views.metadata-only`).
     metadata_only: Vec<WitGvk>,
+    /// A declarative plugin's child kinds and selector (`composite.describe-composition`).
+    composition: Composition,
 }
 
 fn wit_gvk(gvk: &Gvk) -> WitGvk {
@@ -63,7 +66,34 @@ impl Manifest {
             },
             rules: Vec::new(),
             metadata_only: Vec::new(),
+            composition: Composition { children: Vec::new(), selector: ChildSelector::Generated },
         }
+    }
+
+    /// A declarative plugin's child kind ([`crate::Composite`]): owned by the parent (the
+    /// primary), created, updated per `strategy` and deleted by the host as the plugin's
+    /// answers say.
+    pub fn child<K: k8s_openapi::Resource>(self, strategy: UpdateStrategy) -> Self {
+        self.child_gvk(&gvk_of::<K>(), strategy)
+    }
+
+    pub fn child_gvk(mut self, gvk: &Gvk, strategy: UpdateStrategy) -> Self {
+        let wit = wit_gvk(gvk);
+        let same = |g: &WitGvk| g.group == wit.group && g.version == wit.version && g.kind == wit.kind;
+        if !self.inner.owns.iter().any(same) {
+            self.inner.owns.push(wit.clone());
+        }
+        self.composition.children.retain(|r| !same(&r.resource));
+        self.composition.children.push(ChildRule { resource: wit, update_strategy: strategy });
+        self
+    }
+
+    /// Which objects are a parent's children: by default the host labels them with the parent's
+    /// uid ([`ChildSelector::Generated`]); [`ChildSelector::ParentSpecSelector`] uses the
+    /// parent's `spec.selector` and adopts matching orphans.
+    pub fn child_selector(mut self, selector: ChildSelector) -> Self {
+        self.composition.selector = selector;
+        self
     }
 
     /// The reconciled resource, from a k8s-openapi type.
@@ -208,6 +238,15 @@ impl Manifest {
                 .any(|p| p.resource.group == gvk.group && p.resource.kind == gvk.kind && p.subresource.is_none() && p.verbs.contains(&Verb::Delete))
         };
         self.inner.owns.iter().map(|g| (Gvk::from(g.clone()), deletes(g))).collect()
+    }
+
+    /// What a declarative plugin's `describe`, `access.rules`, `views.metadata-only` and
+    /// `composite.describe-composition` answer.
+    #[doc(hidden)]
+    pub fn into_wit_composite(self) -> (wit::Manifest, Vec<Rule>, Vec<WitGvk>, Composition) {
+        let composition = self.composition.clone();
+        let (manifest, rules, metadata_only) = self.into_wit();
+        (manifest, rules, metadata_only, composition)
     }
 
     /// What `describe`, `access.rules` and `views.metadata-only` answer.

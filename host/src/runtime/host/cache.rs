@@ -27,6 +27,10 @@ pub trait CacheReader: Send + Sync {
     /// Objects in `namespace` (all when `None`) matching `selector`, sorted by key; `Err` with
     /// the size the answer would have had when it passes `max_bytes` (not built).
     fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize>;
+    /// Objects in `namespace` (all when `None`) whose controller owner reference names the
+    /// object of uid `owner`, and, with `orphans`, those without a controller owner that match
+    /// it, sorted by key: what a declarative plugin's parent may claim.
+    fn children(&self, resource: &Gvk, namespace: Option<&str>, owner: &str, orphans: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)>;
 }
 
 impl CacheReader for CacheView {
@@ -40,6 +44,10 @@ impl CacheReader for CacheView {
 
     fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
         CacheView::list(self, resource, namespace, selector, max_bytes)
+    }
+
+    fn children(&self, resource: &Gvk, namespace: Option<&str>, owner: &str, orphans: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)> {
+        CacheView::children(self, resource, namespace, owner, orphans)
     }
 }
 
@@ -95,7 +103,12 @@ pub fn list_bound(memory_bytes: u64) -> usize {
     usize::try_from(memory_bytes / 4).unwrap_or(usize::MAX)
 }
 
-impl CacheCtx<'_> {
+impl<'a> CacheCtx<'a> {
+    /// Reads as `host` may, from `services`, for an instance of `memory_bytes`.
+    pub(crate) fn new(host: &'a HostContext, services: &'a Services, memory_bytes: u64) -> Self {
+        CacheCtx { host, services, memory_bytes }
+    }
+
     /// Checks that `resource` is cached and that `namespace` fits its scope.
     fn scope_check(&self, resource: &Gvk, namespace: Option<&str>, name: Option<&str>) -> Result<(), GuestError> {
         match (self.services.cache.scope(resource), namespace, name) {
@@ -109,7 +122,7 @@ impl CacheCtx<'_> {
         }
     }
 
-    async fn get(&self, resource: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, GuestError> {
+    pub(crate) async fn get(&self, resource: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, GuestError> {
         let manifest = self.host.check(Verb::Get, resource, None, namespace, Some(name))?;
         if manifest.reads_live(resource) {
             self.host.cache_only(&format!("a live read of {resource} (not cached)"))?;
@@ -121,6 +134,18 @@ impl CacheCtx<'_> {
     }
 
     fn list(&self, resource: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, GuestError> {
+        let objects = self.list_keyed(resource, namespace, selector, list_bound(self.memory_bytes))?;
+        Ok(objects.into_iter().map(|(_, json)| json.to_string()).collect())
+    }
+
+    /// `list-objects` with the keys, its answer at most `bound` bytes.
+    pub(crate) fn list_keyed(
+        &self,
+        resource: &Gvk,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+        bound: usize,
+    ) -> Result<Vec<(ObjectKey, Arc<str>)>, GuestError> {
         // Across namespaces, a plugin granted only some namespaces sees only those.
         let visible = match (namespace, self.host.manifest.as_deref()) {
             (None, Some(manifest)) => manifest.readable_namespaces(resource, Verb::List).filter(|set| !set.is_empty()),
@@ -131,7 +156,6 @@ impl CacheCtx<'_> {
         }
         self.scope_check(resource, namespace, None)?;
         let selector = selector.map(str::parse::<LabelSelector>).transpose().map_err(|e| error(ErrorCode::Invalid, e.to_string()))?;
-        let bound = list_bound(self.memory_bytes);
         let objects = self.services.cache.list(resource, namespace, selector.as_ref(), bound).map_err(|bytes| {
             self.host.metrics.oversized_lists.inc();
             let scope = namespace.map_or("in every namespace".to_string(), |ns| format!("in namespace {ns}"));
@@ -143,11 +167,7 @@ impl CacheCtx<'_> {
                 ),
             )
         })?;
-        Ok(objects
-            .into_iter()
-            .filter(|(key, _)| visible.as_ref().is_none_or(|set| key.namespace().is_some_and(|ns| set.contains(ns))))
-            .map(|(_, json)| json.to_string())
-            .collect())
+        Ok(objects.into_iter().filter(|(key, _)| visible.as_ref().is_none_or(|set| key.namespace().is_some_and(|ns| set.contains(ns)))).collect())
     }
 }
 

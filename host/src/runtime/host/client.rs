@@ -124,16 +124,6 @@ pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<(
     Ok(())
 }
 
-/// The verb a write needs.
-fn verb(op: &WriteOp) -> Verb {
-    match op {
-        WriteOp::Apply { .. } | WriteOp::Patch { .. } => Verb::Patch,
-        WriteOp::Create { .. } => Verb::Create,
-        WriteOp::Update { .. } => Verb::Update,
-        WriteOp::Delete => Verb::Delete,
-    }
-}
-
 impl ClientCtx<'_> {
     async fn write(&self, request: Result<WriteRequest, GuestError>) -> wasmtime::Result<Result<String, GuestError>> {
         let request = match request {
@@ -141,10 +131,10 @@ impl ClientCtx<'_> {
             Err(e) => return Ok(Err(e)),
         };
         let (resource, namespace, name) = (&request.resource, request.namespace.as_deref(), Some(request.name.as_str()));
-        if let Err(e) = self.host.cache_only(&format!("{} {resource}", verb(&request.op))) {
+        if let Err(e) = self.host.cache_only(&format!("{} {resource}", request.op.verb())) {
             return Ok(Err(e));
         }
-        let manifest = match self.host.check(verb(&request.op), resource, request.op.subresource(), namespace, name) {
+        let manifest = match self.host.check(request.op.verb(), resource, request.op.subresource(), namespace, name) {
             Ok(manifest) => manifest,
             Err(e) => return Ok(Err(e)),
         };
@@ -236,7 +226,7 @@ impl Host for ClientCtx<'_> {
     }
 
     async fn delete(&mut self, resource: WitGvk, namespace: Option<String>, name: String) -> wasmtime::Result<Result<(), GuestError>> {
-        let request = WriteRequest { resource: resource.into(), namespace, name, op: WriteOp::Delete };
+        let request = WriteRequest { resource: resource.into(), namespace, name, op: WriteOp::Delete { uid: None } };
         Ok(self.write(Ok(request)).await?.map(drop))
     }
 }

@@ -56,9 +56,10 @@ pub struct HostContext {
     pub metrics: PluginMetrics,
     /// The plugin's log budget, shared by its instances and their stdout and stderr.
     pub logs: Arc<LogBudget>,
-    /// Set for `map-related` calls, which may read the cache and nothing else: `client` and
+    /// Set, to the rule it states, for calls that may read the cache and nothing else
+    /// (`map-related`; a declarative plugin's `customize`, `sync` and `finalize`): `client` and
     /// `events` calls (and reads served live by the API server) are refused with `forbidden`.
-    pub cache_only: bool,
+    pub cache_only: Option<&'static str>,
 }
 
 impl HostContext {
@@ -85,11 +86,11 @@ impl HostContext {
         Err(self.refuse(format!("{verb} {target} is not granted by the plugin's manifest")))
     }
 
-    /// Refuses `what` in a call that may only read the cache (`map-related`).
+    /// Refuses `what` in a call that may only read the cache.
     fn cache_only(&self, what: &str) -> Result<(), GuestError> {
         match self.cache_only {
-            true => Err(self.refuse(format!("{what} during map-related: map-related may read the cache and nothing else"))),
-            false => Ok(()),
+            Some(rule) => Err(self.refuse(format!("{what} refused: {rule}"))),
+            None => Ok(()),
         }
     }
 
@@ -147,6 +148,9 @@ impl CacheReader for Nothing {
         _: usize,
     ) -> Result<Vec<(crate::resource::ObjectKey, Arc<str>)>, usize> {
         Ok(Vec::new())
+    }
+    fn children(&self, _: &Gvk, _: Option<&str>, _: &str, _: Option<&crate::selector::LabelSelector>) -> Vec<(crate::resource::ObjectKey, Arc<str>)> {
+        Vec::new()
     }
 }
 

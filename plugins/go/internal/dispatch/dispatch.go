@@ -5,6 +5,7 @@ package dispatch
 
 import (
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_access"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_composite"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_plugin"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_types"
@@ -20,6 +21,11 @@ type Exports interface {
 	Rules() []kubewasm_controller_access.Rule
 	Released(request kubewasm_controller_reconciler.Request) witTypes.Result[kubewasm_controller_types.Action, kubewasm_controller_types.Error]
 	MetadataOnly() []kubewasm_controller_types.Gvk
+	DescribeComposition() witTypes.Option[kubewasm_controller_composite.Composition]
+	Customize(parent string) witTypes.Result[[]kubewasm_controller_composite.RelatedRule, kubewasm_controller_types.Error]
+	Sync(request kubewasm_controller_composite.SyncRequest) witTypes.Result[kubewasm_controller_composite.SyncResponse, kubewasm_controller_types.Error]
+	// FinalizeComposite is composite.finalize (Finalize is reconciler.finalize).
+	FinalizeComposite(request kubewasm_controller_composite.SyncRequest) witTypes.Result[kubewasm_controller_composite.SyncResponse, kubewasm_controller_types.Error]
 }
 
 // Impl is set by the kubewasm package's init.

@@ -2,6 +2,7 @@
 /// <reference path="./interfaces/kubewasm-controller-access.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-cache.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-client.d.ts" />
+/// <reference path="./interfaces/kubewasm-controller-composite.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-events.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-log.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-plugin.d.ts" />
@@ -9,15 +10,16 @@
 /// <reference path="./interfaces/kubewasm-controller-release.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-types.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-views.d.ts" />
-declare module 'kubewasm:controller/controller@0.1.2' {
-  export type * as KubewasmControllerCache012 from 'kubewasm:controller/cache@0.1.2'; // import kubewasm:controller/cache@0.1.2
-  export type * as KubewasmControllerClient012 from 'kubewasm:controller/client@0.1.2'; // import kubewasm:controller/client@0.1.2
-  export type * as KubewasmControllerEvents012 from 'kubewasm:controller/events@0.1.2'; // import kubewasm:controller/events@0.1.2
-  export type * as KubewasmControllerLog012 from 'kubewasm:controller/log@0.1.2'; // import kubewasm:controller/log@0.1.2
-  export type * as KubewasmControllerTypes012 from 'kubewasm:controller/types@0.1.2'; // import kubewasm:controller/types@0.1.2
-  export * as plugin from 'kubewasm:controller/plugin@0.1.2'; // export kubewasm:controller/plugin@0.1.2
-  export * as reconciler from 'kubewasm:controller/reconciler@0.1.2'; // export kubewasm:controller/reconciler@0.1.2
-  export * as access from 'kubewasm:controller/access@0.1.2'; // export kubewasm:controller/access@0.1.2
-  export * as release from 'kubewasm:controller/release@0.1.2'; // export kubewasm:controller/release@0.1.2
-  export * as views from 'kubewasm:controller/views@0.1.2'; // export kubewasm:controller/views@0.1.2
+declare module 'kubewasm:controller/controller@0.1.3' {
+  export type * as KubewasmControllerCache013 from 'kubewasm:controller/cache@0.1.3'; // import kubewasm:controller/cache@0.1.3
+  export type * as KubewasmControllerClient013 from 'kubewasm:controller/client@0.1.3'; // import kubewasm:controller/client@0.1.3
+  export type * as KubewasmControllerEvents013 from 'kubewasm:controller/events@0.1.3'; // import kubewasm:controller/events@0.1.3
+  export type * as KubewasmControllerLog013 from 'kubewasm:controller/log@0.1.3'; // import kubewasm:controller/log@0.1.3
+  export type * as KubewasmControllerTypes013 from 'kubewasm:controller/types@0.1.3'; // import kubewasm:controller/types@0.1.3
+  export * as plugin from 'kubewasm:controller/plugin@0.1.3'; // export kubewasm:controller/plugin@0.1.3
+  export * as reconciler from 'kubewasm:controller/reconciler@0.1.3'; // export kubewasm:controller/reconciler@0.1.3
+  export * as access from 'kubewasm:controller/access@0.1.3'; // export kubewasm:controller/access@0.1.3
+  export * as release from 'kubewasm:controller/release@0.1.3'; // export kubewasm:controller/release@0.1.3
+  export * as views from 'kubewasm:controller/views@0.1.3'; // export kubewasm:controller/views@0.1.3
+  export * as composite from 'kubewasm:controller/composite@0.1.3'; // export kubewasm:controller/composite@0.1.3
 }

@@ -11,6 +11,10 @@ WebAssembly component with `kubewasm-py build app.py -o app.wasm`, drop it into 
             ctx.info("saw a ConfigMap", name=objects.name(obj))
             return Action.done()
 
+A declarative controller subclasses `CompositeController` instead: `sync(request)` answers
+which children a parent should have and its status (`SyncResponse`), and the host makes every
+write (contract 0.1.3; see `kubewasm.composite`).
+
 Objects are dicts (parsed JSON); `kubewasm.objects` has the metadata, owner reference,
 condition and status helpers. Host calls are methods of `Context`; they raise `KubewasmError`
 subclasses (`NotFound`, `Conflict`, ...). `kubewasm.testing` runs a controller under plain
@@ -21,9 +25,10 @@ generated component entry module loads.
 """
 
 from . import kinds, objects
+from .composite import CompositeController, RelatedRule, SyncRequest, SyncResponse
 from .context import Context, Host
 from .controller import Controller
-from .core import DONE, Action, ErrorCode, EventType, Gvk, LogLevel, ObjectKey, PatchType, Verb
+from .core import DONE, Action, ChildSelector, ErrorCode, EventType, Gvk, LogLevel, ObjectKey, PatchType, UpdateStrategy, Verb
 from .errors import (
     AlreadyExists,
     Conflict,
@@ -35,7 +40,7 @@ from .errors import (
     SettingsError,
     Unavailable,
 )
-from .manifest import Limits, Manifest, ManifestSpec, Mapping, Permission, Rule, Watch
+from .manifest import ChildRule, Composition, Limits, Manifest, ManifestSpec, Mapping, Permission, Rule, Watch
 from .objects import Object
 
 __version__ = "0.1.0"
@@ -44,6 +49,10 @@ __all__ = [
     "DONE",
     "Action",
     "AlreadyExists",
+    "ChildRule",
+    "ChildSelector",
+    "CompositeController",
+    "Composition",
     "Conflict",
     "Context",
     "Controller",
@@ -65,9 +74,13 @@ __all__ = [
     "Other",
     "PatchType",
     "Permission",
+    "RelatedRule",
     "Rule",
     "SettingsError",
+    "SyncRequest",
+    "SyncResponse",
     "Unavailable",
+    "UpdateStrategy",
     "Verb",
     "Watch",
     "kinds",

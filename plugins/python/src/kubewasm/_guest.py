@@ -1,7 +1,12 @@
 """The component glue: the WIT imports as a `Host`, and the `Plugin`, `Reconciler`, `Access`,
-`Release` and `Views` export classes componentize-py looks for. Imported only inside a component
-(by the module `kubewasm-py build` generates), because `wit_world` and `componentize_py_types`
-exist only there.
+`Release`, `Views` and `Composite` export classes componentize-py looks for. Imported only inside
+a component (by the module `kubewasm-py build` generates), because `wit_world` and
+`componentize_py_types` exist only there.
+
+One set of exports serves both kinds of plugin (the world is `controller`): for a `Controller`,
+`Composite.describe_composition` answers None and the host never calls the rest of `Composite`;
+for a `CompositeController`, it answers the composition and the host never calls `Reconciler`
+nor `Release`. A function the host never calls traps if it is called anyway.
 """
 
 from __future__ import annotations
@@ -12,15 +17,17 @@ from typing import Any, TypeVar
 
 from componentize_py_types import Err
 from wit_world.exports import access as wa
+from wit_world.exports import composite as wc
 from wit_world.exports import plugin as wp
 from wit_world.exports import reconciler as wr
 from wit_world.imports import cache, client, events, log
 from wit_world.imports import types as wt
 
-from .core import ErrorCode, EventType, Gvk, LogLevel, ObjectKey, PatchType
+from .composite import RelatedRule
+from .core import ChildSelector, ErrorCode, EventType, Gvk, LogLevel, ObjectKey, PatchType, UpdateStrategy
 from .errors import KubewasmError
-from .manifest import ManifestSpec, Rule
-from .runtime import Method, Refused, Runner, find_controller
+from .manifest import Composition, ManifestSpec, Rule
+from .runtime import Method, Refused, Runner, SyncMethod, find_controller
 
 _CODES = {
     wt.ErrorCode.NOT_FOUND: ErrorCode.NOT_FOUND,
@@ -42,10 +49,16 @@ _LEVEL = {
     LogLevel.ERROR: log.Level.ERROR,
 }
 _VERB = {v.name: getattr(wp.Verb, v.name) for v in wp.Verb}
+_STRATEGY = {s: getattr(wc.UpdateStrategy, s.name) for s in UpdateStrategy}
+_SELECTOR = {s: getattr(wc.ChildSelector, s.name) for s in ChildSelector}
 
 
 def _gvk(g: Gvk) -> wt.Gvk:
     return wt.Gvk(g.group, g.version, g.kind)
+
+
+def _from_gvk(g: wt.Gvk) -> Gvk:
+    return Gvk(g.group, g.version, g.kind)
 
 
 T = TypeVar("T")
@@ -147,6 +160,21 @@ def _rule(r: Rule) -> wa.Rule:
     )
 
 
+def _composition(c: Composition) -> wc.Composition:
+    return wc.Composition(
+        children=[wc.ChildRule(resource=_gvk(r.resource), update_strategy=_STRATEGY[UpdateStrategy.parse(r.update_strategy)]) for r in c.children],
+        selector=_SELECTOR[ChildSelector.parse(c.selector)],
+    )
+
+
+def _related_rule(r: RelatedRule) -> wc.RelatedRule:
+    return wc.RelatedRule(resource=_gvk(r.resource), namespace=r.namespace, names=list(r.names), label_selector=r.label_selector or None)
+
+
+def _groups(entries: list[wc.Objects]) -> list[tuple[Gvk, list[str]]]:
+    return [(_from_gvk(e.resource), e.items) for e in entries]
+
+
 def _action(action: Any) -> wt.Action:
     if action.requeue_after_ms is None:
         return wt.Action_Done()
@@ -161,16 +189,32 @@ def _key(k: wt.ObjectKey) -> ObjectKey:
     return ObjectKey(k.namespace, k.name)
 
 
-def exports(app: ModuleType) -> tuple[type, type, type, type, type]:
-    """The `Plugin`, `Reconciler`, `Access`, `Release` and `Views` classes for the controller the
-    author's module defines."""
-    runner = Runner(find_controller(app), WasmHost())
+def exports(app: ModuleType) -> tuple[type, type, type, type, type, type]:
+    """The `Plugin`, `Reconciler`, `Access`, `Release`, `Views` and `Composite` classes for the
+    controller (a `Controller` or a `CompositeController`) the author's module defines."""
+    return exports_for(Runner(find_controller(app), WasmHost()))
+
+
+def exports_for(runner: Runner) -> tuple[type, type, type, type, type, type]:
+    """The export classes over one runner (tests give it a fake host)."""
 
     def call(method: Method, request: wr.Request) -> wt.Action:
         try:
             return _action(runner.call(method, _key(request.key), request.object, request.retries))
         except KubewasmError as e:
             raise _wit_error(e) from None
+
+    def answer(method: SyncMethod, request: wc.SyncRequest) -> wc.SyncResponse:
+        try:
+            encoded = runner.sync(method, request.parent, _groups(request.children), _groups(request.related), request.finalizing)
+        except KubewasmError as e:
+            raise _wit_error(e) from None
+        return wc.SyncResponse(
+            status=encoded.status,
+            children=encoded.children,
+            resync_after=encoded.resync_after_ms,
+            finalized=encoded.finalized,
+        )
 
     class Plugin:
         def describe(self, settings: str) -> wp.Manifest:
@@ -202,4 +246,22 @@ def exports(app: ModuleType) -> tuple[type, type, type, type, type]:
         def metadata_only(self) -> list[wt.Gvk]:
             return [_gvk(g) for g in runner.metadata_only()]
 
-    return Plugin, Reconciler, Access, Release, Views
+    class Composite:
+        def describe_composition(self) -> wc.Composition | None:
+            composition = runner.composition()
+            return None if composition is None else _composition(composition)
+
+        def customize(self, parent: str) -> list[wc.RelatedRule]:
+            try:
+                rules = runner.customize(parent)
+            except KubewasmError as e:
+                raise _wit_error(e) from None
+            return [_related_rule(r) for r in rules]
+
+        def sync(self, request: wc.SyncRequest) -> wc.SyncResponse:
+            return answer("sync", request)
+
+        def finalize(self, request: wc.SyncRequest) -> wc.SyncResponse:
+            return answer("finalize", request)
+
+    return Plugin, Reconciler, Access, Release, Views, Composite

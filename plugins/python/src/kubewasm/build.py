@@ -4,11 +4,13 @@
 
 wraps componentize-py 0.25 with the kubewasm WIT shipped in this package (`kubewasm/wit`, copied
 from the repository's `wit/` when the package is built). The author's module only defines a
-`Controller` subclass; the build generates the entry module componentize-py wants:
+`Controller` or a `CompositeController` subclass; the build generates the entry module
+componentize-py wants (the same for both: every plugin is built for the `controller` world, and
+its `composite` export says whether it is declarative):
 
     import app as _app
     from kubewasm._guest import exports as _exports
-    Plugin, Reconciler, Access, Release, Views = _exports(_app)
+    Plugin, Reconciler, Access, Release, Views, Composite = _exports(_app)
 
 componentize-py imports it at build time (pre-initialization) and snapshots the result, so
 module-level code runs once, at build time, and errors in it fail the build.
@@ -35,7 +37,7 @@ ENTRY_TEMPLATE = """\
 import {app} as _app
 from kubewasm._guest import exports as _exports
 
-Plugin, Reconciler, Access, Release, Views = _exports(_app)
+Plugin, Reconciler, Access, Release, Views, Composite = _exports(_app)
 """
 
 _COMPONENTIZE_PY = "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()"
@@ -120,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser(
         "build",
         help="build a controller module into a plugin component",
-        description="Build APP.py (a module defining one kubewasm.Controller subclass, or naming it as "
-        "`controller = MyController`) into a component. Check it with `kubewasm check OUT.wasm`.",
+        description="Build APP.py (a module defining one kubewasm.Controller or kubewasm.CompositeController subclass, "
+        "or naming it as `controller = MyController`) into a component. Check it with `kubewasm check OUT.wasm`.",
     )
     b.add_argument("app", type=Path, metavar="APP.py")
     b.add_argument("-o", "--output", type=Path, help="the component to write (default: APP.wasm beside APP.py)")

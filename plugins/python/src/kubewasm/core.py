@@ -82,27 +82,35 @@ class Action:
     def requeue_after(cls, after: float | timedelta) -> Action:
         """Reconcile again after `after` (seconds, or a timedelta), in whole milliseconds
         rounded up (cut to the WIT's u64 milliseconds)."""
-        if isinstance(after, timedelta):
-            # Exact: a timedelta counts whole microseconds.
-            millis = -((after // timedelta(microseconds=1)) // -1000)
-        else:
-            seconds = float(after)
-            if math.isnan(seconds):
-                raise ValueError("requeue_after: the delay is NaN")
-            # Through whole microseconds, so that float noise (1.1 * 1000 = 1100.0000000000002)
-            # does not round up a millisecond.
-            millis = _MAX_MILLIS if math.isinf(seconds) else -(-round(seconds * 1_000_000) // 1000)
-        if millis < 0:
-            raise ValueError(f"requeue_after: negative delay {after}")
-        return cls(requeue_after_ms=min(millis, _MAX_MILLIS))
+        return cls(requeue_after_ms=millis(after, "requeue_after"))
 
     @property
     def is_done(self) -> bool:
         return self.requeue_after_ms is None
 
 
-# The WIT's `requeue-after(u64)`.
+# The WIT's `requeue-after(u64)` and `resync-after: option<u64>`.
 _MAX_MILLIS = 2**64 - 1
+
+
+def millis(after: float | timedelta, what: str = "delay") -> int:
+    """A delay in seconds (a number or a timedelta) as the host takes it: whole milliseconds,
+    rounded up (a positive delay is never 0), cut to the WIT's u64. `ValueError` (naming
+    `what`) for a negative or NaN delay."""
+    if isinstance(after, timedelta):
+        # Exact: a timedelta counts whole microseconds.
+        ms = -((after // timedelta(microseconds=1)) // -1000)
+    else:
+        seconds = float(after)
+        if math.isnan(seconds):
+            raise ValueError(f"{what}: the delay is NaN")
+        # Through whole microseconds, so that float noise (1.1 * 1000 = 1100.0000000000002)
+        # does not round up a millisecond.
+        ms = _MAX_MILLIS if math.isinf(seconds) else -(-round(seconds * 1_000_000) // 1000)
+    if ms < 0:
+        raise ValueError(f"{what}: negative delay {after}")
+    return min(ms, _MAX_MILLIS)
+
 
 DONE = Action()
 
@@ -165,3 +173,29 @@ class ErrorCode(_WitEnum):
     INVALID = "invalid"
     UNAVAILABLE = "unavailable"
     OTHER = "other"
+
+
+class UpdateStrategy(_WitEnum):
+    """What the host does with an existing child of a declarative controller whose desired state
+    changed (the WIT `update-strategy`)."""
+
+    ON_DELETE = "on-delete"
+    """Nothing: an existing child is never updated; one that is gone is created again as
+    desired (Metacontroller's default)."""
+    RECREATE = "recreate"
+    """Deletes it, then creates it as desired once it is gone."""
+    IN_PLACE = "in-place"
+    """Server-side applies the desired state over it (also when someone else changed a field
+    the desired state sets)."""
+
+
+class ChildSelector(_WitEnum):
+    """Which objects are a declarative controller's children to claim (the WIT
+    `child-selector`)."""
+
+    GENERATED = "generated"
+    """The host labels every child `kubewasm.io/controller-uid: <parent uid>` and selects by
+    that label."""
+    PARENT_SPEC_SELECTOR = "parent-spec-selector"
+    """The parent's `spec.selector` (`matchLabels`, `matchExpressions`); matching orphans are
+    adopted."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Literal, TypeVar
 
-from .core import Gvk, Verb
+from .core import ChildSelector, Gvk, UpdateStrategy, Verb
 from .kinds import CLUSTER_ROLE
 
 # The verbs a rule may name: RBAC's, without "*".
@@ -87,9 +87,30 @@ class Limits:
 
 
 @dataclass
+class ChildRule:
+    """One kind of child of a declarative controller, and what the host does with an existing
+    child of the kind whose desired state changed."""
+
+    resource: Gvk
+    update_strategy: UpdateStrategy = UpdateStrategy.ON_DELETE
+
+
+@dataclass
+class Composition:
+    """How a declarative controller's parents (the primary) and children relate: what its
+    `composite.describe-composition` export answers. An `owns` kind without a rule is a child
+    kind with the strategy `ON_DELETE`."""
+
+    children: list[ChildRule] = field(default_factory=list)
+    selector: ChildSelector = ChildSelector.GENERATED
+
+
+@dataclass
 class ManifestSpec:
     """The plain data of a manifest, field for field the WIT `manifest` record, plus `rules`
-    (the `access` export's answer) and `metadata_only` (the `views` export's)."""
+    (the `access` export's answer), `metadata_only` (the `views` export's) and `composition`
+    (the `composite.describe-composition` export's, for a `CompositeController`; None until
+    `child()` or `child_selector()` is called, and always None for a `Controller`)."""
 
     name: str
     version: str
@@ -104,6 +125,13 @@ class ManifestSpec:
     limits: Limits = field(default_factory=Limits)
     permissions: list[Permission] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
+    composition: Composition | None = None
+
+    def child_kinds(self) -> list[Gvk]:
+        """A declarative controller's child kinds, in the order the host hands them
+        (`SyncRequest.children`): those of `composition.children`, then the other `owns` kinds."""
+        ruled = [r.resource for r in self.composition.children] if self.composition is not None else []
+        return [*ruled, *(g for g in self.owns if g not in ruled)]
 
 
 T = TypeVar("T")
@@ -153,6 +181,35 @@ class Manifest:
         """Objects this controller creates with an owner reference to the primary."""
         self.spec.owns.append(resource)
         return self
+
+    def child(self, resource: Gvk, strategy: UpdateStrategy | str = UpdateStrategy.ON_DELETE) -> Manifest:
+        """A child kind of a declarative controller (`CompositeController`): added to `owns`
+        (once), with what the host does with an existing child whose desired state changed:
+        `UpdateStrategy.ON_DELETE` (the default: nothing, a child that is gone is created
+        again), `RECREATE` (delete, then create) or `IN_PLACE` (server-side apply over it).
+        Declaring a kind again replaces its strategy."""
+        strategy = UpdateStrategy.parse(strategy)
+        if resource not in self.spec.owns:
+            self.spec.owns.append(resource)
+        composition = self._composition()
+        for rule in composition.children:
+            if rule.resource == resource:
+                rule.update_strategy = strategy
+                return self
+        composition.children.append(ChildRule(resource, strategy))
+        return self
+
+    def child_selector(self, selector: ChildSelector | str) -> Manifest:
+        """Which objects are a declarative controller's children: `ChildSelector.GENERATED`
+        (the default: the host labels each child with its parent's uid) or
+        `PARENT_SPEC_SELECTOR` (the parent's `spec.selector`; matching orphans are adopted)."""
+        self._composition().selector = ChildSelector.parse(selector)
+        return self
+
+    def _composition(self) -> Composition:
+        if self.spec.composition is None:
+            self.spec.composition = Composition()
+        return self.spec.composition
 
     def watches(self, resource: Gvk, mapping: Mapping | None = None, label_selector: str | None = None) -> Manifest:
         """React to events on another resource (by default through `map_related`)."""

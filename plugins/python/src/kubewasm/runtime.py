@@ -1,4 +1,5 @@
-"""Runs a `Controller` against a `Host`: what the component's exports do, minus the WIT types.
+"""Runs a `Controller` or a `CompositeController` against a `Host`: what the component's exports
+do, minus the WIT types.
 
 `kubewasm._guest` wires this to the WIT bindings inside a component; `kubewasm.testing` wires it
 to a fake host under plain CPython. Keeping the dispatch here means the tests exercise exactly
@@ -10,42 +11,52 @@ from __future__ import annotations
 import copy
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from . import bounds
+from .composite import CompositeController, Encoded, Objects, RelatedRule, SyncRequest, SyncResponse, encode
 from .context import Context, Host
 from .controller import Controller
 from .core import DONE, Action, Gvk, ObjectKey
 from .errors import Invalid, KubewasmError, Other, SettingsError
-from .manifest import Manifest, ManifestSpec, Rule
+from .manifest import Composition, Manifest, ManifestSpec, Rule
+from .objects import Object
 
 # The controller methods the host calls with a primary object.
 Method = Literal["reconcile", "finalize", "released"]
+# The declarative controller methods the host calls with a sync request.
+SyncMethod = Literal["sync", "finalize"]
+
+# Either kind of plugin class an author's module defines.
+AnyController = Controller | CompositeController
+_KINDS = (Controller, CompositeController)
+
+T = TypeVar("T")
 
 
 class Refused(Exception):
     """`describe` refuses to load the plugin; the message says why."""
 
 
-def find_controller(module: ModuleType) -> type[Controller]:
+def find_controller(module: ModuleType) -> type[AnyController]:
     """The controller class of an author's module: `module.controller` if set, else the one
-    `Controller` subclass the module defines."""
+    `Controller` or `CompositeController` subclass the module defines."""
     explicit = getattr(module, "controller", None)
     if explicit is not None:
-        if inspect.isclass(explicit) and issubclass(explicit, Controller):
+        if inspect.isclass(explicit) and issubclass(explicit, _KINDS):
             return explicit
-        raise TypeError(f"{module.__name__}.controller must be a Controller subclass, not {explicit!r}")
+        raise TypeError(f"{module.__name__}.controller must be a Controller or CompositeController subclass, not {explicit!r}")
     found = [
-        obj
-        for obj in vars(module).values()
-        if inspect.isclass(obj) and issubclass(obj, Controller) and obj is not Controller and obj.__module__ == module.__name__
+        obj for obj in vars(module).values() if inspect.isclass(obj) and issubclass(obj, _KINDS) and obj not in _KINDS and obj.__module__ == module.__name__
     ]
     if len(found) != 1:
         names = ", ".join(c.__name__ for c in found) or "none"
         raise TypeError(
-            f"{module.__name__} must define exactly one Controller subclass (found: {names}); with several, say which one with `controller = MyController`"
+            f"{module.__name__} must define exactly one Controller or CompositeController subclass (found: {names}); "
+            "with several, say which one with `controller = MyController`"
         )
     return found[0]
 
@@ -56,7 +67,7 @@ def _describe_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _settings(controller_cls: type[Controller], parsed: dict[str, Any]) -> dict[str, Any]:
+def _settings(controller_cls: type[AnyController], parsed: dict[str, Any]) -> dict[str, Any]:
     """The settings the controller gets: its `settings_defaults` with the given keys over them.
     A key it does not declare there is refused (a typo, or a setting of another version)."""
     defaults = controller_cls.settings_defaults
@@ -75,14 +86,27 @@ def _returned(e: KubewasmError) -> KubewasmError:
     return e if len(message) == len(e.message) else KubewasmError.from_code(e.code, message)
 
 
-class Runner:
-    """One controller instance and the host it calls."""
+def _parse(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise Invalid(f"{what} does not parse: {e}") from None
 
-    def __init__(self, controller_cls: type[Controller], host: Host) -> None:
+
+class Runner:
+    """One controller instance (a `Controller` or a `CompositeController`) and the host it
+    calls."""
+
+    def __init__(self, controller_cls: type[AnyController], host: Host) -> None:
         self.controller_cls = controller_cls
         self.host = host
-        self.controller: Controller | None = None
+        self.controller: AnyController | None = None
         self.manifest: ManifestSpec | None = None
+
+    @property
+    def declarative(self) -> bool:
+        """Whether the plugin is a declarative controller (`CompositeController`)."""
+        return issubclass(self.controller_cls, CompositeController)
 
     def describe(self, settings: str) -> ManifestSpec:
         """Parses the settings, builds the controller and returns its manifest as the host gets
@@ -105,8 +129,18 @@ class Runner:
             raise Refused(f"{self.controller_cls.__name__}.manifest() must return a Manifest, not {manifest!r}")
         if manifest.spec.primary is None:
             raise Refused("manifest: primary is not set (call .primary(...))")
+        spec = manifest.for_host()
+        if self.declarative:
+            # A declarative controller always answers a composition: without child rules, its
+            # `owns` kinds are children with the strategy ON_DELETE.
+            spec = replace(spec, composition=spec.composition or Composition())
+        elif spec.composition is not None:
+            raise Refused(
+                f"manifest: child() and child_selector() declare the children of a declarative controller; "
+                f"{self.controller_cls.__name__} is a Controller (subclass CompositeController, or declare owns())"
+            )
         self.controller = controller
-        self.manifest = manifest.for_host()
+        self.manifest = spec
         return self.manifest
 
     def rules(self) -> list[Rule]:
@@ -117,16 +151,28 @@ class Runner:
         """What the `views` export answers, right after `describe`: the manifest's metadata-only kinds."""
         return self.manifest.metadata_only if self.manifest is not None else []
 
-    def _controller(self) -> Controller:
+    def composition(self) -> Composition | None:
+        """What the `composite` export's `describe-composition` answers, right after `describe`:
+        the composition of a declarative controller, None for a controller that reconciles
+        itself."""
+        return self.manifest.composition if self.manifest is not None else None
+
+    def _described(self, kind: type[T], method: str) -> T:
+        """The controller, of the kind whose `method` the host calls. The other kind's methods
+        are never called by the host: a `RuntimeError`, which traps in a component."""
+        if not issubclass(self.controller_cls, kind):
+            what = "a declarative plugin (CompositeController)" if self.declarative else "a plugin that reconciles itself (Controller)"
+            raise RuntimeError(f"the host called {method} of {what}; it never does")
         if self.controller is None:
             raise Other("the host called the plugin before describe")
+        assert isinstance(self.controller, kind)
         return self.controller
 
     def call(self, method: Method, key: ObjectKey, obj: str, retries: int) -> Action:
         """Runs `reconcile`, `finalize` or `released` on the primary `obj` (JSON text). Raises
         `KubewasmError` (its message cut to what the host takes) for the controller's answer;
         any other exception is a bug and propagates: inside a component it traps (a fault)."""
-        controller = self._controller()
+        controller = self._described(Controller, method)
         try:
             parsed = json.loads(obj)
         except ValueError as e:
@@ -146,5 +192,58 @@ class Runner:
         """Runs `map_related`. The WIT function has no error value: anything it raises (a
         `KubewasmError` too) propagates, and inside a component traps (a fault the host retries
         and, repeated, quarantines)."""
-        keys = self._controller().map_related(resource, json.loads(obj), Context(self.host))
+        keys = self._described(Controller, "map_related").map_related(resource, json.loads(obj), Context(self.host))
         return [k if isinstance(k, ObjectKey) else ObjectKey(*k) for k in keys or []]
+
+    # --- a declarative controller ---
+
+    def _declarative_call(self, composite: CompositeController, parent: Object, run: Any) -> Any:
+        """Runs `run()` with `composite.ctx` set to a context for `parent`; a `KubewasmError` is
+        the controller's answer (its message cut to what the host takes)."""
+        composite._ctx = Context(self.host, ObjectKey.of(parent) if isinstance(parent, dict) else None)
+        try:
+            return run()
+        except KubewasmError as e:
+            raise _returned(e) from None
+        finally:
+            composite._ctx = None
+
+    def customize(self, parent: str) -> list[RelatedRule]:
+        """Runs `customize` on the parent (JSON text). Raises `KubewasmError` for the
+        controller's answer; anything else it raises, or an answer that is not a list of
+        `RelatedRule`, is a bug and propagates (a trap in a component)."""
+        composite = self._described(CompositeController, "customize")
+        parsed = _parse(parent, "the parent")
+        rules = self._declarative_call(composite, parsed, lambda: composite.customize(parsed))
+        if rules is None:
+            return []
+        rules = list(rules)
+        for rule in rules:
+            if not isinstance(rule, RelatedRule):
+                raise TypeError(f"customize returned {rule!r} in its list, not a RelatedRule")
+        return rules
+
+    def sync(
+        self,
+        method: SyncMethod,
+        parent: str,
+        children: Sequence[tuple[Gvk, Sequence[str]]],
+        related: Sequence[tuple[Gvk, Sequence[str]]],
+        finalizing: bool,
+    ) -> Encoded:
+        """Runs `sync` or `finalize` on a request (the parent and the items of each kind as JSON
+        text) and returns the answer as JSON text. Raises `KubewasmError` for the controller's
+        answer; anything else it raises, or an answer that is not a `SyncResponse` (None too:
+        it would delete every child), is a bug and propagates (a trap in a component)."""
+        composite = self._described(CompositeController, method)
+        parsed = _parse(parent, "the parent")
+
+        def objects(entries: Sequence[tuple[Gvk, Sequence[str]]], what: str) -> list[Objects]:
+            return [Objects(resource, [_parse(item, f"a {what} {resource}") for item in items]) for resource, items in entries]
+
+        request = SyncRequest(parsed, objects(children, "child"), objects(related, "related"), finalizing)
+        handler = composite.finalize if method == "finalize" else composite.sync
+        response = self._declarative_call(composite, parsed, lambda: handler(request))
+        if not isinstance(response, SyncResponse):
+            raise TypeError(f"{method} returned {response!r}, not a SyncResponse")
+        return encode(response)

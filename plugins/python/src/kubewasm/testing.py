@@ -7,6 +7,11 @@
         assert h.reconcile(foo) == Action.done()
         assert h.host.applied()[0]["kind"] == "Deployment"
 
+    def test_greets():                                  # a CompositeController
+        h = Harness(Greeter)
+        answer = h.sync(greeting, children=[existing_config_map])
+        assert answer.status == {"greeted": True}
+
 `FakeHost` stands in for the host: an in-memory object store serves the cache (of a kind the
 manifest declares metadata-only, only the metadata, as the host hands it), writes change the
 store (immediately: the real cache catches up a moment later) and are recorded, events and logs
@@ -20,19 +25,25 @@ from __future__ import annotations
 import copy
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar, cast, overload
 
+from .composite import CompositeController, RelatedRule, SyncResponse, decode
 from .context import Host
 from .controller import Controller
 from .core import Action, EventType, Gvk, LogLevel, ObjectKey, PatchType
-from .errors import AlreadyExists, Conflict, Invalid, KubewasmError, NotFound
-from .manifest import ManifestSpec
-from .objects import Object
-from .runtime import Runner
+from .errors import AlreadyExists, Conflict, Forbidden, Invalid, KubewasmError, NotFound
+from .manifest import Composition, ManifestSpec
+from .objects import Object, is_controlled_by
+from .runtime import Runner, SyncMethod
 
-__all__ = ["Call", "FakeHost", "Harness", "match_labels", "parse_selector"]
+__all__ = ["COMPOSING", "Call", "FakeHost", "Harness", "match_labels", "parse_selector"]
+
+COMPOSING = "a declarative plugin's customize, sync and finalize may read the cache and nothing else (the host makes every write from their answers)"
+"""Why the host refuses client and Event calls during `customize`, `sync` and `finalize`: the
+end of the `Forbidden` message (`"patch ConfigMap.v1 refused: " + COMPOSING`)."""
 
 
 @dataclass
@@ -259,6 +270,11 @@ class FakeHost(Host):
         self.calls: list[Call] = []
         self.events: list[dict[str, Any]] = []
         self.logs: list[tuple[LogLevel, str, dict[str, str]]] = []
+        # Set (to the rule it states) while the plugin may only read the cache: client and
+        # events calls raise `Forbidden`, as the host refuses them (see `only_cache`).
+        self.cache_only: str | None = None
+        # The messages of the calls refused that way, in order.
+        self.refused: list[str] = []
         self._failures: dict[str, list[KubewasmError]] = defaultdict(list)
         self._next_uid = 1
         self._next_version = 1
@@ -280,6 +296,24 @@ class FakeHost(Host):
         """Makes the next `times` calls of `op` (cache_get, cache_list, apply, apply_status,
         create, update, update_status, patch, delete, publish_event) raise `error`."""
         self._failures[op].extend([error] * times)
+
+    @contextmanager
+    def only_cache(self, rule: str = COMPOSING) -> Iterator[None]:
+        """While inside, every client and events call raises `Forbidden` with the host's message
+        (`"<verb> <kind> refused: <rule>"`, `"an Event refused: <rule>"`), changes nothing and
+        is not recorded as a write; cache reads and logs work. `Harness` runs a declarative
+        controller's `customize`, `sync` and `finalize` so, as the host does."""
+        before, self.cache_only = self.cache_only, rule
+        try:
+            yield
+        finally:
+            self.cache_only = before
+
+    def _refuse(self, what: str) -> None:
+        if self.cache_only is not None:
+            message = f"{what} refused: {self.cache_only}"
+            self.refused.append(message)
+            raise Forbidden(message)
 
     def get(self, resource: Gvk, namespace: str | None, name: str) -> Object | None:
         """An object from the store (a copy), to assert on."""
@@ -368,6 +402,7 @@ class FakeHost(Host):
 
     def apply(self, obj: str, force: bool) -> str:
         parsed = self._parse(obj)
+        self._refuse(f"patch {Gvk.of(parsed)}")
         self.calls.append(Call("apply", parsed, force=force))
         self._maybe_fail("apply")
         current = self.objects.get(_obj_key(parsed))
@@ -378,6 +413,7 @@ class FakeHost(Host):
 
     def apply_status(self, obj: str, force: bool) -> str:
         parsed = self._parse(obj)
+        self._refuse(f"patch {Gvk.of(parsed)}")
         self.calls.append(Call("apply_status", parsed, force=force))
         self._maybe_fail("apply_status")
         current = self.objects.get(_obj_key(parsed))
@@ -389,6 +425,7 @@ class FakeHost(Host):
 
     def create(self, obj: str) -> str:
         parsed = self._parse(obj)
+        self._refuse(f"create {Gvk.of(parsed)}")
         self.calls.append(Call("create", parsed))
         self._maybe_fail("create")
         if _obj_key(parsed) in self.objects:
@@ -397,6 +434,7 @@ class FakeHost(Host):
 
     def _replace(self, op: str, obj: str, status_only: bool) -> str:
         parsed = self._parse(obj)
+        self._refuse(f"update {Gvk.of(parsed)}")
         self.calls.append(Call(op, parsed))
         self._maybe_fail(op)
         current = self.objects.get(_obj_key(parsed))
@@ -426,6 +464,7 @@ class FakeHost(Host):
             parsed_body = json.loads(body)
         except ValueError as e:
             raise Invalid(f"bad JSON patch body: {e}") from None
+        self._refuse(f"patch {resource}")
         self.calls.append(Call("patch", parsed_body, resource, namespace, name, patch_type=patch_type))
         self._maybe_fail("patch")
         current = self.objects.get(_store_key(resource, namespace, name))
@@ -445,12 +484,14 @@ class FakeHost(Host):
         return self._store(new, new=False, spec_changed=new.get("spec") != current.get("spec"))
 
     def delete(self, resource: Gvk, namespace: str | None, name: str) -> None:
+        self._refuse(f"delete {resource}")
         self.calls.append(Call("delete", None, resource, namespace, name))
         self._maybe_fail("delete")
         if self.objects.pop(_store_key(resource, namespace, name), None) is None:
             raise NotFound(f"{resource} {ObjectKey(namespace, name)} not found")
 
     def publish_event(self, regarding: tuple[Gvk, str | None, str], event_type: EventType, reason: str, action: str, note: str) -> None:
+        self._refuse("an Event")
         self._maybe_fail("publish_event")
         resource, namespace, name = regarding
         self.events.append(
@@ -467,38 +508,90 @@ class FakeHost(Host):
         self.logs.append((level, message, dict(fields)))
 
 
-class Harness:
+def _sorted(objects: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Objects sorted by namespace and name, as the host hands them."""
+    return sorted(objects, key=lambda o: (ObjectKey.of(o).namespace or "", ObjectKey.of(o).name))
+
+
+def _same_kind(a: Gvk, b: Gvk) -> bool:
+    return (a.group, a.kind) == (b.group, b.kind)
+
+
+# The controller class a harness runs (covariant: a `Harness[Greetings]` is a
+# `Harness[CompositeController]`, which picks the `finalize` overload).
+C = TypeVar("C", bound=Controller | CompositeController, covariant=True)
+
+
+class Harness(Generic[C]):
     """A controller described and ready to call against a `FakeHost`, the way the component's
     exports run it. `manifest` is what it describes to the host, `manifest.rules` what its
     `access` export answers, `manifest.metadata_only` what its `views` export answers (the host
-    then hands those kinds as metadata: `FakeHost.handed`)."""
+    then hands those kinds as metadata: `FakeHost.handed`), `manifest.composition` what its
+    `composite` export's `describe-composition` answers (None for a `Controller`).
 
-    def __init__(self, controller_cls: type[Controller], settings: Mapping[str, Any] | None = None, objects: Iterable[Mapping[str, Any]] = ()) -> None:
+    A `Controller` runs with `reconcile`, `finalize`, `released` and `map_related`; a
+    `CompositeController` with `sync`, `finalize` and `customize`, during which the fake host
+    refuses client and Event calls with `Forbidden`, as the host does. A method of the other
+    kind raises `RuntimeError` (the host never calls it; in the component, a trap)."""
+
+    def __init__(self, controller_cls: type[C], settings: Mapping[str, Any] | None = None, objects: Iterable[Mapping[str, Any]] = ()) -> None:
         self.host = FakeHost(objects)
-        self.runner = Runner(controller_cls, self.host)
+        self.runner = Runner(cast("type[Controller | CompositeController]", controller_cls), self.host)
         self.manifest: ManifestSpec = self.runner.describe(json.dumps(dict(settings or {})))
         self.host.metadata_only = list(self.manifest.metadata_only)
 
     @property
-    def controller(self) -> Controller:
+    def controller(self) -> C:
         assert self.runner.controller is not None
-        return self.runner.controller
+        return self.runner.controller  # type: ignore[return-value]
 
-    def _primary(self, obj_or_key: Mapping[str, Any] | ObjectKey) -> tuple[ObjectKey, str]:
+    @property
+    def composition(self) -> Composition | None:
+        """What the `composite.describe-composition` export answers."""
+        return self.runner.composition()
+
+    def _object(self, obj_or_key: Mapping[str, Any] | ObjectKey) -> Mapping[str, Any]:
         if isinstance(obj_or_key, ObjectKey):
             assert self.manifest.primary is not None
             stored = self.host.get(self.manifest.primary, obj_or_key.namespace, obj_or_key.name)
             if stored is None:
                 raise LookupError(f"no {self.manifest.primary} {obj_or_key} in the fake host")
-            return obj_or_key, json.dumps(stored)
-        return ObjectKey.of(obj_or_key), json.dumps(obj_or_key)
+            return stored
+        return obj_or_key
+
+    def _primary(self, obj_or_key: Mapping[str, Any] | ObjectKey) -> tuple[ObjectKey, str]:
+        obj = self._object(obj_or_key)
+        return (obj_or_key if isinstance(obj_or_key, ObjectKey) else ObjectKey.of(obj)), json.dumps(obj)
 
     def reconcile(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action:
         """Runs `reconcile` on an object (or the stored primary of a key). Raises
         `KubewasmError` as the component would return it."""
         return self.runner.call("reconcile", *self._primary(obj_or_key), retries)
 
-    def finalize(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action:
+    @overload
+    def finalize(self: Harness[Controller], obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action: ...
+
+    @overload
+    def finalize(
+        self: Harness[CompositeController],
+        obj_or_key: Mapping[str, Any] | ObjectKey,
+        *,
+        children: Iterable[Mapping[str, Any]] | None = None,
+        related: Iterable[Mapping[str, Any]] | None = None,
+    ) -> SyncResponse: ...
+
+    def finalize(
+        self,
+        obj_or_key: Mapping[str, Any] | ObjectKey,
+        retries: int = 0,
+        *,
+        children: Iterable[Mapping[str, Any]] | None = None,
+        related: Iterable[Mapping[str, Any]] | None = None,
+    ) -> Action | SyncResponse:
+        """A `Controller`'s `finalize` (an `Action`), or a `CompositeController`'s (a
+        `SyncResponse`, with `request.finalizing` set; `children` and `related` as for `sync`)."""
+        if self.runner.declarative:
+            return self._sync("finalize", obj_or_key, children, related)
         return self.runner.call("finalize", *self._primary(obj_or_key), retries)
 
     def released(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action:
@@ -508,3 +601,97 @@ class Harness:
     def map_related(self, resource: Gvk, obj: Mapping[str, Any]) -> list[ObjectKey]:
         """Runs `map_related` on `obj`, handed as the host hands it (`FakeHost.handed`)."""
         return self.runner.map_related(resource, json.dumps(self.host.handed(resource, obj)))
+
+    # --- a declarative controller ---
+
+    def customize(self, parent: Mapping[str, Any] | ObjectKey) -> list[RelatedRule]:
+        """Runs a `CompositeController`'s `customize` on a parent (or the stored primary of a
+        key), refusing client and Event calls. Raises `KubewasmError` as the component would
+        return it."""
+        text = json.dumps(self._object(parent))
+        with self.host.only_cache():
+            return self.runner.customize(text)
+
+    def sync(
+        self,
+        parent: Mapping[str, Any] | ObjectKey,
+        children: Iterable[Mapping[str, Any]] | None = None,
+        related: Iterable[Mapping[str, Any]] | None = None,
+    ) -> SyncResponse:
+        """Runs a `CompositeController`'s `sync` on a parent (or the stored primary of a key),
+        refusing client and Event calls, and returns its answer as the host receives it (status
+        and children through their JSON text, `resync_after` in seconds of whole milliseconds).
+        Raises `KubewasmError` as the component would return it.
+
+        `children`: the parent's children, grouped by kind as the host hands them (an entry per
+        child kind, in the manifest's order, sorted by namespace and name); one of another
+        kind is a `ValueError`. When None, the store's objects of the child kinds that the
+        parent controls (a controller owner reference with its uid), in its namespace (every
+        namespace for a cluster-scoped parent); nothing is adopted.
+
+        `related`: the objects `customize` named, an entry per kind. When None, `customize` is
+        called (as the host does for a generation it has not asked about) and each rule selects
+        from the store, as the host selects from its cache.
+
+        The harness does not check the answer as the host does (declared kinds, names,
+        duplicates, namespaces, selector labels): `kubewasm test` runs the built component
+        against the host's own checks."""
+        return self._sync("sync", parent, children, related)
+
+    def _sync(
+        self,
+        method: SyncMethod,
+        parent: Mapping[str, Any] | ObjectKey,
+        children: Iterable[Mapping[str, Any]] | None,
+        related: Iterable[Mapping[str, Any]] | None,
+    ) -> SyncResponse:
+        obj = self._object(parent)
+        text = json.dumps(obj)
+        kinds = self.manifest.child_kinds()
+        if children is None:
+            namespace = ObjectKey.of(obj).namespace
+            owned = [o for o in self.host.objects.values() if (namespace is None or ObjectKey.of(o).namespace == namespace) and is_controlled_by(o, obj)]
+            grouped = [(k, _sorted(o for o in owned if _same_kind(Gvk.of(o), k))) for k in kinds]
+        else:
+            given = list(children)
+            for child in given:
+                if not any(_same_kind(Gvk.of(child), k) for k in kinds):
+                    names = ", ".join(str(k) for k in kinds) or "none"
+                    raise ValueError(f"{Gvk.of(child)} {ObjectKey.of(child)} is not of a child kind of the manifest ({names})")
+            grouped = [(k, _sorted(c for c in given if _same_kind(Gvk.of(c), k))) for k in kinds]
+        if related is None:
+            selected = self._related(self.customize(obj))
+        else:
+            by_kind: dict[tuple[str, str], tuple[Gvk, list[Mapping[str, Any]]]] = {}
+            for r in related:
+                gvk = Gvk.of(r)
+                by_kind.setdefault((gvk.group, gvk.kind), (gvk, []))[1].append(r)
+            selected = [(gvk, _sorted(items)) for gvk, items in by_kind.values()]
+
+        def texts(entries: list[tuple[Gvk, list[Mapping[str, Any]]]]) -> list[tuple[Gvk, list[str]]]:
+            return [(k, [json.dumps(self.host.handed(k, o)) for o in items]) for k, items in entries]
+
+        with self.host.only_cache():
+            encoded = self.runner.sync(method, text, texts(grouped), texts(selected), method == "finalize")
+        return decode(encoded)
+
+    def _related(self, rules: list[RelatedRule]) -> list[tuple[Gvk, list[Mapping[str, Any]]]]:
+        """What the rules select from the store, an entry per rule, as the host selects it."""
+        out = []
+        for i, rule in enumerate(rules):
+            if rule.names and rule.label_selector is not None:
+                raise Invalid(f"customize rule {i}: names and label-selector together: a rule selects by one")
+            try:
+                requirements = parse_selector(rule.label_selector) if rule.label_selector is not None else []
+            except Invalid as e:
+                raise Invalid(f"customize rule {i}: {e.message}") from None
+            found = [
+                o
+                for o in self.host.objects.values()
+                if _same_kind(Gvk.of(o), rule.resource)
+                and (rule.namespace is None or ObjectKey.of(o).namespace == rule.namespace)
+                and (not rule.names or ObjectKey.of(o).name in rule.names)
+                and all(_satisfies((o.get("metadata") or {}).get("labels") or {}, r) for r in requirements)
+            ]
+            out.append((rule.resource, _sorted(found)))
+        return out

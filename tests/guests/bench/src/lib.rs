@@ -5,7 +5,7 @@
 use kubewasm_sdk::bindings::exports::kubewasm::controller::access::{self, Rule};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::plugin::{self, Limits, Manifest, Permission, Verb};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::reconciler::{self, Request};
-use kubewasm_sdk::bindings::exports::kubewasm::controller::{release, views};
+use kubewasm_sdk::bindings::exports::kubewasm::controller::{composite, release, views};
 use kubewasm_sdk::bindings::kubewasm::controller::types::{Action, Error, ErrorCode, Gvk, ObjectKey};
 use kubewasm_sdk::bindings::kubewasm::controller::{cache, client};
 
@@ -74,6 +74,22 @@ impl release::Guest for Bench {
 impl views::Guest for Bench {
     fn metadata_only() -> Vec<Gvk> {
         Vec::new()
+    }
+}
+
+/// Not declarative: the host never calls the rest.
+impl composite::Guest for Bench {
+    fn describe_composition() -> Option<composite::Composition> {
+        None
+    }
+    fn customize(_: String) -> Result<Vec<composite::RelatedRule>, Error> {
+        unreachable!("the host never calls a controller's customize")
+    }
+    fn sync(_: composite::SyncRequest) -> Result<composite::SyncResponse, Error> {
+        unreachable!("the host never calls a controller's sync")
+    }
+    fn finalize(_: composite::SyncRequest) -> Result<composite::SyncResponse, Error> {
+        unreachable!("the host never calls a controller's composite finalize")
     }
 }
 

@@ -1,6 +1,6 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/cache@0.1.2' {
+declare module 'kubewasm:controller/cache@0.1.3' {
   /**
    * One object, or `none` if there is none of that name.
    * 
@@ -29,7 +29,7 @@ declare module 'kubewasm:controller/cache@0.1.2' {
    * unserved or uncached resource, or an answer over the bound.
    */
   export function listObjects(resource: Gvk, namespace: string | undefined, labelSelector: string | undefined): Array<Object>;
-  export type Gvk = import('kubewasm:controller/types@0.1.2').Gvk;
-  export type Object = import('kubewasm:controller/types@0.1.2').Object;
-  export type Error = import('kubewasm:controller/types@0.1.2').Error;
+  export type Gvk = import('kubewasm:controller/types@0.1.3').Gvk;
+  export type Object = import('kubewasm:controller/types@0.1.3').Object;
+  export type Error = import('kubewasm:controller/types@0.1.3').Error;
 }

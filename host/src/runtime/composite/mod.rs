@@ -1,0 +1,336 @@
+//! A declarative plugin's reconcile, made by the host from the plugin's answers (the WIT's
+//! `composite` interface: Metacontroller's CompositeController, in process). For one parent:
+//! claim its children ([`claim`]), ask `customize` for the related objects it needs
+//! ([`related`]), ask `sync` (or `finalize`) what should be, check the answer and plan the writes
+//! ([`desired`]), make them, and write the parent's status.
+//!
+//! Every read goes through the call's cache and every write through its API — the plugin's
+//! identity, rate limit and fences, or the journal or shadow replay a caller hands in — so shadow
+//! runs, recordings, table tests and rollback see a declarative plugin the way they see any
+//! other: by what its reconcile read and wrote.
+
+mod claim;
+mod desired;
+mod related;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use self::claim::Observed;
+use self::desired::Plan;
+pub(super) use self::desired::check_desired;
+pub(super) use self::related::{Related, check_related};
+use super::bindings::composite_exports::{SyncRequest, SyncResponse};
+use super::bindings::types::ErrorCode;
+use super::host::Services;
+use super::host::cache::list_bound;
+use super::host::client::guest_error;
+use super::{Action, Call, CallError, Output, PluginRunner, Request};
+use crate::client::{RequestError, WriteOp, WriteRequest};
+use crate::manifest::ChildRule;
+use crate::resource::{Gvk, ObjectKey};
+use crate::selector::LabelSelector;
+
+/// How long a parent whose `finalize` did not finish waits for its next call, without an event
+/// or a `resync-after`.
+const FINALIZE_AGAIN: Duration = Duration::from_secs(5);
+
+/// Why a declarative reconcile failed, by the step that failed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CompositeError {
+    /// The parent, as cached, cannot be a parent (no uid, not JSON).
+    #[error("the parent: {0}")]
+    Parent(String),
+    #[error("the parent's child selector: {0}")]
+    Selector(String),
+    /// Adopting or releasing children failed.
+    #[error("claiming children: {}", list(.0))]
+    Claim(Vec<Failed>),
+    /// The children and related objects are more than the plugin may be handed at once.
+    #[error(
+        "the parent's children and related objects come to more than {0} bytes, what the plugin may receive at once (a quarter of its memory limit): narrow its customize rules, or raise its memory limit"
+    )]
+    TooMuch(usize),
+    /// The answer is not one the host can act on; nothing was written.
+    #[error("{0}")]
+    Invalid(String),
+    /// Writing children failed (the rest were written).
+    #[error("managing children: {}", list(.0))]
+    Manage(Vec<Failed>),
+    #[error("writing the parent's status: {}", .0.message)]
+    Status(Failed),
+}
+
+/// One write that failed (or was not made), on what, and what it means to the plugin.
+#[derive(Debug)]
+pub(super) struct Failed {
+    what: String,
+    code: ErrorCode,
+    message: String,
+}
+
+impl Failed {
+    fn new(what: String, error: RequestError) -> Self {
+        let error = guest_error(error);
+        Failed { what, code: error.code, message: error.message }
+    }
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.message)
+    }
+}
+
+fn list(failed: &[Failed]) -> String {
+    failed.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+impl CompositeError {
+    /// The error code the controller acts on: an outage is the infrastructure's (unavailable),
+    /// a conflict another actor's (retried quietly), anything else as the first failure says.
+    fn code(&self) -> ErrorCode {
+        let of = |failed: &[Failed]| {
+            let codes: Vec<ErrorCode> = failed.iter().map(|f| f.code).collect();
+            if codes.contains(&ErrorCode::Unavailable) {
+                ErrorCode::Unavailable
+            } else if codes.iter().all(|c| *c == ErrorCode::Conflict) {
+                ErrorCode::Conflict
+            } else {
+                codes.into_iter().find(|c| *c != ErrorCode::Conflict).unwrap_or(ErrorCode::Other)
+            }
+        };
+        match self {
+            CompositeError::Parent(_) | CompositeError::Selector(_) | CompositeError::TooMuch(_) | CompositeError::Invalid(_) => ErrorCode::Invalid,
+            CompositeError::Claim(failed) | CompositeError::Manage(failed) => of(failed),
+            CompositeError::Status(failed) => failed.code,
+        }
+    }
+}
+
+impl From<CompositeError> for CallError {
+    fn from(e: CompositeError) -> Self {
+        CallError::Plugin { code: e.code(), message: e.to_string() }
+    }
+}
+
+/// The parent as the host acts on it.
+pub(super) struct Parent {
+    pub(super) object: Value,
+    pub(super) resource: Gvk,
+    pub(super) key: ObjectKey,
+    pub(super) uid: String,
+    pub(super) deleting: bool,
+}
+
+impl Parent {
+    fn parse(json: &str, resource: &Gvk, key: &ObjectKey) -> Result<Self, CompositeError> {
+        let object: Value = serde_json::from_str(json).map_err(|e| CompositeError::Parent(e.to_string()))?;
+        let meta = &object["metadata"];
+        let uid = meta["uid"].as_str().filter(|u| !u.is_empty()).ok_or_else(|| CompositeError::Parent("it has no metadata.uid".into()))?.to_string();
+        let deleting = meta.get("deletionTimestamp").is_some_and(|t| !t.is_null());
+        Ok(Parent { uid, deleting, resource: resource.clone(), key: key.clone(), object })
+    }
+
+    /// The namespace its children are looked for in: its own, or all for a cluster-scoped one.
+    fn namespace(&self) -> Option<&str> {
+        self.key.namespace()
+    }
+
+    /// An owner reference to it that makes it its children's controller.
+    pub(super) fn controller_reference(&self) -> Value {
+        json!({
+            "apiVersion": self.resource.api_version(),
+            "kind": self.resource.kind,
+            "name": self.key.name(),
+            "uid": self.uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        })
+    }
+}
+
+/// What a declarative plugin answered for a parent, as the host received it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub status: Option<Value>,
+    pub children: Vec<Value>,
+    /// Milliseconds.
+    pub resync_after: Option<u64>,
+    pub finalized: bool,
+}
+
+/// A parent, its claimed children, and what the plugin answered for it.
+struct Asked {
+    parent: Parent,
+    kinds: Vec<ChildRule>,
+    selector: LabelSelector,
+    observed: Observed,
+    answer: SyncResponse,
+}
+
+/// Claims the parent's children, reads its related objects and asks `sync` (or `finalize`).
+async fn ask(runner: &PluginRunner, request: &Request, services: &Services, finalizing: bool) -> Result<Asked, CallError> {
+    let manifest = runner.manifest().expect("a described plugin's runner has its manifest");
+    let composition = manifest.composition.as_ref().expect("a declarative plugin's manifest has its composition");
+    let parent = Parent::parse(&request.object, &manifest.primary, &request.key)?;
+    let selector = claim::selector(composition.selector, &parent)?;
+    let kinds = composition.child_kinds(&manifest.owns);
+    let observed = claim::claim(services, &kinds, &parent, &selector).await.map_err(CompositeError::Claim)?;
+    let bound = list_bound(runner.limits.memory_bytes);
+    let mut budget = bound.checked_sub(observed.bytes()).ok_or(CompositeError::TooMuch(bound))?;
+    let related = runner.related.objects(runner, services, &parent, &request.object, &mut budget).await?;
+    let sync = SyncRequest { parent: request.object.to_string(), children: observed.handed(), related, finalizing };
+    let Output::Desired(answer) = runner.invoke(Call::Sync(sync), Some(services.clone())).await? else { unreachable!("sync answers the desired state") };
+    let answer = answer.map_err(|e| CallError::Plugin { code: e.code, message: e.message })?;
+    Ok(Asked { parent, kinds, selector, observed, answer })
+}
+
+/// What the plugin answers for the parent (`kubewasm test`), without managing anything.
+pub(super) async fn answer(runner: &PluginRunner, request: &Request, services: &Services, finalizing: bool) -> Result<Answer, CallError> {
+    let answer = ask(runner, request, services, finalizing).await?.answer;
+    let parse = |text: &str| serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into()));
+    Ok(Answer {
+        status: answer.status.as_deref().map(parse),
+        children: answer.children.iter().map(|c| parse(c)).collect(),
+        resync_after: answer.resync_after,
+        finalized: answer.finalized,
+    })
+}
+
+/// Reconciles (or, `finalizing`, finalizes) a declarative plugin's parent.
+pub(super) async fn reconcile(runner: &PluginRunner, request: Request, services: &Services, finalizing: bool) -> Result<Action, CallError> {
+    let selector_kind =
+        runner.manifest().and_then(|m| m.composition.as_ref()).map(|c| c.selector).expect("a declarative plugin's manifest has its composition");
+    let Asked { parent, kinds, selector, observed, answer } = ask(runner, &request, services, finalizing).await?;
+    // Being deleted without a finalizer of ours (only `kubewasm test` calls for one): the
+    // garbage collector takes the children, nothing is managed.
+    if parent.deleting && !finalizing {
+        return Ok(Action::Done);
+    }
+    let scope = |resource: &Gvk| services.cache.scope(resource);
+    let plan = desired::plan(&kinds, &parent, &selector, selector_kind, &observed, answer.children, scope)?;
+    let status = desired::status(&parent, answer.status)?;
+    let managed = manage(services, &plan).await;
+    let status = match status {
+        Some(status) => write_status(services, &parent, status).await,
+        None => Ok(()),
+    };
+    managed.map_err(CompositeError::Manage)?;
+    status.map_err(CompositeError::Status)?;
+    let again = answer.resync_after.map(Duration::from_millis);
+    Ok(match (finalizing, answer.finalized, again) {
+        (true, true, _) => Action::Done,
+        (true, false, again) => Action::RequeueAfter(again.unwrap_or(FINALIZE_AGAIN)),
+        (false, _, Some(again)) => Action::RequeueAfter(again),
+        (false, _, None) => Action::Done,
+    })
+}
+
+/// Makes the plan's writes: deletes of children to recreate, then applies, then — only if every
+/// apply succeeded — prunes. Every write is tried; the failures are returned.
+async fn manage(services: &Services, plan: &Plan<'_>) -> Result<(), Vec<Failed>> {
+    let mut failed = Vec::new();
+    for child in &plan.recreate {
+        if let Err(f) = delete(services, child).await {
+            failed.push(f);
+        }
+    }
+    let mut applied = true;
+    for desired in &plan.apply {
+        let request = WriteRequest {
+            resource: desired.resource.clone(),
+            namespace: desired.key.namespace().map(Into::into),
+            name: desired.key.name().into(),
+            op: WriteOp::Apply { object: desired.object.clone(), force: true, status: false },
+        };
+        let what = || format!("applying {} {}", desired.resource.kind, desired.key);
+        // A new child whose name some other object has (not the parent's, or not matching its
+        // selector) is not taken over.
+        if desired.new && services.cache.get(&desired.resource, &desired.key).is_some() {
+            applied = false;
+            let message = format!(
+                "{} {} exists and is not a child of this parent (no controller owner reference to it, or not matching its selector): it is left alone",
+                desired.resource.kind, desired.key
+            );
+            failed.push(Failed { what: what(), code: ErrorCode::AlreadyExists, message });
+            continue;
+        }
+        if let Err(error) = services.api.write(request).await {
+            applied = false;
+            failed.push(Failed::new(what(), error));
+        }
+    }
+    if applied {
+        for child in &plan.prune {
+            if let Err(f) = delete(services, child).await {
+                failed.push(f);
+            }
+        }
+    }
+    if failed.is_empty() { Ok(()) } else { Err(failed) }
+}
+
+/// Deletes a child on the condition that it is still the one observed. One already gone, or
+/// replaced by another of the same name (the precondition fails), counts as deleted.
+async fn delete(services: &Services, child: &claim::Child) -> Result<(), Failed> {
+    let request = WriteRequest {
+        resource: child.resource.clone(),
+        namespace: child.key.namespace().map(Into::into),
+        name: child.key.name().into(),
+        op: WriteOp::Delete { uid: Some(child.uid.clone()) },
+    };
+    match services.api.write(request).await {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.status(), Some(404 | 409)) => Ok(()),
+        Err(error) => Err(Failed::new(format!("deleting {} {}", child.resource.kind, child.key), error)),
+    }
+}
+
+/// Replaces the parent's status with `status`, unless it has it already. A conflict is another
+/// actor's newer parent, whose change brings the parent back; a parent gone is done.
+async fn write_status(services: &Services, parent: &Parent, status: Value) -> Result<(), Failed> {
+    if parent.object.get("status") == Some(&status) {
+        return Ok(());
+    }
+    let mut object = parent.object.clone();
+    object["status"] = status;
+    let request = WriteRequest {
+        resource: parent.resource.clone(),
+        namespace: parent.key.namespace().map(Into::into),
+        name: parent.key.name().into(),
+        op: WriteOp::Update { object, status: true },
+    };
+    match services.api.write(request).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.status() == Some(409) => Ok(()),
+        // The parent itself is gone (the API names it); a kind without a status subresource
+        // answers 404 too, which is an error to report.
+        Err(e) if e.status() == Some(404) && e.to_string().contains(&format!("\"{}\"", parent.key.name())) => Ok(()),
+        Err(e) => Err(Failed::new("writing the status".into(), e)),
+    }
+}
+
+impl Observed {
+    /// What handing them to the plugin costs: their text.
+    fn bytes(&self) -> usize {
+        self.kinds.iter().flat_map(|(_, children)| children).map(|c| c.json.len()).sum()
+    }
+}
+
+/// Shared by the tests of the submodules: a parent in `ns` (or cluster-scoped).
+#[cfg(test)]
+pub(super) fn test_parent(namespace: Option<&str>, extra: Value) -> Parent {
+    let mut object = json!({
+        "apiVersion": "example.com/v1", "kind": "Parent",
+        "metadata": {"name": "p", "uid": "parent-uid", "generation": 3, "resourceVersion": "7"},
+    });
+    if let Some(ns) = namespace {
+        object["metadata"]["namespace"] = json!(ns);
+    }
+    if let (Value::Object(object), Value::Object(extra)) = (&mut object, extra) {
+        object.extend(extra);
+    }
+    Parent::parse(&object.to_string(), &Gvk::new("example.com", "v1", "Parent"), &ObjectKey::new(namespace, "p")).unwrap()
+}

@@ -1,0 +1,196 @@
+"""The component glue (`kubewasm._guest`) under plain CPython: its export classes over the WIT
+types, with componentize-py's generated binding modules (`kubewasm-py bindings`, plain
+dataclasses and stubs) standing in for the ones inside a component, and the fake host for the
+imports."""
+
+import json
+import sys
+import types
+
+import pytest
+from greetings import Greetings
+
+from kubewasm import DONE, Controller, Gvk, Invalid, Manifest, NotFound, RelatedRule, SyncResponse, kinds
+from kubewasm import objects as o
+from kubewasm.build import bindings
+from kubewasm.runtime import Runner
+from kubewasm.testing import FakeHost
+
+NAMES = ["Plugin", "Reconciler", "Access", "Release", "Views", "Composite"]
+FOO = Gvk("example.com", "v1", "Foo")
+
+
+@pytest.fixture(scope="module")
+def guest(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bindings")
+    bindings(out)
+    sys.path.insert(0, str(out))
+    try:
+        import kubewasm._guest as guest
+
+        yield guest
+    finally:
+        sys.path.remove(str(out))
+        for name in list(sys.modules):
+            if name == "kubewasm._guest" or name.split(".")[0] in {"wit_world", "componentize_py_types"}:
+                del sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def wit(guest):
+    import componentize_py_types
+    from wit_world.exports import composite, plugin
+    from wit_world.imports import types as wt
+
+    return types.SimpleNamespace(Err=componentize_py_types.Err, wc=composite, wp=plugin, wt=wt)
+
+
+def described(guest, cls, settings="{}"):
+    """The export instances over a fresh runner, after `describe`."""
+    exports = dict(zip(NAMES, (c() for c in guest.exports_for(Runner(cls, FakeHost()))), strict=True))
+    manifest = exports["Plugin"].describe(settings)
+    return types.SimpleNamespace(manifest=manifest, **exports)
+
+
+class Plain(Controller):
+    def manifest(self):
+        return Manifest("plain", "0.1.0").primary(FOO).owns(kinds.CONFIG_MAP)
+
+    def reconcile(self, obj, ctx):
+        return DONE
+
+
+def test_exports_of_a_module(guest):
+    app = types.ModuleType("app")
+    app.controller = Greetings
+    assert len(guest.exports(app)) == len(NAMES), "one class per export of the world, for both kinds"
+
+
+def test_a_plain_controller_describes_no_composition_and_traps_in_composite(guest, wit):
+    p = described(guest, Plain)
+    assert p.Composite.describe_composition() is None
+    request = wit.wc.SyncRequest("{}", [], [], False)
+    with pytest.raises(RuntimeError, match="the host called sync of a plugin that reconciles itself"):
+        p.Composite.sync(request)
+    with pytest.raises(RuntimeError, match="the host called finalize of a plugin that reconciles itself"):
+        p.Composite.finalize(request)
+    with pytest.raises(RuntimeError, match="the host called customize"):
+        p.Composite.customize("{}")
+    key = wit.wt.ObjectKey("default", "a")
+    assert isinstance(p.Reconciler.reconcile(guest.wr.Request(key, json.dumps(o.new_object(FOO, "a", "default")), 0)), wit.wt.Action_Done)
+
+
+def test_a_declarative_controller_describes_its_composition(guest, wit):
+    class Rich(Greetings):
+        def manifest(self):
+            return (
+                super()
+                .manifest()
+                .child(kinds.SECRET, "recreate")
+                .child(kinds.DEPLOYMENT)
+                .child_selector("parent-spec-selector")
+                .metadata_only(kinds.SECRET)
+                .grant_named(kinds.NODE, ["get"], names=["n"])
+            )
+
+    d = described(guest, Rich)
+    cm, secret, deployment = (wit.wt.Gvk(g.group, g.version, g.kind) for g in (kinds.CONFIG_MAP, kinds.SECRET, kinds.DEPLOYMENT))
+    assert d.manifest.primary == wit.wt.Gvk("example.com", "v1", "Greeting")
+    assert d.manifest.owns == [cm, secret, deployment]
+    assert d.Composite.describe_composition() == wit.wc.Composition(
+        children=[
+            wit.wc.ChildRule(cm, wit.wc.UpdateStrategy.IN_PLACE),
+            wit.wc.ChildRule(secret, wit.wc.UpdateStrategy.RECREATE),
+            wit.wc.ChildRule(deployment, wit.wc.UpdateStrategy.ON_DELETE),
+        ],
+        selector=wit.wc.ChildSelector.PARENT_SPEC_SELECTOR,
+    )
+    assert d.Views.metadata_only() == [secret], "views and access answer as usual"
+    assert [r.resource_names for r in d.Access.rules()] == [["n"]]
+
+
+def test_a_declarative_controller_traps_in_reconciler_and_release(guest, wit):
+    d = described(guest, Greetings)
+    request = guest.wr.Request(wit.wt.ObjectKey("default", "hi"), "{}", 0)
+    with pytest.raises(RuntimeError, match="the host called reconcile of a declarative plugin"):
+        d.Reconciler.reconcile(request)
+    with pytest.raises(RuntimeError, match="the host called finalize of a declarative plugin"):
+        d.Reconciler.finalize(request)
+    with pytest.raises(RuntimeError, match="the host called released of a declarative plugin"):
+        d.Release.released(request)
+    with pytest.raises(RuntimeError, match="the host called map_related of a declarative plugin"):
+        d.Reconciler.map_related(wit.wt.Gvk("", "v1", "Node"), "{}")
+
+
+def greeting():
+    return {"apiVersion": "example.com/v1", "kind": "Greeting", "metadata": {"name": "hi", "namespace": "default", "uid": "u"}, "spec": {"to": "you"}}
+
+
+def test_sync_through_the_glue(guest, wit):
+    d = described(guest, Greetings, '{"salutation": "Hey"}')
+    existing = json.dumps(o.new_object(kinds.CONFIG_MAP, "hi-greeting", "default"))
+    cm = wit.wt.Gvk("", "v1", "ConfigMap")
+    answer = d.Composite.sync(wit.wc.SyncRequest(json.dumps(greeting()), [wit.wc.Objects(cm, [existing])], [], False))
+    assert isinstance(answer, wit.wc.SyncResponse)
+    assert json.loads(answer.status) == {"configMap": "hi-greeting", "ready": True}
+    assert [json.loads(c) for c in answer.children] == [o.new_object(kinds.CONFIG_MAP, "hi-greeting", data={"text": "Hey, you!"})]
+    assert (answer.resync_after, answer.finalized) == (None, False)
+    done = d.Composite.finalize(wit.wc.SyncRequest(json.dumps(greeting()), [wit.wc.Objects(cm, [])], [], True))
+    assert done == wit.wc.SyncResponse(status=None, children=[], resync_after=None, finalized=True)
+
+
+class Related(Greetings):
+    """Asks for Secrets; answers as its parent's spec.mode says."""
+
+    def customize(self, parent):
+        if o.field(parent, "spec.mode") == "missing":
+            raise NotFound("é" * 40_000)
+        if o.field(parent, "spec.mode") == "crash":
+            raise ZeroDivisionError("customize crashed")
+        return [RelatedRule.named(kinds.SECRET, ["a"], "default"), RelatedRule.selected(kinds.SECRET, "")]
+
+    def sync(self, request):
+        mode = o.field(request.parent, "spec.mode")
+        if mode == "invalid":
+            raise Invalid("spec.to is required")
+        if mode == "crash":
+            raise ZeroDivisionError("sync crashed")
+        names = [o.name(s) for s in request.related_of(kinds.SECRET)]
+        return SyncResponse(status={"secrets": names}, resync_after=0.0004, finalized=True)
+
+
+def test_customize_and_related_through_the_glue(guest, wit):
+    d = described(guest, Related)
+    secret = wit.wt.Gvk("", "v1", "Secret")
+    assert d.Composite.customize(json.dumps(greeting())) == [
+        wit.wc.RelatedRule(secret, "default", ["a"], None),
+        wit.wc.RelatedRule(secret, None, [], None),
+    ]
+    items = [json.dumps(o.new_object(kinds.SECRET, n, "default")) for n in ("a", "b")]
+    request = wit.wc.SyncRequest(json.dumps(greeting()), [], [wit.wc.Objects(secret, items[:1]), wit.wc.Objects(secret, items)], False)
+    answer = d.Composite.sync(request)
+    assert json.loads(answer.status) == {"secrets": ["a", "a", "b"]}
+    assert answer.resync_after == 1, "whole milliseconds, rounded up"
+    assert answer.finalized, "sent as answered (the host ignores it from sync)"
+
+
+def test_errors_are_err_values_and_other_exceptions_trap(guest, wit):
+    d = described(guest, Related)
+
+    def parent(mode):
+        return json.dumps({**greeting(), "spec": {"mode": mode}})
+
+    with pytest.raises(wit.Err) as raised:
+        d.Composite.sync(wit.wc.SyncRequest(parent("invalid"), [], [], False))
+    assert raised.value.value == wit.wt.Error(wit.wt.ErrorCode.INVALID, "spec.to is required")
+    with pytest.raises(wit.Err) as raised:
+        d.Composite.customize(parent("missing"))
+    assert raised.value.value.code == wit.wt.ErrorCode.NOT_FOUND
+    assert len(raised.value.value.message.encode()) == 65_536, "cut to what the host takes"
+    with pytest.raises(wit.Err) as raised:
+        d.Composite.sync(wit.wc.SyncRequest("{", [], [], False))
+    assert raised.value.value.code == wit.wt.ErrorCode.INVALID
+    with pytest.raises(ZeroDivisionError, match="sync crashed"):
+        d.Composite.sync(wit.wc.SyncRequest(parent("crash"), [], [], False))
+    with pytest.raises(ZeroDivisionError, match="customize crashed"):
+        d.Composite.customize(parent("crash"))
