@@ -18,6 +18,9 @@
 //! back when it is clearly worse (`supervisor::rollout`). A candidate version (`NAME.next.wasm`) runs in the shadow of
 //! the live one (`controller::shadow`): each live reconcile is journaled (`runtime::journal`)
 //! and replayed against the candidate, whose writes are dry runs, and the two are compared.
+//! A declarative plugin answers which children a parent should have; its reconcile is the
+//! host's (`runtime::composite`): it claims the children, asks the plugin, and makes the writes
+//! through the same services, so everything above sees it as any other plugin.
 //!
 //! - [`app`]: `kubewasm run`, wired in phases; owns shutdown. [`cli`]: the command line.
 //!   [`supervisor`]: one slot per plugin file — starts, hot-swaps and stops its controller;

@@ -87,6 +87,30 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// What the README says the controller does.
+    fn what(self) -> &'static str {
+        match self {
+            Mode::Controller => {
+                "Every ConfigMap labeled `{{name}}.example.com/enabled=true` gets a summary ConfigMap, `<name>-summary`, that lists the keys of its data and is owned by it, so Kubernetes deletes the summary with it."
+            }
+            Mode::Declarative => {
+                "Every Namespace labeled `{{name}}.example.com/enabled=true` gets a summary ConfigMap in it, `<namespace>-summary`, that lists the keys of the namespace's labels and is owned by the namespace: the ConfigMap is the namespace's child, kept as the plugin answers."
+            }
+        }
+    }
+
+    /// How the README says to try it on a cluster.
+    fn try_it(self) -> &'static str {
+        match self {
+            Mode::Controller => {
+                "kubectl create configmap demo --from-literal=color=blue --from-literal=zone=eu-west-1\nkubectl label configmap demo {{name}}.example.com/enabled=true\nkubectl get configmap demo-summary -o yaml"
+            }
+            Mode::Declarative => {
+                "kubectl create namespace demo\nkubectl label namespace demo team=blue {{name}}.example.com/enabled=true\nkubectl get configmap demo-summary -n demo -o yaml"
+            }
+        }
+    }
+
     /// What the README says of the controller's logic.
     fn logic(self, lang: Lang) -> String {
         let file = lang.source();
@@ -99,7 +123,7 @@ impl Mode {
                 "The whole controller is [`{file}`]({file}): `{manifest}` says what it reconciles and what it may do (the host enforces it), `{reconcile}` is the logic. The host owns watches, caches, queues, retries, leader election and metrics."
             ),
             Mode::Declarative => format!(
-                "The whole controller is [`{file}`]({file}), declarative: `{manifest}` says that labeled ConfigMaps are parents and summary ConfigMaps their children, and `{sync}` answers which children a parent should have. The host does the rest: it creates each child owned by its parent, applies changes in place, deletes children no longer answered, and owns watches, caches, queues, retries, leader election and metrics."
+                "The whole controller is [`{file}`]({file}), declarative: `{manifest}` says that labeled Namespaces are parents and ConfigMaps their children, and `{sync}` answers which children a parent should have (and leaves the Namespace's status alone). The host does the rest: it creates each child owned by its parent, applies changes in place, deletes children no longer answered, and owns watches, caches, queues, retries, leader election and metrics."
             ),
         }
     }
@@ -347,7 +371,10 @@ fn render(text: &str, options: &Options, sdk: &Path) -> String {
     let name = &options.name;
     let sdk = sdk.display().to_string().replace('\\', "\\\\").replace('"', "\\\"");
     let logic = textwrap(&options.mode.logic(options.lang), 100);
-    text.replace("{{name}}", name).replace("{{crate}}", &crate_name(name)).replace("{{sdk}}", &sdk).replace("{{logic}}", &logic)
+    let what = textwrap(options.mode.what(), 100);
+    // The mode's texts first: they name the plugin too.
+    let text = text.replace("{{logic}}", &logic).replace("{{what}}", &what).replace("{{try}}", options.mode.try_it());
+    text.replace("{{name}}", name).replace("{{crate}}", &crate_name(name)).replace("{{sdk}}", &sdk)
 }
 
 /// `text` broken into lines of at most `width` characters, at spaces.

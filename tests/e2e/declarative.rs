@@ -409,3 +409,31 @@ async fn related_objects_reach_sync_and_their_changes_resync_the_parent() -> Res
     w.host.stop().await?;
     Ok(())
 }
+
+/// A declarative candidate runs in the shadow of the live version like any other: compared by
+/// the writes its answer makes (dry runs, never stored): the same answer agrees, another
+/// differs.
+#[tokio::test]
+async fn a_candidates_answer_is_compared_with_the_live_ones() -> Result<()> {
+    const SHADOW: &str = "kubewasm_shadow_reconciles_total";
+    const RELOADS: &str = "kubewasm_plugin_reloads_total";
+    let mut w = World::start("shadow", &["strategy = \"in-place\""]).await?;
+    let shadow = |result| [("plugin", "shadow"), ("result", result)];
+    let wasm = std::fs::read(guests::guest("composite-guest", "composite_guest"))?;
+    // The same build and settings: the same answers.
+    w.dir.write_atomic("shadow.next.toml", b"name = \"shadow\"\nstrategy = \"in-place\"\n");
+    w.dir.write_atomic("shadow.next.wasm", &wasm);
+    w.host.wait_metric(RELOADS, &[("plugin", "shadow"), ("result", "candidate")], READY, |n| n >= 1.0).await.context("the candidate starts")?;
+    w.parents.create(&PostParams::default(), &DynamicObject::new("same", &w.resource).data(json!({"spec": {"children": [config_map("c", json!({}))]}}))).await?;
+    w.host.wait_metric(SHADOW, &shadow("same"), CONVERGE, |n| n >= 1.0).await.context("the same answer agrees")?;
+
+    // Another answer: every child renamed.
+    w.dir.write_atomic("shadow.next.toml", b"name = \"shadow\"\nstrategy = \"in-place\"\nsuffix = \"-next\"\n");
+    w.host.wait_metric(RELOADS, &[("plugin", "shadow"), ("result", "candidate")], READY, |n| n >= 2.0).await.context("the new candidate starts")?;
+    w.parents.create(&PostParams::default(), &DynamicObject::new("other", &w.resource).data(json!({"spec": {"children": [config_map("o", json!({}))]}}))).await?;
+    w.host.wait_metric(SHADOW, &shadow("differs"), CONVERGE, |n| n >= 1.0).await.context("another answer differs")?;
+    w.child("o", "made by the live version", |_| true).await?;
+    ensure!(w.cms.get_opt("o-next").await?.is_none(), "the candidate's writes are dry runs");
+    w.host.stop().await?;
+    Ok(())
+}

@@ -31,7 +31,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -77,9 +78,24 @@ async fn built_in_every_language(example: &'static str) -> Result<Vec<(&'static 
 // ---------------------------------------------------------------------------------------------
 
 /// Runs `examples/<example>/cases` against the example built in `lang`, as `kubewasm test` does.
+/// An example whose plugin needs settings to load ships them in `manifests/` (its first
+/// `*.toml`), which go beside the plugin, as they would in a host's plugin directory.
 async fn table_test(example: &'static str, lang: &'static str) -> Result<()> {
     let wasm = built(example, lang).await?;
-    run_cases(&format!("{example} in {lang}"), &wasm, &workspace_root().join("examples").join(example).join("cases")).await
+    let dir = workspace_root().join("examples").join(example);
+    let mut settings: Vec<PathBuf> = std::fs::read_dir(dir.join("manifests")).map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect()).unwrap_or_default();
+    settings.retain(|p| p.extension().is_some_and(|x| x == "toml"));
+    settings.sort();
+    let wasm = match settings.first() {
+        Some(toml) => {
+            let beside = tempfile::Builder::new().prefix("kubewasm-example-").tempdir()?.keep();
+            std::fs::copy(&wasm, beside.join(format!("{example}.wasm")))?;
+            std::fs::copy(toml, beside.join(format!("{example}.toml")))?;
+            beside.join(format!("{example}.wasm"))
+        }
+        None => wasm,
+    };
+    run_cases(&format!("{example} in {lang}"), &wasm, &dir.join("cases")).await
 }
 
 /// Runs `tests/conformance/cases` against the conformance plugin built in `lang`.
@@ -125,6 +141,10 @@ table_tests! {
     table_tests_reboot_coordinator_js: "reboot-coordinator", "js";
     table_tests_sample_controller_go: "sample-controller", "go";
     table_tests_reboot_coordinator_go: "reboot-coordinator", "go";
+    table_tests_configmap_propagation_python: "configmap-propagation", "python";
+    table_tests_configmap_propagation_rust: "configmap-propagation", "rust";
+    table_tests_crd_roles_js: "crd-roles", "js";
+    table_tests_update_strategy_go: "update-strategy", "go";
 }
 
 macro_rules! conformance_tests {
@@ -593,6 +613,231 @@ async fn reboot_coordinator_keeps_max_unavailable_in_every_language() -> Result<
 }
 
 // ---------------------------------------------------------------------------------------------
+// Metacontroller's examples as declarative plugins (issue 24), as their test.sh checks them
+// ---------------------------------------------------------------------------------------------
+
+/// How long to watch for something that must not happen.
+const QUIET: Duration = Duration::from_secs(5);
+
+/// The CRDs of a YAML file of one or more documents.
+fn crds(path: &str) -> Result<Vec<CustomResourceDefinition>> {
+    let text = std::fs::read_to_string(workspace_root().join(path))?;
+    text.split("\n---").filter(|doc| doc.contains("kind: CustomResourceDefinition")).map(|doc| Ok(serde_saphyr::from_str(doc)?)).collect()
+}
+
+/// The ConfigMap `name` in `ns`, once `check` accepts it.
+async fn config_map_in(client: &Client, ns: &str, name: &str, what: &str, check: impl Fn(&ConfigMap) -> bool) -> Result<ConfigMap> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    Ok(eventually(&format!("ConfigMap {ns}/{name} {what}"), CONVERGE, || async {
+        match api.get_opt(name).await? {
+            Some(cm) if check(&cm) => Ok(cm),
+            Some(cm) => Err(anyhow!("it is {:?}", cm.data)),
+            None => Err(anyhow!("it does not exist")),
+        }
+    })
+    .await?)
+}
+
+fn value_of(cm: &ConfigMap, key: &str) -> Option<String> {
+    cm.data.as_ref().and_then(|d| d.get(key).cloned())
+}
+
+/// configmap-propagation in `lang`: Metacontroller's test.sh (the copies in the three target
+/// namespaces, `actual_copies` 3, none for the `version=v2` propagation), then a change of the
+/// source reaching every copy in place. Returns the copies and the status it left.
+async fn propagation_run(cp: &ControlPlane, lang: &str, wasm: &Path) -> Result<Value> {
+    let client = cp.client().await?;
+    let mut namespaces = BTreeMap::new();
+    for role in ["original", "one", "two", "three", "four", "five"] {
+        namespaces.insert(role, cp.namespace(&format!("cmp-{lang}-{role}")).await?);
+    }
+    let ns = |role: &str| namespaces[role].name().to_string();
+    let dir = PluginDir::new();
+    guests::install(wasm, dir.path(), "configmap-propagation", None);
+    let mut config = host_config(&format!("cmp-{lang}"), dir.path(), cp.kubeconfig_path(), &ns("original"));
+    for role in ["one", "two", "three", "four", "five"] {
+        config = config.namespace(&ns(role));
+    }
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+
+    let source: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"some": "value", "other": "value"}}))?;
+    Api::<ConfigMap>::namespaced(client.clone(), &ns("original")).create(&PostParams::default(), &source).await?;
+    let crd = &crds("examples/configmap-propagation/manifests/crd.yaml")?[0];
+    let ar = apply_crd(&client, crd, CONVERGE).await?;
+    let propagations: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let propagation = |name: &str, version: &str, targets: &[&str]| -> Result<DynamicObject> {
+        let targets: Vec<String> = targets.iter().map(|t| ns(t)).collect();
+        let spec = json!({"sourceName": "settings", "sourceNamespace": ns("original"), "targetNamespaces": targets});
+        let mut object = DynamicObject::new(name, &ar).data(json!({ "spec": spec }));
+        object.metadata.labels = Some([("version".to_string(), version.to_string())].into());
+        Ok(object)
+    };
+    let managed = format!("settings-propagation-{lang}");
+    let unmanaged = format!("settings-propagation-unmanaged-{lang}");
+    propagations.create(&PostParams::default(), &propagation(&managed, "v1", &["one", "two", "three"])?).await?;
+    propagations.create(&PostParams::default(), &propagation(&unmanaged, "v2", &["four", "five"])?).await?;
+
+    for role in ["one", "two", "three"] {
+        config_map_in(&client, &ns(role), "settings", "to be copied", |_| true).await?;
+    }
+    let status = eventually(&format!("{lang}: {managed}'s status to count 3 copies"), CONVERGE, || async {
+        let p = propagations.get(&managed).await?;
+        let status = p.data.get("status").cloned().unwrap_or_default();
+        if status["actual_copies"] == json!(3) && status["observedGeneration"] == json!(p.metadata.generation) { Ok(status) } else { Err(anyhow!("status {status}")) }
+    })
+    .await?;
+    tokio::time::sleep(QUIET).await;
+    for role in ["four", "five"] {
+        let copy = Api::<ConfigMap>::namespaced(client.clone(), &ns(role)).get_opt("settings").await?;
+        ensure!(copy.is_none(), "{lang}: the version=v2 propagation was served: a copy in {role}");
+    }
+
+    // The source changes: every copy follows, in place.
+    Api::<ConfigMap>::namespaced(client.clone(), &ns("original"))
+        .patch("settings", &PatchParams::default(), &Patch::Merge(json!({"data": {"some": "changed"}})))
+        .await?;
+    let mut copies = Vec::new();
+    for role in ["one", "two", "three"] {
+        let copy = config_map_in(&client, &ns(role), "settings", "to follow the source", |cm| value_of(cm, "some").as_deref() == Some("changed")).await?;
+        let mut copy = normalize(serde_json::to_value(&copy)?);
+        // The parent and the namespaces differ between the runs, and so the digest of each copy.
+        copy["metadata"]["labels"]["kubewasm.io/controller-uid"] = json!("<parent uid>");
+        copy["metadata"]["annotations"]["kubewasm.io/applied"] = json!("<digest>");
+        copy["metadata"]["ownerReferences"][0]["name"] = json!("<parent>");
+        copy["target"] = json!(role);
+        copies.push(copy);
+    }
+    for name in [&managed, &unmanaged] {
+        propagations.delete(name, &DeleteParams::default()).await?;
+    }
+    host.stop().await?;
+    Ok(json!({"copies": copies, "status": status}))
+}
+
+/// configmap-propagation in Python and in Rust: each passes Metacontroller's test, and the
+/// copies and status they leave are identical.
+#[tokio::test]
+async fn configmap_propagation_copies_alike_in_python_and_rust() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let mut runs = Vec::new();
+    for lang in ["python", "rust"] {
+        let wasm = built("configmap-propagation", lang).await?;
+        runs.push((lang, propagation_run(cp, lang, &wasm).await?));
+    }
+    assert_identical("the copies and status of configmap-propagation", &runs)
+}
+
+/// crd-roles (JavaScript): an annotated CRD gets its `<name>-reader` ClusterRole, owned by it (the
+/// garbage collector deletes it with the CRD); an unannotated one gets none; the CRD's status
+/// stays the API server's.
+#[tokio::test]
+async fn crd_roles_gives_annotated_crds_their_reader_role() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let client = cp.client().await?;
+    let wasm = built("crd-roles", "js").await?;
+    let ns = cp.namespace("crd-roles").await?;
+    let dir = PluginDir::new();
+    guests::install(&wasm, dir.path(), "crd-roles", None);
+    let mut host = Host::start(host_config("crd-roles", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+
+    let mut example = crds("examples/crd-roles/manifests/my-crd.yaml")?.remove(0);
+    let plural = unique_name("roletests");
+    example.metadata.name = Some(format!("{plural}.ctl.rlg.io"));
+    example.spec.names.plural = plural.clone();
+    example.spec.names.singular = None;
+    example.spec.names.kind = format!("R{}", plural.replace('-', ""));
+    let mut plain = example.clone();
+    let plain_plural = format!("{plural}-plain");
+    plain.metadata.name = Some(format!("{plain_plural}.ctl.rlg.io"));
+    plain.metadata.annotations = None;
+    plain.spec.names.plural = plain_plural.clone();
+    plain.spec.names.kind = format!("P{}", plural.replace('-', ""));
+    apply_crd(&client, &example, CONVERGE).await?;
+    apply_crd(&client, &plain, CONVERGE).await?;
+    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let role_name = format!("{plural}.ctl.rlg.io-reader");
+    let crd_uid = crd_api.get(&format!("{plural}.ctl.rlg.io")).await?.uid();
+    let role = eventually("the reader ClusterRole", CONVERGE, || async { roles.get_opt(&role_name).await?.ok_or_else(|| anyhow!("not yet")) }).await?;
+    ensure!(role.owner_references().iter().any(|r| r.controller == Some(true) && Some(&r.uid) == crd_uid.as_ref()), "owned by its CRD: {:?}", role.metadata.owner_references);
+    ensure!(role.rules.as_ref().is_none_or(|r| r.is_empty()), "no rules: {:?}", role.rules);
+    tokio::time::sleep(QUIET).await;
+    ensure!(roles.get_opt(&format!("{plain_plural}.ctl.rlg.io-reader")).await?.is_none(), "an unannotated CRD got a role");
+    let status = crd_api.get(&format!("{plural}.ctl.rlg.io")).await?.status.unwrap_or_default();
+    ensure!(status.conditions.iter().flatten().any(|c| c.type_ == "Established"), "the CRD's own status is left alone: {status:?}");
+
+    crd_api.delete(&format!("{plural}.ctl.rlg.io"), &DeleteParams::default()).await?;
+    crd_api.delete(&format!("{plain_plural}.ctl.rlg.io"), &DeleteParams::default()).await?;
+    eventually("the role to go with its CRD", Duration::from_secs(120), || async {
+        if roles.get_opt(&role_name).await?.is_none() { Ok(()) } else { Err(anyhow!("still there")) }
+    })
+    .await?;
+    host.stop().await?;
+    Ok(())
+}
+
+/// update-strategy (Go), the plugin installed twice (`on-delete-demo`, `recreate-demo`), through
+/// the phases of Metacontroller's test.sh: out-of-band fields recreate nothing; a new
+/// configData recreates the RecreateDemo's ConfigMap (once: no loop) and leaves the
+/// OnDeleteDemo's alone until it is deleted by hand.
+#[tokio::test]
+async fn update_strategy_recreates_or_waits_as_metacontrollers_test_says() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let client = cp.client().await?;
+    let wasm = built("update-strategy", "go").await?;
+    let ns = cp.namespace("update-strategy").await?;
+    let dir = PluginDir::new();
+    for name in ["on-delete-demo", "recreate-demo"] {
+        let settings = std::fs::read_to_string(workspace_root().join(format!("examples/update-strategy/manifests/{name}.toml")))?;
+        guests::install(&wasm, dir.path(), name, Some(&settings));
+    }
+    let mut host = Host::start(host_config("update-strategy", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    let mut kinds = BTreeMap::new();
+    for crd in crds("examples/update-strategy/manifests/crds.yaml")? {
+        let ar = apply_crd(&client, &crd, CONVERGE).await?;
+        kinds.insert(ar.kind.clone(), Api::<DynamicObject>::namespaced_with(client.clone(), ns.name(), &ar));
+    }
+    host.wait_ready(READY).await?;
+    let cms: Api<ConfigMap> = ns.api();
+    for (kind, name) in [("OnDeleteDemo", "odd-instance"), ("RecreateDemo", "rcd-instance")] {
+        let object: DynamicObject = serde_json::from_value(json!({"apiVersion": "ctl.example.com/v1", "kind": kind, "metadata": {"name": name}, "spec": {"configData": "v1"}}))?;
+        kinds[kind].create(&PostParams::default(), &object).await?;
+    }
+    let value = |want: &'static str| move |cm: &ConfigMap| value_of(cm, "value").as_deref() == Some(want);
+    // Phase 1: both ConfigMaps, with v1.
+    for name in ["odd-instance-data", "rcd-instance-data"] {
+        config_map_in(&client, ns.name(), name, "with v1", value("v1")).await?;
+    }
+    // Phase 2: a field added out of band recreates nothing.
+    for name in ["odd-instance-data", "rcd-instance-data"] {
+        cms.patch(name, &PatchParams::default(), &Patch::Merge(json!({"data": {"side-effect": "injected"}}))).await?;
+    }
+    let before = cms.get("rcd-instance-data").await?.uid();
+    tokio::time::sleep(QUIET).await;
+    let after = cms.get("rcd-instance-data").await?;
+    ensure!(after.uid() == before && value_of(&after, "side-effect").as_deref() == Some("injected"), "an out-of-band field recreated the child");
+    // Phase 3: a new configData recreates the RecreateDemo's ConfigMap, once.
+    for (kind, name) in [("OnDeleteDemo", "odd-instance"), ("RecreateDemo", "rcd-instance")] {
+        kinds[kind].patch(name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"configData": "v2"}}))).await?;
+    }
+    let recreated = config_map_in(&client, ns.name(), "rcd-instance-data", "recreated with v2", value("v2")).await?;
+    ensure!(recreated.uid() != before && value_of(&recreated, "side-effect").is_none(), "recreated, not updated: {:?}", recreated.data);
+    cms.patch("rcd-instance-data", &PatchParams::default(), &Patch::Merge(json!({"data": {"side-effect": "injected"}}))).await?;
+    tokio::time::sleep(QUIET).await;
+    ensure!(cms.get("rcd-instance-data").await?.uid() == recreated.uid(), "a recreate loop");
+    // OnDelete: untouched until deleted by hand, then made anew.
+    let odd = cms.get("odd-instance-data").await?;
+    ensure!(value_of(&odd, "value").as_deref() == Some("v1") && value_of(&odd, "side-effect").as_deref() == Some("injected"), "on-delete updated: {:?}", odd.data);
+    cms.delete("odd-instance-data", &DeleteParams::default()).await?;
+    let remade = config_map_in(&client, ns.name(), "odd-instance-data", "made again with v2", value("v2")).await?;
+    ensure!(value_of(&remade, "side-effect").is_none());
+    host.stop().await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
 // kubewasm new
 // ---------------------------------------------------------------------------------------------
 
@@ -606,7 +851,7 @@ fn kubewasm(dir: &Path, args: &[&str]) -> Result<String> {
 }
 
 /// Builds a scaffolded project as its README says: the component `NAME.wasm` in the project.
-fn build_scaffold(lang: &str, project: &Path, name: &str) -> Result<PathBuf> {
+fn build_scaffold(lang: &str, mode: &str, project: &Path, name: &str) -> Result<PathBuf> {
     let wasm = project.join(format!("{name}.wasm"));
     match lang {
         "rust" => {
@@ -623,8 +868,8 @@ fn build_scaffold(lang: &str, project: &Path, name: &str) -> Result<PathBuf> {
         }
         // Built as the README says (`kubewasm-py build app.py`, `kubewasm-js build app.js`);
         // kept by digest, so an unchanged scaffold and SDK are not rebuilt on every run.
-        "python" => _ = std::fs::copy(guests::cached_plugin(lang, &project.join("app.py"), "scaffold-python"), &wasm)?,
-        "js" => _ = std::fs::copy(guests::cached_plugin(lang, &project.join("app.js"), "scaffold-js"), &wasm)?,
+        "python" => _ = std::fs::copy(guests::cached_plugin(lang, &project.join("app.py"), &format!("scaffold-{mode}-python")), &wasm)?,
+        "js" => _ = std::fs::copy(guests::cached_plugin(lang, &project.join("app.js"), &format!("scaffold-{mode}-js")), &wasm)?,
         // As the README and the Makefile say: the unit tests, then `kubewasm build --lang go`.
         "go" => {
             let output = Command::new("go").current_dir(project).args(["test", "./..."]).output()?;
@@ -641,21 +886,23 @@ fn build_scaffold(lang: &str, project: &Path, name: &str) -> Result<PathBuf> {
     Ok(wasm)
 }
 
-/// `kubewasm new --lang LANG` makes a project that builds without edits, that `kubewasm check`
-/// loads, and whose own table-test case passes.
-async fn scaffold(lang: &'static str) -> Result<()> {
+/// `kubewasm new --lang LANG --mode MODE` makes a project that builds without edits, that
+/// `kubewasm check` loads, and whose own table-test cases pass.
+async fn scaffold(lang: &'static str, mode: &'static str) -> Result<()> {
     tokio::task::spawn_blocking(move || {
         let dir = tempfile::Builder::new().prefix(&format!("kubewasm-new-{lang}-")).tempdir()?;
-        let name = "cm-summary";
-        let created = kubewasm(dir.path(), &["new", "--lang", lang, name])?;
+        // One name per mode: the Rust builds share a target directory.
+        let name = if mode == "declarative" { "cm-summaries" } else { "cm-summary" };
+        let created = kubewasm(dir.path(), &["new", "--lang", lang, "--mode", mode, name])?;
         ensure!(created.contains(&format!("kubewasm test {name}.wasm cases")), "kubewasm new printed:\n{created}");
         ensure!(created.contains(&format!("It uses the {lang} SDK at /")), "kubewasm new names the SDK it uses:\n{created}");
         let project = dir.path().join(name);
         ensure!(project.join("README.md").is_file() && project.join("cases").is_dir(), "{created}");
-        let wasm = build_scaffold(lang, &project, name)?;
+        let wasm = build_scaffold(lang, mode, &project, name)?;
         let cache = format!("--cache-dir={}", artifact_cache_dir().display());
         let check = kubewasm(&project, &["check", &cache, &wasm.to_string_lossy()])?;
         ensure!(check.contains(&format!("Name:            {name}\n")), "kubewasm check printed:\n{check}");
+        ensure!(check.contains("Declarative:") == (mode == "declarative"), "kubewasm check printed:\n{check}");
         ensure!(check.contains(&format!("selector {name}.example.com/enabled=true")), "kubewasm check printed:\n{check}");
         let test = kubewasm(&project, &["test", &cache, &wasm.to_string_lossy(), "cases"])?;
         ensure!(test.contains("test result: ok. 2 passed; 0 failed"), "kubewasm test printed:\n{}", quoted(&test));
@@ -676,24 +923,24 @@ async fn scaffold(lang: &'static str) -> Result<()> {
     .await?
 }
 
-#[tokio::test]
-async fn new_rust_project_builds_checks_and_passes_its_case() -> Result<()> {
-    scaffold("rust").await
+macro_rules! scaffold_tests {
+    ($($test:ident: $lang:literal, $mode:literal;)*) => {$(
+        #[tokio::test]
+        async fn $test() -> Result<()> {
+            scaffold($lang, $mode).await
+        }
+    )*};
 }
 
-#[tokio::test]
-async fn new_python_project_builds_checks_and_passes_its_case() -> Result<()> {
-    scaffold("python").await
-}
-
-#[tokio::test]
-async fn new_js_project_builds_checks_and_passes_its_case() -> Result<()> {
-    scaffold("js").await
-}
-
-#[tokio::test]
-async fn new_go_project_builds_checks_and_passes_its_case() -> Result<()> {
-    scaffold("go").await
+scaffold_tests! {
+    new_rust_project_builds_checks_and_passes_its_case: "rust", "controller";
+    new_python_project_builds_checks_and_passes_its_case: "python", "controller";
+    new_js_project_builds_checks_and_passes_its_case: "js", "controller";
+    new_go_project_builds_checks_and_passes_its_case: "go", "controller";
+    new_declarative_rust_project_builds_checks_and_passes_its_case: "rust", "declarative";
+    new_declarative_python_project_builds_checks_and_passes_its_case: "python", "declarative";
+    new_declarative_js_project_builds_checks_and_passes_its_case: "js", "declarative";
+    new_declarative_go_project_builds_checks_and_passes_its_case: "go", "declarative";
 }
 
 #[test]

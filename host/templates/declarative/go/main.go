@@ -1,9 +1,9 @@
 // {{name}}: a declarative kubewasm controller plugin.
 //
-// Every ConfigMap labeled {{name}}.example.com/enabled=true is a parent whose one child is a
-// summary ConfigMap, <name>-summary, that lists the keys of its data. Sync answers what the
-// children should be; the host creates the summary owned by its parent (so Kubernetes deletes it
-// with the parent), applies changes in place, and deletes children no longer answered.
+// Every Namespace labeled {{name}}.example.com/enabled=true is a parent whose one child is a
+// summary ConfigMap in it, <namespace>-summary, that lists the keys of the namespace's labels.
+// Sync answers what the children should be; the host creates the summary owned by its parent,
+// applies changes in place, and deletes children no longer answered.
 //
 // Manifest says what the parents and children are; Sync is the logic.
 package main
@@ -18,12 +18,12 @@ import (
 	"github.com/kubewasm/kubewasm/plugins/go/kubewasm"
 )
 
-// Label makes a ConfigMap a parent.
+// Label makes a Namespace a parent.
 const Label = "{{name}}.example.com/enabled"
 
 // Settings are {{name}}.toml beside {{name}}.wasm in the host's plugin directory.
 type Settings struct {
-	// Suffix names a summary <name>-<suffix>.
+	// Suffix names a summary <namespace>-<suffix>.
 	Suffix string `json:"suffix"`
 }
 
@@ -44,27 +44,27 @@ func New(s Settings) (*Summarizer, error) {
 
 func (*Summarizer) Manifest() *kubewasm.Manifest {
 	return kubewasm.NewManifest("{{name}}", "0.1.0").
-		Primary(kinds.ConfigMap).
+		Primary(kinds.Namespace).
 		PrimarySelector(Label+"=true").
 		Child(kinds.ConfigMap, kubewasm.InPlace)
 }
 
 func (s *Summarizer) Sync(ctx *kubewasm.Context, req *kubewasm.SyncRequest) (*kubewasm.SyncResponse, error) {
-	cm := req.Parent
+	namespace := req.Parent
 	var keys []string
-	for key := range cm.Map("data") {
+	for key := range namespace.Labels() {
 		keys = append(keys, key)
 	}
 	slices.Sort(keys)
 
-	summary := kubewasm.NewObject(kinds.ConfigMap, cm.Namespace(), cm.Name()+"-"+s.suffix)
+	summary := kubewasm.NewObject(kinds.ConfigMap, namespace.Name(), namespace.Name()+"-"+s.suffix)
 	summary["data"] = map[string]any{
-		"source": cm.Name(),
+		"source": namespace.Name(),
 		"keys":   strings.Join(keys, ","),
 		"count":  strconv.Itoa(len(keys)),
 	}
-	ctx.Info("summarized", "keys", len(keys), "configmap", cm.Name())
-	// A ConfigMap has no status: a nil Status leaves it alone.
+	ctx.Info("summarized", "labels", len(keys), "namespace", namespace.Name())
+	// The Namespace's status is the API server's: a nil Status leaves it alone.
 	return &kubewasm.SyncResponse{Children: []any{summary}}, nil
 }
 

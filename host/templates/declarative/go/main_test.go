@@ -9,29 +9,28 @@ import (
 )
 
 func TestAnswersOneSummaryChild(t *testing.T) {
-	cm := kubewasmtest.Parse(`{"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": {"name": "settings", "namespace": "default", "uid": "cm-uid", "labels": {"` + Label + `": "true"}},
-		"data": {"zone": "eu-west-1", "color": "blue"}}`)
+	namespace := kubewasmtest.Parse(`{"apiVersion": "v1", "kind": "Namespace",
+		"metadata": {"name": "team-a", "uid": "ns-uid", "labels": {"` + Label + `": "true", "team": "blue"}}}`)
 	h := kubewasmtest.NewComposite(t, New)
-	answer, err := h.Sync(cm)
+	answer, err := h.Sync(namespace)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := kubewasmtest.Parse(`{"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": {"name": "settings-summary", "namespace": "default"},
-		"data": {"source": "settings", "keys": "color,zone", "count": "2"}}`)
+		"metadata": {"name": "team-a-summary", "namespace": "team-a"},
+		"data": {"source": "team-a", "keys": "` + Label + `,team", "count": "2"}}`)
 	if len(answer.Children) != 1 || !kubewasmtest.Equal(answer.Children[0], want) {
 		t.Errorf("children %v", answer.Children)
 	}
 	if answer.Status != nil {
-		t.Errorf("a ConfigMap has no status to write: %v", answer.Status)
+		t.Errorf("the Namespace's status is left alone: %v", answer.Status)
 	}
 }
 
 func TestSettings(t *testing.T) {
 	h := kubewasmtest.NewComposite(t, New, kubewasmtest.WithSettings(`{"suffix": "index"}`))
-	cm := kubewasmtest.Parse(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default", "uid": "u"}}`)
-	answer, err := h.Sync(cm)
+	namespace := kubewasmtest.Parse(`{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "uid": "u"}}`)
+	answer, err := h.Sync(namespace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,9 @@
 """{{name}}: a declarative kubewasm controller plugin.
 
-Every ConfigMap labeled `{{name}}.example.com/enabled=true` is a parent whose one child is a
-summary ConfigMap, `<name>-summary`, that lists the keys of its data. `sync` answers what the
-children should be; the host creates the summary owned by its parent (so Kubernetes deletes it
-with the parent), applies changes in place, and deletes children no longer answered.
+Every Namespace labeled `{{name}}.example.com/enabled=true` is a parent whose one child is a
+summary ConfigMap in it, `<namespace>-summary`, that lists the keys of the namespace's labels.
+`sync` answers what the children should be; the host creates the summary owned by its parent,
+applies changes in place, and deletes children no longer answered.
 
 `manifest` says what the parents and children are; `sync` is the logic.
 """
@@ -11,13 +11,13 @@ with the parent), applies changes in place, and deletes children no longer answe
 from kubewasm import CompositeController, Manifest, SettingsError, SyncRequest, SyncResponse, UpdateStrategy, kinds
 from kubewasm import objects as o
 
-# The label that makes a ConfigMap a parent.
+# The label that makes a Namespace a parent.
 LABEL = "{{name}}.example.com/enabled"
 
 
 class Summarizer(CompositeController):
     # Every setting the plugin takes, with its default: any other key in `{{name}}.toml` refuses
-    # the plugin. A summary is named `<name>-<suffix>`.
+    # the plugin. A summary is named `<namespace>-<suffix>`.
     settings_defaults = {"suffix": "summary"}
 
     def __init__(self, settings: dict) -> None:
@@ -31,20 +31,20 @@ class Summarizer(CompositeController):
     def manifest(self) -> Manifest:
         return (
             Manifest("{{name}}", "0.1.0")
-            .primary(kinds.CONFIG_MAP)
+            .primary(kinds.NAMESPACE)
             .primary_selector(f"{LABEL}=true")
             .child(kinds.CONFIG_MAP, UpdateStrategy.IN_PLACE)
         )
 
     def sync(self, request: SyncRequest) -> SyncResponse:
-        cm = request.parent
-        keys = sorted(cm.get("data") or {})
+        namespace = request.parent
+        keys = sorted(o.labels(namespace))
         summary = o.new_object(
             kinds.CONFIG_MAP,
-            f"{o.name(cm)}-{self.suffix}",
-            o.namespace(cm),
-            data={"source": o.name(cm), "keys": ",".join(keys), "count": str(len(keys))},
+            f"{o.name(namespace)}-{self.suffix}",
+            o.name(namespace),
+            data={"source": o.name(namespace), "keys": ",".join(keys), "count": str(len(keys))},
         )
-        self.ctx.info(f"{len(keys)} keys in {o.name(cm)}")
-        # A ConfigMap has no status: none leaves it alone.
+        self.ctx.info(f"{len(keys)} labels on {o.name(namespace)}")
+        # The Namespace's status is the API server's: none leaves it alone.
         return SyncResponse(children=[summary])

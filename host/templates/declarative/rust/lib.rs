@@ -1,25 +1,25 @@
 //! {{name}}: a declarative kubewasm controller plugin.
 //!
-//! Every ConfigMap labeled `{{name}}.example.com/enabled=true` is a parent whose one child is a
-//! summary ConfigMap, `<name>-summary`, that lists the keys of its data. `sync` answers what the
-//! children should be; the host creates the summary owned by its parent (so Kubernetes deletes it
-//! with the parent), applies changes in place, and deletes children no longer answered.
+//! Every Namespace labeled `{{name}}.example.com/enabled=true` is a parent whose one child is a
+//! summary ConfigMap in it, `<namespace>-summary`, that lists the keys of the namespace's labels.
+//! `sync` answers what the children should be; the host creates the summary owned by its parent,
+//! applies changes in place, and deletes children no longer answered.
 //!
 //! `manifest` says what the parents and children are; `sync` is the logic.
 
 use std::collections::BTreeMap;
 
-use kubewasm_sdk::k8s_openapi::api::core::v1::ConfigMap;
+use kubewasm_sdk::k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kubewasm_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubewasm_sdk::prelude::*;
 
-/// The label that makes a ConfigMap a parent.
+/// The label that makes a Namespace a parent.
 const LABEL: &str = "{{name}}.example.com/enabled";
 
 /// Settings, from `{{name}}.toml` beside `{{name}}.wasm` in the host's plugin directory.
 #[derive(serde::Deserialize)]
 struct Settings {
-    /// A summary is named `<name>-<suffix>`.
+    /// A summary is named `<namespace>-<suffix>`.
     #[serde(default = "default_suffix")]
     suffix: String,
 }
@@ -39,7 +39,7 @@ struct Summarizer {
 }
 
 impl Composite for Summarizer {
-    type Parent = ConfigMap;
+    type Parent = Namespace;
     type Settings = Settings;
 
     fn new(settings: Settings) -> Result<Self, String> {
@@ -51,30 +51,30 @@ impl Composite for Summarizer {
 
     fn manifest(&self) -> Manifest {
         Manifest::new("{{name}}", env!("CARGO_PKG_VERSION"))
-            .primary::<ConfigMap>()
+            .primary::<Namespace>()
             .primary_selector(&format!("{LABEL}=true"))
             .child::<ConfigMap>(UpdateStrategy::InPlace)
     }
 
-    fn sync(&self, request: &SyncRequest<ConfigMap>, ctx: &Context) -> Result<SyncResponse> {
-        let cm = &request.parent;
-        // `data` is a BTreeMap: its keys come sorted.
-        let keys: Vec<&str> = cm.data.iter().flatten().map(|(key, _)| key.as_str()).collect();
+    fn sync(&self, request: &SyncRequest<Namespace>, ctx: &Context) -> Result<SyncResponse> {
+        let namespace = &request.parent;
+        // `labels` is a BTreeMap: its keys come sorted.
+        let keys: Vec<&str> = namespace.metadata.labels.iter().flatten().map(|(key, _)| key.as_str()).collect();
         let summary = ConfigMap {
             metadata: ObjectMeta {
-                name: Some(format!("{}-{}", cm.name(), self.suffix)),
-                namespace: cm.namespace().map(Into::into),
+                name: Some(format!("{}-{}", namespace.name(), self.suffix)),
+                namespace: Some(namespace.name().to_string()),
                 ..Default::default()
             },
             data: Some(BTreeMap::from([
-                ("source".to_string(), cm.name().to_string()),
+                ("source".to_string(), namespace.name().to_string()),
                 ("keys".to_string(), keys.join(",")),
                 ("count".to_string(), keys.len().to_string()),
             ])),
             ..Default::default()
         };
-        ctx.info(&format!("{} keys in {}", keys.len(), cm.name()));
-        // A ConfigMap has no status: none leaves it alone.
+        ctx.info(&format!("{} labels on {}", keys.len(), namespace.name()));
+        // The Namespace's status is the API server's: none leaves it alone.
         Ok(SyncResponse::new().child(summary))
     }
 }

@@ -13,7 +13,8 @@
 //!   default).
 //!
 //! Settings choose the name, the parent kind, the update strategy of the ConfigMaps, the child
-//! selector and a finalizer.
+//! selector, a finalizer, and a suffix appended to every child's name (another version's answer,
+//! for shadow runs).
 
 use std::time::Duration;
 
@@ -32,6 +33,7 @@ struct Settings {
     /// `generated` (default) or `spec`.
     selector: Option<String>,
     finalizer: Option<String>,
+    suffix: Option<String>,
 }
 
 struct Echo {
@@ -96,6 +98,10 @@ impl Composite for Echo {
         status["related"] = json!(related.iter().map(|c| c.metadata.name.clone().unwrap_or_default()).collect::<Vec<_>>());
         let mut answer = SyncResponse::new().status(status);
         for child in spec(parent, "children").and_then(Value::as_array).into_iter().flatten() {
+            let mut child = child.clone();
+            if let (Some(suffix), Some(name)) = (&self.settings.suffix, child.pointer("/metadata/name").and_then(Value::as_str)) {
+                child["metadata"]["name"] = json!(format!("{name}{suffix}"));
+            }
             answer = answer.child(child);
         }
         if spec(parent, "copyRelated").and_then(Value::as_bool) == Some(true) {
