@@ -17,6 +17,7 @@
 
 pub mod bindings;
 pub mod boundary;
+mod call;
 mod composite;
 mod cpu;
 mod describe;
@@ -34,7 +35,7 @@ use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Engine, Trap};
 
 use self::bindings::reconciler_exports::Request as WitRequest;
-use self::bindings::types::{Action as WitAction, ErrorCode, ObjectKey as WitKey};
+use self::bindings::types::{Action as WitAction, ObjectKey as WitKey};
 use self::bindings::{PACKAGE, PACKAGE_VERSION, access_exports, composite_exports, plugin_exports, reconciler_exports, release_exports, views_exports};
 use self::boundary::{Export, MAX_ERROR_MESSAGE, MAX_MAPPED_KEYS, MAX_NAME, MAX_NAMESPACE, Transfer};
 use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Stalled};
@@ -42,10 +43,11 @@ use self::host::{HostContext, LogBudget, Services};
 use self::instance::{Exports, Instance, InstanceState};
 use crate::budget::{MemoryBudget, Reservation};
 use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
-use crate::metrics::{FaultCounters, PluginMetrics};
+use crate::metrics::PluginMetrics;
 use crate::resource::{Gvk, ObjectKey};
 
 pub use self::bindings::types::ErrorCode as GuestErrorCode;
+pub use self::call::{Action, CallError, Fault, Request, code_name};
 pub use self::composite::Answer;
 
 /// How often the engine's epoch advances: the granularity of deadlines and of yielding.
@@ -99,90 +101,6 @@ pub enum DescribeError {
     Refused(String),
     #[error("invalid manifest: {0}")]
     Manifest(#[from] ManifestError),
-}
-
-/// A call stopped by the host. The instance it ran in is discarded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Fault {
-    #[error("trapped: {0}")]
-    Trap(String),
-    /// Used its deadline of its own time (running, or in a wait of its own).
-    #[error("ran past its deadline of {} ms", .0.as_millis())]
-    Deadline(Duration),
-    /// Waited on the API server (or was starved) past the wall-clock backstop without using its
-    /// own deadline: the infrastructure's trouble, not the object's or the version's.
-    #[error("stalled: still waiting on host calls after {} ms (its own time was within the deadline)", .0.as_millis())]
-    Stalled(Duration),
-    #[error("exceeded its memory limit of {limit} bytes (wanted {wanted})")]
-    Memory { limit: u64, wanted: u64 },
-    #[error("returned too much: {0}")]
-    Oversized(String),
-    #[error("could not be instantiated: {0}")]
-    Instantiate(String),
-}
-
-impl Fault {
-    /// The `kind` label of `kubewasm_plugin_faults_total`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Fault::Trap(_) => "trap",
-            Fault::Deadline(_) => "deadline",
-            Fault::Stalled(_) => "stalled",
-            Fault::Memory { .. } => "memory",
-            Fault::Oversized(_) => "oversized",
-            Fault::Instantiate(_) => "instantiate",
-        }
-    }
-
-    fn count(&self, metrics: &FaultCounters) {
-        match self {
-            Fault::Trap(_) => &metrics.trap,
-            Fault::Deadline(_) => &metrics.deadline,
-            Fault::Stalled(_) => &metrics.stalled,
-            Fault::Memory { .. } => &metrics.memory,
-            Fault::Oversized(_) => &metrics.oversized,
-            Fault::Instantiate(_) => &metrics.instantiate,
-        }
-        .inc();
-    }
-}
-
-/// How a reconcile, finalize or map call failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CallError {
-    /// The plugin returned an error value.
-    #[error("{}: {message}", code_name(*code))]
-    Plugin { code: ErrorCode, message: String },
-    #[error(transparent)]
-    Fault(#[from] Fault),
-}
-
-/// The WIT name of an error code, for messages and metric labels.
-pub fn code_name(code: ErrorCode) -> &'static str {
-    match code {
-        ErrorCode::NotFound => "not-found",
-        ErrorCode::AlreadyExists => "already-exists",
-        ErrorCode::Conflict => "conflict",
-        ErrorCode::Forbidden => "forbidden",
-        ErrorCode::Invalid => "invalid",
-        ErrorCode::Unavailable => "unavailable",
-        ErrorCode::Other => "other",
-    }
-}
-
-/// What to do with a key after a successful call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Done,
-    RequeueAfter(Duration),
-}
-
-/// One primary object to reconcile or finalize.
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub key: ObjectKey,
-    pub object: Arc<str>,
-    pub retries: u32,
 }
 
 /// The engine and linker shared by every plugin, and the thread that advances epochs.
@@ -825,6 +743,43 @@ impl PluginRunner {
                 fault.count(&self.host.metrics.faults);
                 Err(fault)
             }
+        }
+    }
+}
+
+/// The runner as the declarative reconcile sees it: the plugin's manifest, reads and guest calls.
+impl composite::Plugin for PluginRunner {
+    fn manifest(&self) -> &Manifest {
+        self.host.manifest.as_deref().expect("a described plugin's runner has its manifest")
+    }
+
+    fn reading_host(&self) -> &HostContext {
+        &self.reading_host
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        self.limits.memory_bytes
+    }
+
+    fn related(&self) -> &composite::Related {
+        &self.related
+    }
+
+    async fn customize(&self, parent: Arc<str>, services: &Services) -> Result<Result<Vec<composite_exports::RelatedRule>, bindings::types::Error>, CallError> {
+        match self.invoke(Call::Customize(parent), Some(services.clone())).await? {
+            Output::Related(answer) => Ok(answer),
+            _ => unreachable!("customize answers rules"),
+        }
+    }
+
+    async fn sync(
+        &self,
+        request: composite_exports::SyncRequest,
+        services: &Services,
+    ) -> Result<Result<composite_exports::SyncResponse, bindings::types::Error>, CallError> {
+        match self.invoke(Call::Sync(request), Some(services.clone())).await? {
+            Output::Desired(answer) => Ok(answer),
+            _ => unreachable!("sync answers the desired state"),
         }
     }
 }

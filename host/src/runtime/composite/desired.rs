@@ -13,9 +13,9 @@ use super::claim::{CONTROLLER_UID, Child, Observed};
 use super::{CompositeError, Parent};
 use crate::manifest::{ChildRule, ChildSelector, UpdateStrategy};
 use crate::resource::{Gvk, ObjectKey, Scope};
-use crate::runtime::Fault;
 use crate::runtime::bindings::composite_exports::SyncResponse;
 use crate::runtime::boundary::{MAX_CHILDREN, MAX_DESIRED_BYTES, MAX_NAME, MAX_OBJECT, too_long};
+use crate::runtime::call::Fault;
 use crate::selector::LabelSelector;
 
 /// The annotation holding the digest of a child's desired state, as last applied.

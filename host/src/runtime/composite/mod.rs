@@ -21,16 +21,31 @@ use self::claim::Observed;
 use self::desired::Plan;
 pub(super) use self::desired::check_desired;
 pub(super) use self::related::{Related, check_related};
-use super::bindings::composite_exports::{SyncRequest, SyncResponse};
-use super::bindings::types::ErrorCode;
-use super::host::Services;
+use std::sync::Arc;
+
+use super::bindings::composite_exports::{RelatedRule, SyncRequest, SyncResponse};
+use super::bindings::types::{Error as GuestError, ErrorCode};
+use super::call::{Action, CallError, Request};
 use super::host::cache::list_bound;
 use super::host::client::guest_error;
-use super::{Action, Call, CallError, Output, PluginRunner, Request};
+use super::host::{HostContext, Services};
 use crate::client::{RequestError, WriteOp, WriteRequest};
-use crate::manifest::ChildRule;
+use crate::manifest::{ChildRule, Manifest};
 use crate::resource::{Gvk, ObjectKey};
 use crate::selector::LabelSelector;
+
+/// What the declarative reconcile needs of the plugin's runner: its manifest (with its
+/// composition), the context its cache reads are checked in, its memory limit, what its parents
+/// asked `customize` for, and the guest's `customize` and `sync` (`finalize` when the request
+/// says so), run with `services` — `Err` when the host stopped the call.
+pub(super) trait Plugin {
+    fn manifest(&self) -> &Manifest;
+    fn reading_host(&self) -> &HostContext;
+    fn memory_bytes(&self) -> u64;
+    fn related(&self) -> &Related;
+    async fn customize(&self, parent: Arc<str>, services: &Services) -> Result<Result<Vec<RelatedRule>, GuestError>, CallError>;
+    async fn sync(&self, request: SyncRequest, services: &Services) -> Result<Result<SyncResponse, GuestError>, CallError>;
+}
 
 /// How long a parent whose `finalize` did not finish waits for its next call, without an event
 /// or a `resync-after`.
@@ -171,25 +186,24 @@ struct Asked {
 }
 
 /// Claims the parent's children, reads its related objects and asks `sync` (or `finalize`).
-async fn ask(runner: &PluginRunner, request: &Request, services: &Services, finalizing: bool) -> Result<Asked, CallError> {
-    let manifest = runner.manifest().expect("a described plugin's runner has its manifest");
+async fn ask(plugin: &impl Plugin, request: &Request, services: &Services, finalizing: bool) -> Result<Asked, CallError> {
+    let manifest = plugin.manifest();
     let composition = manifest.composition.as_ref().expect("a declarative plugin's manifest has its composition");
     let parent = Parent::parse(&request.object, &manifest.primary, &request.key)?;
     let selector = claim::selector(composition.selector, &parent)?;
     let kinds = composition.child_kinds(&manifest.owns);
     let observed = claim::claim(services, &kinds, &parent, &selector).await.map_err(CompositeError::Claim)?;
-    let bound = list_bound(runner.limits.memory_bytes);
+    let bound = list_bound(plugin.memory_bytes());
     let mut budget = bound.checked_sub(observed.bytes()).ok_or(CompositeError::TooMuch(bound))?;
-    let related = runner.related.objects(runner, services, &parent, &request.object, &mut budget).await?;
+    let related = plugin.related().objects(plugin, services, &parent, &request.object, &mut budget).await?;
     let sync = SyncRequest { parent: request.object.to_string(), children: observed.handed(), related, finalizing };
-    let Output::Desired(answer) = runner.invoke(Call::Sync(sync), Some(services.clone())).await? else { unreachable!("sync answers the desired state") };
-    let answer = answer.map_err(|e| CallError::Plugin { code: e.code, message: e.message })?;
+    let answer = plugin.sync(sync, services).await?.map_err(|e| CallError::Plugin { code: e.code, message: e.message })?;
     Ok(Asked { parent, kinds, selector, observed, answer })
 }
 
 /// What the plugin answers for the parent (`kubewasm test`), without managing anything.
-pub(super) async fn answer(runner: &PluginRunner, request: &Request, services: &Services, finalizing: bool) -> Result<Answer, CallError> {
-    let answer = ask(runner, request, services, finalizing).await?.answer;
+pub(super) async fn answer(plugin: &impl Plugin, request: &Request, services: &Services, finalizing: bool) -> Result<Answer, CallError> {
+    let answer = ask(plugin, request, services, finalizing).await?.answer;
     let parse = |text: &str| serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into()));
     Ok(Answer {
         status: answer.status.as_deref().map(parse),
@@ -200,10 +214,9 @@ pub(super) async fn answer(runner: &PluginRunner, request: &Request, services: &
 }
 
 /// Reconciles (or, `finalizing`, finalizes) a declarative plugin's parent.
-pub(super) async fn reconcile(runner: &PluginRunner, request: Request, services: &Services, finalizing: bool) -> Result<Action, CallError> {
-    let selector_kind =
-        runner.manifest().and_then(|m| m.composition.as_ref()).map(|c| c.selector).expect("a declarative plugin's manifest has its composition");
-    let Asked { parent, kinds, selector, observed, answer } = ask(runner, &request, services, finalizing).await?;
+pub(super) async fn reconcile(plugin: &impl Plugin, request: Request, services: &Services, finalizing: bool) -> Result<Action, CallError> {
+    let selector_kind = plugin.manifest().composition.as_ref().map(|c| c.selector).expect("a declarative plugin's manifest has its composition");
+    let Asked { parent, kinds, selector, observed, answer } = ask(plugin, &request, services, finalizing).await?;
     // Being deleted without a finalizer of ours (only `kubewasm test` calls for one): the
     // garbage collector takes the children, nothing is managed.
     if parent.deleting && !finalizing {

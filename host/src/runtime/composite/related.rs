@@ -10,14 +10,14 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::Parent;
+use super::{CompositeError, Parent, Plugin};
 use crate::resource::{Gvk, ObjectKey, Scope};
 use crate::runtime::bindings::composite_exports::{Objects, RelatedRule};
 use crate::runtime::bindings::types::{Error as GuestError, ErrorCode};
 use crate::runtime::boundary::{MAX_GROUP, MAX_KIND, MAX_NAME, MAX_NAMESPACE, MAX_RELATED_NAMES, MAX_RELATED_RULES, MAX_SELECTOR, MAX_VERSION, too_long};
+use crate::runtime::call::{CallError, Fault};
 use crate::runtime::host::Services;
-use crate::runtime::host::cache::CacheCtx;
-use crate::runtime::{Call, CallError, Fault, Output, PluginRunner};
+use crate::runtime::host::cache::{CacheCtx, list_bound};
 use crate::selector::LabelSelector;
 
 /// Refuses a `customize` answer over the bounds the WIT states (a fault: the plugin is broken).
@@ -94,14 +94,14 @@ impl Related {
     /// generation is new.
     pub(super) async fn objects(
         &self,
-        runner: &PluginRunner,
+        plugin: &impl Plugin,
         services: &Services,
         parent: &Parent,
         json: &Arc<str>,
         budget: &mut usize,
     ) -> Result<Vec<Objects>, CallError> {
-        let rules = self.rules(runner, services, parent, json).await?;
-        let cache = CacheCtx::new(&runner.reading_host, services, runner.limits.memory_bytes);
+        let rules = self.rules(plugin, services, parent, json).await?;
+        let cache = CacheCtx::new(plugin.reading_host(), services, plugin.memory_bytes());
         let failed = |i: usize, rule: &Rule, e: GuestError| CallError::Plugin {
             code: e.code,
             message: format!("customize rule {i} ({}): {}", rule.resource, e.message),
@@ -124,21 +124,19 @@ impl Related {
             }
             items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             let bytes: usize = items.iter().map(|(_, json)| json.len()).sum();
-            *budget = budget.checked_sub(bytes).ok_or(super::CompositeError::TooMuch(crate::runtime::host::cache::list_bound(runner.limits.memory_bytes)))?;
+            *budget = budget.checked_sub(bytes).ok_or(CompositeError::TooMuch(list_bound(plugin.memory_bytes())))?;
             related.push(Objects { resource: (&rule.resource).into(), items: items.into_iter().map(|(_, json)| json.to_string()).collect() });
         }
         Ok(related)
     }
 
-    async fn rules(&self, runner: &PluginRunner, services: &Services, parent: &Parent, json: &Arc<str>) -> Result<Arc<Vec<Rule>>, CallError> {
+    async fn rules(&self, plugin: &impl Plugin, services: &Services, parent: &Parent, json: &Arc<str>) -> Result<Arc<Vec<Rule>>, CallError> {
         let generation = parent.object.pointer("/metadata/generation").and_then(Value::as_i64);
         if let Some(asked) = self.asked.lock().get(&parent.key).filter(|a| a.uid == parent.uid && a.generation == generation) {
             return Ok(asked.rules.clone());
         }
-        let Output::Related(answer) = runner.invoke(Call::Customize(json.clone()), Some(services.clone())).await? else {
-            unreachable!("customize answers rules")
-        };
-        let answer = answer.map_err(|e| CallError::Plugin { code: e.code, message: format!("customize: {}", e.message) })?;
+        let answer =
+            plugin.customize(json.clone(), services).await?.map_err(|e| CallError::Plugin { code: e.code, message: format!("customize: {}", e.message) })?;
         let rules: Arc<Vec<Rule>> = Arc::new(answer.into_iter().enumerate().map(|(i, rule)| Rule::parse(i, rule)).collect::<Result<_, _>>()?);
         self.asked.lock().insert(parent.key.clone(), Asked { uid: parent.uid.clone(), generation, rules: rules.clone() });
         Ok(rules)
