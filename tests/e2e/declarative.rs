@@ -424,13 +424,17 @@ async fn a_candidates_answer_is_compared_with_the_live_ones() -> Result<()> {
     w.dir.write_atomic("shadow.next.toml", b"name = \"shadow\"\nstrategy = \"in-place\"\n");
     w.dir.write_atomic("shadow.next.wasm", &wasm);
     w.host.wait_metric(RELOADS, &[("plugin", "shadow"), ("result", "candidate")], READY, |n| n >= 1.0).await.context("the candidate starts")?;
-    w.parents.create(&PostParams::default(), &DynamicObject::new("same", &w.resource).data(json!({"spec": {"children": [config_map("c", json!({}))]}}))).await?;
+    w.parents
+        .create(&PostParams::default(), &DynamicObject::new("same", &w.resource).data(json!({"spec": {"children": [config_map("c", json!({}))]}})))
+        .await?;
     w.host.wait_metric(SHADOW, &shadow("same"), CONVERGE, |n| n >= 1.0).await.context("the same answer agrees")?;
 
     // Another answer: every child renamed.
     w.dir.write_atomic("shadow.next.toml", b"name = \"shadow\"\nstrategy = \"in-place\"\nsuffix = \"-next\"\n");
     w.host.wait_metric(RELOADS, &[("plugin", "shadow"), ("result", "candidate")], READY, |n| n >= 2.0).await.context("the new candidate starts")?;
-    w.parents.create(&PostParams::default(), &DynamicObject::new("other", &w.resource).data(json!({"spec": {"children": [config_map("o", json!({}))]}}))).await?;
+    w.parents
+        .create(&PostParams::default(), &DynamicObject::new("other", &w.resource).data(json!({"spec": {"children": [config_map("o", json!({}))]}})))
+        .await?;
     w.host.wait_metric(SHADOW, &shadow("differs"), CONVERGE, |n| n >= 1.0).await.context("another answer differs")?;
     w.child("o", "made by the live version", |_| true).await?;
     ensure!(w.cms.get_opt("o-next").await?.is_none(), "the candidate's writes are dry runs");

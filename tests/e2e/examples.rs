@@ -32,8 +32,8 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
@@ -684,7 +684,11 @@ async fn propagation_run(cp: &ControlPlane, lang: &str, wasm: &Path) -> Result<V
     let status = eventually(&format!("{lang}: {managed}'s status to count 3 copies"), CONVERGE, || async {
         let p = propagations.get(&managed).await?;
         let status = p.data.get("status").cloned().unwrap_or_default();
-        if status["actual_copies"] == json!(3) && status["observedGeneration"] == json!(p.metadata.generation) { Ok(status) } else { Err(anyhow!("status {status}")) }
+        if status["actual_copies"] == json!(3) && status["observedGeneration"] == json!(p.metadata.generation) {
+            Ok(status)
+        } else {
+            Err(anyhow!("status {status}"))
+        }
     })
     .await?;
     tokio::time::sleep(QUIET).await;
@@ -761,7 +765,11 @@ async fn crd_roles_gives_annotated_crds_their_reader_role() -> Result<()> {
     let role_name = format!("{plural}.ctl.rlg.io-reader");
     let crd_uid = crd_api.get(&format!("{plural}.ctl.rlg.io")).await?.uid();
     let role = eventually("the reader ClusterRole", CONVERGE, || async { roles.get_opt(&role_name).await?.ok_or_else(|| anyhow!("not yet")) }).await?;
-    ensure!(role.owner_references().iter().any(|r| r.controller == Some(true) && Some(&r.uid) == crd_uid.as_ref()), "owned by its CRD: {:?}", role.metadata.owner_references);
+    ensure!(
+        role.owner_references().iter().any(|r| r.controller == Some(true) && Some(&r.uid) == crd_uid.as_ref()),
+        "owned by its CRD: {:?}",
+        role.metadata.owner_references
+    );
     ensure!(role.rules.as_ref().is_none_or(|r| r.is_empty()), "no rules: {:?}", role.rules);
     tokio::time::sleep(QUIET).await;
     ensure!(roles.get_opt(&format!("{plain_plural}.ctl.rlg.io-reader")).await?.is_none(), "an unannotated CRD got a role");
@@ -802,7 +810,8 @@ async fn update_strategy_recreates_or_waits_as_metacontrollers_test_says() -> Re
     host.wait_ready(READY).await?;
     let cms: Api<ConfigMap> = ns.api();
     for (kind, name) in [("OnDeleteDemo", "odd-instance"), ("RecreateDemo", "rcd-instance")] {
-        let object: DynamicObject = serde_json::from_value(json!({"apiVersion": "ctl.example.com/v1", "kind": kind, "metadata": {"name": name}, "spec": {"configData": "v1"}}))?;
+        let object: DynamicObject =
+            serde_json::from_value(json!({"apiVersion": "ctl.example.com/v1", "kind": kind, "metadata": {"name": name}, "spec": {"configData": "v1"}}))?;
         kinds[kind].create(&PostParams::default(), &object).await?;
     }
     let value = |want: &'static str| move |cm: &ConfigMap| value_of(cm, "value").as_deref() == Some(want);
@@ -829,7 +838,11 @@ async fn update_strategy_recreates_or_waits_as_metacontrollers_test_says() -> Re
     ensure!(cms.get("rcd-instance-data").await?.uid() == recreated.uid(), "a recreate loop");
     // OnDelete: untouched until deleted by hand, then made anew.
     let odd = cms.get("odd-instance-data").await?;
-    ensure!(value_of(&odd, "value").as_deref() == Some("v1") && value_of(&odd, "side-effect").as_deref() == Some("injected"), "on-delete updated: {:?}", odd.data);
+    ensure!(
+        value_of(&odd, "value").as_deref() == Some("v1") && value_of(&odd, "side-effect").as_deref() == Some("injected"),
+        "on-delete updated: {:?}",
+        odd.data
+    );
     cms.delete("odd-instance-data", &DeleteParams::default()).await?;
     let remade = config_map_in(&client, ns.name(), "odd-instance-data", "made again with v2", value("v2")).await?;
     ensure!(value_of(&remade, "side-effect").is_none());

@@ -53,7 +53,16 @@ impl Composite for ConfigMapPropagation {
     fn sync(&self, request: &SyncRequest<DynamicObject>, ctx: &Context) -> kubewasm_sdk::Result<SyncResponse> {
         let parent = &request.parent;
         let (namespace, name) = source(parent);
-        let targets: Vec<String> = parent.data.get("spec").and_then(|s| s.get("targetNamespaces")).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(Into::into).collect();
+        let targets: Vec<String> = parent
+            .data
+            .get("spec")
+            .and_then(|s| s.get("targetNamespaces"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(Into::into)
+            .collect();
         let status = json!({"expected_copies": targets.len(), "actual_copies": request.children::<ConfigMap>()?.len()});
         let source = request.related::<ConfigMap>()?.into_iter().find(|cm| cm.namespace() == Some(namespace.as_str()) && cm.name() == name);
         let Some(source) = source else {
@@ -61,7 +70,8 @@ impl Composite for ConfigMapPropagation {
             return Ok(SyncResponse::new().status(status));
         };
         let data = source.data.unwrap_or_default();
-        let copies = targets.iter().map(|target| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": target}, "data": data}));
+        let copies =
+            targets.iter().map(|target| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": target}, "data": data}));
         Ok(SyncResponse::new().status(status).children(copies))
     }
 }
