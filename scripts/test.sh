@@ -77,7 +77,43 @@ for dir in plugins/go examples/*/go tests/conformance/go; do
     fi
 done
 
-run cargo test --no-fail-fast
+# The Rust tests: built first, then the unit tests and the end-to-end suites in two lanes at once,
+# each suite a process of its own (with its own control plane; the Go tools are built once, under
+# a file lock). Most suites spend their time waiting on the API server; the ones that build a lot
+# (the chart's and the image suite's container image, the examples' Python, JS and Go plugins) run
+# in one lane, everything else in the other, so two cores serve both (BENCHMARKS.md "CI"). The
+# second lane is every test target of the workspace's default members that the first does not
+# name, so a new suite always runs.
+BUILDING_SUITES=(chart image examples)
+step "building the tests"
+cargo test --no-fail-fast --no-run 2>&1 | tee -a "$LOG" || status=1
+# Runs a command as one lane: its output prefixed with the lane's name, into the log.
+lane() {
+    local name="$1"
+    shift
+    "$@" 2>&1 | sed -u "s/^/[$name] /" | tee -a "$LOG"
+    return "${PIPESTATUS[0]}"
+}
+mapfile -t TEST_TARGETS < <(cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+m = json.load(sys.stdin)
+default = set(m["workspace_default_members"])
+for p in m["packages"]:
+    if p["id"] in default:
+        print("\n".join(t["name"] for t in p["targets"] if "test" in t["kind"]))
+')
+building=()
+waiting=()
+for target in "${TEST_TARGETS[@]}"; do
+    [[ -n "$target" ]] || continue
+    if [[ " ${BUILDING_SUITES[*]} " == *" $target "* ]]; then building+=(--test "$target"); else waiting+=(--test "$target"); fi
+done
+step "the suites that build: ${building[*]}; beside them the unit tests and the other suites"
+lane building cargo test --no-fail-fast "${building[@]}" &
+BUILDING=$!
+lane waiting cargo test --no-fail-fast --lib --bins "${waiting[@]}" || status=1
+run cargo test --no-fail-fast --doc
+wait "$BUILDING" || status=1
 
 # The Python SDK's tests, then the Python examples' unit tests (one run per directory: each
 # imports its controller module from its own directory).

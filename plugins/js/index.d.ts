@@ -375,7 +375,7 @@ export class SyncRequest<Parent extends KubeObject = KubeObject> {
 
 /** What `sync` and `finalize` answer: a plain object. */
 export interface SyncResponse {
-  /** The parent's whole status (the host sets `observedGeneration`); none is `{}`. */
+  /** The parent's whole status (the host sets `observedGeneration`); none leaves the status as it is. */
   status?: Record<string, any> | null;
   /** Every child that should exist, whole (apiVersion, kind, metadata.name). None by default. */
   children?: readonly KubeObject[];

@@ -99,7 +99,7 @@ class SyncResponse:
     """What should be.
 
     - `status`: the parent's whole status (a dict); the host replaces it, adding
-      `observedGeneration`. None is `{}`.
+      `observedGeneration`. None leaves the status as it is.
     - `children`: every child that should exist, whole: `apiVersion`, `kind`, `metadata.name`,
       and `metadata.namespace` where it differs from the parent's. Owner references, the
       selector's label and the `kubewasm.io/applied` annotation are the host's to add. A child
