@@ -82,9 +82,12 @@ done
 # a file lock). Most suites spend their time waiting on the API server; the ones that build a lot
 # (the chart's and the image suite's container image, the examples' Python, JS and Go plugins) run
 # in one lane, everything else in the other, so two cores serve both (BENCHMARKS.md "CI"). The
-# second lane is every test target of the workspace's default members that the first does not
+# suites that measure time against bounds (the hostile sieges: a neighbour's reconcile within its
+# deadline, its creates within seconds) run alone afterwards, on an otherwise quiet machine. The
+# second lane is every test target of the workspace's default members that the others do not
 # name, so a new suite always runs.
 BUILDING_SUITES=(chart image examples)
+ALONE_SUITES=(hostile)
 step "building the tests"
 cargo test --no-fail-fast --no-run 2>&1 | tee -a "$LOG" || status=1
 # Runs a command as one lane: its output prefixed with the lane's name, into the log.
@@ -104,9 +107,16 @@ for p in m["packages"]:
 ')
 building=()
 waiting=()
+alone=()
 for target in "${TEST_TARGETS[@]}"; do
     [[ -n "$target" ]] || continue
-    if [[ " ${BUILDING_SUITES[*]} " == *" $target "* ]]; then building+=(--test "$target"); else waiting+=(--test "$target"); fi
+    if [[ " ${BUILDING_SUITES[*]} " == *" $target "* ]]; then
+        building+=(--test "$target")
+    elif [[ " ${ALONE_SUITES[*]} " == *" $target "* ]]; then
+        alone+=(--test "$target")
+    else
+        waiting+=(--test "$target")
+    fi
 done
 step "the suites that build: ${building[*]}; beside them the unit tests and the other suites"
 lane building cargo test --no-fail-fast "${building[@]}" &
@@ -114,6 +124,7 @@ BUILDING=$!
 lane waiting cargo test --no-fail-fast --lib --bins "${waiting[@]}" || status=1
 run cargo test --no-fail-fast --doc
 wait "$BUILDING" || status=1
+run cargo test --no-fail-fast "${alone[@]}"
 
 # The Python SDK's tests, then the Python examples' unit tests (one run per directory: each
 # imports its controller module from its own directory).

@@ -441,3 +441,21 @@ async fn a_candidates_answer_is_compared_with_the_live_ones() -> Result<()> {
     w.host.stop().await?;
     Ok(())
 }
+
+/// A parent the plugin faults on again and again is quarantined as any primary is (one Warning
+/// Event, no more retries until it changes), and the plugin keeps serving the others; an error
+/// the plugin returns is retried, never quarantined.
+#[tokio::test]
+async fn a_parent_the_plugin_faults_on_is_quarantined_and_the_others_are_served() -> Result<()> {
+    let w = World::start("faulting", &[]).await?;
+    w.create("poison", json!({"panic": "no"})).await?;
+    w.create("failing", json!({"fail": "not yet"})).await?;
+    wait_event(&w.client, w.ns.name(), "poison", "Quarantined", "faulted 5 times in a row").await?;
+    wait_event(&w.client, w.ns.name(), "failing", "ReconcileFailed", "not yet").await?;
+    w.create("fine", json!({"children": [config_map("fine-child", json!({}))]})).await?;
+    w.child("fine-child", "made for the healthy parent", |_| true).await?;
+    let quarantined = w.host.metric("kubewasm_plugin_quarantined_objects", &[("plugin", "faulting")]).await?;
+    ensure!(quarantined == 1.0, "only the faulting parent is set aside: {quarantined}");
+    w.host.stop().await?;
+    Ok(())
+}

@@ -8,7 +8,8 @@
 //! - `spec.related`: `customize` rules (`namespace`, `names`, `labelSelector`) over ConfigMaps;
 //!   with `spec.copyRelated`, each related ConfigMap is also desired as a child `<name>-copy`
 //!   holding its data;
-//! - `spec.resyncAfterMs`; `spec.fail`: `sync` fails with this message;
+//! - `spec.resyncAfterMs`; `spec.fail`: `sync` fails with this message; `spec.panic`: it panics
+//!   (a fault);
 //! - when finalizing: `spec.finalizeChildren` (none by default) and `spec.finalized` (true by
 //!   default).
 //!
@@ -88,6 +89,9 @@ impl Composite for Echo {
 
     fn sync(&self, request: &SyncRequest<DynamicObject>, _: &Context) -> kubewasm_sdk::Result<SyncResponse> {
         let parent = &request.parent;
+        if let Some(message) = spec(parent, "panic").and_then(Value::as_str) {
+            panic!("{message}");
+        }
         if let Some(message) = spec(parent, "fail").and_then(Value::as_str) {
             return Err(Error::new(ErrorCode::Other, message));
         }
