@@ -1212,12 +1212,7 @@ fn describe_plugin(plugin: &LoadedPlugin) -> String {
     let _ = writeln!(out, "Primary:         {}{selector}", m.primary);
     let _ = writeln!(out, "Owns:            {}", list(m.owns.iter().map(ToString::to_string).collect()));
     if let Some(composition) = &m.composition {
-        let strategy = |s: crate::manifest::UpdateStrategy| match s {
-            crate::manifest::UpdateStrategy::OnDelete => "on-delete",
-            crate::manifest::UpdateStrategy::Recreate => "recreate",
-            crate::manifest::UpdateStrategy::InPlace => "in-place",
-        };
-        let children = composition.child_kinds(&m.owns).iter().map(|r| format!("{} ({})", r.resource, strategy(r.update))).collect();
+        let children = composition.child_kinds(&m.owns).iter().map(|r| format!("{} ({})", r.resource, r.update)).collect();
         let selector = match composition.selector {
             crate::manifest::ChildSelector::Generated => "generated (kubewasm.io/controller-uid)",
             crate::manifest::ChildSelector::ParentSpec => "the parent's spec.selector",

@@ -260,6 +260,17 @@ pub enum UpdateStrategy {
     InPlace,
 }
 
+/// The WIT's spelling.
+impl std::fmt::Display for UpdateStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            UpdateStrategy::OnDelete => "on-delete",
+            UpdateStrategy::Recreate => "recreate",
+            UpdateStrategy::InPlace => "in-place",
+        })
+    }
+}
+
 /// One kind of a declarative plugin's children.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildRule {

@@ -357,24 +357,24 @@ enum Call {
     Finalize(Request),
     Released(Request),
     MapRelated(Gvk, Arc<str>),
-    /// A declarative plugin's `customize` of a parent.
-    Customize(Arc<str>),
-    /// A declarative plugin's `sync`, or its `finalize` when finalizing.
-    Sync(composite_exports::SyncRequest),
+    /// A declarative plugin's `customize` of the parent at a key.
+    Customize(ObjectKey, Arc<str>),
+    /// A declarative plugin's `sync` of the parent at a key, or its `finalize` when finalizing.
+    Sync(ObjectKey, composite_exports::SyncRequest),
 }
 
 impl Call {
     /// Whether the call may read the cache and nothing else.
     fn reads_only(&self) -> bool {
-        matches!(self, Call::MapRelated(..) | Call::Customize(_) | Call::Sync(_))
+        matches!(self, Call::MapRelated(..) | Call::Customize(..) | Call::Sync(..))
     }
 
     fn export(&self) -> Export {
         match self {
             Call::Reconcile(_) | Call::Finalize(_) | Call::Released(_) => Export::Call,
             Call::MapRelated(..) => Export::MapRelated,
-            Call::Customize(_) => Export::Customize,
-            Call::Sync(_) => Export::Sync,
+            Call::Customize(..) => Export::Customize,
+            Call::Sync(..) => Export::Sync,
         }
     }
 }
@@ -469,9 +469,11 @@ impl PluginRunner {
     }
 
     /// Lets the plugin go of a primary that stopped matching its selector; `None` when the
-    /// plugin has no `release` export (built for 0.1.0).
+    /// plugin has no `release` export (built for 0.1.0) or is declarative.
+    /// A declarative plugin is not told: the host lets its parent go as it is (its children
+    /// stay, and go with it).
     pub async fn released(&self, request: Request) -> Result<Option<Action>, CallError> {
-        if !self.prepared.releases() {
+        if !self.prepared.releases() || self.declarative() {
             return Ok(None);
         }
         self.action(self.invoke(Call::Released(request), None).await?).map(Some)
@@ -542,7 +544,8 @@ impl PluginRunner {
         state.clock.reset(self.limits.deadline);
         state.key = match &call {
             Call::Reconcile(r) | Call::Finalize(r) | Call::Released(r) => Some(r.key.clone()),
-            Call::MapRelated(..) | Call::Customize(_) | Call::Sync(_) => None,
+            Call::Customize(key, _) | Call::Sync(key, _) => Some(key.clone()),
+            Call::MapRelated(..) => None,
         };
         state.set_services(services);
         state.call_host = call.reads_only().then(|| self.reading_host.clone());
@@ -584,9 +587,9 @@ impl PluginRunner {
                 (Call::MapRelated(gvk, object), Some(reconciler), _) => {
                     Output::Keys(reconciler.call_map_related(&mut *store, &(&gvk).into(), &object.to_string()).await?)
                 }
-                (Call::Customize(parent), _, Some(composite)) => Output::Related(composite.call_customize(&mut *store, &parent.to_string()).await?),
-                (Call::Sync(request), _, Some(composite)) if request.finalizing => Output::Desired(composite.call_finalize(&mut *store, &request).await?),
-                (Call::Sync(request), _, Some(composite)) => Output::Desired(composite.call_sync(&mut *store, &request).await?),
+                (Call::Customize(_, parent), _, Some(composite)) => Output::Related(composite.call_customize(&mut *store, &parent.to_string()).await?),
+                (Call::Sync(_, request), _, Some(composite)) if request.finalizing => Output::Desired(composite.call_finalize(&mut *store, &request).await?),
+                (Call::Sync(_, request), _, Some(composite)) => Output::Desired(composite.call_sync(&mut *store, &request).await?),
                 _ => unreachable!("the runner calls a plugin through the exports its description chose"),
             })
         };
@@ -765,8 +768,13 @@ impl composite::Plugin for PluginRunner {
         &self.related
     }
 
-    async fn customize(&self, parent: Arc<str>, services: &Services) -> Result<Result<Vec<composite_exports::RelatedRule>, bindings::types::Error>, CallError> {
-        match self.invoke(Call::Customize(parent), Some(services.clone())).await? {
+    async fn customize(
+        &self,
+        key: &ObjectKey,
+        parent: Arc<str>,
+        services: &Services,
+    ) -> Result<Result<Vec<composite_exports::RelatedRule>, bindings::types::Error>, CallError> {
+        match self.invoke(Call::Customize(key.clone(), parent), Some(services.clone())).await? {
             Output::Related(answer) => Ok(answer),
             _ => unreachable!("customize answers rules"),
         }
@@ -774,10 +782,11 @@ impl composite::Plugin for PluginRunner {
 
     async fn sync(
         &self,
+        key: &ObjectKey,
         request: composite_exports::SyncRequest,
         services: &Services,
     ) -> Result<Result<composite_exports::SyncResponse, bindings::types::Error>, CallError> {
-        match self.invoke(Call::Sync(request), Some(services.clone())).await? {
+        match self.invoke(Call::Sync(key.clone(), request), Some(services.clone())).await? {
             Output::Desired(answer) => Ok(answer),
             _ => unreachable!("sync answers the desired state"),
         }
@@ -837,7 +846,8 @@ fn check_world(engine: &Engine, component: &Component) -> Result<(), RuntimeErro
         RuntimeError::World(format!("does not export {what}: it exports {found}; build it for the `controller` (or the `declarative`) world of {ours}"))
     };
     let plugin = version_of("plugin").ok_or_else(|| missing(&format!("{PACKAGE}/plugin")))?;
-    let logic = version_of("reconciler").or_else(|| version_of("composite")).ok_or_else(|| missing(&format!("{PACKAGE}/reconciler")))?;
+    let logic =
+        version_of("reconciler").or_else(|| version_of("composite")).ok_or_else(|| missing(&format!("{PACKAGE}/reconciler (or {PACKAGE}/composite)")))?;
     for version in [plugin, logic] {
         if !compatible(version) {
             return Err(RuntimeError::World(format!(

@@ -342,10 +342,11 @@ func (p *Plugin) CallComposite(method Method, req RawSyncRequest) (RawSyncRespon
 	if err != nil {
 		return RawSyncResponse{}, asError(err)
 	}
+	// An answer that is not one is a bug, not an answer: it traps, as a panic does (every SDK).
 	if response == nil {
-		return RawSyncResponse{}, &Error{Code: CodeOther, Message: fmt.Sprintf("%s returned neither a response nor an error", method)}
+		panic(fmt.Sprintf("%s returned neither a response nor an error", method))
 	}
-	return encodeResponse(response)
+	return encodeResponse(response), nil
 }
 
 func parseSyncRequest(req RawSyncRequest) (*SyncRequest, error) {
@@ -406,12 +407,14 @@ func objectText(v any) (text string, ok bool, err error) {
 	return "", false, errNotJSONObject
 }
 
-func encodeResponse(r *SyncResponse) (RawSyncResponse, error) {
+// encodeResponse is the answer as the host takes it; one that cannot be (a status or child
+// that is not a JSON object) panics: a bug in the plugin, which traps.
+func encodeResponse(r *SyncResponse) RawSyncResponse {
 	out := RawSyncResponse{Children: make([]string, len(r.Children)), Finalized: r.Finalized}
 	if r.Status != nil {
 		text, _, err := objectText(r.Status)
 		if err != nil {
-			return RawSyncResponse{}, &Error{Code: CodeInvalid, Message: "the status: " + err.Error()}
+			panic("the status: " + err.Error())
 		}
 		out.Status = text
 	}
@@ -421,12 +424,12 @@ func encodeResponse(r *SyncResponse) (RawSyncResponse, error) {
 			err = errNotJSONObject
 		}
 		if err != nil {
-			return RawSyncResponse{}, &Error{Code: CodeInvalid, Message: fmt.Sprintf("children[%d]: %v", i, err)}
+			panic(fmt.Sprintf("children[%d]: %v", i, err))
 		}
 		out.Children[i] = text
 	}
 	if r.ResyncAfter > 0 {
 		out.ResyncAfter = requeueMillis(r.ResyncAfter)
 	}
-	return out, nil
+	return out
 }

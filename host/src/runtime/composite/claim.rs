@@ -3,8 +3,11 @@
 //! controller owner reference is the parent and that match its selector. A matching orphan is
 //! adopted, an owned child that stopped matching is released; both are merge patches of
 //! `ownerReferences` on the condition of the child's `resourceVersion`. A parent being deleted
-//! adopts and releases nothing.
+//! adopts and releases nothing. Under the generated selector, the owner reference alone claims:
+//! the label is the host's own, and a child someone stripped of it gets it back with its next
+//! apply, rather than being released and then refused as someone else's.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -46,9 +49,24 @@ pub(super) struct Child {
 impl Child {
     fn parse(resource: &Gvk, key: ObjectKey, json: Arc<str>) -> Option<Self> {
         let object: Value = serde_json::from_str(&json).ok()?;
+        Some(Self::of(resource, key, json, object))
+    }
+
+    fn of(resource: &Gvk, key: ObjectKey, json: Arc<str>, object: Value) -> Self {
         let uid = object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string();
         let deleting = object.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null());
-        Some(Child { resource: resource.clone(), key, json, object, uid, deleting })
+        Child { resource: resource.clone(), key, json, object, uid, deleting }
+    }
+
+    /// This child as adopted: with `references`, at the version the write answered.
+    fn adopted(&self, references: Vec<Value>, stored: Option<&str>) -> Self {
+        let mut object = self.object.clone();
+        object["metadata"]["ownerReferences"] = Value::Array(references);
+        let version = stored.and_then(|s| serde_json::from_str::<Value>(s).ok()).and_then(|s| s.pointer("/metadata/resourceVersion").cloned());
+        if let Some(version) = version {
+            object["metadata"]["resourceVersion"] = version;
+        }
+        Self::of(&self.resource, self.key.clone(), object.to_string().into(), object)
     }
 
     pub(super) fn label(&self, key: &str) -> Option<&str> {
@@ -79,6 +97,20 @@ impl Child {
     }
 }
 
+/// A child's identity among a parent's children: its group, kind and key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct ChildKey<'a> {
+    group: &'a str,
+    kind: &'a str,
+    key: &'a ObjectKey,
+}
+
+impl<'a> ChildKey<'a> {
+    pub(super) fn of(resource: &'a Gvk, key: &'a ObjectKey) -> Self {
+        ChildKey { group: &resource.group, kind: &resource.kind, key }
+    }
+}
+
 /// A parent's claimed children, by kind (every child kind, in the composition's order).
 pub(super) struct Observed {
     pub(super) kinds: Vec<(ChildRule, Vec<Child>)>,
@@ -93,9 +125,9 @@ impl Observed {
             .collect()
     }
 
-    /// The observed child of that kind (group and kind: the version is the API's choice) and key.
-    pub(super) fn get(&self, resource: &Gvk, key: &ObjectKey) -> Option<&Child> {
-        self.all().find(|c| c.resource.group == resource.group && c.resource.kind == resource.kind && c.key == *key)
+    /// The observed children by kind (group and kind: the version is the API's choice) and key.
+    pub(super) fn by_key(&self) -> HashMap<ChildKey<'_>, &Child> {
+        self.all().map(|c| (ChildKey::of(&c.resource, &c.key), c)).collect()
     }
 
     pub(super) fn all(&self) -> impl Iterator<Item = &Child> {
@@ -105,7 +137,13 @@ impl Observed {
 
 /// Claims the parent's children of every kind. Every adoption and release is tried; if any
 /// failed, the failures are returned (and the parent is synced again with backoff).
-pub(super) async fn claim(services: &Services, kinds: &[ChildRule], parent: &Parent, selector: &LabelSelector) -> Result<Observed, Vec<Failed>> {
+pub(super) async fn claim(
+    services: &Services,
+    kinds: &[ChildRule],
+    parent: &Parent,
+    selector: &LabelSelector,
+    kind: ChildSelector,
+) -> Result<Observed, Vec<Failed>> {
     let mut observed = Observed { kinds: Vec::new() };
     let mut failed = Vec::new();
     // A parent being deleted adopts nothing: orphans are not even looked at.
@@ -114,8 +152,9 @@ pub(super) async fn claim(services: &Services, kinds: &[ChildRule], parent: &Par
         let mut claimed = Vec::new();
         for (key, json) in services.cache.children(&rule.resource, parent.namespace(), &parent.uid, orphans) {
             let Some(child) = Child::parse(&rule.resource, key, json) else { continue };
-            let matches = selector.matches(|label| child.label(label));
-            match (child.controlled_by(&parent.uid), matches) {
+            let controlled = child.controlled_by(&parent.uid);
+            let matches = selector.matches(|label| child.label(label)) || (controlled && kind == ChildSelector::Generated);
+            match (controlled, matches) {
                 (true, true) => claimed.push(child),
                 (true, false) if !parent.deleting => {
                     let references = child.owner_references().into_iter().filter(|r| r["uid"] != json!(parent.uid)).collect();
@@ -126,8 +165,8 @@ pub(super) async fn claim(services: &Services, kinds: &[ChildRule], parent: &Par
                 (false, true) if !child.deleting && !parent.deleting => {
                     let mut references = child.owner_references();
                     references.push(parent.controller_reference());
-                    match services.api.write(child.owner_patch(references)).await {
-                        Ok(stored) => claimed.extend(stored.and_then(|json| Child::parse(&rule.resource, child.key.clone(), json))),
+                    match services.api.write(child.owner_patch(references.clone())).await {
+                        Ok(stored) => claimed.push(child.adopted(references, stored.as_deref())),
                         Err(error) => failed.push(Failed::new(format!("adopting {} {}", child.resource.kind, child.key), error)),
                     }
                 }
@@ -142,7 +181,75 @@ pub(super) async fn claim(services: &Services, kinds: &[ChildRule], parent: &Par
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::offline::{FixtureCache, Recorder};
+    use crate::resource::Scope;
     use crate::runtime::composite::test_parent;
+    use crate::runtime::host::Services;
+
+    fn config_maps() -> Gvk {
+        Gvk::new("", "v1", "ConfigMap")
+    }
+
+    /// Services over a cache holding `objects` (ConfigMaps), recording writes.
+    fn services(objects: &[Value]) -> (Services, Arc<Recorder>, FixtureCache) {
+        let mut cache = FixtureCache::default();
+        cache.add_resource(config_maps(), Scope::Namespaced);
+        for object in objects {
+            cache.insert(&config_maps(), &object.to_string()).unwrap();
+        }
+        let recorder = Arc::new(Recorder::default());
+        (crate::offline::services(&cache, &recorder), recorder, cache)
+    }
+
+    fn child(name: &str, labels: Value, controller: Option<&str>) -> Value {
+        let owners: Vec<Value> =
+            controller.iter().map(|uid| json!({"apiVersion": "example.com/v1", "kind": "Parent", "name": "p", "uid": uid, "controller": true})).collect();
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns", "uid": format!("{name}-uid"), "resourceVersion": "3", "labels": labels, "ownerReferences": owners}, "data": {"k": name}})
+    }
+
+    #[tokio::test]
+    async fn the_owner_reference_claims_under_the_generated_selector_and_adoption_keeps_the_object() {
+        let parent = test_parent(Some("ns"), json!({}));
+        let label = json!({CONTROLLER_UID: "parent-uid"});
+        let (services, recorder, _cache) = services(&[
+            child("owned", label.clone(), Some("parent-uid")),
+            // Someone stripped the host's label: still the parent's child, not released.
+            child("stripped", json!({}), Some("parent-uid")),
+            // An orphan carrying the label: adopted, as it is.
+            child("orphan", label.clone(), None),
+            // Another parent's child, and an orphan without the label: not this parent's.
+            child("other", label, Some("someone-else")),
+            child("stranger", json!({}), None),
+        ]);
+        let rules = [ChildRule { resource: config_maps(), update: crate::manifest::UpdateStrategy::OnDelete }];
+        let selector = selector(ChildSelector::Generated, &parent).unwrap();
+        let observed = claim(&services, &rules, &parent, &selector, ChildSelector::Generated).await.unwrap();
+        let names: Vec<&str> = observed.all().map(|c| c.key.name()).collect();
+        assert_eq!(names, ["orphan", "owned", "stripped"]);
+        let writes = recorder.writes();
+        assert_eq!(writes.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(), ["orphan"], "only the orphan is patched (adopted)");
+        let adopted = observed.all().find(|c| c.key.name() == "orphan").unwrap();
+        assert_eq!(adopted.object["data"]["k"], "orphan", "the adopted child is the object, not the write's answer");
+        assert_eq!(adopted.object["metadata"]["ownerReferences"][0]["uid"], "parent-uid");
+        assert_eq!(adopted.uid, "orphan-uid");
+    }
+
+    #[tokio::test]
+    async fn a_child_that_stops_matching_the_parents_spec_selector_is_released() {
+        let parent = test_parent(Some("ns"), json!({"spec": {"selector": {"matchLabels": {"app": "a"}}}}));
+        let (services, recorder, _cache) =
+            services(&[child("kept", json!({"app": "a"}), Some("parent-uid")), child("moved", json!({"app": "b"}), Some("parent-uid"))]);
+        let rules = [ChildRule { resource: config_maps(), update: crate::manifest::UpdateStrategy::OnDelete }];
+        let selector = selector(ChildSelector::ParentSpec, &parent).unwrap();
+        let observed = claim(&services, &rules, &parent, &selector, ChildSelector::ParentSpec).await.unwrap();
+        assert_eq!(observed.all().map(|c| c.key.name()).collect::<Vec<_>>(), ["kept"]);
+        let writes = recorder.writes();
+        assert_eq!(writes.len(), 1);
+        assert_eq!(writes[0].name, "moved");
+        let crate::client::WriteOp::Patch { body, .. } = &writes[0].op else { panic!("a patch: {:?}", writes[0].op) };
+        assert_eq!(body["metadata"]["ownerReferences"], json!([]), "its reference to the parent removed");
+        assert_eq!(body["metadata"]["resourceVersion"], "3", "on the condition that it did not change");
+    }
 
     #[test]
     fn a_generated_selector_names_the_parent_and_a_spec_selector_is_required() {

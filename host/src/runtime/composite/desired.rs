@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use super::claim::{CONTROLLER_UID, Child, Observed};
+use super::claim::{CONTROLLER_UID, Child, ChildKey, Observed};
 use super::{CompositeError, Parent};
 use crate::manifest::{ChildRule, ChildSelector, UpdateStrategy};
 use crate::resource::{Gvk, ObjectKey, Scope};
@@ -69,23 +69,18 @@ pub(super) fn plan<'a>(
     children: Vec<String>,
     scope: impl Fn(&Gvk) -> Option<Scope>,
 ) -> Result<Plan<'a>, CompositeError> {
-    let mut desired = Vec::with_capacity(children.len());
+    let desired =
+        children.into_iter().enumerate().map(|(i, text)| prepare(i, &text, kinds, parent, selector, generated, &scope)).collect::<Result<Vec<_>, _>>()?;
     let mut keys = HashSet::new();
-    for (i, text) in children.into_iter().enumerate() {
-        let child = prepare(i, &text, kinds, parent, selector, generated, &scope)?;
-        if !keys.insert((child.resource.group.clone(), child.resource.kind.clone(), child.key.clone())) {
-            return Err(CompositeError::Invalid(format!("desired child {} {} is answered twice", child.resource.kind, child.key)));
-        }
-        desired.push(child);
+    if let Some(twice) = desired.iter().find(|d| !keys.insert(ChildKey::of(&d.resource, &d.key))) {
+        return Err(CompositeError::Invalid(format!("desired child {} {} is answered twice", twice.resource.kind, twice.key)));
     }
+    let by_key = observed.by_key();
     let mut plan = Plan { recreate: Vec::new(), apply: Vec::new(), prune: Vec::new() };
-    for child in observed.all() {
-        if !child.deleting && !keys.contains(&(child.resource.group.clone(), child.resource.kind.clone(), child.key.clone())) {
-            plan.prune.push(child);
-        }
-    }
+    plan.prune.extend(observed.all().filter(|c| !c.deleting && !keys.contains(&ChildKey::of(&c.resource, &c.key))));
+    drop(keys);
     for wanted in desired {
-        match observed.get(&wanted.resource, &wanted.key) {
+        match by_key.get(&ChildKey::of(&wanted.resource, &wanted.key)).copied() {
             None => plan.apply.push(Desired { new: true, ..wanted }),
             // Gone soon: created again after its delete brings the parent back.
             Some(child) if child.deleting => {}

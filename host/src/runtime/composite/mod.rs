@@ -30,7 +30,7 @@ use super::host::cache::list_bound;
 use super::host::client::guest_error;
 use super::host::{HostContext, Services};
 use crate::client::{RequestError, WriteOp, WriteRequest};
-use crate::manifest::{ChildRule, Manifest};
+use crate::manifest::{ChildRule, ChildSelector, Manifest};
 use crate::resource::{Gvk, ObjectKey};
 use crate::selector::LabelSelector;
 
@@ -43,8 +43,8 @@ pub(super) trait Plugin {
     fn reading_host(&self) -> &HostContext;
     fn memory_bytes(&self) -> u64;
     fn related(&self) -> &Related;
-    async fn customize(&self, parent: Arc<str>, services: &Services) -> Result<Result<Vec<RelatedRule>, GuestError>, CallError>;
-    async fn sync(&self, request: SyncRequest, services: &Services) -> Result<Result<SyncResponse, GuestError>, CallError>;
+    async fn customize(&self, key: &ObjectKey, parent: Arc<str>, services: &Services) -> Result<Result<Vec<RelatedRule>, GuestError>, CallError>;
+    async fn sync(&self, key: &ObjectKey, request: SyncRequest, services: &Services) -> Result<Result<SyncResponse, GuestError>, CallError>;
 }
 
 /// How long a parent whose `finalize` did not finish waits for its next call, without an event
@@ -181,29 +181,34 @@ struct Asked {
     parent: Parent,
     kinds: Vec<ChildRule>,
     selector: LabelSelector,
+    selector_kind: ChildSelector,
     observed: Observed,
     answer: SyncResponse,
 }
 
 /// Claims the parent's children, reads its related objects and asks `sync` (or `finalize`).
-async fn ask(plugin: &impl Plugin, request: &Request, services: &Services, finalizing: bool) -> Result<Asked, CallError> {
+async fn ask(plugin: &impl Plugin, parent: Parent, request: &Request, services: &Services, finalizing: bool) -> Result<Asked, CallError> {
     let manifest = plugin.manifest();
     let composition = manifest.composition.as_ref().expect("a declarative plugin's manifest has its composition");
-    let parent = Parent::parse(&request.object, &manifest.primary, &request.key)?;
     let selector = claim::selector(composition.selector, &parent)?;
     let kinds = composition.child_kinds(&manifest.owns);
-    let observed = claim::claim(services, &kinds, &parent, &selector).await.map_err(CompositeError::Claim)?;
+    let observed = claim::claim(services, &kinds, &parent, &selector, composition.selector).await.map_err(CompositeError::Claim)?;
     let bound = list_bound(plugin.memory_bytes());
     let mut budget = bound.checked_sub(observed.bytes()).ok_or(CompositeError::TooMuch(bound))?;
     let related = plugin.related().objects(plugin, services, &parent, &request.object, &mut budget).await?;
     let sync = SyncRequest { parent: request.object.to_string(), children: observed.handed(), related, finalizing };
-    let answer = plugin.sync(sync, services).await?.map_err(|e| CallError::Plugin { code: e.code, message: e.message })?;
-    Ok(Asked { parent, kinds, selector, observed, answer })
+    let answer = plugin.sync(&request.key, sync, services).await?.map_err(|e| CallError::Plugin { code: e.code, message: e.message })?;
+    Ok(Asked { parent, kinds, selector, selector_kind: composition.selector, observed, answer })
+}
+
+/// The parent of a request, as the host acts on it.
+fn parent_of(plugin: &impl Plugin, request: &Request) -> Result<Parent, CallError> {
+    Ok(Parent::parse(&request.object, &plugin.manifest().primary, &request.key)?)
 }
 
 /// What the plugin answers for the parent (`kubewasm test`), without managing anything.
 pub(super) async fn answer(plugin: &impl Plugin, request: &Request, services: &Services, finalizing: bool) -> Result<Answer, CallError> {
-    let answer = ask(plugin, request, services, finalizing).await?.answer;
+    let answer = ask(plugin, parent_of(plugin, request)?, request, services, finalizing).await?.answer;
     let parse = |text: &str| serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into()));
     Ok(Answer {
         status: answer.status.as_deref().map(parse),
@@ -215,23 +220,32 @@ pub(super) async fn answer(plugin: &impl Plugin, request: &Request, services: &S
 
 /// Reconciles (or, `finalizing`, finalizes) a declarative plugin's parent.
 pub(super) async fn reconcile(plugin: &impl Plugin, request: Request, services: &Services, finalizing: bool) -> Result<Action, CallError> {
-    let selector_kind = plugin.manifest().composition.as_ref().map(|c| c.selector).expect("a declarative plugin's manifest has its composition");
-    let Asked { parent, kinds, selector, observed, answer } = ask(plugin, &request, services, finalizing).await?;
+    let parent = parent_of(plugin, &request)?;
     // Being deleted without a finalizer of ours (only `kubewasm test` calls for one): the
-    // garbage collector takes the children, nothing is managed.
+    // garbage collector takes the children; nothing is asked or managed.
     if parent.deleting && !finalizing {
         return Ok(Action::Done);
     }
+    let Asked { parent, kinds, selector, selector_kind, observed, answer } = ask(plugin, parent, &request, services, finalizing).await?;
     let scope = |resource: &Gvk| services.cache.scope(resource);
     let plan = desired::plan(&kinds, &parent, &selector, selector_kind, &observed, answer.children, scope)?;
-    let status = desired::status(&parent, answer.status)?;
+    // A finalized parent is about to go: its status is not worth a write (which would also make
+    // the finalizer's removal, on the version read before it, conflict).
+    let status = if finalizing && answer.finalized { None } else { desired::status(&parent, answer.status)? };
     let managed = manage(services, &plan).await;
     let status = match status {
         Some(status) => write_status(services, &parent, status).await,
         None => Ok(()),
     };
-    managed.map_err(CompositeError::Manage)?;
-    status.map_err(CompositeError::Status)?;
+    match (managed, status) {
+        (Err(mut failed), Err(status)) => {
+            failed.push(status);
+            return Err(CompositeError::Manage(failed).into());
+        }
+        (Err(failed), Ok(())) => return Err(CompositeError::Manage(failed).into()),
+        (Ok(()), Err(status)) => return Err(CompositeError::Status(status).into()),
+        (Ok(()), Ok(())) => {}
+    }
     let again = answer.resync_after.map(Duration::from_millis);
     Ok(match (finalizing, answer.finalized, again) {
         (true, true, _) => Action::Done,

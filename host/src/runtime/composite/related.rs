@@ -80,12 +80,49 @@ struct Asked {
     uid: String,
     generation: Option<i64>,
     rules: Arc<Vec<Rule>>,
+    /// What they hold, about.
+    bytes: usize,
+}
+
+impl Asked {
+    fn new(uid: String, generation: Option<i64>, rules: Arc<Vec<Rule>>) -> Self {
+        let bytes = rules
+            .iter()
+            .map(|r| {
+                64 + r.namespace.as_ref().map_or(0, String::len)
+                    + r.names.iter().map(|n| 24 + n.len()).sum::<usize>()
+                    + r.selector.as_ref().map_or(0, |s| s.as_str().len())
+            })
+            .sum();
+        Asked { uid, generation, rules, bytes }
+    }
+}
+
+/// The parents' answers, and the bytes they hold together.
+#[derive(Default)]
+struct Index {
+    parents: HashMap<ObjectKey, Asked>,
+    bytes: usize,
+}
+
+impl Index {
+    fn insert(&mut self, key: ObjectKey, asked: Asked) {
+        self.bytes += asked.bytes;
+        if let Some(before) = self.parents.insert(key, asked) {
+            self.bytes -= before.bytes;
+        }
+    }
+
+    fn retain(&mut self, keep: impl Fn(&ObjectKey) -> bool) {
+        self.parents.retain(|key, _| keep(key));
+        self.bytes = self.parents.values().map(|a| a.bytes).sum();
+    }
 }
 
 /// The `customize` answers of one plugin version's parents.
 #[derive(Default)]
 pub(in crate::runtime) struct Related {
-    asked: Mutex<HashMap<ObjectKey, Asked>>,
+    asked: Mutex<Index>,
 }
 
 impl Related {
@@ -119,7 +156,10 @@ impl Related {
                 }
             } else {
                 let text = rule.selector.as_ref().map(ToString::to_string);
-                let listed = cache.list_keyed(&rule.resource, rule.namespace.as_deref(), text.as_deref(), *budget).map_err(|e| failed(i, rule, e))?;
+                // Names in every namespace: the list hands out handles, not copies, so it may
+                // pass the budget; only what the names select is charged below.
+                let bound = if rule.names.is_empty() { *budget } else { usize::MAX };
+                let listed = cache.list_keyed(&rule.resource, rule.namespace.as_deref(), text.as_deref(), bound).map_err(|e| failed(i, rule, e))?;
                 items.extend(listed.into_iter().filter(|(key, _)| rule.names.is_empty() || rule.names.iter().any(|n| n == key.name())));
             }
             items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -132,13 +172,27 @@ impl Related {
 
     async fn rules(&self, plugin: &impl Plugin, services: &Services, parent: &Parent, json: &Arc<str>) -> Result<Arc<Vec<Rule>>, CallError> {
         let generation = parent.object.pointer("/metadata/generation").and_then(Value::as_i64);
-        if let Some(asked) = self.asked.lock().get(&parent.key).filter(|a| a.uid == parent.uid && a.generation == generation) {
+        if let Some(asked) = self.asked.lock().parents.get(&parent.key).filter(|a| a.uid == parent.uid && a.generation == generation) {
             return Ok(asked.rules.clone());
         }
-        let answer =
-            plugin.customize(json.clone(), services).await?.map_err(|e| CallError::Plugin { code: e.code, message: format!("customize: {}", e.message) })?;
+        let answer = plugin
+            .customize(&parent.key, json.clone(), services)
+            .await?
+            .map_err(|e| CallError::Plugin { code: e.code, message: format!("customize: {}", e.message) })?;
         let rules: Arc<Vec<Rule>> = Arc::new(answer.into_iter().enumerate().map(|(i, rule)| Rule::parse(i, rule)).collect::<Result<_, _>>()?);
-        self.asked.lock().insert(parent.key.clone(), Asked { uid: parent.uid.clone(), generation, rules: rules.clone() });
+        let mut asked = self.asked.lock();
+        asked.insert(parent.key.clone(), Asked::new(parent.uid.clone(), generation, rules.clone()));
+        // Bounded by the plugin's memory limit: past it, the parents no longer cached are
+        // forgotten, then, if that is not enough, every other one (each is asked again at its
+        // next sync, and its related objects' events map to it from then on).
+        let limit = usize::try_from(plugin.memory_bytes()).unwrap_or(usize::MAX);
+        if asked.bytes > limit {
+            let primary = &plugin.manifest().primary;
+            asked.retain(|key| services.cache.get(primary, key).is_some());
+            if asked.bytes > limit {
+                asked.retain(|key| *key == parent.key);
+            }
+        }
         Ok(rules)
     }
 
@@ -152,8 +206,8 @@ impl Related {
         let no_labels = serde_json::Map::new();
         let labels = meta["labels"].as_object().unwrap_or(&no_labels);
         let mut asked = self.asked.lock();
-        asked.retain(|parent, _| keep(parent));
-        asked.iter().filter(|(_, a)| a.rules.iter().any(|r| r.selects(resource, &key, labels))).map(|(parent, _)| parent.clone()).collect()
+        asked.retain(&keep);
+        asked.parents.iter().filter(|(_, a)| a.rules.iter().any(|r| r.selects(resource, &key, labels))).map(|(parent, _)| parent.clone()).collect()
     }
 }
 
@@ -194,13 +248,15 @@ mod tests {
         let rules = |r| Arc::new(vec![Rule::parse(0, r).unwrap()]);
         let a = ObjectKey::new(None, "a");
         let b = ObjectKey::new(None, "b");
-        related.asked.lock().insert(a.clone(), Asked { uid: "1".into(), generation: Some(1), rules: rules(rule(Some("src"), &["settings"], None)) });
-        related.asked.lock().insert(b.clone(), Asked { uid: "2".into(), generation: Some(1), rules: rules(rule(Some("src"), &["other"], None)) });
+        related.asked.lock().insert(a.clone(), Asked::new("1".into(), Some(1), rules(rule(Some("src"), &["settings"], None))));
+        related.asked.lock().insert(b.clone(), Asked::new("2".into(), Some(1), rules(rule(Some("src"), &["other"], None))));
         let cm = Gvk::new("", "v1", "ConfigMap");
         let object = r#"{"metadata": {"name": "settings", "namespace": "src"}}"#;
         assert_eq!(related.parents_selecting(&cm, object, |_| true), vec![a.clone()]);
         assert!(related.parents_selecting(&cm, object, |k| *k != a).is_empty(), "a parent no longer there");
-        assert_eq!(related.asked.lock().len(), 1, "is forgotten");
+        let asked = related.asked.lock();
+        assert_eq!(asked.parents.len(), 1, "is forgotten");
+        assert_eq!(asked.bytes, asked.parents[&b].bytes, "and its bytes with it");
     }
 
     #[test]

@@ -15,9 +15,10 @@ declare module 'kubewasm:controller/composite@0.1.3' {
    * The related objects a parent needs (at most 100 rules). The host calls it before a
    * parent's `sync` or `finalize` when the parent's `metadata.generation` is one it has not
    * asked about, and hands the objects the rules select in `sync-request.related`, within
-   * the same bound as `cache.list-objects` (a quarter of the plugin's memory limit for all
-   * of them together; past it, the sync fails with `invalid`). `err` fails the sync like an
-   * `err` from `sync`. Return an empty list for none.
+   * the same bound as `cache.list-objects`: the parent's children and its related objects
+   * together at most a quarter of the plugin's memory limit (past it, the sync fails with
+   * `invalid`). `err` fails the sync like an `err` from `sync`. Return an empty list for
+   * none.
    */
   export function customize(parent: Object): Array<RelatedRule>;
   /**
@@ -153,9 +154,9 @@ declare module 'kubewasm:controller/composite@0.1.3' {
    * by `names` (in `namespace`, or any namespace when `none`), or by `label-selector` (in
    * `namespace`, or every namespace), or every object (in `namespace`) when neither is
    * given; `names` and `label-selector` together are `invalid`. The kind must be readable
-   * from the cache: the kind of a `watches` entry (mapping `map-related`: the host maps
-   * events of the kind to the parents whose rules select the object) or one the plugin holds
-   * `list` on.
+   * from the cache: an `owns` kind, the kind of a `watches` entry (with mapping
+   * `map-related`, the host maps events of the kind to the parents whose rules select the
+   * object) or one the plugin holds `list` on.
    */
   export interface RelatedRule {
     resource: Gvk,

@@ -103,9 +103,9 @@ type SyncResponse struct {
 // by `names` (in `namespace`, or any namespace when `none`), or by `label-selector` (in
 // `namespace`, or every namespace), or every object (in `namespace`) when neither is
 // given; `names` and `label-selector` together are `invalid`. The kind must be readable
-// from the cache: the kind of a `watches` entry (mapping `map-related`: the host maps
-// events of the kind to the parents whose rules select the object) or one the plugin holds
-// `list` on.
+// from the cache: an `owns` kind, the kind of a `watches` entry (with mapping
+// `map-related`, the host maps events of the kind to the parents whose rules select the
+// object) or one the plugin holds `list` on.
 type RelatedRule struct {
 	Resource kubewasm_controller_types.Gvk
 	// At most 63 bytes.
