@@ -707,6 +707,7 @@ A case is one YAML file:
 
   description: A Foo gets a Deployment it owns
   settings: {replicas: 2}          # optional: instead of NAME.toml beside the plugin
+  now: 2026-01-02T03:04:05Z        # optional: the plugin's wall clock stands still at this time
   cache:                           # what the host's cache holds; every kind the plugin reads
     - {apiVersion: samplecontroller.k8s.io/v1alpha1, kind: Foo,
        metadata: {name: a, namespace: ns, uid: u1}, spec: {deploymentName: a-web, replicas: 1}}
@@ -716,7 +717,8 @@ A case is one YAML file:
   expect:
     result: done                   # or {requeueAfter: MS}, or {error: CODE, message: SUBSTRING},
                                    # or {fault: trap} (also deadline, memory, oversized)
-    calls:                         # every client call, in order, compared exactly
+    calls:                         # every client call, in order, compared exactly (match: fields
+                                   # compares each on the fields it gives, see below)
       - apply: OBJECT              # server-side apply (forced); applyStatus: OBJECT
       - create: OBJECT             # also update: OBJECT, updateStatus: OBJECT
       - patch: {apiVersion: v1, kind: Node, name: n1, type: merge, body: {...}}
@@ -726,6 +728,23 @@ A case is one YAML file:
       - {type: Warning, reason: ErrResourceExists, action: Reconcile, note: \"...\",
          regarding: Foo/ns/a}     # KIND/NAMESPACE/NAME, or KIND/NAME when cluster-scoped
     keys: [ns/a]                   # map cases: the primary keys returned (or result: {fault: trap})
+    match: fields                  # optional (default exact): each expected call, and each of a
+                                   # declarative answer's children, is compared on the fields it
+                                   # gives, at every depth: a map on its keys, a list item by item
+                                   # (as many items); so `metadata: {}` or `resources: {}` a typed
+                                   # object writes need not be spelled
+
+What is compared: the result always (an error by its code and a substring of its message, a
+fault by its kind); the calls, in order, whole unless `match: fields`; the Events and a
+declarative answer on the fields each gives; the keys of a map case as a list.
+
+The plugin's writes are stored in the case's cache as an API server stores them, so that a
+read after a write sees it: each stored write gets the next resourceVersion (after the highest
+in the cache), a created object uid-N and generation 1, a change of spec generation + 1; apply
+merges into the object (status apart), create refuses an existing one (already-exists), update
+a missing one (not-found) or a stale resourceVersion (conflict), patches merge (JSON patches
+apply), delete removes. Field ownership, defaulting and admission are the API server's and are
+not modelled.
 
 A declarative plugin's case may expect its answer for the parent (sync, or finalize for a
 finalize case) instead of, or besides, the calls the host then makes:

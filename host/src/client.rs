@@ -436,13 +436,12 @@ impl ApiClient {
         };
         match performed.map_err(|_| RequestError::Timeout(self.timeout))?? {
             // What a dry run returns was never stored: the caches must not see it.
-            Some(stored) if self.dry_run => Ok(Some(stored.json().into())),
-            None if self.dry_run => Ok(None),
-            Some(stored) => {
-                let json: Arc<str> = stored.json().into();
-                self.informers.observe_write(&resource, stored);
-                Ok(Some(json))
+            Some(stored) if self.dry_run => {
+                let raw: Arc<str> = stored.json().into();
+                Ok(Some(stored.into_cached(&resource).map_or(raw, |cached| cached.entry.json().clone())))
             }
+            None if self.dry_run => Ok(None),
+            Some(stored) => Ok(Some(self.informers.observe_write(&resource, stored))),
             None => {
                 self.informers.observe_delete(&resource, &key);
                 Ok(None)

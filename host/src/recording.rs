@@ -1,28 +1,34 @@
 //! `kubewasm record`: turns what a plugin sees and does for chosen objects into table-test
 //! cases, so that an incident becomes a regression case in one command. The objects the plugin
-//! may read are listed from the cluster (as the caller of the command), the plugin reconciles
-//! each chosen key against that snapshot the way `kubewasm test` runs it (writes and Events are
-//! recorded, never sent), and a journal of the call ([`crate::runtime::journal`]) says which
-//! objects it read. The case holds those objects (the primary first), the key, and the calls,
-//! Events and result as expectations: it replays green against the version it was recorded
-//! from, and `kubewasm test NEW.wasm DIR` checks a new version against it. Secrets' values are
-//! never written out (each becomes an empty string; the keys stay).
+//! may read are listed from the cluster (as the caller of the command) and cached as the host
+//! caches them (without `managedFields`); the plugin reconciles each chosen key against that
+//! snapshot the way `kubewasm test` runs it (writes stored in the snapshot, never sent; the wall
+//! clock stopped at the time of the recording), and a journal of the call
+//! ([`crate::runtime::journal`]) says which objects it read. The case holds those objects (the
+//! primary first), the key, the time as `now`, and as expectations the calls, Events and result
+//! of the plugin run once more on the case's own cache — which is what `kubewasm test` does, so
+//! the case replays green against the version it was recorded from (resourceVersions the
+//! plugin's writes are answered with count from the case's objects, not the cluster's), and
+//! `kubewasm test NEW.wasm DIR` checks a new version against it. Secrets' values are never
+//! written out (each becomes an empty string; the keys stay).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use crate::case;
 use crate::discovery::{Discovery, DiscoveryError};
+use crate::informer::ParsedObject;
 use crate::informer::raw::RawObject;
 use crate::metrics::PluginMetrics;
 use crate::offline::{FixtureCache, Recorder};
 use crate::plugin::LoadedPlugin;
 use crate::resource::{Gvk, ObjectKey};
+use crate::runtime::host::Clock;
 use crate::runtime::journal::{Journal, Read};
 use crate::runtime::{Request, Runtime};
 
@@ -48,29 +54,34 @@ pub enum RecordError {
 pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Client, keys: &[ObjectKey], dir: &Path) -> Result<Vec<PathBuf>, RecordError> {
     let manifest = &plugin.described.manifest;
     let discovery = Discovery::new(client.clone(), Duration::from_secs(30));
-    let mut cache = FixtureCache::default();
+    let mut listed = Vec::new();
     for resource in manifest.cached_resources() {
         let resolved = discovery.resolve(resource).await?;
-        cache.add_resource(resource.clone(), resolved.scope);
         let list =
             Api::<RawObject>::all_with(client.clone(), &resolved.api).list(&ListParams::default()).await.map_err(|e| RecordError::List(resource.clone(), e))?;
-        for object in list.items {
-            let mut json: Value = serde_json::from_str(object.json()).map_err(|e| RecordError::Object(resource.clone(), e.to_string()))?;
-            // List items of built-in kinds come without their type.
-            json["apiVersion"] = json!(resource.api_version());
-            json["kind"] = json!(resource.kind);
-            cache.insert(resource, &json.to_string()).map_err(|e| RecordError::Object(resource.clone(), e.to_string()))?;
-        }
+        let objects: Result<Vec<ParsedObject>, _> = list.items.into_iter().map(|object| object.into_cached(resource)).collect();
+        listed.push((resource.clone(), resolved.scope, objects.map_err(|e| RecordError::Object(resource.clone(), e.to_string()))?));
     }
-    cache.metadata_only(&manifest.metadata_only);
     std::fs::create_dir_all(dir).map_err(|source| RecordError::Write { path: dir.into(), source })?;
     let mut written = Vec::new();
     for key in keys {
+        // Each key against the cluster as listed, not as an earlier key's writes left it.
+        let mut cache = FixtureCache::default();
+        for (resource, scope, objects) in &listed {
+            cache.add_resource(resource.clone(), *scope);
+            for object in objects {
+                cache.insert_parsed(resource, object.clone());
+            }
+        }
+        cache.metadata_only(&manifest.metadata_only);
         let object = cache.view().get(&manifest.primary, key).ok_or_else(|| RecordError::NotFound { key: key.clone(), primary: manifest.primary.clone() })?;
+        let now = stopped_clock();
         let recorder = Arc::new(Recorder::default());
-        let journal = Journal::new(crate::offline::services(&cache, &recorder));
+        let mut services = crate::offline::services(&cache, &recorder, crate::offline::Writes::Stored);
+        services.clock = Clock::Fixed(now);
+        let journal = Journal::new(services);
         let runner = runtime.runner(plugin.prepared.clone(), &plugin.described, journal.services(), PluginMetrics::default(), &plugin.settings);
-        let result = runner.reconcile(Request { key: key.clone(), object: object.clone(), retries: 0 }).await;
+        runner.reconcile(Request { key: key.clone(), object: object.clone(), retries: 0 }).await.ok();
         let entries = journal.entries();
 
         // The primary, then every object a read returned, once each.
@@ -92,8 +103,16 @@ pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Clie
                 _ => {}
             }
         }
-        let calls: Vec<Value> = entries.writes.iter().map(|w| case::redacted_call(&w.request)).collect();
-        let events: Vec<Value> = entries.events.iter().map(case::event).collect();
+        // Once more, on the case's own cache: the expectations are what `kubewasm test` will see.
+        let cache = crate::tabletest::fixture(manifest, &objects).map_err(|e| RecordError::Object(manifest.primary.clone(), e))?;
+        let recorder = Arc::new(Recorder::default());
+        let mut services = crate::offline::services(&cache, &recorder, crate::offline::Writes::Stored);
+        services.clock = Clock::Fixed(now);
+        let runner = runtime.runner(plugin.prepared.clone(), &plugin.described, services, PluginMetrics::default(), &plugin.settings);
+        let primary = cache.view().get(&manifest.primary, key).unwrap_or_else(|| object.clone());
+        let result = runner.reconcile(Request { key: key.clone(), object: primary, retries: 0 }).await;
+        let calls: Vec<Value> = recorder.writes().iter().map(case::redacted_call).collect();
+        let events: Vec<Value> = recorder.events().iter().map(case::event).collect();
         let version_seen = object_field(&object, "resourceVersion");
         let spec = match key.namespace() {
             Some(ns) => json!({"namespace": ns, "name": key.name()}),
@@ -101,6 +120,7 @@ pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Clie
         };
         let case = json!({
             "description": format!("{} {key} at resourceVersion {version_seen}, recorded with {} {} by kubewasm record", manifest.primary.kind, manifest.name, manifest.version),
+            "now": k8s_openapi::jiff::Timestamp::try_from(now).map(|t| t.to_string()).unwrap_or_default(),
             "cache": objects,
             "reconcile": spec,
             "expect": {"result": case::result(&result), "calls": calls, "events": events},
@@ -111,6 +131,12 @@ pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Clie
         written.push(path);
     }
     Ok(written)
+}
+
+/// Now, in whole seconds: the time a recorded case's plugin reads, as its `now` spells it.
+fn stopped_clock() -> SystemTime {
+    let seconds = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
+    SystemTime::UNIX_EPOCH + Duration::from_secs(seconds)
 }
 
 fn object_field(json: &str, field: &str) -> String {

@@ -6,6 +6,7 @@
 //! ```yaml
 //! description: A Foo gets a Deployment it owns
 //! settings: {}                      # optional, as NAME.toml would give them
+//! now: 2026-01-02T03:04:05Z         # optional: the plugin's wall clock stands at this time
 //! cache:
 //!   - {apiVersion: samplecontroller.k8s.io/v1alpha1, kind: Foo, metadata: {name: a, namespace: ns}, spec: {...}}
 //! reconcile: {namespace: ns, name: a}   # or `finalize:` (or `map: OBJECT`, expecting `keys:`;
@@ -14,7 +15,8 @@
 //!   result: done                    # or {requeueAfter: MS}, or {error: CODE, message: SUBSTRING},
 //!                                   # or {fault: KIND} (trap, deadline, memory, oversized; also
 //!                                   # for `map:` cases)
-//!   calls:                          # every client call, in order, compared exactly
+//!   calls:                          # every client call, in order, compared exactly, or
+//!                                   # on the fields each gives with `match: fields`
 //!     - apply: {apiVersion: apps/v1, kind: Deployment, ...}   # server-side apply (forced)
 //!     - applyStatus: {...}
 //!     - create / update / updateStatus: OBJECT
@@ -22,7 +24,14 @@
 //!     - delete: {apiVersion: v1, kind: ConfigMap, namespace: ns, name: x}   # uid: U, on the condition of its UID
 //!   events:                         # compared on the fields given
 //!     - {type: Warning, reason: ErrResourceExists, note: "..."}
+//!   match: exact                    # or `fields`: each expected call (and a declarative
+//!                                   # answer's children) is compared on the fields it gives,
+//!                                   # at every depth; lists element by element, same length
 //! ```
+//!
+//! The plugin's writes are stored in the case's cache as an API server would store them
+//! ([`crate::offline::Writes::Stored`]): a read after a write sees it, a create of an existing
+//! object is refused, a stale update conflicts.
 //!
 //! A declarative plugin's case may instead expect what the plugin answers for the parent (its
 //! `sync`, or `finalize` for a `finalize:` case), before the host manages anything:
@@ -50,6 +59,7 @@ use crate::metrics::PluginMetrics;
 use crate::offline::{FixtureCache, Recorder};
 use crate::plugin::LoadedPlugin;
 use crate::resource::{Gvk, ObjectKey};
+use crate::runtime::host::Clock;
 use crate::runtime::{Action, CallError, Described, Request, Runtime};
 
 #[derive(Debug, Deserialize)]
@@ -69,6 +79,9 @@ pub struct Case {
     /// An object to pass to `map-related`.
     #[serde(default)]
     pub map: Option<Value>,
+    /// The time the plugin's wall clock tells (RFC 3339); the system's when not given.
+    #[serde(default)]
+    pub now: Option<String>,
     pub expect: Expect,
 }
 
@@ -101,6 +114,32 @@ pub struct Expect {
     /// `resyncAfter`, `finalized`).
     #[serde(default)]
     pub desired: Option<serde_json::Map<String, Value>>,
+    /// How calls and children are compared.
+    #[serde(default, rename = "match")]
+    pub compare: Match,
+}
+
+/// How a case's expected calls (and a declarative answer's children) are compared.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Match {
+    /// Whole and exactly.
+    #[default]
+    Exact,
+    /// On the fields each expected value gives, at every depth: an object matches when each of
+    /// the expected keys matches; a list when it has as many items and each matches; anything
+    /// else when equal.
+    Fields,
+}
+
+/// `actual` cut down to the fields `expected` gives (see [`Match::Fields`]), so that a diff of
+/// the two shows only what differs in what the case asked about.
+fn given_fields(expected: &Value, actual: &Value) -> Value {
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => Value::Object(e.iter().filter_map(|(k, ev)| a.get(k).map(|av| (k.clone(), given_fields(ev, av)))).collect()),
+        (Value::Array(e), Value::Array(a)) if e.len() == a.len() => Value::Array(e.iter().zip(a).map(|(ev, av)| given_fields(ev, av)).collect()),
+        _ => actual.clone(),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +173,9 @@ pub fn case_files(dir: &Path) -> Result<Vec<PathBuf>, CaseError> {
 pub fn read_case(path: &Path) -> Result<Case, CaseError> {
     let text = std::fs::read_to_string(path).map_err(|source| CaseError::Read { path: path.into(), source })?;
     let case: Case = serde_saphyr::from_str(&text).map_err(|e| CaseError::Invalid { path: path.into(), message: e.to_string() })?;
+    if let Some(now) = &case.now {
+        now_of(now).map_err(|message| CaseError::Invalid { path: path.into(), message })?;
+    }
     let targets = usize::from(case.reconcile.is_some()) + usize::from(case.finalize.is_some()) + usize::from(case.map.is_some());
     if case.expect.refused.is_some() {
         if case.settings.is_none() || targets != 0 {
@@ -167,18 +209,12 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
         }
         None => plugin.described.clone(),
     };
-    let mut cache = FixtureCache::default();
-    // Every resource the plugin reads is cached, even when the case has no object of it.
-    for resource in described.manifest.cached_resources() {
-        cache.add_resource(resource.clone(), crate::resource::builtin_scope(resource));
-    }
-    for object in &case.cache {
-        let gvk = gvk_of(object).ok_or("every cache object needs apiVersion and kind")?;
-        cache.insert(&gvk, &object.to_string()).map_err(|e| format!("cache object: {e}"))?;
-    }
-    cache.metadata_only(&described.manifest.metadata_only);
+    let cache = fixture(&described.manifest, &case.cache)?;
     let recorder = Arc::new(Recorder::default());
-    let services = crate::offline::services(&cache, &recorder);
+    let mut services = crate::offline::services(&cache, &recorder, crate::offline::Writes::Stored);
+    if let Some(now) = &case.now {
+        services.clock = Clock::Fixed(now_of(now)?);
+    }
     let runner = runtime.runner(plugin.prepared.clone(), &described, services, PluginMetrics::default(), &settings);
     let manifest: &crate::manifest::Manifest = &described.manifest;
 
@@ -224,7 +260,12 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
                 if let Ok(answer) = &answer {
                     let actual =
                         json!({"children": answer.children, "status": answer.status, "resyncAfter": answer.resync_after, "finalized": answer.finalized});
-                    let given: serde_json::Map<String, Value> = expected.keys().filter_map(|k| actual.get(k).map(|v| (k.clone(), v.clone()))).collect();
+                    let mut given: serde_json::Map<String, Value> = expected.keys().filter_map(|k| actual.get(k).map(|v| (k.clone(), v.clone()))).collect();
+                    if case.expect.compare == Match::Fields
+                        && let (Some(expected), Some(children)) = (expected.get("children"), given.get_mut("children"))
+                    {
+                        *children = given_fields(expected, children);
+                    }
                     compare(&mut failures, "desired", &Value::Object(expected.clone()), &Value::Object(given));
                 }
                 match &case.expect.calls {
@@ -254,10 +295,39 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
         (None, Some(_)) => None,
     };
     if let Some(expected) = expected {
-        compare(&mut failures, "calls", &Value::Array(expected), &Value::Array(calls));
+        let (expected, calls) = (Value::Array(expected), Value::Array(calls));
+        let calls = match case.expect.compare {
+            Match::Exact => calls,
+            Match::Fields => given_fields(&expected, &calls),
+        };
+        compare(&mut failures, "calls", &expected, &calls);
     }
     check_events(&mut failures, &case.expect.events, &recorder.events());
     Ok((!failures.is_empty()).then_some(failures))
+}
+
+/// The cache a case describes, as the host would hand it to a plugin declaring `manifest`.
+pub fn fixture(manifest: &crate::manifest::Manifest, objects: &[Value]) -> Result<FixtureCache, String> {
+    let mut cache = FixtureCache::default();
+    // Every resource the plugin reads is cached, even when the case has no object of it.
+    for resource in manifest.cached_resources() {
+        cache.add_resource(resource.clone(), crate::resource::builtin_scope(resource));
+    }
+    for object in objects {
+        let gvk = gvk_of(object).ok_or("every cache object needs apiVersion and kind")?;
+        cache.insert(&gvk, &object.to_string()).map_err(|e| format!("cache object: {e}"))?;
+    }
+    cache.metadata_only(&manifest.metadata_only);
+    Ok(cache)
+}
+
+/// A case's `now`: an RFC 3339 time (`2026-01-02T03:04:05Z`).
+pub fn now_of(text: &str) -> Result<std::time::SystemTime, String> {
+    let at: k8s_openapi::jiff::Timestamp = text.parse().map_err(|e| format!("now: {text:?} is not an RFC 3339 time like 2026-01-02T03:04:05Z: {e}"))?;
+    if at < k8s_openapi::jiff::Timestamp::UNIX_EPOCH {
+        return Err(format!("now: {text:?} is before 1970"));
+    }
+    Ok(at.into())
 }
 
 fn gvk_of(object: &Value) -> Option<Gvk> {
@@ -353,6 +423,28 @@ mod tests {
         let returned = Err(CallError::Plugin { code: GuestErrorCode::Other, message: "trap".into() });
         assert_ne!(failures(json!({"fault": "trap"}), returned), "", "an error value is not a fault");
         assert_ne!(failures(json!({"fault": "trap"}), Ok(Action::Done)), "");
+    }
+
+    #[test]
+    fn fields_compare_what_the_expectation_gives_at_every_depth() {
+        let actual = json!([{"update": {"apiVersion": "v1", "metadata": {"name": "a", "labels": {}}, "spec": {"r": [1, {"x": 1, "y": 2}]}}}]);
+        let given = json!([{"update": {"metadata": {"name": "a"}, "spec": {"r": [1, {"y": 2}]}}}]);
+        assert_eq!(given_fields(&given, &actual), given);
+        let wrong = json!([{"update": {"metadata": {"name": "b"}}}]);
+        assert_ne!(given_fields(&wrong, &actual), wrong, "a given field that differs still differs");
+        let shorter = json!([{"update": {"spec": {"r": [1]}}}]);
+        assert_ne!(given_fields(&shorter, &actual), shorter, "lists compare item by item, as many items");
+        let missing = json!([{"update": {"status": {}}}]);
+        assert_ne!(given_fields(&missing, &actual), missing, "a field the call lacks is missing");
+        assert_ne!(given_fields(&json!([]), &actual), json!([]), "as many calls");
+    }
+
+    #[test]
+    fn now_is_an_rfc3339_time_after_1970() {
+        let at = now_of("2026-01-02T03:04:05Z").unwrap();
+        assert_eq!(at.duration_since(std::time::SystemTime::UNIX_EPOCH).unwrap().as_secs(), 1_767_323_045);
+        assert!(now_of("yesterday").unwrap_err().contains("RFC 3339"));
+        assert!(now_of("1969-12-31T23:59:59Z").unwrap_err().contains("before 1970"));
     }
 
     #[test]

@@ -199,7 +199,7 @@ fn native_reconcile(request: &str, host: &NativeHost) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------------
 
 fn runner(runtime: &Runtime, plugin: &LoadedPlugin, cache: &FixtureCache, recorder: &Arc<Recorder>, metrics: PluginMetrics) -> PluginRunner {
-    let services = kubewasm::offline::services(cache, recorder);
+    let services = kubewasm::offline::services(cache, recorder, kubewasm::offline::Writes::Recorded);
     runtime.runner(plugin.prepared.clone(), &plugin.described, services, metrics, &plugin.settings)
 }
 

@@ -64,7 +64,7 @@ fn fixture() -> FixtureCache {
 }
 
 fn runner(runtime: &Runtime, plugin: &LoadedPlugin, recorder: &Arc<Recorder>) -> PluginRunner {
-    let services = kubewasm::offline::services(&fixture(), recorder);
+    let services = kubewasm::offline::services(&fixture(), recorder, kubewasm::offline::Writes::Recorded);
     runtime.runner(plugin.prepared.clone(), &plugin.described, services, PluginMetrics::default(), &plugin.settings)
 }
 

@@ -54,7 +54,7 @@ async fn load(loader: &Loader, example: &'static str, settings: Option<&str>) ->
 }
 
 fn runner(loader: &Loader, plugin: &LoadedPlugin, cache: &FixtureCache, recorder: &Arc<Recorder>, metrics: &PluginMetrics) -> PluginRunner {
-    let services = kubewasm::offline::services(cache, recorder);
+    let services = kubewasm::offline::services(cache, recorder, kubewasm::offline::Writes::Recorded);
     loader.runtime().runner(plugin.prepared.clone(), &plugin.described, services, metrics.clone(), &plugin.settings)
 }
 

@@ -57,7 +57,7 @@ use crate::metrics::{ControllerMetrics, Metrics, PluginMetrics};
 use crate::plugin::LoadedPlugin;
 use crate::queue::{QueueError, RateLimitConfig, Reason, WorkQueue};
 use crate::resource::{ObjectKey, Scope};
-use crate::runtime::host::{Api, EventSink, Services};
+use crate::runtime::host::{Api, Clock, EventSink, Services};
 use crate::runtime::{CallError, PluginRunner, Runtime};
 use crate::shard::{Claim, ClaimGuard, Shard};
 
@@ -800,7 +800,7 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
         }
         None => (parts.api.clone(), None),
     };
-    let services = Services { cache: Arc::new(cache), api, events: parts.events.clone() };
+    let services = Services { cache: Arc::new(cache), api, events: parts.events.clone(), clock: Clock::System };
     let runner =
         env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings).with_budget(env.budget.clone());
     let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency) as usize;

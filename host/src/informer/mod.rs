@@ -359,19 +359,19 @@ impl Informers {
     /// Puts an object a plugin just wrote (the API server's answer) into every cache that holds
     /// objects like it, so the plugin's next reconcile reads its own write instead of the state
     /// before it (two reconciles in a row would otherwise both act on the old state). The watch
-    /// event that follows still reaches every subscriber.
-    pub fn observe_write(&self, resource: &Gvk, written: RawObject) {
-        let informers: Vec<Arc<Informer>> = self.live.lock().values().filter(|i| &i.key.resource == resource).cloned().collect();
-        if informers.is_empty() {
-            return;
-        }
+    /// event that follows still reaches every subscriber. Returns the object as cached (without
+    /// `managedFields`): the answer the plugin gets is what its next read returns.
+    pub fn observe_write(&self, resource: &Gvk, written: RawObject) -> Arc<str> {
+        let answer: Arc<str> = written.json().into();
         let object = match written.into_cached(resource) {
             Ok(object) => object,
             Err(e) => {
                 tracing::debug!(%resource, "not caching a written object that does not parse: {e}");
-                return;
+                return answer;
             }
         };
+        let answer = object.entry.json().clone();
+        let informers: Vec<Arc<Informer>> = self.live.lock().values().filter(|i| &i.key.resource == resource).cloned().collect();
         // What a metadata-only watch would have reported of it, made at most once.
         let metadata = std::cell::OnceCell::new();
         for informer in informers {
@@ -391,6 +391,7 @@ impl Informers {
                 _ => drop(informer.store.insert_newer(cached)),
             }
         }
+        answer
     }
 
     /// Makes every informer that `which` picks, and whose last list began before `since`, list

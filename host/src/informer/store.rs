@@ -50,6 +50,11 @@ impl Entry {
         self.labels.get(key)
     }
 
+    /// `metadata.resourceVersion` as a number; 0 when missing or not numeric.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
     pub fn matches(&self, selector: &LabelSelector) -> bool {
         selector.matches(|k| self.labels.get(k))
     }

@@ -167,7 +167,7 @@ impl Instance {
         let state = InstanceState {
             plugin_services: cpu::timed(&host.services, &clock),
             clock,
-            wasi: super::sandbox::wasi_ctx(&host.plugin, &host.logs),
+            wasi: super::sandbox::wasi_ctx(&host.plugin, &host.logs, host.services.clock),
             table: ResourceTable::new(),
             memory: MemoryCap { limit: usize::try_from(memory_limit).unwrap_or(usize::MAX), used: 0, refused: None, metrics },
             host,

@@ -174,7 +174,7 @@ impl Journal {
 
     /// The services to hand the call: `inner`, journaled.
     pub fn services(self: &Arc<Self>) -> Services {
-        Services { cache: self.clone(), api: self.clone(), events: self.clone() }
+        Services { cache: self.clone(), api: self.clone(), events: self.clone(), clock: self.inner.clock }
     }
 
     /// What was recorded so far.

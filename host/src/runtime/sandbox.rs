@@ -1,8 +1,9 @@
 //! The sandbox a plugin instance lives in: WASI with everything denied but clocks and random,
 //! and stdout/stderr turned into the host's log lines tagged with the plugin's name, within the
-//! plugin's log budget.
+//! plugin's log budget. The wall clock is the system's, or a fixed time (a table test's `now`).
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -12,16 +13,44 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
 use super::host::LogBudget;
 
+/// The time a guest's wall clock tells (its monotonic clock is always the system's: a guest
+/// timing its own work, or waiting, must see time pass).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Clock {
+    #[default]
+    System,
+    /// Always this instant: what a case or a recording ran at, so that a plugin that reads the
+    /// time (a condition's lastTransitionTime, a schedule) makes the same calls on every run.
+    Fixed(SystemTime),
+}
+
+struct FixedWallClock(Duration);
+
+impl wasmtime_wasi::HostWallClock for FixedWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_nanos(1)
+    }
+
+    fn now(&self) -> Duration {
+        self.0
+    }
+}
+
 /// WASI context for one instance: no preopened directories, no environment, no arguments, no
 /// sockets, no name lookup, stdin closed.
-pub fn wasi_ctx(plugin: &Arc<str>, budget: &Arc<LogBudget>) -> WasiCtx {
-    WasiCtxBuilder::new()
+pub fn wasi_ctx(plugin: &Arc<str>, budget: &Arc<LogBudget>, clock: Clock) -> WasiCtx {
+    let mut builder = WasiCtxBuilder::new();
+    builder
         .stdout(GuestOutput::new(plugin, budget, Stream::Stdout))
         .stderr(GuestOutput::new(plugin, budget, Stream::Stderr))
         .allow_tcp(false)
         .allow_udp(false)
-        .allow_ip_name_lookup(false)
-        .build()
+        .allow_ip_name_lookup(false);
+    if let Clock::Fixed(at) = clock {
+        // Before the epoch is not a time a cluster object can carry; such a case is refused when read.
+        builder.wall_clock(FixedWallClock(at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default()));
+    }
+    builder.build()
 }
 
 #[derive(Clone, Copy)]

@@ -198,7 +198,7 @@ mod tests {
             cache.insert(&config_maps(), &object.to_string()).unwrap();
         }
         let recorder = Arc::new(Recorder::default());
-        (crate::offline::services(&cache, &recorder), recorder, cache)
+        (crate::offline::services(&cache, &recorder, crate::offline::Writes::Recorded), recorder, cache)
     }
 
     fn child(name: &str, labels: Value, controller: Option<&str>) -> Value {

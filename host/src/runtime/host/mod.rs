@@ -25,6 +25,7 @@ use crate::metrics::PluginMetrics;
 use crate::resource::Gvk;
 use crate::resource::ObjectKey;
 
+pub use super::sandbox::Clock;
 pub use cache::CacheReader;
 pub use client::Api;
 pub use events::EventSink;
@@ -36,6 +37,8 @@ pub struct Services {
     pub cache: Arc<dyn CacheReader>,
     pub api: Arc<dyn Api>,
     pub events: Arc<dyn EventSink>,
+    /// The time the guest's WASI wall clock tells.
+    pub clock: Clock,
 }
 
 impl Services {
@@ -43,7 +46,7 @@ impl Services {
     /// gets here, so these are never reached.
     pub fn unreachable() -> Self {
         let none = Arc::new(Nothing);
-        Services { cache: none.clone(), api: none.clone(), events: none }
+        Services { cache: none.clone(), api: none.clone(), events: none, clock: Clock::System }
     }
 }
 

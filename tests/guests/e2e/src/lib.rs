@@ -64,6 +64,8 @@ struct Settings {
     /// ServiceAccount the input names (it needs `bind` on `edit`, or to hold all of `edit`);
     /// `secret`: apply a Secret `<primary>.<plugin>` whose `data.k` (base64) and `stringData.s`
     /// hold `<input>:<variant>` (it needs grants on Secrets, see `extra`);
+    /// `stamp`: update the primary's output annotation to the wall clock's seconds since the
+    /// epoch, read the primary back and say what it read in a Normal Event `Stamped`;
     /// `noop`: nothing.
     mode: Option<String>,
     /// A finalizer; `finalize` waits for the annotation `e2e.kubewasm.io/release=true`.
@@ -346,6 +348,21 @@ impl E2e {
                     "subjects": [{"kind": "ServiceAccount", "name": input, "namespace": primary.namespace()}],
                 }))?;
                 ctx.apply(&binding)?;
+            }
+            "stamp" => {
+                // The wall clock into the output annotation, then the primary read back from the
+                // cache into an Event: what a table test's `now` and read-your-writes promise.
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+                let mut updated = primary.clone();
+                updated.metadata.annotations.get_or_insert_with(Default::default).insert(OUTPUT.into(), now.to_string());
+                ctx.update(&updated)?;
+                let read = ctx.get_dynamic(&self.primary, primary.namespace(), primary.name())?.ok_or_else(|| Error::other("the primary is gone"))?;
+                let note = format!(
+                    "read back {} at resourceVersion {}",
+                    annotation(&read, OUTPUT).unwrap_or_default(),
+                    read.metadata.resource_version.clone().unwrap_or_default()
+                );
+                ctx.event(&primary, EventType::Normal, "Stamped", "Reconcile", &note)?;
             }
             "update" => {
                 let want = format!("{}:{input}", self.variant);
