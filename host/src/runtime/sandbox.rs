@@ -11,18 +11,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
-use super::host::LogBudget;
-
-/// The time a guest's wall clock tells (its monotonic clock is always the system's: a guest
-/// timing its own work, or waiting, must see time pass).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Clock {
-    #[default]
-    System,
-    /// Always this instant: what a case or a recording ran at, so that a plugin that reads the
-    /// time (a condition's lastTransitionTime, a schedule) makes the same calls on every run.
-    Fixed(SystemTime),
-}
+use super::host::{Clock, LogBudget};
 
 struct FixedWallClock(Duration);
 

@@ -16,6 +16,7 @@ pub mod events;
 pub mod log;
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use wasmtime::component::Linker;
 
@@ -25,11 +26,21 @@ use crate::metrics::PluginMetrics;
 use crate::resource::Gvk;
 use crate::resource::ObjectKey;
 
-pub use super::sandbox::Clock;
 pub use cache::CacheReader;
 pub use client::Api;
 pub use events::EventSink;
 pub use log::LogBudget;
+
+/// The time a guest's wall clock tells (its monotonic clock is always the system's: a guest
+/// timing its own work, or waiting, must see time pass).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Clock {
+    #[default]
+    System,
+    /// Always this instant: what a case or a recording ran at, so that a plugin that reads the
+    /// time (a condition's lastTransitionTime, a schedule) makes the same calls on every run.
+    Fixed(SystemTime),
+}
 
 /// What a plugin's calls may reach outside the sandbox. Shared by all its instances.
 #[derive(Clone)]
