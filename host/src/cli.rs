@@ -540,6 +540,12 @@ struct RbacArgs {
     #[arg(long, value_name = "NAME")]
     plugin: Option<String>,
 
+    /// Print the Helm chart's values instead: the `plugins` list with each plugin's name and
+    /// rules (`kubewasm rbac --plugins DIR --values > v.yaml && helm install kubewasm
+    /// charts/kubewasm -f v.yaml`); with --plugin, that plugin's only
+    #[arg(long, conflicts_with_all = ["lease", "user", "service_account", "name"])]
+    values: bool,
+
     #[command(flatten)]
     identity: IdentityArgs,
 
@@ -975,17 +981,20 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
         identity_namespace: per_plugin.then(|| args.identity.identity_namespace.clone()),
         namespaces: args.namespaces,
     };
-    let output = match &args.plugin {
-        Some(name) => {
-            let Some(manifest) = manifests.iter().find(|m| m.name == *name) else {
-                return Err(format!("--plugin {name:?}: no such plugin in {}", args.plugins.display()));
-            };
-            if !per_plugin {
-                return Err("--plugin prints a plugin's own identity: it needs --plugin-identity=serviceaccount".into());
-            }
-            crate::rbac::render_plugin(manifest, &host)
+    if let Some(name) = &args.plugin {
+        if !manifests.iter().any(|m| m.name == *name) {
+            return Err(format!("--plugin {name:?}: no such plugin in {}", args.plugins.display()));
         }
-        None => crate::rbac::render(&manifests, &host, &grantee, &args.name),
+        if !per_plugin {
+            return Err("--plugin prints a plugin's own identity: it needs --plugin-identity=serviceaccount".into());
+        }
+        manifests.retain(|m| m.name == *name);
+    }
+    let output = match (&args.plugin, args.values) {
+        (_, true) if !per_plugin => return Err("--values prints the chart's per-plugin identities: it needs --plugin-identity=serviceaccount".into()),
+        (_, true) => crate::rbac::render_values(&manifests, &host.namespaces),
+        (Some(_), false) => crate::rbac::render_plugin(&manifests[0], &host),
+        (None, false) => crate::rbac::render(&manifests, &host, &grantee, &args.name),
     };
     for warning in crate::rbac::host_object_overlaps(&manifests, &host) {
         eprintln!("warning: {warning}");
