@@ -1,5 +1,7 @@
 //! An OCI registry on loopback for the delivery tests: go-containerregistry's in-memory registry
-//! (`tests/tools/registry/`), built once per machine like the control plane and started per test.
+//! (`tests/tools/registry/`), or the CNCF distribution registry
+//! (`tests/tools/distribution/`, [`Registry::start_distribution`]), built once per machine like
+//! the control plane and started per test.
 //! Plain HTTP, as registries on loopback are. It can be told to serve corrupted blobs (a digest
 //! mismatch a client must catch) and to leave the Location header off a finished blob upload (as
 //! `crane registry serve` does); for an unreachable registry put a [`crate::proxy::FaultProxy`]
@@ -31,7 +33,16 @@ pub struct Registry {
 
 impl Registry {
     pub fn start() -> Result<Registry, RegistryError> {
-        let bin = go_tool(Tool::Registry)?;
+        Self::start_tool(Tool::Registry)
+    }
+
+    /// The distribution registry; it has none of [`Registry::start`]'s switches.
+    pub fn start_distribution() -> Result<Registry, RegistryError> {
+        Self::start_tool(Tool::Distribution)
+    }
+
+    fn start_tool(tool: Tool) -> Result<Registry, RegistryError> {
+        let bin = go_tool(tool)?;
         let mut cmd = Command::new(bin);
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
         let mut child = crate::process::spawn_tied(cmd).map_err(RegistryError::Start)?;
