@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use tracing::level_filters::LevelFilter;
 
+use crate::logging::Levels;
 use crate::manifest::{LimitPolicy, Manifest};
 use crate::plugin::artifact::ArtifactCache;
 use crate::plugin::{LoadedPlugin, Loader};
@@ -366,6 +368,18 @@ struct RunArgs {
     #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
 
+    /// Level of the host's log, and of the plugins' records (target kubewasm::plugin): trace,
+    /// debug, info, warn, error or off. RUST_LOG, when set, replaces it with its directives
+    /// (e.g. RUST_LOG=info,kubewasm::client=debug)
+    #[arg(long, value_name = "LEVEL", default_value = "info", value_parser = crate::logging::parse_level)]
+    log_level: LevelFilter,
+
+    /// Level of one plugin's records (its log records, stdout and stderr), in place of
+    /// --log-level or RUST_LOG: e.g. my-plugin=debug to see its debug records, or
+    /// noisy-plugin=warn to quiet it. Repeatable
+    #[arg(long, value_name = "NAME=LEVEL", value_parser = crate::logging::parse_plugin_level)]
+    plugin_log_level: Vec<(String, LevelFilter)>,
+
     /// Address of the /metrics endpoint
     #[arg(long, value_name = "ADDR", default_value = ":8080", value_parser = parse_addr)]
     metrics_addr: SocketAddr,
@@ -525,6 +539,12 @@ struct RbacArgs {
     /// Print only this plugin's part (its ServiceAccount, Roles and bindings), to hand to an admin
     #[arg(long, value_name = "NAME")]
     plugin: Option<String>,
+
+    /// Print the Helm chart's values instead: the `plugins` list with each plugin's name and
+    /// rules (`kubewasm rbac --plugins DIR --values > v.yaml && helm install kubewasm
+    /// charts/kubewasm -f v.yaml`); with --plugin, that plugin's only
+    #[arg(long, conflicts_with_all = ["lease", "user", "service_account", "name"])]
+    values: bool,
 
     #[command(flatten)]
     identity: IdentityArgs,
@@ -823,11 +843,11 @@ struct CheckArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // A host logs what it does; one-shot commands only what went wrong (RUST_LOG overrides).
-    let (level, json) = match &cli.command {
-        Command::Run(args) => ("info", args.log_format == "json"),
-        _ => ("warn", false),
+    let (levels, json) = match &cli.command {
+        Command::Run(args) => (Levels::from_env(args.log_level, args.plugin_log_level.iter().cloned()), args.log_format == "json"),
+        _ => (Levels::from_env(LevelFilter::WARN, []), false),
     };
-    init_logging(level, json);
+    levels.init(json);
     if let Command::CompileArtifact(args) = &cli.command {
         let config = RuntimeConfig { deadlines: !args.no_deadlines, ..RuntimeConfig::default() };
         return match crate::plugin::compiler::compile_into(&args.cache_dir, config) {
@@ -866,49 +886,6 @@ pub fn main() -> ExitCode {
 fn fail(message: String) -> ExitCode {
     eprintln!("error: {message}");
     ExitCode::FAILURE
-}
-
-/// Logs go to stderr; `RUST_LOG` (e.g. `kubewasm=debug`) sets the level. One record is one
-/// line: newlines inside a message (an API server's multi-line error, a plugin's text) are
-/// escaped, so line-oriented log processing never splits a record.
-fn init_logging(default: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into());
-    use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(|| OneLine(std::io::stderr()));
-    if json {
-        builder.json().init();
-    } else {
-        builder.with_ansi(std::io::stderr().is_terminal()).init();
-    }
-}
-
-/// Writes each formatted record with its inner line breaks escaped (`\n`), keeping the final
-/// one. The formatter hands over one whole record per `write`.
-struct OneLine<W>(W);
-
-impl<W: std::io::Write> std::io::Write for OneLine<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let body = buf.strip_suffix(b"\n").unwrap_or(buf);
-        if !body.contains(&b'\n') && !body.contains(&b'\r') {
-            return self.0.write_all(buf).map(|_| buf.len());
-        }
-        let mut line = Vec::with_capacity(buf.len() + 16);
-        for &b in body {
-            match b {
-                b'\n' => line.extend_from_slice(b"\\n"),
-                b'\r' => line.extend_from_slice(b"\\r"),
-                b => line.push(b),
-            }
-        }
-        if body.len() < buf.len() {
-            line.push(b'\n');
-        }
-        self.0.write_all(&line).map(|_| buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
-    }
 }
 
 fn new_loader(cache: &CacheArgs) -> Result<Loader, String> {
@@ -1023,17 +1000,20 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
         identity_namespace: per_plugin.then(|| args.identity.identity_namespace.clone()),
         namespaces: args.namespaces,
     };
-    let output = match &args.plugin {
-        Some(name) => {
-            let Some(manifest) = manifests.iter().find(|m| m.name == *name) else {
-                return Err(format!("--plugin {name:?}: no such plugin in {}", args.plugins.display()));
-            };
-            if !per_plugin {
-                return Err("--plugin prints a plugin's own identity: it needs --plugin-identity=serviceaccount".into());
-            }
-            crate::rbac::render_plugin(manifest, &host)
+    if let Some(name) = &args.plugin {
+        if !manifests.iter().any(|m| m.name == *name) {
+            return Err(format!("--plugin {name:?}: no such plugin in {}", args.plugins.display()));
         }
-        None => crate::rbac::render(&manifests, &host, &grantee, &args.name),
+        if !per_plugin {
+            return Err("--plugin prints a plugin's own identity: it needs --plugin-identity=serviceaccount".into());
+        }
+        manifests.retain(|m| m.name == *name);
+    }
+    let output = match (&args.plugin, args.values) {
+        (_, true) if !per_plugin => return Err("--values prints the chart's per-plugin identities: it needs --plugin-identity=serviceaccount".into()),
+        (_, true) => crate::rbac::render_values(&manifests, &host.namespaces),
+        (Some(_), false) => crate::rbac::render_plugin(&manifests[0], &host),
+        (None, false) => crate::rbac::render(&manifests, &host, &grantee, &args.name),
     };
     for warning in crate::rbac::host_object_overlaps(&manifests, &host) {
         eprintln!("warning: {warning}");
@@ -1281,5 +1261,23 @@ mod tests {
     fn the_rollback_windows_default_is_the_policys() {
         let Command::Run(args) = Cli::try_parse_from(["kubewasm", "run"]).unwrap().command else { panic!("not run") };
         assert_eq!(args.rollback_window, crate::supervisor::rollout::DEFAULT_WINDOW);
+    }
+
+    #[test]
+    fn log_levels_are_flags_and_a_bad_one_says_what_to_write() {
+        let Command::Run(args) = Cli::try_parse_from(["kubewasm", "run"]).unwrap().command else { panic!("not run") };
+        assert_eq!((args.log_level, args.plugin_log_level), (LevelFilter::INFO, vec![]));
+        let parsed = Cli::try_parse_from(["kubewasm", "run", "--log-level", "warn", "--plugin-log-level", "a=debug", "--plugin-log-level", "b=off"]);
+        let Command::Run(args) = parsed.unwrap().command else { panic!("not run") };
+        assert_eq!(args.log_level, LevelFilter::WARN);
+        assert_eq!(args.plugin_log_level, [("a".to_string(), LevelFilter::DEBUG), ("b".to_string(), LevelFilter::OFF)]);
+        for (flag, value, says) in [
+            ("--log-level", "verbose", "is not a log level: use one of trace, debug, info, warn, error, off"),
+            ("--plugin-log-level", "a:debug", "write it as NAME=LEVEL, e.g. my-plugin=debug"),
+        ] {
+            let error = Cli::try_parse_from(["kubewasm", "run", flag, value]).err().expect("refused").to_string();
+            let first = error.lines().next().unwrap_or_default();
+            assert!(first.contains(flag) && first.contains(says), "{error}");
+        }
     }
 }

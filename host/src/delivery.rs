@@ -582,20 +582,7 @@ impl PluginResources {
     /// The status the Plugin should have.
     fn status(&self, plugin: &PluginObject, outcome: &Result<(), Failure>, state: &PluginState) -> serde_json::Value {
         let rolled_back = self.supervisor.rolled_back(&self.path(&plugin.metadata.name));
-        let (ready, reason, message) = match (outcome, state) {
-            (Err(f), _) => (false, f.reason.as_str(), f.message.clone()),
-            (Ok(()), PluginState::Running { version, digest }) if rolled_back.is_some() => (
-                false,
-                "RolledBack",
-                format!(
-                    "the module (sha256:{}) failed on clearly more objects than the version before and was rolled back: {version} ({digest}) runs; it is not loaded again until the module or its settings change",
-                    rolled_back.as_deref().unwrap_or_default()
-                ),
-            ),
-            (Ok(()), PluginState::Running { version, digest }) => (true, "Running", format!("{} {version} ({digest}) runs", plugin.metadata.name)),
-            (Ok(()), PluginState::Starting) => (false, "Syncing", "pulled and admitted; waiting for its caches to sync".into()),
-            (Ok(()), PluginState::Stopped { error }) => (false, "SyncFailed", error.clone().unwrap_or_else(|| "not running".into())),
-        };
+        let Ready { ready, reason, message } = Ready::of(&plugin.metadata.name, outcome, state, rolled_back.as_deref());
         let (version, digest) = match state {
             PluginState::Running { version, digest } => (Some(version.clone()), Some(digest.clone())),
             _ => (None, None),
@@ -644,13 +631,13 @@ impl PluginResources {
         let before = ready_condition(&plugin.status);
         let now = ready_condition(&status).expect("a Ready condition");
         if before.as_ref().is_none_or(|b| b["status"] != now["status"] || b["reason"] != now["reason"] || b["message"] != now["message"]) {
-            let ready = now["status"] == "True";
+            let reason = now["reason"].as_str().unwrap_or_default();
             self.events.publish(ObjectEvent {
                 regarding: plugin_kind(),
                 key: key.clone(),
                 uid: plugin.metadata.uid.clone(),
-                warning: !ready,
-                reason: now["reason"].as_str().unwrap_or_default().into(),
+                warning: Ready::warns(now["status"] == "True", reason),
+                reason: reason.into(),
                 action: "Load".into(),
                 note: now["message"].as_str().unwrap_or_default().into(),
             });
@@ -711,6 +698,45 @@ enum Next {
     Backoff,
 }
 
+/// The Plugin's `Ready` condition as the host sees it.
+struct Ready {
+    ready: bool,
+    reason: &'static str,
+    message: String,
+}
+
+/// The reason while the module is pulled and admitted but its caches have not synced yet.
+const SYNCING: &str = "Syncing";
+
+impl Ready {
+    /// `rolled_back`: the digest of the module swapped back out, if the running version is the
+    /// one before it.
+    fn of(name: &str, outcome: &Result<(), Failure>, state: &PluginState, rolled_back: Option<&str>) -> Ready {
+        let (ready, reason, message) = match (outcome, state, rolled_back) {
+            (Err(f), _, _) => (false, f.reason.as_str(), f.message.clone()),
+            (Ok(()), PluginState::Running { version, digest }, Some(module)) => (
+                false,
+                "RolledBack",
+                format!(
+                    "the module (sha256:{module}) failed on clearly more objects than the version before and was rolled back: {version} ({digest}) runs; it is not loaded again until the module or its settings change"
+                ),
+            ),
+            (Ok(()), PluginState::Running { version, digest }, None) => (true, "Running", format!("{name} {version} ({digest}) runs")),
+            (Ok(()), PluginState::Starting, _) => (false, SYNCING, "pulled and admitted; waiting for its caches to sync".into()),
+            (Ok(()), PluginState::Stopped { error }, _) => (false, "SyncFailed", error.clone().unwrap_or_else(|| "not running".into())),
+        };
+        Ready { ready, reason, message }
+    }
+
+    /// Whether a change to this condition is recorded as a Warning Event rather than a Normal
+    /// one: every load passes through Syncing, and a Plugin disabled by `--controllers` or
+    /// superseded mid-pull is what its operator asked for, so only failures warn (a user
+    /// watching `kubectl get events --field-selector type=Warning` sees only those).
+    fn warns(ready: bool, reason: &str) -> bool {
+        !ready && ![SYNCING, FailReason::Disabled.as_str(), FailReason::Cancelled.as_str()].contains(&reason)
+    }
+}
+
 fn ready_condition(status: &serde_json::Value) -> Option<serde_json::Value> {
     status["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready").cloned()
 }
@@ -747,5 +773,27 @@ mod tests {
         let null: serde_json::Map<String, serde_json::Value> = serde_json::from_str(r#"{"a": null}"#).unwrap();
         assert_eq!(settings_toml(Some(&null)).unwrap_err().reason, FailReason::InvalidSettings);
         assert_eq!(settings_toml(None).unwrap(), "");
+    }
+
+    /// The Event recorded for each state a Plugin's `Ready` condition can change to.
+    #[test]
+    fn only_failures_are_warning_events() {
+        let running = PluginState::Running { version: "1.0.0".into(), digest: "sha256:ab".into() };
+        let failed = |reason| Err::<(), _>(Failure { reason, message: "m".into(), retry: false });
+        let cases = [
+            (Ok(()), PluginState::Starting, None, "Syncing", false),
+            (Ok(()), running.clone(), None, "Running", false),
+            (failed(FailReason::Disabled), PluginState::Stopped { error: None }, None, "Disabled", false),
+            (failed(FailReason::Cancelled), PluginState::Starting, None, "Cancelled", false),
+            (Ok(()), running.clone(), Some("cd"), "RolledBack", true),
+            (Ok(()), PluginState::Stopped { error: Some("caches did not sync".into()) }, None, "SyncFailed", true),
+            (failed(FailReason::Pull("PullTimeout")), PluginState::Stopped { error: None }, None, "PullTimeout", true),
+            (failed(FailReason::InvalidSpec), PluginState::Stopped { error: None }, None, "InvalidSpec", true),
+        ];
+        for (outcome, state, rolled_back, reason, warning) in cases {
+            let ready = Ready::of("p", &outcome, &state, rolled_back);
+            assert_eq!(ready.reason, reason);
+            assert_eq!(Ready::warns(ready.ready, ready.reason), warning, "{reason}");
+        }
     }
 }

@@ -35,7 +35,8 @@
 //!   consistent-hash ring, the built-in assigner, handovers.
 //! - [`discovery`], [`resource`], [`selector`], [`duration`], [`bucket`]: kinds, keys, label selectors,
 //!   durations and the token bucket every pacer shares. [`allocator`]: freed memory handed back.
-//! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`offline`]: running
+//! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`logging`]: the host's
+//!   log and its levels, per plugin for plugins' records. [`offline`]: running
 //!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
 //!   [`recording`]: `kubewasm record`. [`case`]: how cases spell calls, Events and results,
 //!   and their diffs. [`finalizers`]: `kubewasm finalizers release`. [`scaffold`]: `kubewasm new`.
@@ -44,7 +45,7 @@
 //! Imports run downward: cli/app → delivery → supervisor → controller → runtime, shard → informer,
 //! queue, client, events, identity, leader → discovery → manifest, resource, selector, duration, metrics;
 //! oci stands alone below delivery and cli; budget and allocator are leaves below the supervisor and app,
-//! cache_dir one below plugin, oci and app.
+//! cache_dir one below plugin, oci and app; logging is a leaf below cli and runtime.
 
 pub mod allocator;
 pub mod app;
@@ -66,6 +67,7 @@ pub mod gobuild;
 pub mod identity;
 pub mod informer;
 pub mod leader;
+pub mod logging;
 pub mod manifest;
 pub mod metrics;
 pub mod oci;

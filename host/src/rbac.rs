@@ -215,6 +215,44 @@ pub fn render(manifests: &[Manifest], host: &HostNeeds, grantee: &Grantee, name:
     parts.join("---\n")
 }
 
+/// The Helm chart's `plugins` values (charts/kubewasm/values.yaml) for these plugins: each
+/// one's name, the rules of its ClusterRole (`rules`) and those of its Role in each namespace
+/// (`namespaceRules`) — from which the chart makes the same ServiceAccount, Roles and bindings
+/// as [`render_plugin`], and the host's reads and `impersonate`. `module` is left to the user:
+/// a plugin directory does not say where its modules are pushed.
+pub fn render_values(manifests: &[Manifest], namespaces: &[String]) -> String {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct PluginValues {
+        name: String,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        rules: Vec<PolicyRule>,
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        namespace_rules: BTreeMap<String, Vec<PolicyRule>>,
+    }
+    #[derive(serde::Serialize)]
+    struct Values {
+        plugins: Vec<PluginValues>,
+    }
+    let plugins = manifests
+        .iter()
+        .map(|m| {
+            let mut values = PluginValues { name: m.name.clone(), rules: Vec::new(), namespace_rules: BTreeMap::new() };
+            for (namespace, by_resource) in &plugin_grants(m, namespaces).0 {
+                match namespace {
+                    None => values.rules = rules(by_resource),
+                    Some(ns) => {
+                        values.namespace_rules.insert(ns.clone(), rules(by_resource));
+                    }
+                }
+            }
+            values
+        })
+        .collect();
+    let header = "# The chart's plugins (`helm install -f`); give each a `module` for the chart to create its Plugin.\n";
+    format!("{header}{}", yaml(&Values { plugins }))
+}
+
 /// Plugins' write grants that also cover one of the host's own objects (its Lease, its status
 /// ConfigMap). The host refuses such writes whatever the manifest says, but RBAC would not: an
 /// admin may want to narrow the grant with resource names.
@@ -379,6 +417,28 @@ mod tests {
         }
         let plugin = render_plugin(&manifest(), &needs());
         assert!(!plugin.contains("impersonate") && !plugin.contains("leases"), "one plugin's part holds nothing of the host's:\n{plugin}");
+    }
+
+    /// The values carry exactly the rules `render_plugin` puts in the plugin's ClusterRole and
+    /// Roles, in the shape of the chart's `plugins` list.
+    #[test]
+    fn renders_the_charts_plugin_values() {
+        let yaml = render_values(&[manifest()], &[]);
+        let values: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
+        let plugins = values["plugins"].as_array().unwrap();
+        assert_eq!(plugins.len(), 1, "{yaml}");
+        assert_eq!(plugins[0].as_object().unwrap().keys().collect::<Vec<_>>(), ["name", "namespaceRules", "rules"], "{yaml}");
+        assert_eq!(plugins[0]["name"], "sample");
+        let objects: Vec<serde_json::Value> = serde_saphyr::from_multiple(&render_plugin(&manifest(), &needs())).unwrap();
+        let role = |kind: &str| objects.iter().find(|o| o["kind"] == kind).unwrap()["rules"].clone();
+        assert_eq!(plugins[0]["rules"], role("ClusterRole"));
+        assert_eq!(plugins[0]["namespaceRules"], serde_json::json!({"team-a": role("Role")}));
+        assert_eq!(plugins[0]["namespaceRules"]["team-a"], serde_json::json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]));
+        // Served namespaces: Roles only.
+        let served: serde_json::Value = serde_saphyr::from_str(&render_values(&[manifest()], &["a".into()])).unwrap();
+        assert!(served["plugins"][0].get("rules").is_some_and(|r| r.as_array().unwrap().iter().all(|r| r["resources"].to_string().contains("clusterroles"))));
+        assert!(served["plugins"][0]["namespaceRules"]["a"].as_array().is_some_and(|r| !r.is_empty()));
+        assert_eq!(render_values(&[], &[]).lines().last(), Some("plugins: []"));
     }
 
     #[test]

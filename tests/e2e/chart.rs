@@ -21,7 +21,7 @@ use kubewasm_tests::crd::install_plugin_crd;
 use kubewasm_tests::guests::workspace_root;
 use kubewasm_tests::plugindir::e2e_variant;
 use kubewasm_tests::registry::Registry;
-use kubewasm_tests::{ControlPlane, Host, HostConfig, accounts, audit, eventually};
+use kubewasm_tests::{ControlPlane, E2eSettings, Host, HostConfig, PluginDir, accounts, audit, eventually, kubewasm_binary};
 use serde_json::Value;
 use support::*;
 
@@ -99,6 +99,40 @@ async fn the_chart_lints_with_its_defaults_and_with_plugins() -> Result<()> {
     // Every template: plugins, registry credentials, the ServiceMonitor.
     let values = two_plugins("registry.example.com/team/writer:0.1.0", "team-a");
     helm_with_values(&["lint", "--strict", chart, "--set", "serviceMonitor.enabled=true"], &values).await?;
+    Ok(())
+}
+
+/// `kubewasm ARGS`, requiring success; its stdout.
+async fn kubewasm(args: &[&str]) -> Result<String> {
+    let bin = tokio::task::spawn_blocking(kubewasm_binary).await??;
+    let out = tokio::process::Command::new(bin).args(args).env("RUST_LOG", "warn").output().await?;
+    ensure!(out.status.success(), "kubewasm {} failed:\n{}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// `kubewasm rbac --plugins DIR --values` prints values the chart takes (its schema checks
+/// them), from which it makes the very identity `kubewasm rbac --plugin NAME` prints: the same
+/// ServiceAccount, Roles and bindings, with the same rules. No cluster needed.
+#[tokio::test]
+async fn rbac_values_make_the_identity_rbac_prints() -> Result<()> {
+    const NAMESPACE: &str = "team";
+    let plugins = PluginDir::new();
+    plugins.install_e2e(&E2eSettings::new("writer"), "v01");
+    let dir = plugins.path().to_str().context("a UTF-8 path")?.to_string();
+    let values = kubewasm(&["rbac", "--plugins", &dir, "--values"]).await?;
+    let rendered = objects(&template(NAMESPACE, &values).await?)?;
+    let printed = objects(&kubewasm(&["rbac", "--plugins", &dir, "--plugin", "writer", "--identity-namespace", NAMESPACE]).await?)?;
+    ensure!(printed.iter().any(|o| o["kind"] == "ClusterRole"), "the e2e guest has cluster-wide rules: {printed:?}");
+    for object in &printed {
+        let (kind, name) = (&object["kind"], &object["metadata"]["name"]);
+        let chart = rendered
+            .iter()
+            .find(|o| o["kind"] == *kind && o["metadata"]["name"] == *name && o["metadata"]["namespace"] == object["metadata"]["namespace"])
+            .ok_or_else(|| anyhow!("the chart renders no {kind} {name} from:\n{values}"))?;
+        for field in ["rules", "roleRef", "subjects"] {
+            ensure!(chart[field] == object[field], "{kind} {name}: the chart's {field} {} differ from kubewasm rbac's {}", chart[field], object[field]);
+        }
+    }
     Ok(())
 }
 

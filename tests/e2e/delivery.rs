@@ -1,5 +1,6 @@
 //! End-to-end tests of cluster delivery (issue 11): plugins pushed with `kubewasm push` to a
-//! real OCI registry (go-containerregistry's, on loopback) and run by a host from Plugin
+//! real OCI registry (go-containerregistry's on loopback; push and pull also against the CNCF
+//! distribution registry) and run by a host from Plugin
 //! resources on the local control plane; pulls that fail in every way a registry can fail.
 //!
 //! `cargo test -p kubewasm-tests --test delivery`
@@ -273,6 +274,32 @@ async fn a_rolled_back_module_shows_in_the_plugins_status() -> Result<()> {
 /// image that isn't a Wasm artifact, a blob that doesn't match its digest, a registry that is
 /// down — gives `Ready=False` with its reason and an Event, while the version already running
 /// keeps serving; once the registry behaves, the Plugin recovers.
+/// `kubewasm push` to a registry that answers a finished blob upload without the `Location`
+/// header the distribution spec asks for (as `crane registry serve` does): the push goes
+/// through, and the module pulls back whole. No cluster needed.
+#[tokio::test]
+async fn push_takes_a_finished_blob_upload_without_a_location() -> Result<()> {
+    let registry = Registry::start()?;
+    registry.omit_location(true)?;
+    let reference = format!("{}/team/e2e:no-location", registry.host());
+    let digest = push("v01", &reference).await?;
+    let pulled = pull(&reference).await?.map_err(|e| anyhow!("kubewasm pull after the push: {e}"))?;
+    ensure!(sha256(&pulled) == digest, "pulled {} rather than the pushed {digest}", sha256(&pulled));
+    Ok(())
+}
+
+/// `kubewasm push` and `pull` against the CNCF distribution registry (registry:2, what most
+/// hosted registries build on), as against go-containerregistry's in the other tests.
+#[tokio::test]
+async fn push_and_pull_through_the_distribution_registry() -> Result<()> {
+    let registry = tokio::task::spawn_blocking(Registry::start_distribution).await??;
+    let reference = format!("{}/team/e2e:1", registry.host());
+    let digest = push("v01", &reference).await?;
+    let pulled = pull(&reference).await?.map_err(|e| anyhow!("kubewasm pull after the push: {e}"))?;
+    ensure!(sha256(&pulled) == digest, "pulled {} rather than the pushed {digest}", sha256(&pulled));
+    Ok(())
+}
+
 #[tokio::test]
 async fn failed_pulls_keep_the_running_version_and_recover() -> Result<()> {
     let cp = ControlPlane::shared().await;

@@ -35,6 +35,8 @@ pub enum Tool {
     Crane,
     /// `helm` (helm.sh/helm/v4).
     Helm,
+    /// An in-memory CNCF distribution registry (`tests/tools/distribution/`, a module of its own).
+    Distribution,
     /// The controller-runtime peer of the e2e guest (`tests/peers/controller-runtime/`), for the
     /// density benchmark.
     ControllerRuntime,
@@ -47,6 +49,7 @@ impl Tool {
             Tool::Registry => "registry",
             Tool::Crane => "crane",
             Tool::Helm => "helm",
+            Tool::Distribution => "distribution",
             Tool::ControllerRuntime => "controller-runtime",
         }
     }
@@ -57,6 +60,7 @@ impl Tool {
         match self {
             Tool::ControlPlane => root.join("controlplane"),
             Tool::ControllerRuntime => root.join("peers/controller-runtime"),
+            Tool::Distribution => root.join("tools/distribution"),
             _ => root.join("tools"),
         }
     }
@@ -64,7 +68,7 @@ impl Tool {
     /// The package `go build` is given, in that module.
     fn package(self) -> &'static str {
         match self {
-            Tool::ControlPlane | Tool::ControllerRuntime => ".",
+            Tool::ControlPlane | Tool::ControllerRuntime | Tool::Distribution => ".",
             Tool::Registry => "./registry",
             Tool::Crane => "github.com/google/go-containerregistry/cmd/crane",
             Tool::Helm => "helm.sh/helm/v4/cmd/helm",
@@ -243,7 +247,10 @@ fn go_files(dir: &Path) -> io::Result<Vec<String>> {
             let entry = entry?;
             let path = rel.join(entry.file_name());
             if entry.file_type()?.is_dir() {
-                pending.push(path);
+                // A directory with a go.mod is another module, built (and keyed) apart.
+                if !dir.join(&path).join("go.mod").exists() {
+                    pending.push(path);
+                }
             } else if path.extension().is_some_and(|e| e == "go") {
                 found.push(path.to_string_lossy().into_owned());
             }

@@ -12,6 +12,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
 use super::host::{Clock, LogBudget};
+use crate::logging::{PLUGIN_TARGET, as_plugin};
 
 struct FixedWallClock(Duration);
 
@@ -67,15 +68,20 @@ impl GuestOutput {
     }
 
     fn emit(&self, line: &[u8]) {
-        if !self.budget.admit(&self.plugin) {
+        // A line the log would not keep costs no budget.
+        let kept = as_plugin(&self.plugin, || match self.stream {
+            Stream::Stdout => tracing::enabled!(target: PLUGIN_TARGET, tracing::Level::INFO),
+            Stream::Stderr => tracing::enabled!(target: PLUGIN_TARGET, tracing::Level::WARN),
+        });
+        if !kept || !self.budget.admit(&self.plugin) {
             return;
         }
         let line = String::from_utf8_lossy(line);
         let line = line.trim_end_matches('\r');
-        match self.stream {
-            Stream::Stdout => tracing::info!(target: "kubewasm::plugin", plugin = %self.plugin, stream = "stdout", "{line}"),
-            Stream::Stderr => tracing::warn!(target: "kubewasm::plugin", plugin = %self.plugin, stream = "stderr", "{line}"),
-        }
+        as_plugin(&self.plugin, || match self.stream {
+            Stream::Stdout => tracing::info!(target: PLUGIN_TARGET, plugin = %self.plugin, stream = "stdout", "{line}"),
+            Stream::Stderr => tracing::warn!(target: PLUGIN_TARGET, plugin = %self.plugin, stream = "stderr", "{line}"),
+        });
     }
 
     fn write_bytes(&self, mut bytes: &[u8]) {

@@ -3,6 +3,8 @@
 //
 // A broken registry on demand: `POST /-/tamper` makes every blob it serves afterwards arrive with
 // one byte flipped (a digest mismatch a client must catch); `DELETE /-/tamper` stops that.
+// `POST /-/omit-location` makes it answer a finished blob upload (201) without the Location
+// header, as `crane registry serve` does; `DELETE /-/omit-location` stops that.
 package main
 
 import (
@@ -22,16 +24,21 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
 	flag.Parse()
 
-	var tamper atomic.Bool
+	var tamper, omitLocation atomic.Bool
+	switches := map[string]*atomic.Bool{"/-/tamper": &tamper, "/-/omit-location": &omitLocation}
 	reg := registry.New(registry.Logger(log.New(os.Stderr, "registry: ", log.LstdFlags)))
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/-/tamper" {
-			tamper.Store(r.Method == http.MethodPost)
+		if on, ok := switches[r.URL.Path]; ok {
+			on.Store(r.Method == http.MethodPost)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		if tamper.Load() && r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/sha256:") {
 			reg.ServeHTTP(&flipping{ResponseWriter: w}, r)
+			return
+		}
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/blobs/uploads/") && omitLocation.Load() {
+			reg.ServeHTTP(&unlocating{ResponseWriter: w}, r)
 			return
 		}
 		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/blobs/uploads/") {
@@ -64,6 +71,18 @@ func (l *locating) WriteHeader(code int) {
 		l.Header().Set("Location", l.location)
 	}
 	l.ResponseWriter.WriteHeader(code)
+}
+
+// unlocating drops the Location header from a completed blob upload (201 Created), whoever set it.
+type unlocating struct {
+	http.ResponseWriter
+}
+
+func (u *unlocating) WriteHeader(code int) {
+	if code == http.StatusCreated {
+		u.Header().Del("Location")
+	}
+	u.ResponseWriter.WriteHeader(code)
 }
 
 // flipping flips the first byte of a response body.

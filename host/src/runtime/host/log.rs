@@ -14,6 +14,7 @@ use super::super::bindings::log::Level;
 use super::super::bindings::{PACKAGE, PACKAGE_VERSION};
 use super::HostState;
 use crate::bucket::TokenBucket;
+use crate::logging::{PLUGIN_TARGET, as_plugin};
 
 /// Records a plugin may write per second, and at once.
 const RECORDS_PER_SECOND: f64 = 100.0;
@@ -82,10 +83,11 @@ struct LazyField {
 }
 
 /// Whether the host's log keeps records of this level (a record it would not keep is not read).
+/// Asked as the plugin's (`logging::as_plugin`): a plugin may have a level of its own.
 fn enabled(level: Level) -> bool {
     macro_rules! enabled {
         ($level:ident) => {
-            tracing::enabled!(target: "kubewasm::plugin", tracing::Level::$level)
+            tracing::enabled!(target: PLUGIN_TARGET, tracing::Level::$level)
         };
     }
     match level {
@@ -105,7 +107,7 @@ pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<(
     let mut log = linker.instance(&format!("{PACKAGE}/log@{PACKAGE_VERSION}"))?;
     log.func_wrap("emit", |mut store: StoreContextMut<'_, T>, (level, message, fields): (Level, WasmStr, WasmList<LazyField>)| {
         let host = store.data().host().clone();
-        if !enabled(level) || !host.logs.admit(&host.plugin) {
+        if !as_plugin(&host.plugin, || enabled(level)) || !host.logs.admit(&host.plugin) {
             return Ok(());
         }
         let key = store.data().key().map(ToString::to_string).unwrap_or_default();
@@ -137,16 +139,16 @@ pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<(
         let (plugin, message, fields) = (&*host.plugin, clip(&message, MAX_TEXT), text);
         macro_rules! emit {
             ($level:ident) => {
-                tracing::$level!(target: "kubewasm::plugin", plugin, key, fields, "{message}")
+                tracing::$level!(target: PLUGIN_TARGET, plugin, key, fields, "{message}")
             };
         }
-        match level {
+        as_plugin(&host.plugin, || match level {
             Level::Trace => emit!(trace),
             Level::Debug => emit!(debug),
             Level::Info => emit!(info),
             Level::Warn => emit!(warn),
             Level::Error => emit!(error),
-        }
+        });
         Ok(())
     })
 }
