@@ -273,6 +273,7 @@ export class Manifest {
 export interface Host {
   cacheGet(resource: Gvk, namespace: string | undefined, name: string): string | undefined;
   cacheList(resource: Gvk, namespace: string | undefined, labelSelector: string | undefined): string[];
+  cacheListControlled(resource: Gvk, namespace: string | undefined, owner: string): string[];
   apply(obj: string, force: boolean): string;
   applyStatus(obj: string, force: boolean): string;
   create(obj: string): string;
@@ -295,6 +296,13 @@ export class Context {
   get<T extends KubeObject = KubeObject>(resource: Gvk, namespace: string | undefined, name: string): T | undefined;
   /** Objects from the cache, in `namespace` (every readable one when undefined), matching a label selector. */
   list<T extends KubeObject = KubeObject>(resource: Gvk, namespace?: string, labelSelector?: string): T[];
+  /**
+   * Objects from the cache whose controller owner reference (`controller: true`) names the object
+   * of uid `owner` (a parent's children), in `namespace` (every readable one when undefined),
+   * sorted by namespace then name. Served from the host's index of controller owners: it costs
+   * the children's count, not the namespace's. `owner` is at most 253 bytes.
+   */
+  listControlled<T extends KubeObject = KubeObject>(resource: Gvk, owner: string, namespace?: string): T[];
   /** Server-side apply (force by default); returns the stored object. */
   apply<T extends KubeObject = KubeObject>(obj: KubeObject, force?: boolean): T;
   /** Server-side apply of the status subresource. */

@@ -1192,3 +1192,50 @@ async fn a_metadata_only_kind_is_watched_as_metadata_and_shares_one_watch_with_a
     host.stop().await?;
     Ok(())
 }
+
+/// `list-controlled` answers a primary's children from the host's controller index: the Secrets
+/// whose controller reference names it — not one it owns without controlling, nor another
+/// primary's — and follows a child whose controller changes.
+#[tokio::test]
+async fn list_controlled_answers_what_a_primary_controls() -> Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("controlled").await?;
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("kids").mode("children").owns(), "v01");
+    let mut host = Host::start(host_config("controlled", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let secrets: Api<Secret> = ns.api();
+    let a = cms.create(&PostParams::default(), &primary("a", "in")).await?;
+    let b = cms.create(&PostParams::default(), &primary("b", "in")).await?;
+    let reference = |cm: &ConfigMap, controller: bool| json!({"apiVersion": "v1", "kind": "ConfigMap", "name": cm.name_any(), "uid": cm.uid().unwrap_or_default(), "controller": controller});
+    for (name, owner, controller) in [("a-1", &a, true), ("a-2", &a, true), ("a-loose", &a, false), ("b-1", &b, true)] {
+        let secret: Secret = serde_json::from_value(json!({"metadata": {"name": name, "ownerReferences": [reference(owner, controller)]}}))?;
+        secrets.create(&PostParams::default(), &secret).await?;
+    }
+    let said = |notes: Vec<(&'static str, &'static str)>| {
+        let client = ns.client().clone();
+        let namespace = ns.name().to_string();
+        async move {
+            eventually(&format!("Events saying {notes:?}"), CONVERGE, || async {
+                let events = events(&client, &namespace).await?;
+                let says = |primary: &str, note: &str| {
+                    events.iter().any(|e| {
+                        e.reason.as_deref() == Some("Children")
+                            && e.note.as_deref() == Some(note)
+                            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(primary)
+                    })
+                };
+                if notes.iter().all(|(primary, note)| says(primary, note)) { Ok(()) } else { Err(anyhow!("{}", describe_events(&events))) }
+            })
+            .await
+        }
+    };
+    said(vec![("a", "in: a-1,a-2"), ("b", "in: b-1")]).await?;
+    // a-2 changes hands: b controls it now.
+    secrets.patch("a-2", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"ownerReferences": [reference(&b, true)]}}))).await?;
+    said(vec![("a", "in: a-1"), ("b", "in: a-2,b-1")]).await?;
+    host.stop().await?;
+    Ok(())
+}

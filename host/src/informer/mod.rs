@@ -629,13 +629,14 @@ impl StoreView {
 impl StoreView {
     /// Objects in `namespace` (all when `None`) that `owner` controls and, with `orphans`, those
     /// no one controls that match it, sorted by key.
+    /// The controlled ones come from the store's controller index; orphans take a scan.
     fn children(&self, namespace: Option<&str>, owner: Owner, orphans: Option<&LabelSelector>) -> Vec<(ObjectKey, Arc<str>)> {
-        let claimable = |e: &Entry| self.admits(e) && (e.controlled_by(owner) || orphans.is_some_and(|s| e.is_orphan() && e.matches(s)));
-        let mut found = self.store.list_where(namespace, claimable, usize::MAX).unwrap_or_default();
-        if self.projects() {
-            found.iter_mut().for_each(|(_, json)| *json = store::metadata_of(json));
+        let mut found = self.store.controlled_where(namespace, owner, |e| self.admits(e));
+        if let Some(selector) = orphans {
+            found.extend(self.store.entries_where(namespace, |e| self.admits(e) && e.is_orphan() && e.matches(selector)));
         }
-        found
+        let projects = self.projects();
+        found.into_iter().map(|(key, entry)| (key, if projects { entry.metadata() } else { entry.json().clone() })).collect()
     }
 }
 

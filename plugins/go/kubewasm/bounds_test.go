@@ -19,6 +19,10 @@ func (h noCalls) CacheList(GVK, string, string) ([]string, error) {
 	h.called("CacheList")
 	return nil, nil
 }
+func (h noCalls) CacheListControlled(GVK, string, string) ([]string, error) {
+	h.called("CacheListControlled")
+	return nil, nil
+}
 func (h noCalls) Apply(string, bool) (string, error)       { h.called("Apply"); return "", nil }
 func (h noCalls) ApplyStatus(string, bool) (string, error) { h.called("ApplyStatus"); return "", nil }
 func (h noCalls) Create(string) (string, error)            { h.called("Create"); return "", nil }
@@ -64,6 +68,15 @@ func TestOverLongArgumentsAreRefusedBeforeTheHostIsCalled(t *testing.T) {
 	refused(t, err, "label selector is 4097 bytes; at most 4096")
 	var nodes []struct{}
 	refused(t, ListInto(ctx, configMaps, &nodes, MatchingLabels(strings.Repeat("a", 4097))), "label selector is 4097 bytes; at most 4096")
+	_, err = ctx.ListControlled(configMaps, strings.Repeat("u", 254))
+	refused(t, err, "owner is 254 bytes; at most 253")
+	_, err = ctx.ListControlled(configMaps, "u", InNamespace(strings.Repeat("n", 64)))
+	refused(t, err, "namespace is 64 bytes; at most 63")
+	_, err = ctx.ListControlled(GVK{Version: "v1", Kind: strings.Repeat("K", 64)}, "u")
+	refused(t, err, "kind is 64 bytes; at most 63")
+	refused(t, ListControlledInto(ctx, configMaps, strings.Repeat("u", 254), &nodes), "owner is 254 bytes; at most 253")
+	_, err = ctx.ListControlled(configMaps, "u", MatchingLabels("app=web"))
+	refused(t, err, "ListControlled takes no label selector (only InNamespace)")
 }
 
 func TestOverLongObjectsPatchesAndEventTextsAreRefusedBeforeTheHostIsCalled(t *testing.T) {
@@ -99,6 +112,9 @@ func TestValuesAtTheBoundsReachTheHost(t *testing.T) {
 	g := GVK{Group: strings.Repeat("g", 253), Version: strings.Repeat("v", 63), Kind: strings.Repeat("K", 63)}
 	if _, err := ctx.Get(g, strings.Repeat("n", 63), strings.Repeat("a", 253)); !IsNotFound(err) {
 		t.Errorf("get: %v", err)
+	}
+	if _, err := ctx.ListControlled(g, strings.Repeat("u", 253), InNamespace(strings.Repeat("n", 63))); err != nil {
+		t.Errorf("list controlled: %v", err)
 	}
 	if err := ctx.Event(NewObject(configMaps, "ns", strings.Repeat("a", 253)), Normal, strings.Repeat("R", 128), strings.Repeat("A", 128), strings.Repeat("n", 1024)); err != nil || len(host.events) != 1 {
 		t.Errorf("event: %v", err)

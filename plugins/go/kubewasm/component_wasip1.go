@@ -158,6 +158,16 @@ func (wasmHost) CacheList(resource GVK, namespace, labelSelector string) ([]stri
 	return r.Ok(), nil
 }
 
+func (wasmHost) CacheListControlled(resource GVK, namespace, owner string) ([]string, error) {
+	gcOff()
+	r := kubewasm_controller_cache.ListControlled(witGVK(resource), option(namespace), owner)
+	gcOn()
+	if r.IsErr() {
+		return nil, fromWitError(r.Err())
+	}
+	return r.Ok(), nil
+}
+
 func (wasmHost) Apply(obj string, force bool) (string, error) {
 	gcOff()
 	r := kubewasm_controller_client.Apply(obj, force)

@@ -81,11 +81,14 @@ type LogField struct {
 // failures as *Error. Inside a component it is the WIT imports; in unit tests it is
 // kubewasmtest.FakeHost. A controller never calls it directly: Context does.
 //
-// Namespaces are "" for none (cluster-scoped objects; every namespace for CacheList), label
-// selectors "" for none.
+// Namespaces are "" for none (cluster-scoped objects; every namespace for CacheList and
+// CacheListControlled), label selectors "" for none.
 type Host interface {
 	CacheGet(resource GVK, namespace, name string) (obj string, found bool, err error)
 	CacheList(resource GVK, namespace, labelSelector string) ([]string, error)
+	// CacheListControlled is the cached objects of resource whose controller owner reference
+	// names the object of uid owner, sorted by namespace then name (WIT list-controlled).
+	CacheListControlled(resource GVK, namespace, owner string) ([]string, error)
 	Apply(obj string, force bool) (string, error)
 	ApplyStatus(obj string, force bool) (string, error)
 	Create(obj string) (string, error)
@@ -238,6 +241,10 @@ func ListInto[T any](c *Context, gvk GVK, into *[]T, opts ...ListOption) error {
 	if err != nil {
 		return err
 	}
+	return unmarshalAll(texts, into)
+}
+
+func unmarshalAll[T any](texts []string, into *[]T) error {
 	out := make([]T, len(texts))
 	for i, t := range texts {
 		if err := json.Unmarshal([]byte(t), &out[i]); err != nil {
@@ -246,6 +253,55 @@ func ListInto[T any](c *Context, gvk GVK, into *[]T, opts ...ListOption) error {
 	}
 	*into = out
 	return nil
+}
+
+func (c *Context) listControlledText(gvk GVK, owner string, opts []ListOption) ([]string, error) {
+	var o listOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.selector != "" {
+		return nil, &Error{Code: CodeInvalid, Message: "ListControlled takes no label selector (only InNamespace)"}
+	}
+	if err := checkGVK(gvk); err != nil {
+		return nil, err
+	}
+	if err := atMost("namespace", o.namespace, MaxNamespace); err != nil {
+		return nil, err
+	}
+	if err := atMost("owner", owner, MaxOwner); err != nil {
+		return nil, err
+	}
+	return c.host.CacheListControlled(gvk, o.namespace, owner)
+}
+
+// ListControlled is the objects of a resource from the cache whose controller owner reference
+// (controller: true) names the object of uid owner — a parent's children, e.g.
+// ctx.ListControlled(deployments, parent.UID(), InNamespace(parent.Namespace())) — sorted by
+// namespace then name. InNamespace narrows it to one namespace (default: every readable one);
+// MatchingLabels is refused. Served from the host's index of controller owners, so it costs
+// the children's count, not the namespace's; refused and bounded as List is.
+func (c *Context) ListControlled(gvk GVK, owner string, opts ...ListOption) ([]Object, error) {
+	texts, err := c.listControlledText(gvk, owner, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Object, len(texts))
+	for i, t := range texts {
+		if out[i], err = parse(t); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ListControlledInto is ListControlled into a slice of a typed value, e.g. *[]appsv1.Deployment.
+func ListControlledInto[T any](c *Context, gvk GVK, owner string, into *[]T, opts ...ListOption) error {
+	texts, err := c.listControlledText(gvk, owner, opts)
+	if err != nil {
+		return err
+	}
+	return unmarshalAll(texts, into)
 }
 
 // --- the client: writes as field manager kubewasm/<plugin> ---

@@ -28,6 +28,9 @@ func (h *recordingHost) CacheGet(g GVK, ns, name string) (string, bool, error) {
 	return text, ok, nil
 }
 func (h *recordingHost) CacheList(GVK, string, string) ([]string, error) { return h.list, nil }
+func (h *recordingHost) CacheListControlled(GVK, string, string) ([]string, error) {
+	return h.list, nil
+}
 func (h *recordingHost) Apply(obj string, force bool) (string, error) {
 	h.applied = append(h.applied, obj)
 	if !force {

@@ -115,7 +115,8 @@ func (h *FakeHost) Add(objects ...kubewasm.Object) {
 }
 
 // Fail makes the next `times` calls of op fail with err. op is one of cache-get, cache-list,
-// apply, apply-status, create, update, update-status, patch, delete, publish-event.
+// cache-list-controlled, apply, apply-status, create, update, update-status, patch, delete,
+// publish-event.
 func (h *FakeHost) Fail(op string, err error, times int) {
 	for range times {
 		h.failures[op] = append(h.failures[op], err)
@@ -293,6 +294,26 @@ func (h *FakeHost) CacheList(gvk kubewasm.GVK, namespace, labelSelector string) 
 	out := make([]string, len(found))
 	for i, o := range found {
 		out[i] = dump(h.Handed(gvk, o))
+	}
+	return out, nil
+}
+
+// CacheListControlled is the stored objects of a kind in namespace ("" for all) whose
+// controller owner reference (controller: true) has the uid owner, sorted by namespace then
+// name, as the host hands them (Handed).
+func (h *FakeHost) CacheListControlled(gvk kubewasm.GVK, namespace, owner string) ([]string, error) {
+	if err := h.maybeFail("cache-list-controlled"); err != nil {
+		return nil, err
+	}
+	found, err := h.list(gvk, namespace, "")
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, o := range found {
+		if ref, ok := o.ControllerRef(); ok && ref.UID == owner {
+			out = append(out, dump(h.Handed(gvk, o)))
+		}
 	}
 	return out, nil
 }

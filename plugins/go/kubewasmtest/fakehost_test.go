@@ -52,6 +52,72 @@ func TestTheStoreServesTheCache(t *testing.T) {
 	}
 }
 
+func TestListControlledServesAParentsChildren(t *testing.T) {
+	parent := Parse(`{"apiVersion":"example.com/v1","kind":"Parent","metadata":{"name":"p","namespace":"a","uid":"uid-p"}}`)
+	other := Parse(`{"apiVersion":"example.com/v1","kind":"Parent","metadata":{"name":"q","namespace":"a","uid":"uid-q"}}`)
+	child := func(ns, name string, ref kubewasm.OwnerReference) kubewasm.Object {
+		obj := cm(ns, name, nil)
+		obj.SetField([]any{map[string]any{"apiVersion": ref.APIVersion, "kind": ref.Kind, "name": ref.Name, "uid": ref.UID, "controller": ref.IsController()}}, "metadata", "ownerReferences")
+		obj.SetField([]any{map[string]any{"manager": "m"}}, "metadata", "managedFields")
+		return obj
+	}
+	secret := child("a", "s", parent.ControllerOwnerRef())
+	secret["kind"] = "Secret"
+	h := NewFakeHost(
+		child("a", "y", parent.ControllerOwnerRef()),
+		child("a", "x", parent.ControllerOwnerRef()),
+		child("b", "z", parent.ControllerOwnerRef()),
+		child("a", "w", other.ControllerOwnerRef()),
+		child("a", "v", parent.OwnerRef()),
+		cm("a", "u", nil),
+		secret,
+	)
+	ctx := ctxOf(h)
+	names := func(objs []kubewasm.Object, err error) string {
+		if err != nil {
+			return err.Error()
+		}
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.Namespace()+"/"+o.Name())
+		}
+		return strings.Join(out, " ")
+	}
+	if got := names(ctx.ListControlled(kinds.ConfigMap, "uid-p")); got != "a/x a/y b/z" {
+		t.Errorf("every namespace, controller references only, sorted: %s", got)
+	}
+	if got := names(ctx.ListControlled(kinds.ConfigMap, "uid-p", kubewasm.InNamespace("a"))); got != "a/x a/y" {
+		t.Errorf("one namespace: %s", got)
+	}
+	if got := names(ctx.ListControlled(kinds.ConfigMap, "uid-q")); got != "a/w" {
+		t.Errorf("another owner: %s", got)
+	}
+	if got, err := ctx.ListControlled(kinds.ConfigMap, "uid-none"); err != nil || len(got) != 0 {
+		t.Errorf("no children: %v %v", got, err)
+	}
+	var typed []struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := kubewasm.ListControlledInto(ctx, kinds.ConfigMap, "uid-p", &typed, kubewasm.InNamespace("a")); err != nil || len(typed) != 2 || typed[0].Data["k"] != "v" {
+		t.Errorf("typed, whole objects: %v %v", typed, err)
+	}
+	h.MetadataOnly = []kubewasm.GVK{kinds.ConfigMap}
+	got, err := ctx.ListControlled(kinds.ConfigMap, "uid-p", kubewasm.InNamespace("b"))
+	if err != nil || len(got) != 1 {
+		t.Fatalf("%v %v", got, err)
+	}
+	if _, hasData := got[0]["data"]; hasData || got[0].Slice("metadata", "managedFields") != nil {
+		t.Errorf("a metadata-only kind is handed its metadata, without managedFields: %v", got[0])
+	}
+	if stored, _ := h.Object(kinds.ConfigMap, "b", "z"); stored.Slice("metadata", "managedFields") == nil {
+		t.Errorf("the store keeps the whole object: %v", stored)
+	}
+	h.Fail("cache-list-controlled", kubewasm.NewError(kubewasm.CodeForbidden, "no"), 1)
+	if _, err := ctx.ListControlled(kinds.ConfigMap, "uid-p"); !errors.Is(err, kubewasm.ErrForbidden) {
+		t.Errorf("injected failure: %v", err)
+	}
+}
+
 func TestWritesChangeTheStoreAndAreRecorded(t *testing.T) {
 	h := NewFakeHost()
 	ctx := ctxOf(h)

@@ -19,6 +19,8 @@ export const MAX_KIND = 63;
 export const MAX_OBJECT = 3 * 2 ** 20;
 export const MAX_PATCH_BODY = 3 * 2 ** 20;
 export const MAX_LABEL_SELECTOR = 4096;
+/** The owner uid of `listControlled` (a uid is 36 bytes). */
+export const MAX_OWNER = 253;
 /** An event's `reason` and `action` (each at least 1 byte). */
 export const MAX_EVENT_REASON = 128;
 export const MAX_EVENT_NOTE = 1024;

@@ -7,13 +7,14 @@
 // The host interface (all objects are JSON text; failures throw KubewasmError):
 //   cacheGet(resource, namespace, name) -> string | undefined
 //   cacheList(resource, namespace, labelSelector) -> string[]
+//   cacheListControlled(resource, namespace, owner) -> string[]
 //   apply(obj, force) / applyStatus(obj, force) / create(obj) / update(obj) / updateStatus(obj) -> string
 //   patch(resource, namespace, name, patchType, body) -> string
 //   delete(resource, namespace, name)
 //   publishEvent({ regarding, eventType, reason, action, note })
 //   log(level, message, fields: [{ key, value }])
 
-import { MAX_LABEL_SELECTOR, MAX_NAMESPACE, MAX_OBJECT, MAX_PATCH_BODY, atMost, checkEvent, checkGvk, checkTarget } from './bounds.js';
+import { MAX_LABEL_SELECTOR, MAX_NAMESPACE, MAX_OBJECT, MAX_OWNER, MAX_PATCH_BODY, atMost, checkEvent, checkGvk, checkTarget } from './bounds.js';
 import { EventType, LogLevel, PatchType } from './core.js';
 import { Invalid, NotFound } from './errors.js';
 import { isControlledBy, name, namespace, objectRef } from './objects.js';
@@ -94,6 +95,21 @@ export class Context {
     atMost('namespace', opt(namespace), MAX_NAMESPACE);
     atMost('label selector', opt(labelSelector), MAX_LABEL_SELECTOR);
     return this.#host.cacheList(resource, opt(namespace), opt(labelSelector)).map(parse);
+  }
+
+  /**
+   * The objects of `resource` from the cache whose controller owner reference (`controller:
+   * true`) names the object of uid `owner` (a parent's children, e.g.
+   * `ctx.listControlled(kinds.DEPLOYMENT, parent.metadata.uid, parent.metadata.namespace)`): in
+   * `namespace` (every readable one when undefined), sorted by namespace then name. Served from
+   * the host's index of controller owners, so it costs the children's count, not the
+   * namespace's; refused and bounded as `list` is.
+   */
+  listControlled(resource, owner, namespace = undefined) {
+    checkGvk(resource);
+    atMost('namespace', opt(namespace), MAX_NAMESPACE);
+    atMost('owner', owner, MAX_OWNER);
+    return this.#host.cacheListControlled(resource, opt(namespace), owner).map(parse);
   }
 
   // --- the client: writes as field manager `kubewasm/<plugin>` ---

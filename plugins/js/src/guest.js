@@ -19,7 +19,7 @@
 // controller's answer) is thrown as a plain `{ code, message }`, and anything else (a bug) as
 // an `err` that cannot be lowered, which aborts the instance: a trap, as in every SDK.
 
-import { get, listObjects } from 'kubewasm:controller/cache@0.1.3';
+import { get, listControlled, listObjects } from 'kubewasm:controller/cache@0.1.3';
 import * as client from 'kubewasm:controller/client@0.1.3';
 import { publish } from 'kubewasm:controller/events@0.1.3';
 import { emit } from 'kubewasm:controller/log@0.1.3';
@@ -43,6 +43,7 @@ function call(fn, ...args) {
 export const wasmHost = {
   cacheGet: (resource, namespace, name) => call(get, resource, namespace, name),
   cacheList: (resource, namespace, labelSelector) => call(listObjects, resource, namespace, labelSelector),
+  cacheListControlled: (resource, namespace, owner) => call(listControlled, resource, namespace, owner),
   apply: (obj, force) => call(client.apply, obj, force),
   applyStatus: (obj, force) => call(client.applyStatus, obj, force),
   create: (obj) => call(client.create, obj),

@@ -44,6 +44,12 @@ const byKey = (a, b) => {
   return an < bn ? -1 : an > bn ? 1 : ann < bnn ? -1 : ann > bnn ? 1 : 0;
 };
 
+/** The uid of `obj`'s controller owner reference (`controller: true`), as the host indexes it. */
+function controllerUid(obj) {
+  const refs = obj.metadata?.ownerReferences;
+  return Array.isArray(refs) ? refs.find((r) => isObject(r) && r.controller === true)?.uid : undefined;
+}
+
 function objKey(obj) {
   return storeKey(gvkOf(obj), obj.metadata?.namespace, obj.metadata?.name ?? '');
 }
@@ -282,8 +288,8 @@ export class FakeHost {
   }
 
   /**
-   * Makes the next `times` calls of `op` (cacheGet, cacheList, apply, applyStatus, create,
-   * update, updateStatus, patch, delete, publishEvent) throw `error`.
+   * Makes the next `times` calls of `op` (cacheGet, cacheList, cacheListControlled, apply,
+   * applyStatus, create, update, updateStatus, patch, delete, publishEvent) throw `error`.
    */
   fail(op, error, times = 1) {
     const queue = this.failures.get(op) ?? [];
@@ -381,6 +387,13 @@ export class FakeHost {
   cacheList(resource, namespace, labelSelector) {
     this.#maybeFail('cacheList');
     return this.select(resource, namespace, labelSelector).map((o) => JSON.stringify(this.handed(resource, o)));
+  }
+
+  cacheListControlled(resource, namespace, owner) {
+    this.#maybeFail('cacheListControlled');
+    return this.select(resource, namespace)
+      .filter((o) => controllerUid(o) === owner)
+      .map((o) => JSON.stringify(this.handed(resource, o)));
   }
 
   /**

@@ -6,7 +6,19 @@ import { Context, Invalid, gvk, kinds, objects as o } from '@kubewasm/sdk';
 import { FakeHost } from '@kubewasm/sdk/testing';
 import { cut, utf8Length } from '../src/bounds.js';
 
-const HOST_CALLS = ['cacheGet', 'cacheList', 'apply', 'applyStatus', 'create', 'update', 'updateStatus', 'patch', 'delete', 'publishEvent'];
+const HOST_CALLS = [
+  'cacheGet',
+  'cacheList',
+  'cacheListControlled',
+  'apply',
+  'applyStatus',
+  'create',
+  'update',
+  'updateStatus',
+  'patch',
+  'delete',
+  'publishEvent',
+];
 
 /** A host that fails the test when it is reached: every refusal here comes first. */
 const noCalls = Object.fromEntries(HOST_CALLS.map((name) => [name, () => assert.fail(`the host was called (${name})`)]));
@@ -60,6 +72,19 @@ test('names, namespaces and kinds', () => {
     refused(() => ctx.list(kinds.CONFIG_MAP, undefined, 'a'.repeat(4097))),
     'label selector is 4097 bytes; at most 4096',
   );
+  assert.equal(
+    refused(() => ctx.listControlled(kinds.CONFIG_MAP, 'u'.repeat(254))),
+    'owner is 254 bytes; at most 253',
+  );
+  assert.equal(
+    refused(() => ctx.listControlled(kinds.CONFIG_MAP, 'u', 'n'.repeat(64))),
+    'namespace is 64 bytes; at most 63',
+    'the namespace first, as the host checks',
+  );
+  assert.equal(
+    refused(() => ctx.listControlled(gvk('', 'v1', 'K'.repeat(64)), 'u')),
+    'kind is 64 bytes; at most 63',
+  );
 });
 
 test('values at the bound reach the host', () => {
@@ -67,6 +92,7 @@ test('values at the bound reach the host', () => {
   const ok = new Context(host);
   assert.equal(ok.get(gvk('g'.repeat(253), 'v'.repeat(63), 'K'.repeat(63)), 'n'.repeat(63), 'a'.repeat(253)), undefined);
   assert.deepEqual(ok.list(kinds.CONFIG_MAP, undefined, 'a'.repeat(63)), []);
+  assert.deepEqual(ok.listControlled(kinds.CONFIG_MAP, 'u'.repeat(253), 'n'.repeat(63)), []);
   ok.event(o.newObject(kinds.CONFIG_MAP, 'a'.repeat(253), 'ns'), 'normal', 'R'.repeat(128), 'A'.repeat(128), 'n'.repeat(1024));
   assert.equal(host.events.length, 1);
 });

@@ -7,11 +7,11 @@ import assert from 'node:assert/strict';
 import { register } from 'node:module';
 import { beforeEach, test } from 'node:test';
 
-import { Composite, Controller, DONE, KubewasmError, Manifest, NotFound, UpdateStrategy, gvk, kinds, objects as o } from '@kubewasm/sdk';
+import { Composite, Context, Controller, DONE, KubewasmError, Manifest, NotFound, UpdateStrategy, gvk, kinds, objects as o } from '@kubewasm/sdk';
 import { COMPOSING, FakeHost } from '@kubewasm/sdk/testing';
 
 register('./fixtures/wit-hooks.js', import.meta.url);
-const { exportsFor } = await import('../src/guest.js');
+const { exportsFor, wasmHost } = await import('../src/guest.js');
 
 const SITE = gvk('example.com', 'v1', 'Site');
 const MAX_U64 = 2n ** 64n - 1n;
@@ -31,6 +31,7 @@ function witImports(host) {
   return {
     get: wrap((...a) => host.cacheGet(...a)),
     listObjects: wrap((...a) => host.cacheList(...a)),
+    listControlled: wrap((...a) => host.cacheListControlled(...a)),
     apply: wrap((...a) => host.apply(...a)),
     applyStatus: wrap((...a) => host.applyStatus(...a)),
     create: wrap((...a) => host.create(...a)),
@@ -171,4 +172,17 @@ test("the host's refusal of a write during sync reaches the plugin as Forbidden"
   }
   assert.deepEqual(thrown, { code: 'forbidden', message: `create ConfigMap.v1 refused: ${COMPOSING}` });
   assert.deepEqual(host.writes(), []);
+});
+
+test('listControlled reaches the list-controlled import, and its error comes back as the SDK error', () => {
+  const parent = site();
+  host.add({
+    ...o.newObject(kinds.CONFIG_MAP, 'b', 'default'),
+    metadata: { name: 'b', namespace: 'default', ownerReferences: [o.controllerOwnerRef(parent)] },
+  });
+  host.add(o.newObject(kinds.CONFIG_MAP, 'c', 'default'));
+  const ctx = new Context(wasmHost);
+  assert.deepEqual(ctx.listControlled(kinds.CONFIG_MAP, 'u', 'default').map(o.name), ['b']);
+  host.fail('cacheListControlled', new NotFound('gone'));
+  assert.throws(() => ctx.listControlled(kinds.CONFIG_MAP, 'u'), NotFound);
 });

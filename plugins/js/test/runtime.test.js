@@ -408,6 +408,33 @@ describe('Context against the fake host', () => {
     assert.equal(ctx.retries, 1);
   });
 
+  test('listControlled', () => {
+    const parent = { apiVersion: 'example.com/v1', kind: 'Parent', metadata: { name: 'p', namespace: 'default', uid: 'uid-p' } };
+    const other = { apiVersion: 'example.com/v1', kind: 'Parent', metadata: { name: 'q', namespace: 'default', uid: 'uid-q' } };
+    const child = (name, { ns = 'default', owner = parent, controller = true } = {}) => {
+      const c = cm(name, '', ns);
+      c.metadata.ownerReferences = [o.ownerRef(owner, { controller })];
+      c.metadata.managedFields = [{ manager: 'm' }];
+      return c;
+    };
+    const [host, ctx] = make(child('b'), child('a'), child('c', { ns: 'other' }), child('d', { owner: other }), child('e', { controller: false }), cm('f'), {
+      ...child('g'),
+      kind: 'Secret',
+    });
+    assert.deepEqual(ctx.listControlled(kinds.CONFIG_MAP, 'uid-p').map(o.key), [objectKey('default', 'a'), objectKey('default', 'b'), objectKey('other', 'c')]);
+    assert.deepEqual(ctx.listControlled(kinds.CONFIG_MAP, 'uid-p', 'default').map(o.name), ['a', 'b']);
+    assert.deepEqual(ctx.listControlled(kinds.CONFIG_MAP, 'uid-q').map(o.name), ['d']);
+    assert.deepEqual(ctx.listControlled(kinds.CONFIG_MAP, 'uid-none'), []);
+    assert.deepEqual(ctx.listControlled(kinds.CONFIG_MAP, 'uid-p')[0].data, { mode: '' }, 'a whole object');
+    host.metadataOnly = [kinds.CONFIG_MAP];
+    const handed = ctx.listControlled(kinds.CONFIG_MAP, 'uid-p', 'default')[0];
+    assert.deepEqual(Object.keys(handed).sort(), ['apiVersion', 'kind', 'metadata'], 'a metadata-only kind: only the metadata');
+    assert.equal(handed.metadata.managedFields, undefined);
+    assert.deepEqual(host.get(kinds.CONFIG_MAP, 'default', 'a').metadata.managedFields, [{ manager: 'm' }], 'the store keeps them');
+    host.fail('cacheListControlled', new Forbidden('no'));
+    assert.throws(() => ctx.listControlled(kinds.CONFIG_MAP, 'uid-p'), Forbidden);
+  });
+
   test('get returns a copy', () => {
     const [host, ctx] = make(cm('a'));
     ctx.get(kinds.CONFIG_MAP, 'default', 'a').data.mode = 'changed';

@@ -9,12 +9,26 @@ from kubewasm import objects as o
 from kubewasm.bounds import cut
 from kubewasm.testing import FakeHost
 
+HOST_CALLS = {
+    "cache_get",
+    "cache_list",
+    "cache_list_controlled",
+    "apply",
+    "apply_status",
+    "create",
+    "update",
+    "update_status",
+    "patch",
+    "delete",
+    "publish_event",
+}
+
 
 class NoCalls(FakeHost):
     """A host that fails the test when it is reached: every refusal here comes first."""
 
     def __getattribute__(self, name):
-        if name in {"cache_get", "cache_list", "apply", "apply_status", "create", "update", "update_status", "patch", "delete", "publish_event"}:
+        if name in HOST_CALLS:
 
             def called(*args):
                 raise AssertionError(f"the host was called ({name})")
@@ -44,6 +58,9 @@ def test_names_namespaces_and_kinds(ctx):
     assert refused(ctx.list, Gvk("", "v1", "K" * 64)) == "kind is 64 bytes; at most 63"
     assert refused(ctx.list, kinds.CONFIG_MAP, "n" * 64) == "namespace is 64 bytes; at most 63"
     assert refused(ctx.list, kinds.CONFIG_MAP, None, "a" * 4097) == "label selector is 4097 bytes; at most 4096"
+    assert refused(ctx.list_controlled, kinds.CONFIG_MAP, "u" * 254) == "owner is 254 bytes; at most 253"
+    assert refused(ctx.list_controlled, kinds.CONFIG_MAP, "u", "n" * 64) == "namespace is 64 bytes; at most 63", "the namespace first, as the host checks"
+    assert refused(ctx.list_controlled, Gvk("", "v1", "K" * 64), "u") == "kind is 64 bytes; at most 63"
 
 
 def test_values_at_the_bound_reach_the_host():
@@ -51,6 +68,7 @@ def test_values_at_the_bound_reach_the_host():
     ctx = Context(host)
     assert ctx.get(Gvk("g" * 253, "v" * 63, "K" * 63), "n" * 63, "a" * 253) is None
     assert ctx.list(kinds.CONFIG_MAP, None, "a" * 63) == []
+    assert ctx.list_controlled(kinds.CONFIG_MAP, "u" * 253, "n" * 63) == []
     ctx.event(o.new_object(kinds.CONFIG_MAP, "a" * 253, "ns"), EventType.NORMAL, "R" * 128, "A" * 128, "n" * 1024)
     assert len(host.events) == 1
 

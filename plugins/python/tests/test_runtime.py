@@ -418,6 +418,40 @@ class TestContextAgainstFakeHost:
         assert [o.name(c) for c in ctx.list(kinds.CONFIG_MAP, label_selector="app=web")] == ["b", "c"]
         assert ctx.list(kinds.SECRET) == []
 
+    def test_list_controlled(self):
+        parent = {"apiVersion": "example.com/v1", "kind": "Parent", "metadata": {"name": "p", "namespace": "default", "uid": "uid-p"}}
+        other = {"apiVersion": "example.com/v1", "kind": "Parent", "metadata": {"name": "q", "namespace": "default", "uid": "uid-q"}}
+
+        def child(name, ns="default", owner=parent, controller=True):
+            c = cm(name, ns=ns)
+            c["metadata"]["ownerReferences"] = [o.owner_ref(owner, controller=controller)]
+            c["metadata"]["managedFields"] = [{"manager": "m"}]
+            return c
+
+        host, ctx = self.ctx(
+            child("b"),
+            child("a"),
+            child("c", ns="other"),
+            child("d", owner=other),
+            child("e", controller=False),
+            cm("f"),
+            child("g") | {"kind": "Secret"},
+        )
+        keys = [ObjectKey("default", "a"), ObjectKey("default", "b"), ObjectKey("other", "c")]
+        assert [o.key(c) for c in ctx.list_controlled(kinds.CONFIG_MAP, "uid-p")] == keys
+        assert [o.name(c) for c in ctx.list_controlled(kinds.CONFIG_MAP, "uid-p", "default")] == ["a", "b"]
+        assert [o.name(c) for c in ctx.list_controlled(kinds.CONFIG_MAP, "uid-q")] == ["d"]
+        assert ctx.list_controlled(kinds.CONFIG_MAP, "uid-none") == []
+        assert ctx.list_controlled(kinds.CONFIG_MAP, "uid-p")[0]["data"] == {"mode": ""}, "a whole object"
+        host.metadata_only = [kinds.CONFIG_MAP]
+        handed = ctx.list_controlled(kinds.CONFIG_MAP, "uid-p", "default")[0]
+        assert set(handed) == {"apiVersion", "kind", "metadata"}, "a metadata-only kind: only the metadata"
+        assert "managedFields" not in handed["metadata"]
+        assert host.get(kinds.CONFIG_MAP, "default", "a")["metadata"]["managedFields"] == [{"manager": "m"}], "the store keeps them"
+        host.fail("cache_list_controlled", Forbidden("no"))
+        with pytest.raises(Forbidden):
+            ctx.list_controlled(kinds.CONFIG_MAP, "uid-p")
+
     def test_get_returns_a_copy(self):
         host, ctx = self.ctx(cm("a"))
         got = ctx.get(kinds.CONFIG_MAP, "default", "a")

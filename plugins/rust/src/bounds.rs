@@ -11,6 +11,8 @@ use crate::object::Gvk;
 pub const MAX_NAME: usize = 253;
 /// Namespaces of keys, refs and arguments.
 pub const MAX_NAMESPACE: usize = 63;
+/// The uid `list-controlled` takes (a uid is 36 bytes).
+pub const MAX_OWNER: usize = 253;
 pub const MAX_GROUP: usize = 253;
 pub const MAX_VERSION: usize = 63;
 pub const MAX_KIND: usize = 63;

@@ -73,6 +73,26 @@ impl Context {
         self.list_raw(gvk, namespace, label_selector)
     }
 
+    /// Objects from the cache whose controller owner reference names the object of uid `owner`
+    /// (`controller: true`), in `namespace` (all readable when `None`), sorted by namespace then
+    /// name: a parent's children, served from the host's index of controller owners (the cost is
+    /// the children's, not the namespace's) — controller-runtime's
+    /// `MatchingFields{".metadata.controller": uid}`.
+    pub fn list_controlled<K: Object + k8s_openapi::Resource>(&self, namespace: Option<&str>, owner: &str) -> Result<Vec<K>> {
+        self.list_controlled_raw(&gvk_of::<K>(), namespace, owner)
+    }
+
+    pub fn list_controlled_dynamic(&self, gvk: &Gvk, namespace: Option<&str>, owner: &str) -> Result<Vec<DynamicObject>> {
+        self.list_controlled_raw(gvk, namespace, owner)
+    }
+
+    fn list_controlled_raw<T: serde::de::DeserializeOwned>(&self, gvk: &Gvk, namespace: Option<&str>, owner: &str) -> Result<Vec<T>> {
+        bounds::gvk(gvk)?;
+        bounds::at_most("namespace", namespace.unwrap_or_default(), bounds::MAX_NAMESPACE)?;
+        bounds::at_most("owner", owner, bounds::MAX_OWNER)?;
+        cache::list_controlled(&gvk.into(), namespace, owner)?.iter().map(|j| parse(j)).collect()
+    }
+
     fn list_raw<T: serde::de::DeserializeOwned>(&self, gvk: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<T>> {
         bounds::gvk(gvk)?;
         bounds::at_most("namespace", namespace.unwrap_or_default(), bounds::MAX_NAMESPACE)?;

@@ -12,6 +12,9 @@ use super::super::bindings::cache::Host;
 use super::super::bindings::types::{self, Error as GuestError, ErrorCode, Gvk as WitGvk};
 use super::super::bindings::{PACKAGE, PACKAGE_VERSION};
 use super::super::boundary::MAX_SELECTOR;
+
+/// The longest `owner` of `list-controlled` (a uid is 36 bytes).
+const MAX_OWNER: usize = 253;
 use super::args::{LazyGvk, Read, name, namespace, owned, settle};
 use super::{HostContext, HostState, Services, error};
 use crate::informer::CacheView;
@@ -70,8 +73,8 @@ pub fn context<T: HostState>(state: &mut T) -> CacheCtx<'_> {
 
 impl types::Host for CacheCtx<'_> {}
 
-/// Registers `cache.get` and `cache.list-objects` with their arguments read in place
-/// (`super::args`).
+/// Registers `cache.get`, `cache.list-objects` and `cache.list-controlled` with their arguments
+/// read in place (`super::args`).
 pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     let mut cache = linker.instance(&format!("{PACKAGE}/cache@{PACKAGE_VERSION}"))?;
     cache.func_wrap_async("get", |mut store: StoreContextMut<'_, T>, (resource, ns, object): (LazyGvk, Option<WasmStr>, WasmStr)| {
@@ -91,6 +94,15 @@ pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<(
             })();
             match settle(read)? {
                 Ok((resource, namespace, selector)) => Ok((Host::list_objects(&mut context(store.data_mut()), resource, namespace, selector).await?,)),
+                Err(refused) => Ok((Err(refused),)),
+            }
+        })
+    })?;
+    cache.func_wrap_async("list-controlled", |mut store: StoreContextMut<'_, T>, (resource, ns, owner): (LazyGvk, Option<WasmStr>, WasmStr)| {
+        Box::new(async move {
+            let read = (|| -> Read<_> { Ok((resource.read(&store)?, namespace(&store, &ns)?, owned(&store, &owner, "owner", MAX_OWNER)?)) })();
+            match settle(read)? {
+                Ok((resource, namespace, owner)) => Ok((Host::list_controlled(&mut context(store.data_mut()), resource, namespace, owner).await?,)),
                 Err(refused) => Ok((Err(refused),)),
             }
         })
@@ -138,14 +150,9 @@ impl<'a> CacheCtx<'a> {
         Ok(objects.into_iter().map(|(_, json)| json.to_string()).collect())
     }
 
-    /// `list-objects` with the keys, its answer at most `bound` bytes.
-    pub(crate) fn list_keyed(
-        &self,
-        resource: &Gvk,
-        namespace: Option<&str>,
-        selector: Option<&str>,
-        bound: usize,
-    ) -> Result<Vec<(ObjectKey, Arc<str>)>, GuestError> {
+    /// The namespaces a read across all of them may see (`None`: as the grant checked by
+    /// `host.check` says), or the refusal of a read of `resource` in `namespace`.
+    fn readable(&self, resource: &Gvk, namespace: Option<&str>) -> Result<Option<std::collections::BTreeSet<&'a str>>, GuestError> {
         // Across namespaces, a plugin granted only some namespaces sees only those.
         let visible = match (namespace, self.host.manifest.as_deref()) {
             (None, Some(manifest)) => manifest.readable_namespaces(resource, Verb::List).filter(|set| !set.is_empty()),
@@ -155,6 +162,37 @@ impl<'a> CacheCtx<'a> {
             self.host.check(Verb::List, resource, None, namespace, None)?;
         }
         self.scope_check(resource, namespace, None)?;
+        Ok(visible)
+    }
+
+    /// `list-controlled`: the children of `owner`, read as `list-objects` reads, bounded alike.
+    fn list_controlled(&self, resource: &Gvk, namespace: Option<&str>, owner: &str) -> Result<Vec<String>, GuestError> {
+        let visible = self.readable(resource, namespace)?;
+        let mut children = self.services.cache.children(resource, namespace, owner, None);
+        children.retain(|(key, _)| visible.as_ref().is_none_or(|set| key.namespace().is_some_and(|ns| set.contains(ns))));
+        let bound = list_bound(self.memory_bytes);
+        let bytes: usize = children.iter().map(|(_, json)| json.len()).sum();
+        if bytes > bound {
+            self.host.metrics.oversized_lists.inc();
+            return Err(error(
+                ErrorCode::Invalid,
+                format!(
+                    "the {resource} objects {owner} controls total {bytes} bytes, more than this plugin may receive at once ({bound} bytes, a quarter of its memory limit): narrow it by namespace"
+                ),
+            ));
+        }
+        Ok(children.into_iter().map(|(_, json)| json.to_string()).collect())
+    }
+
+    /// `list-objects` with the keys, its answer at most `bound` bytes.
+    pub(crate) fn list_keyed(
+        &self,
+        resource: &Gvk,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+        bound: usize,
+    ) -> Result<Vec<(ObjectKey, Arc<str>)>, GuestError> {
+        let visible = self.readable(resource, namespace)?;
         let selector = selector.map(str::parse::<LabelSelector>).transpose().map_err(|e| error(ErrorCode::Invalid, e.to_string()))?;
         let objects = self.services.cache.list(resource, namespace, selector.as_ref(), bound).map_err(|bytes| {
             self.host.metrics.oversized_lists.inc();
@@ -183,6 +221,10 @@ impl Host for CacheCtx<'_> {
         label_selector: Option<String>,
     ) -> wasmtime::Result<Result<Vec<String>, GuestError>> {
         Ok(self.list(&resource.into(), namespace.as_deref(), label_selector.as_deref()))
+    }
+
+    async fn list_controlled(&mut self, resource: WitGvk, namespace: Option<String>, owner: String) -> wasmtime::Result<Result<Vec<String>, GuestError>> {
+        Ok(CacheCtx::list_controlled(self, &resource.into(), namespace.as_deref(), &owner))
     }
 }
 

@@ -82,6 +82,9 @@ class WasmHost:
     def cache_list(self, resource: Gvk, namespace: str | None, label_selector: str | None) -> list[str]:
         return _call(cache.list_objects, _gvk(resource), namespace, label_selector)
 
+    def cache_list_controlled(self, resource: Gvk, namespace: str | None, owner: str) -> list[str]:
+        return _call(cache.list_controlled, _gvk(resource), namespace, owner)
+
     def apply(self, obj: str, force: bool) -> str:
         return _call(client.apply, obj, force)
 

@@ -22,6 +22,8 @@ MAX_OBJECT = 3 << 20
 """The JSON text of an object a client call sends."""
 MAX_PATCH_BODY = 3 << 20
 MAX_LABEL_SELECTOR = 4096
+MAX_OWNER = 253
+"""The owner uid of `list_controlled` (a uid is 36 bytes)."""
 MAX_EVENT_REASON = 128
 """An event's `reason` and `action` (each at least 1 byte)."""
 MAX_EVENT_NOTE = 1024

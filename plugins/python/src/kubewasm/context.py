@@ -24,6 +24,7 @@ class Host(Protocol):
 
     def cache_get(self, resource: Gvk, namespace: str | None, name: str) -> str | None: ...
     def cache_list(self, resource: Gvk, namespace: str | None, label_selector: str | None) -> list[str]: ...
+    def cache_list_controlled(self, resource: Gvk, namespace: str | None, owner: str) -> list[str]: ...
     def apply(self, obj: str, force: bool) -> str: ...
     def apply_status(self, obj: str, force: bool) -> str: ...
     def create(self, obj: str) -> str: ...
@@ -98,6 +99,18 @@ class Context:
         bounds.at_most("namespace", namespace, bounds.MAX_NAMESPACE)
         bounds.at_most("label selector", label_selector, bounds.MAX_LABEL_SELECTOR)
         return [_parse(t) for t in self._host.cache_list(resource, namespace, label_selector)]
+
+    def list_controlled(self, resource: Gvk, owner: str, namespace: str | None = None) -> list[Object]:
+        """The objects of `resource` from the cache whose controller owner reference
+        (`controller: true`) names the object of uid `owner` (a parent's children, e.g.
+        `ctx.list_controlled(kinds.DEPLOYMENT, o.uid(parent), o.namespace(parent))`): in
+        `namespace` (every readable one when None), sorted by namespace then name. Served from
+        the host's index of controller owners, so it costs the children's count, not the
+        namespace's; refused and bounded as `list` is."""
+        bounds.gvk(resource)
+        bounds.at_most("namespace", namespace, bounds.MAX_NAMESPACE)
+        bounds.at_most("owner", owner, bounds.MAX_OWNER)
+        return [_parse(t) for t in self._host.cache_list_controlled(resource, namespace, owner)]
 
     # --- the client: writes as field manager `kubewasm/<plugin>` ---
 

@@ -79,6 +79,12 @@ def _metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return head
 
 
+def _controller_uid(obj: Mapping[str, Any]) -> str | None:
+    """The uid of `obj`'s controller owner reference (`controller: true`), as the host indexes it."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((r.get("uid") for r in refs if isinstance(r, Mapping) and r.get("controller") is True), None)
+
+
 def _merge(into: dict[str, Any], patch: Mapping[str, Any], delete_nulls: bool) -> dict[str, Any]:
     """Deep merge (RFC 7386 when `delete_nulls`): dicts merge, anything else replaces."""
     for k, v in patch.items():
@@ -293,8 +299,9 @@ class FakeHost(Host):
             self.objects[_obj_key(stored)] = stored
 
     def fail(self, op: str, error: KubewasmError, times: int = 1) -> None:
-        """Makes the next `times` calls of `op` (cache_get, cache_list, apply, apply_status,
-        create, update, update_status, patch, delete, publish_event) raise `error`."""
+        """Makes the next `times` calls of `op` (cache_get, cache_list, cache_list_controlled,
+        apply, apply_status, create, update, update_status, patch, delete, publish_event) raise
+        `error`."""
         self._failures[op].extend([error] * times)
 
     @contextmanager
@@ -396,6 +403,16 @@ class FakeHost(Host):
             if (group, kind) == (resource.group, resource.kind)
             and (namespace is None or ns == namespace)
             and match_labels((o.get("metadata") or {}).get("labels") or {}, label_selector)
+        ]
+        found.sort(key=lambda o: ((o["metadata"].get("namespace") or ""), o["metadata"].get("name", "")))
+        return [json.dumps(self.handed(resource, o)) for o in found]
+
+    def cache_list_controlled(self, resource: Gvk, namespace: str | None, owner: str) -> list[str]:
+        self._maybe_fail("cache_list_controlled")
+        found = [
+            o
+            for (group, kind, ns, _), o in self.objects.items()
+            if (group, kind) == (resource.group, resource.kind) and (namespace is None or ns == namespace) and _controller_uid(o) == owner
         ]
         found.sort(key=lambda o: ((o["metadata"].get("namespace") or ""), o["metadata"].get("name", "")))
         return [json.dumps(self.handed(resource, o)) for o in found]

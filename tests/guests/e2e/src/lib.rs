@@ -64,6 +64,8 @@ struct Settings {
     /// ServiceAccount the input names (it needs `bind` on `edit`, or to hold all of `edit`);
     /// `secret`: apply a Secret `<primary>.<plugin>` whose `data.k` (base64) and `stringData.s`
     /// hold `<input>:<variant>` (it needs grants on Secrets, see `extra`);
+    /// `children`: say in a Normal Event `Children` (note `<input>: <names>`) which Secrets the
+    /// primary controls (`list-controlled`; needs `owns`);
     /// `stamp`: update the primary's output annotation to the wall clock's seconds since the
     /// epoch, read the primary back and say what it read in a Normal Event `Stamped`;
     /// `noop`: nothing.
@@ -348,6 +350,13 @@ impl E2e {
                     "subjects": [{"kind": "ServiceAccount", "name": input, "namespace": primary.namespace()}],
                 }))?;
                 ctx.apply(&binding)?;
+            }
+            "children" => {
+                // The Secrets the primary controls, from the host's controller index.
+                let uid = primary.metadata.uid.clone().unwrap_or_default();
+                let children = ctx.list_controlled_dynamic(&Gvk::new("", "v1", "Secret"), primary.namespace(), &uid)?;
+                let names: Vec<&str> = children.iter().map(|c| c.name()).collect();
+                ctx.event(&primary, EventType::Normal, "Children", "Reconcile", &format!("{input}: {}", names.join(",")))?;
             }
             "stamp" => {
                 // The wall clock into the output annotation, then the primary read back from the

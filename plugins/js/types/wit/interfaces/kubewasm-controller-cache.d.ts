@@ -29,6 +29,18 @@ declare module 'kubewasm:controller/cache@0.1.3' {
    * unserved or uncached resource, or an answer over the bound.
    */
   export function listObjects(resource: Gvk, namespace: string | undefined, labelSelector: string | undefined): Array<Object>;
+  /**
+   * Objects of a cached resource whose controller owner reference (`controller: true`) names
+   * the object of uid `owner` — a parent's children, as controller-runtime users index them
+   * (`MatchingFields{".metadata.controller": …}`) — in `namespace` (every readable namespace
+   * when `none`), sorted by namespace then name. Served from the host's index of controller
+   * owners: the cost is the children's, not the namespace's. An owner reference that is not
+   * a controller reference does not count.
+   * 
+   * `owner` is at most 253 bytes (a uid is 36). Readable, bounded and refused exactly as
+   * `list-objects` (the same quarter of the plugin's memory limit).
+   */
+  export function listControlled(resource: Gvk, namespace: string | undefined, owner: string): Array<Object>;
   export type Gvk = import('kubewasm:controller/types@0.1.3').Gvk;
   export type Object = import('kubewasm:controller/types@0.1.3').Object;
   export type Error = import('kubewasm:controller/types@0.1.3').Error;

@@ -161,3 +161,64 @@ func ListObjects(resource kubewasm_controller_types.Gvk, namespace witTypes.Opti
 	return result11
 
 }
+
+//go:wasmimport kubewasm:controller/cache@0.1.3 list-controlled
+func wasm_import_list_controlled(arg0 uintptr, arg1 uint32, arg2 uintptr, arg3 uint32, arg4 uintptr, arg5 uint32, arg6 int32, arg7 uintptr, arg8 uint32, arg9 uintptr, arg10 uint32, arg11 uintptr)
+
+func ListControlled(resource kubewasm_controller_types.Gvk, namespace witTypes.Option[string], owner string) witTypes.Result[[]string, kubewasm_controller_types.Error] {
+	pinner := &runtime.Pinner{}
+	defer pinner.Unpin()
+
+	returnArea := uintptr(witRuntime.Allocate(pinner, (4 * 4), 4))
+	utf8 := unsafe.Pointer(unsafe.StringData((resource).Group))
+	pinner.Pin(utf8)
+	utf80 := unsafe.Pointer(unsafe.StringData((resource).Version))
+	pinner.Pin(utf80)
+	utf81 := unsafe.Pointer(unsafe.StringData((resource).Kind))
+	pinner.Pin(utf81)
+	var option int32
+	var option3 uintptr
+	var option4 uint32
+	switch namespace.Tag() {
+	case witTypes.OptionNone:
+
+		option = int32(0)
+		option3 = 0
+		option4 = 0
+	case witTypes.OptionSome:
+		payload := namespace.Some()
+		utf82 := unsafe.Pointer(unsafe.StringData(payload))
+		pinner.Pin(utf82)
+
+		option = int32(1)
+		option3 = uintptr(utf82)
+		option4 = uint32(len(payload))
+	default:
+		panic("unreachable")
+	}
+	utf85 := unsafe.Pointer(unsafe.StringData(owner))
+	pinner.Pin(utf85)
+	wasm_import_list_controlled(uintptr(utf8), uint32(len((resource).Group)), uintptr(utf80), uint32(len((resource).Version)), uintptr(utf81), uint32(len((resource).Kind)), option, option3, option4, uintptr(utf85), uint32(len(owner)), returnArea)
+	var result7 witTypes.Result[[]string, kubewasm_controller_types.Error]
+	switch uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 0))) {
+	case 0:
+		result := make([]string, 0, *(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (2 * 4))))
+		for index := 0; index < int(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (2 * 4)))); index++ {
+			base := unsafe.Add(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 4)))), index*(2*4))
+			value := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(base), 0))))), *(*uint32)(unsafe.Add(unsafe.Pointer(base), 4)))
+
+			result = append(result, value)
+		}
+
+		result7 = witTypes.Ok[[]string, kubewasm_controller_types.Error](result)
+	case 1:
+		value6 := unsafe.String((*uint8)(unsafe.Pointer(uintptr(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (2 * 4)))))), *(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), (3 * 4))))
+
+		result7 = witTypes.Err[[]string, kubewasm_controller_types.Error](kubewasm_controller_types.Error{Code: uint8(uint8(*(*uint32)(unsafe.Add(unsafe.Pointer(returnArea), 4)))), Message: value6})
+	default:
+		panic("unreachable")
+	}
+	result8 := result7
+	return result8
+
+}
