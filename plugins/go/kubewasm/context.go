@@ -388,6 +388,9 @@ func (c *Context) Delete(gvk GVK, namespace, name string) error {
 // skipping kinds the plugin may not delete (MayDelete false), with a warning. What the default
 // Released does, with Manifest.Owned() as kinds.
 func (c *Context) DeleteControlled(owner Object, kinds []OwnedKind) error {
+	if owner.UID() == "" {
+		return nil
+	}
 	for _, kind := range kinds {
 		if !kind.MayDelete {
 			c.Warn(fmt.Sprintf("leaving the %s objects of %s in place: the manifest grants no delete on them", kind.GVK.Kind, owner.Name()))
@@ -397,15 +400,13 @@ func (c *Context) DeleteControlled(owner Object, kinds []OwnedKind) error {
 		if ns := owner.Namespace(); ns != "" {
 			opts = append(opts, InNamespace(ns))
 		}
-		children, err := c.List(kind.GVK, opts...)
+		children, err := c.ListControlled(kind.GVK, owner.UID(), opts...)
 		if err != nil {
 			return err
 		}
 		for _, child := range children {
-			if child.IsControlledBy(owner) {
-				if err := c.Delete(kind.GVK, child.Namespace(), child.Name()); IgnoreNotFound(err) != nil {
-					return err
-				}
+			if err := c.Delete(kind.GVK, child.Namespace(), child.Name()); IgnoreNotFound(err) != nil {
+				return err
 			}
 		}
 	}

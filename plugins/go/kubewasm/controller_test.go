@@ -28,8 +28,18 @@ func (h *recordingHost) CacheGet(g GVK, ns, name string) (string, bool, error) {
 	return text, ok, nil
 }
 func (h *recordingHost) CacheList(GVK, string, string) ([]string, error) { return h.list, nil }
-func (h *recordingHost) CacheListControlled(GVK, string, string) ([]string, error) {
-	return h.list, nil
+func (h *recordingHost) CacheListControlled(_ GVK, _ string, owner string) ([]string, error) {
+	var controlled []string
+	for _, text := range h.list {
+		obj, err := ParseObject([]byte(text))
+		if err != nil {
+			return nil, err
+		}
+		if r, ok := obj.ControllerRef(); ok && r.UID == owner {
+			controlled = append(controlled, text)
+		}
+	}
+	return controlled, nil
 }
 func (h *recordingHost) Apply(obj string, force bool) (string, error) {
 	h.applied = append(h.applied, obj)

@@ -17,7 +17,7 @@
 import { MAX_LABEL_SELECTOR, MAX_NAMESPACE, MAX_OBJECT, MAX_OWNER, MAX_PATCH_BODY, atMost, checkEvent, checkGvk, checkTarget } from './bounds.js';
 import { EventType, LogLevel, PatchType } from './core.js';
 import { Invalid, NotFound } from './errors.js';
-import { isControlledBy, name, namespace, objectRef } from './objects.js';
+import { name, namespace, objectRef, uid } from './objects.js';
 
 function parse(text) {
   try {
@@ -166,13 +166,14 @@ export class Context {
    * `Controller.released` does, with `Manifest.owned()` as `kinds`.
    */
   deleteControlled(owner, kinds) {
+    const ownerUid = uid(owner);
+    if (ownerUid === undefined) return;
     for (const [resource, mayDelete] of kinds) {
       if (!mayDelete) {
         this.warn(`leaving the ${resource.kind} objects of ${name(owner)} in place: the manifest grants no delete on them`);
         continue;
       }
-      for (const child of this.list(resource, namespace(owner))) {
-        if (!isControlledBy(child, owner)) continue;
+      for (const child of this.listControlled(resource, ownerUid, namespace(owner))) {
         try {
           this.delete(resource, namespace(child), name(child));
         } catch (e) {

@@ -151,18 +151,17 @@ impl Context {
     /// the plugin may not delete (`false`), with a warning. What the default
     /// [`crate::Controller::released`] does.
     pub fn delete_controlled(&self, owner: &impl Object, kinds: &[(Gvk, bool)]) -> Result<()> {
+        let Some(uid) = owner.meta().uid.clone() else { return Ok(()) };
         for (gvk, may_delete) in kinds {
             if !may_delete {
                 self.warn(&format!("leaving the {} objects of {} in place: the manifest grants no delete on them", gvk.kind, owner.name()));
                 continue;
             }
-            for child in self.list_dynamic(gvk, owner.namespace(), None)? {
-                if child.is_controlled_by(owner) {
-                    match self.delete_dynamic(gvk, child.namespace(), child.name()) {
-                        Ok(()) => {}
-                        Err(e) if e.code == crate::ErrorCode::NotFound => {}
-                        Err(e) => return Err(e),
-                    }
+            for child in self.list_controlled_dynamic(gvk, owner.namespace(), &uid)? {
+                match self.delete_dynamic(gvk, child.namespace(), child.name()) {
+                    Ok(()) => {}
+                    Err(e) if e.code == crate::ErrorCode::NotFound => {}
+                    Err(e) => return Err(e),
                 }
             }
         }

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from . import bounds
 from .core import EventType, Gvk, LogLevel, ObjectKey, PatchType
 from .errors import Invalid, NotFound
-from .objects import Object, gvk, is_controlled_by, name, namespace
+from .objects import Object, gvk, name, namespace, uid
 
 
 class Host(Protocol):
@@ -163,16 +163,18 @@ class Context:
         """Deletes the objects of `kinds` that `owner` controls (in its namespace), skipping kinds
         the plugin may not delete (`(gvk, False)`), with a warning. What the default
         `Controller.released` does, with `Manifest.owned()` as `kinds`."""
+        owner_uid = uid(owner)
+        if owner_uid is None:
+            return
         for resource, may_delete in kinds:
             if not may_delete:
                 self.warn(f"leaving the {resource.kind} objects of {name(owner)} in place: the manifest grants no delete on them")
                 continue
-            for child in self.list(resource, namespace(owner)):
-                if is_controlled_by(child, owner):
-                    try:
-                        self.delete(resource, namespace(child), name(child))
-                    except NotFound:
-                        pass
+            for child in self.list_controlled(resource, owner_uid, namespace(owner)):
+                try:
+                    self.delete(resource, namespace(child), name(child))
+                except NotFound:
+                    pass
 
     # --- events and logs ---
 
