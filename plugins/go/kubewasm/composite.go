@@ -1,7 +1,6 @@
 package kubewasm
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -306,7 +305,7 @@ func (p *Plugin) Customize(parent string) ([]RelatedRule, error) {
 	if !ok {
 		return []RelatedRule{}, nil
 	}
-	rules, err := customizer.Customize(NewContext(p.host, parsed.Key(), 0), parsed)
+	rules, err := customizer.Customize(p.context(parsed.Key(), 0), parsed)
 	if err != nil {
 		return nil, asError(err)
 	}
@@ -325,7 +324,7 @@ func (p *Plugin) CallComposite(method Method, req RawSyncRequest) (RawSyncRespon
 	if err != nil {
 		return RawSyncResponse{}, err
 	}
-	ctx := NewContext(p.host, request.Parent.Key(), 0)
+	ctx := p.context(request.Parent.Key(), 0)
 	var response *SyncResponse
 	switch method {
 	case MethodSync:
@@ -346,7 +345,7 @@ func (p *Plugin) CallComposite(method Method, req RawSyncRequest) (RawSyncRespon
 	if response == nil {
 		panic(fmt.Sprintf("%s returned neither a response nor an error", method))
 	}
-	return encodeResponse(response), nil
+	return encodeResponse(response, p.kinds), nil
 }
 
 func parseSyncRequest(req RawSyncRequest) (*SyncRequest, error) {
@@ -381,18 +380,16 @@ func parseGroups(groups []RawObjects, what string) ([]Objects, error) {
 	return out, nil
 }
 
-var errNotJSONObject = errors.New("not a JSON object")
-
-// objectText is v's JSON text (a string or []byte is taken as it is), which must be an object;
-// ok is false for null.
-func objectText(v any) (text string, ok bool, err error) {
+// objectText is v's JSON text (a string or []byte is taken as it is, anything else encoded by
+// encode), which must be an object; ok is false for null.
+func objectText(v any, encode func(any) ([]byte, error)) (text string, ok bool, err error) {
 	switch v := v.(type) {
 	case string:
 		text = v
 	case []byte:
 		text = string(v)
 	default:
-		encoded, merr := marshal(v)
+		encoded, merr := encode(v)
 		if merr != nil {
 			return "", false, merr
 		}
@@ -404,24 +401,25 @@ func objectText(v any) (text string, ok bool, err error) {
 	case trimmed == "null":
 		return "", false, nil
 	}
-	return "", false, errNotJSONObject
+	return "", false, errNotAnObject
 }
 
-// encodeResponse is the answer as the host takes it; one that cannot be (a status or child
-// that is not a JSON object) panics: a bug in the plugin, which traps.
-func encodeResponse(r *SyncResponse) RawSyncResponse {
+// encodeResponse is the answer as the host takes it, typed children given their kinds' TypeMeta;
+// one that cannot be (a status or child that is not a JSON object) panics: a bug in the plugin,
+// which traps.
+func encodeResponse(r *SyncResponse, kinds declaredKinds) RawSyncResponse {
 	out := RawSyncResponse{Children: make([]string, len(r.Children)), Finalized: r.Finalized}
 	if r.Status != nil {
-		text, _, err := objectText(r.Status)
+		text, _, err := objectText(r.Status, marshal)
 		if err != nil {
 			panic("the status: " + err.Error())
 		}
 		out.Status = text
 	}
 	for i, child := range r.Children {
-		text, ok, err := objectText(child)
+		text, ok, err := objectText(child, kinds.encodeObject)
 		if err == nil && !ok {
-			err = errNotJSONObject
+			err = errNotAnObject
 		}
 		if err != nil {
 			panic(fmt.Sprintf("children[%d]: %v", i, err))

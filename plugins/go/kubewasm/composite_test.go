@@ -293,7 +293,7 @@ func TestFinalizeDefaultsToFinalized(t *testing.T) {
 
 func TestResyncAfterRoundsUpToWholeMillisecondsAndSaturates(t *testing.T) {
 	for after, want := range map[time.Duration]uint64{0: 0, -time.Second: 0, time.Nanosecond: 1, 400 * time.Microsecond: 1, time.Second: 1000, time.Second + time.Nanosecond: 1001, math.MaxInt64: math.MaxInt64/uint64(time.Millisecond) + 1} {
-		if got := encodeResponse(&SyncResponse{ResyncAfter: after}); got.ResyncAfter != want {
+		if got := encodeResponse(&SyncResponse{ResyncAfter: after}, nil); got.ResyncAfter != want {
 			t.Errorf("%v: %d, want %d", after, got.ResyncAfter, want)
 		}
 	}
@@ -308,12 +308,12 @@ func TestAnswersTakeObjectsStructsAndJSONText(t *testing.T) {
 		Children: []any{Object{"kind": "A"}, `{"kind": "B"}`, []byte(` {"kind":"C"}`), struct {
 			Kind string `json:"kind"`
 		}{"D"}},
-	})
+	}, nil)
 	if got.Status != `{"ready":true}` || !slices.Equal(got.Children, []string{`{"kind":"A"}`, `{"kind": "B"}`, ` {"kind":"C"}`, `{"kind":"D"}`}) {
 		t.Errorf("%+v", got)
 	}
 	for _, none := range []any{nil, Object(nil), map[string]any(nil), "null"} {
-		if got := encodeResponse(&SyncResponse{Status: none}); got.Status != "" {
+		if got := encodeResponse(&SyncResponse{Status: none}, nil); got.Status != "" {
 			t.Errorf("%#v: %+v", none, got)
 		}
 	}
@@ -322,7 +322,7 @@ func TestAnswersTakeObjectsStructsAndJSONText(t *testing.T) {
 			t.Errorf("a null child: panicked with %v", r)
 		}
 	}()
-	encodeResponse(&SyncResponse{Children: []any{Object(nil)}})
+	encodeResponse(&SyncResponse{Children: []any{Object(nil)}}, nil)
 	t.Error("a null child was encoded")
 }
 

@@ -2,6 +2,7 @@ package kubewasm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -109,11 +110,15 @@ type Host interface {
 // is an error of code invalid with the host's own message, e.g. "name is 254 bytes; at most 253".
 //
 // Objects going in may be an Object or any value encoding/json turns into one (a struct with
-// json tags, a k8s.io/api type); objects coming out are Objects (decode them with Into).
+// json tags, a k8s.io/api type); a typed one without apiVersion or kind gets them from the kind
+// the manifest declares under its type's name (appsv1.Deployment: the declared Deployment of
+// version v1). Objects coming out are Objects (decode them with Into).
 type Context struct {
 	host    Host
 	key     ObjectKey
 	retries int
+	// kinds give typed objects written without TypeMeta their apiVersion and kind.
+	kinds declaredKinds
 }
 
 // NewContext is a Context for a call about key. Harnesses make these; controllers get theirs.
@@ -135,12 +140,16 @@ func parse(text string) (Object, error) {
 	return obj, nil
 }
 
-// dump is obj's JSON text (a string is taken as it is) within limit bytes: "object" or
-// "patch body" names it in errors.
-func dump(obj any, what string, limit int) (string, error) {
+// dump is obj's JSON text (a string is taken as it is) within limit bytes, encoded by encode:
+// "object" or "patch body" names it in errors.
+func dump(obj any, encode func(any) ([]byte, error), what string, limit int) (string, error) {
 	text, ok := obj.(string)
 	if !ok {
-		encoded, err := marshal(obj)
+		encoded, err := encode(obj)
+		var e *Error
+		if errors.As(err, &e) {
+			return "", e
+		}
 		if err != nil {
 			return "", &Error{Code: CodeInvalid, Message: what + " is not JSON: " + err.Error()}
 		}
@@ -322,7 +331,7 @@ func applyForce(opts []ApplyOption) bool {
 }
 
 func (c *Context) write(call func(string) (string, error), obj any) (Object, error) {
-	text, err := dump(obj, "object", MaxObject)
+	text, err := dump(obj, c.kinds.encodeObject, "object", MaxObject)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +374,7 @@ func (c *Context) Patch(gvk GVK, namespace, name string, patchType PatchType, bo
 	if b, ok := body.([]byte); ok {
 		body = string(b)
 	}
-	text, err := dump(body, "patch body", MaxPatchBody)
+	text, err := dump(body, marshal, "patch body", MaxPatchBody)
 	if err != nil {
 		return nil, err
 	}

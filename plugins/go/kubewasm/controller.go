@@ -165,6 +165,7 @@ type Plugin struct {
 	composite  Composite
 	manifest   *Manifest
 	spec       ManifestSpec
+	kinds      declaredKinds
 }
 
 // NewPlugin is a plugin of the controller newController builds, calling host.
@@ -217,8 +218,15 @@ func (p *Plugin) Describe(settings string) (spec ManifestSpec, err error) {
 		}
 		p.controller = built.(Controller)
 	}
-	p.manifest, p.spec = manifest, spec
+	p.manifest, p.spec, p.kinds = manifest, spec, declaredKindsOf(spec)
 	return spec, nil
+}
+
+// context is the Context of one call about key.
+func (p *Plugin) context(key ObjectKey, retries int) *Context {
+	ctx := NewContext(p.host, key, retries)
+	ctx.kinds = p.kinds
+	return ctx
 }
 
 // Manifest is what Describe returned.
@@ -256,7 +264,7 @@ func (p *Plugin) Call(method Method, key ObjectKey, obj string, retries int) (re
 	if perr != nil {
 		return Result{}, &Error{Code: CodeInvalid, Message: "the primary object does not parse: " + perr.Error()}
 	}
-	ctx := NewContext(p.host, key, retries)
+	ctx := p.context(key, retries)
 	switch method {
 	case MethodReconcile:
 		result, err = p.controller.Reconcile(ctx, parsed)
@@ -294,7 +302,7 @@ func (p *Plugin) MapRelated(gvk GVK, obj string) ([]ObjectKey, error) {
 	if err != nil {
 		return nil, &Error{Code: CodeInvalid, Message: "the watched object does not parse: " + err.Error()}
 	}
-	return mapper.MapRelated(NewContext(p.host, ObjectKey{}, 0), gvk, parsed)
+	return mapper.MapRelated(p.context(ObjectKey{}, 0), gvk, parsed)
 }
 
 // reconciling panics (a trap, in the component) on a reconciler or release call to a
