@@ -10,11 +10,18 @@ import type * as witClient from 'kubewasm:controller/client@0.1.3';
 import type * as witEvents from 'kubewasm:controller/events@0.1.3';
 import type * as witLog from 'kubewasm:controller/log@0.1.3';
 import type * as witComposite from 'kubewasm:controller/composite@0.1.3';
+import type * as k8s from './k8s.js';
 
 // --- values -----------------------------------------------------------------------------------
 
 /** A Kubernetes kind: group ("" for core), version, kind. */
 export type Gvk = Readonly<wit.Gvk>;
+/**
+ * A kind whose objects have the type `T`: the `kinds` constants are `Kind`s of the generated
+ * types of `@kubewasm/sdk/k8s`, so `ctx.get(kinds.DEPLOYMENT, ns, name)` is a `Deployment`. A
+ * plain `Gvk` is a `Kind` of `KubeObject` (or of the type given: `ctx.get<Foo>(FOO, ns, name)`).
+ */
+export type Kind<T extends KubeObject = KubeObject> = Gvk & { readonly __object?: T };
 /** An object's namespace (undefined when cluster-scoped) and name. */
 export type ObjectKey = Readonly<wit.ObjectKey>;
 export type VerbName = witPlugin.Verb;
@@ -293,16 +300,16 @@ export class Context {
   /** How many times in a row this key failed before this call. */
   readonly retries: number;
   /** An object from the cache (a copy), or undefined. */
-  get<T extends KubeObject = KubeObject>(resource: Gvk, namespace: string | undefined, name: string): T | undefined;
+  get<T extends KubeObject = KubeObject>(resource: Kind<T>, namespace: string | undefined, name: string): T | undefined;
   /** Objects from the cache, in `namespace` (every readable one when undefined), matching a label selector. */
-  list<T extends KubeObject = KubeObject>(resource: Gvk, namespace?: string, labelSelector?: string): T[];
+  list<T extends KubeObject = KubeObject>(resource: Kind<T>, namespace?: string, labelSelector?: string): T[];
   /**
    * Objects from the cache whose controller owner reference (`controller: true`) names the object
    * of uid `owner` (a parent's children), in `namespace` (every readable one when undefined),
    * sorted by namespace then name. Served from the host's index of controller owners: it costs
    * the children's count, not the namespace's. `owner` is at most 253 bytes.
    */
-  listControlled<T extends KubeObject = KubeObject>(resource: Gvk, owner: string, namespace?: string): T[];
+  listControlled<T extends KubeObject = KubeObject>(resource: Kind<T>, owner: string, namespace?: string): T[];
   /** Server-side apply (force by default); returns the stored object. */
   apply<T extends KubeObject = KubeObject>(obj: KubeObject, force?: boolean): T;
   /** Server-side apply of the status subresource. */
@@ -312,7 +319,7 @@ export class Context {
   update<T extends KubeObject = KubeObject>(obj: KubeObject): T;
   updateStatus<T extends KubeObject = KubeObject>(obj: KubeObject): T;
   /** Patches an object: merge patch by default, or 'json' / 'strategic'. */
-  patch<T extends KubeObject = KubeObject>(resource: Gvk, namespace: string | undefined, name: string, body: object | string, patchType?: PatchTypeName): T;
+  patch<T extends KubeObject = KubeObject>(resource: Kind<T>, namespace: string | undefined, name: string, body: object | string, patchType?: PatchTypeName): T;
   delete(resource: Gvk, namespace: string | undefined, name: string): void;
   /**
    * Deletes the objects of `kinds` that `owner` controls (in its namespace), skipping kinds the
@@ -484,28 +491,28 @@ export namespace objects {
 }
 
 export namespace kinds {
-  const CONFIG_MAP: Gvk,
-    ENDPOINTS: Gvk,
-    EVENT: Gvk,
-    NAMESPACE: Gvk,
-    NODE: Gvk,
-    PERSISTENT_VOLUME: Gvk,
-    PERSISTENT_VOLUME_CLAIM: Gvk,
-    POD: Gvk,
-    SECRET: Gvk,
-    SERVICE: Gvk,
-    SERVICE_ACCOUNT: Gvk,
-    DAEMON_SET: Gvk,
-    DEPLOYMENT: Gvk,
-    REPLICA_SET: Gvk,
-    STATEFUL_SET: Gvk,
-    CRON_JOB: Gvk,
-    JOB: Gvk,
-    INGRESS: Gvk,
-    LEASE: Gvk,
-    POD_DISRUPTION_BUDGET: Gvk,
-    CLUSTER_ROLE: Gvk,
-    CLUSTER_ROLE_BINDING: Gvk,
-    ROLE: Gvk,
-    ROLE_BINDING: Gvk;
+  const CONFIG_MAP: Kind<k8s.ConfigMap>,
+    ENDPOINTS: Kind<k8s.Endpoints>,
+    EVENT: Kind<k8s.Event>,
+    NAMESPACE: Kind<k8s.Namespace>,
+    NODE: Kind<k8s.Node>,
+    PERSISTENT_VOLUME: Kind<k8s.PersistentVolume>,
+    PERSISTENT_VOLUME_CLAIM: Kind<k8s.PersistentVolumeClaim>,
+    POD: Kind<k8s.Pod>,
+    SECRET: Kind<k8s.Secret>,
+    SERVICE: Kind<k8s.Service>,
+    SERVICE_ACCOUNT: Kind<k8s.ServiceAccount>,
+    DAEMON_SET: Kind<k8s.DaemonSet>,
+    DEPLOYMENT: Kind<k8s.Deployment>,
+    REPLICA_SET: Kind<k8s.ReplicaSet>,
+    STATEFUL_SET: Kind<k8s.StatefulSet>,
+    CRON_JOB: Kind<k8s.CronJob>,
+    JOB: Kind<k8s.Job>,
+    INGRESS: Kind<k8s.Ingress>,
+    LEASE: Kind<k8s.Lease>,
+    POD_DISRUPTION_BUDGET: Kind<k8s.PodDisruptionBudget>,
+    CLUSTER_ROLE: Kind<k8s.ClusterRole>,
+    CLUSTER_ROLE_BINDING: Kind<k8s.ClusterRoleBinding>,
+    ROLE: Kind<k8s.Role>,
+    ROLE_BINDING: Kind<k8s.RoleBinding>;
 }

@@ -13,7 +13,9 @@
 //!   for the reboot coordinator the Nodes after a reboot round under a simulated node agent,
 //!   which also checks that `maxUnavailable` (from `reboot-coordinator.toml`) is never exceeded;
 //! - `kubewasm new` in every language makes a project that builds, passes `kubewasm check` and
-//!   its own table-test case.
+//!   its own table-test case;
+//! - the Python and TypeScript SDKs' Kubernetes types are those the control plane's OpenAPI
+//!   schema generates (`scripts/k8s-types.py --check`).
 //!
 //! `cargo test -p kubewasm-tests --test examples`. Needs `kubewasm-py` on `PATH`, the JS SDK's
 //! tools (`npm install` in `plugins/js`; `scripts/env.sh` installs both) and Go 1.26 (Go plugins
@@ -1041,5 +1043,22 @@ fn new_refuses_a_name_that_is_not_a_dns_label() -> Result<()> {
     let error = String::from_utf8_lossy(&output.stderr);
     ensure!(error.trim().lines().count() == 1 && error.contains("DNS-1123"), "{error}");
     ensure!(std::fs::read_dir(dir.path())?.next().is_none(), "wrote something anyway");
+    Ok(())
+}
+
+/// The typed models of the Python SDK (`kubewasm.k8s`) and the JS SDK (`@kubewasm/sdk/k8s`) are
+/// what `scripts/k8s-types.py` generates from the OpenAPI v3 schema of the control plane the
+/// suite runs: a Kubernetes upgrade that changes a common kind fails here until they are
+/// regenerated.
+#[tokio::test]
+async fn the_sdks_kubernetes_types_follow_the_api_servers_schema() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let output = Command::new("python3")
+        .arg(workspace_root().join("scripts/k8s-types.py"))
+        .args(["--check", "--kubeconfig"])
+        .arg(cp.kubeconfig_path())
+        .env("KUBECTL", kubewasm_tests::kubectl_path()?)
+        .output()?;
+    ensure!(output.status.success(), "the generated types are stale:\n{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     Ok(())
 }

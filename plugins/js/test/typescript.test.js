@@ -1,6 +1,5 @@
 // TypeScript support: index.d.ts type-checks a TypeScript controller, and kubewasm-js bundles it.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -25,7 +24,8 @@ test('a TypeScript controller bundles with the SDK and leaves the WIT imports', 
   }
 });
 
-test('a TypeScript controller type-checks against index.d.ts', { skip: existsSync(TSC) ? false : 'no tsc installed' }, async () => {
+// tsc over `files` with the SDK's compiler options: its exit status and output.
+async function typeCheck(files) {
   const dir = await mkdtemp(join(tmpdir(), 'kubewasm-tsc-'));
   try {
     const config = join(dir, 'tsconfig.json');
@@ -33,13 +33,32 @@ test('a TypeScript controller type-checks against index.d.ts', { skip: existsSyn
       config,
       JSON.stringify({
         compilerOptions: { strict: true, noEmit: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', types: [] },
-        files: [FIXTURE, DECLARATIVE, join(ROOT, 'test/fixtures/harness.ts')],
+        files,
       }),
     );
     const result = spawnSync(TSC, ['-p', config], { encoding: 'utf8' });
-    assert.equal(result.status, 0, result.stdout + result.stderr);
+    return { status: result.status, output: result.stdout + result.stderr };
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+test('a TypeScript controller type-checks against index.d.ts and the Kubernetes types', async () => {
+  const { status, output } = await typeCheck([FIXTURE, DECLARATIVE, join(ROOT, 'test/fixtures/harness.ts'), join(ROOT, 'test/fixtures/typed.ts')]);
+  assert.equal(status, 0, output);
+});
+
+test('the Kubernetes types refuse a misspelled field, a wrong type, a wrong kind and a missing required field', async () => {
+  const { status, output } = await typeCheck([join(ROOT, 'test/fixtures/typed-wrong.ts')]);
+  assert.equal(status, 2, output);
+  for (const expected of [
+    /typed-wrong\.ts\(5,.*'datta' does not exist in type 'ConfigMap'/,
+    /typed-wrong\.ts\(6,.*Type 'number' is not assignable to type 'string'/,
+    /typed-wrong\.ts\(7,.*Type '"Secret"' is not assignable to type '"ConfigMap"'/,
+    /typed-wrong\.ts\(8,.*Property 'name' is missing/,
+    /typed-wrong\.ts\(10,.*Type 'number \| undefined' is not assignable to type 'string \| undefined'/,
+  ]) {
+    assert.match(output, expected);
   }
 });
 
