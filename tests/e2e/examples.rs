@@ -147,6 +147,8 @@ table_tests! {
     table_tests_configmap_propagation_rust: "configmap-propagation", "rust";
     table_tests_crd_roles_js: "crd-roles", "js";
     table_tests_update_strategy_go: "update-strategy", "go";
+    table_tests_cronjob_go: "cronjob", "go";
+    table_tests_cronjob_rust: "cronjob", "rust";
 }
 
 macro_rules! conformance_tests {
@@ -697,6 +699,132 @@ async fn reboot_coordinator_keeps_max_unavailable_in_every_language() -> Result<
 
 /// How long to watch for something that must not happen.
 const QUIET: Duration = Duration::from_secs(5);
+
+// ---------------------------------------------------------------------------------------------
+// The kubebuilder tutorial's CronJob controller, in Go and in Rust
+// ---------------------------------------------------------------------------------------------
+
+/// How long a CronJob every minute may take to start its first Job: the next minute boundary,
+/// and the host's requeue and the Job's creation after it.
+const NEXT_MINUTE: Duration = Duration::from_secs(100);
+
+/// The run time of a Job name `<cronjob>-<unix seconds>`, an RFC 3339 time, or a "next run at"
+/// message: each differs with the minute a run happened in.
+fn without_run_times(value: &mut Value) {
+    match value {
+        Value::String(s) => {
+            if let Some((prefix, digits)) = s.rsplit_once('-')
+                && digits.len() >= 10
+                && digits.bytes().all(|b| b.is_ascii_digit())
+            {
+                *s = format!("{prefix}-<run>");
+            } else if s.len() >= 20 && s.contains("T") && s.ends_with('Z') {
+                *s = s.split(' ').map(|w| if w.ends_with('Z') && w.contains('T') { "<time>" } else { w }).collect::<Vec<_>>().join(" ");
+            }
+        }
+        Value::Object(map) => map.values_mut().for_each(without_run_times),
+        Value::Array(items) => items.iter_mut().for_each(without_run_times),
+        _ => {}
+    }
+}
+
+/// The CronJob example in `lang`, as the tutorial runs it: a CronJob every minute gets the
+/// status of a scheduled CronJob at once, its first Job at the next minute (named after the run,
+/// controlled by the CronJob, with the template's labels, annotations and containers, listed as
+/// active with the run as the last schedule time), then is suspended. Returns the CronJob's
+/// status at each step and the Job, without run times.
+async fn cronjob_run(cp: &ControlPlane, ar: &ApiResource, lang: &str, wasm: &Path) -> Result<Value> {
+    let ns = cp.namespace(&format!("cronjob-{lang}")).await?;
+    let dir = PluginDir::new();
+    guests::install(wasm, dir.path(), "cronjob", None);
+    let mut host = Host::start(host_config(&format!("cronjob-{lang}"), dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+
+    let cronjobs: Api<DynamicObject> = Api::namespaced_with(ns.client().clone(), ns.name(), ar);
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = ns.api();
+    let spec = json!({
+        "schedule": "* * * * *",
+        "concurrencyPolicy": "Forbid",
+        "jobTemplate": {
+            "metadata": {"labels": {"app": "hello"}, "annotations": {"team": "batch"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "hello", "image": "busybox", "args": ["/bin/sh", "-c", "date"]}], "restartPolicy": "OnFailure"}}},
+        },
+    });
+    cronjobs.create(&PostParams::default(), &DynamicObject::new("hello", ar).data(json!({ "spec": spec }))).await?;
+    let condition = |cronjob: &DynamicObject, status: &str, reason: &str| {
+        let conditions = cronjob.data.get("status").and_then(|s| s["conditions"].as_array());
+        conditions.into_iter().flatten().any(|c| c["type"] == "Available" && c["status"] == status && c["reason"] == reason)
+    };
+    let status_of = |cronjob: DynamicObject| {
+        let mut status = normalize(serde_json::to_value(&cronjob)?)["status"].take();
+        without_run_times(&mut status);
+        if let Some(active) = status.get_mut("active").and_then(Value::as_array_mut) {
+            active.iter_mut().for_each(|r| r["uid"] = json!("<uid>"));
+            active.iter_mut().for_each(|r| r["namespace"] = json!("<namespace>"));
+        }
+        anyhow::Ok(status)
+    };
+    let scheduled = eventually(&format!("{lang}: the new CronJob to report its next run"), CONVERGE, || async {
+        let cronjob = cronjobs.get("hello").await?;
+        if condition(&cronjob, "True", "Scheduled") { Ok(cronjob) } else { Err(anyhow!("status {:?}", cronjob.data.get("status"))) }
+    })
+    .await?;
+
+    let job = eventually(&format!("{lang}: the first run's Job"), NEXT_MINUTE, || async {
+        jobs.list(&ListParams::default()).await?.items.into_iter().next().ok_or_else(|| anyhow!("no Job yet"))
+    })
+    .await?;
+    let run = job.metadata.annotations.as_ref().and_then(|a| a.get("batch.tutorial.kubebuilder.io/scheduled-at")).cloned().unwrap_or_default();
+    let run_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time =
+        serde_json::from_value(json!(run)).with_context(|| format!("{lang}: the Job's scheduled-at {run:?}"))?;
+    let unix = run_time.0.as_second();
+    ensure!(job.metadata.name.as_deref() == Some(&format!("hello-{unix}")), "{lang}: the Job {:?} is not named after its run {run}", job.metadata.name);
+    ensure!(unix % 60 == 0, "{lang}: the run {run} is not on a minute");
+    let running = eventually(&format!("{lang}: the CronJob to list its running Job"), CONVERGE, || async {
+        let cronjob = cronjobs.get("hello").await?;
+        let status = cronjob.data.get("status").cloned().unwrap_or_default();
+        if status["lastScheduleTime"] == json!(run) && status["active"][0]["name"] == json!(format!("hello-{unix}")) {
+            Ok(cronjob)
+        } else {
+            Err(anyhow!("status {status}"))
+        }
+    })
+    .await?;
+
+    cronjobs.patch("hello", &PatchParams::default(), &Patch::Merge(json!({"spec": {"suspend": true}}))).await?;
+    let suspended = eventually(&format!("{lang}: the suspended CronJob to say so"), CONVERGE, || async {
+        let cronjob = cronjobs.get("hello").await?;
+        if condition(&cronjob, "False", "Suspended") { Ok(cronjob) } else { Err(anyhow!("status {:?}", cronjob.data.get("status"))) }
+    })
+    .await?;
+    let jobs_now = jobs.list(&ListParams::default()).await?.items.len();
+    ensure!(jobs_now == 1, "{lang}: Forbid with a running Job, then suspended: {jobs_now} Jobs");
+
+    let mut job = serde_json::to_value(&job)?;
+    let mut job = json!({
+        "metadata": {"name": job["metadata"]["name"].take(), "labels": job["metadata"]["labels"]["app"].take(),
+                     "annotations": job["metadata"]["annotations"].take(), "ownerReferences": job["metadata"]["ownerReferences"].take()},
+        "containers": job["spec"]["template"]["spec"]["containers"].take(),
+    });
+    job["metadata"]["ownerReferences"][0]["uid"] = json!("<uid>");
+    without_run_times(&mut job);
+    host.stop().await?;
+    Ok(json!({"scheduled": status_of(scheduled)?, "running": status_of(running)?, "suspended": status_of(suspended)?, "job": job}))
+}
+
+/// The CronJob example in Go (typed k8s.io/api Jobs, robfig/cron) and in Rust (k8s-openapi,
+/// croner), side by side: each runs the tutorial's CronJob as `cronjob_run` says, and what they
+/// leave is identical.
+#[tokio::test]
+async fn cronjob_runs_alike_in_go_and_rust() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let crd = &crds("examples/cronjob/manifests/crd.yaml")?[0];
+    let ar = apply_crd(&cp.client().await?, crd, CONVERGE).await?;
+    let (go, rust) = (built("cronjob", "go").await?, built("cronjob", "rust").await?);
+    // Side by side: each waits for a minute boundary.
+    let (go, rust) = tokio::join!(cronjob_run(cp, &ar, "go", &go), cronjob_run(cp, &ar, "rust", &rust));
+    assert_identical("the CronJob statuses and Job of the CronJob example", &[("go", go?), ("rust", rust?)])
+}
 
 /// The CRDs of a YAML file of one or more documents.
 fn crds(path: &str) -> Result<Vec<CustomResourceDefinition>> {
