@@ -149,6 +149,7 @@ table_tests! {
     table_tests_update_strategy_go: "update-strategy", "go";
     table_tests_cronjob_go: "cronjob", "go";
     table_tests_cronjob_rust: "cronjob", "rust";
+    table_tests_cronjob_js: "cronjob", "js";
 }
 
 macro_rules! conformance_tests {
@@ -701,7 +702,7 @@ async fn reboot_coordinator_keeps_max_unavailable_in_every_language() -> Result<
 const QUIET: Duration = Duration::from_secs(5);
 
 // ---------------------------------------------------------------------------------------------
-// The kubebuilder tutorial's CronJob controller, in Go and in Rust
+// The kubebuilder tutorial's CronJob controller, in Go, Rust and JavaScript
 // ---------------------------------------------------------------------------------------------
 
 /// How long a CronJob every minute may take to start its first Job: the next minute boundary,
@@ -812,18 +813,18 @@ async fn cronjob_run(cp: &ControlPlane, ar: &ApiResource, lang: &str, wasm: &Pat
     Ok(json!({"scheduled": status_of(scheduled)?, "running": status_of(running)?, "suspended": status_of(suspended)?, "job": job}))
 }
 
-/// The CronJob example in Go (typed k8s.io/api Jobs, robfig/cron) and in Rust (k8s-openapi,
-/// croner), side by side: each runs the tutorial's CronJob as `cronjob_run` says, and what they
-/// leave is identical.
+/// The CronJob example in Go (typed k8s.io/api Jobs, robfig/cron), Rust (k8s-openapi, croner)
+/// and JavaScript (croner), side by side: each runs the tutorial's CronJob as `cronjob_run` says,
+/// and what they leave is identical.
 #[tokio::test]
-async fn cronjob_runs_alike_in_go_and_rust() -> Result<()> {
+async fn cronjob_runs_alike_in_go_rust_and_js() -> Result<()> {
     let cp = ControlPlane::shared().await;
     let crd = &crds("examples/cronjob/manifests/crd.yaml")?[0];
     let ar = apply_crd(&cp.client().await?, crd, CONVERGE).await?;
-    let (go, rust) = (built("cronjob", "go").await?, built("cronjob", "rust").await?);
+    let (go, rust, js) = (built("cronjob", "go").await?, built("cronjob", "rust").await?, built("cronjob", "js").await?);
     // Side by side: each waits for a minute boundary.
-    let (go, rust) = tokio::join!(cronjob_run(cp, &ar, "go", &go), cronjob_run(cp, &ar, "rust", &rust));
-    assert_identical("the CronJob statuses and Job of the CronJob example", &[("go", go?), ("rust", rust?)])
+    let (go, rust, js) = tokio::join!(cronjob_run(cp, &ar, "go", &go), cronjob_run(cp, &ar, "rust", &rust), cronjob_run(cp, &ar, "js", &js));
+    assert_identical("the CronJob statuses and Job of the CronJob example", &[("go", go?), ("rust", rust?), ("js", js?)])
 }
 
 /// The CRDs of a YAML file of one or more documents.
