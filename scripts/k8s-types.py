@@ -169,40 +169,57 @@ def unwrap(schema: dict) -> dict:
     return schema
 
 
-class Python:
+class Language:
+    """How a language spells the schema's types; `type` walks a schema the same for every one."""
+
+    # A scalar kind (`Model.scalar`, or a property's own type) as this language spells it.
+    SCALARS: dict[str, str]
+    ANY: str
+
     def __init__(self, model: Model):
         self.model = model
+
+    def list_of(self, item: str) -> str:
+        raise NotImplementedError
+
+    def map_of(self, value: str) -> str:
+        raise NotImplementedError
 
     def type(self, schema: dict) -> str:
         schema = unwrap(schema)
         if "$ref" in schema:
             name = schema["$ref"].removeprefix(REF)
             scalar = self.model.scalar(name)
-            if scalar:
-                return self.scalar(scalar)
-            return self.model.names[name]
+            return self.SCALARS[scalar] if scalar else self.model.names[name]
         if schema.get("x-kubernetes-int-or-string"):
-            return "int | str"
+            return self.SCALARS["int-or-string"]
         kind = schema.get("type")
         if kind == "array":
-            return f"list[{self.type(schema.get('items', {}))}]"
+            return self.list_of(self.type(schema.get("items", {})))
         if kind == "object" and isinstance(schema.get("additionalProperties"), dict):
-            return f"dict[str, {self.type(schema['additionalProperties'])}]"
+            return self.map_of(self.type(schema["additionalProperties"]))
         if kind in ("string", "integer", "number", "boolean"):
-            return self.scalar(kind)
-        return "dict[str, Any]" if kind == "object" else "Any"
+            return self.SCALARS[kind]
+        return self.SCALARS["any-object"] if kind == "object" else self.ANY
 
-    @staticmethod
-    def scalar(kind: str) -> str:
-        return {
-            "string": "str",
-            "integer": "int",
-            "number": "float",
-            "boolean": "bool",
-            "int-or-string": "int | str",
-            "number-or-string": "str | int | float",
-            "any-object": "dict[str, Any]",
-        }[kind]
+
+class Python(Language):
+    SCALARS = {
+        "string": "str",
+        "integer": "int",
+        "number": "float",
+        "boolean": "bool",
+        "int-or-string": "int | str",
+        "number-or-string": "str | int | float",
+        "any-object": "dict[str, Any]",
+    }
+    ANY = "Any"
+
+    def list_of(self, item: str) -> str:
+        return f"list[{item}]"
+
+    def map_of(self, value: str) -> str:
+        return f"dict[str, {value}]"
 
     def render(self) -> str:
         out = [
@@ -258,39 +275,23 @@ class Python:
         return [f"{short} = TypedDict({short!r}, {{{items}}}, total=False)", f'"""{doc}"""']
 
 
-class TypeScript:
-    def __init__(self, model: Model):
-        self.model = model
+class TypeScript(Language):
+    SCALARS = {
+        "string": "string",
+        "integer": "number",
+        "number": "number",
+        "boolean": "boolean",
+        "int-or-string": "number | string",
+        "number-or-string": "string | number",
+        "any-object": "{ [key: string]: unknown }",
+    }
+    ANY = "unknown"
 
-    def type(self, schema: dict) -> str:
-        schema = unwrap(schema)
-        if "$ref" in schema:
-            name = schema["$ref"].removeprefix(REF)
-            scalar = self.model.scalar(name)
-            return self.scalar(scalar) if scalar else self.model.names[name]
-        if schema.get("x-kubernetes-int-or-string"):
-            return "number | string"
-        kind = schema.get("type")
-        if kind == "array":
-            item = self.type(schema.get("items", {}))
-            return f"({item})[]" if "|" in item else f"{item}[]"
-        if kind == "object" and isinstance(schema.get("additionalProperties"), dict):
-            return f"{{ [key: string]: {self.type(schema['additionalProperties'])} }}"
-        if kind in ("string", "integer", "number", "boolean"):
-            return self.scalar(kind)
-        return "{ [key: string]: unknown }" if kind == "object" else "unknown"
+    def list_of(self, item: str) -> str:
+        return f"({item})[]" if "|" in item else f"{item}[]"
 
-    @staticmethod
-    def scalar(kind: str) -> str:
-        return {
-            "string": "string",
-            "integer": "number",
-            "number": "number",
-            "boolean": "boolean",
-            "int-or-string": "number | string",
-            "number-or-string": "string | number",
-            "any-object": "{ [key: string]: unknown }",
-        }[kind]
+    def map_of(self, value: str) -> str:
+        return f"{{ [key: string]: {value} }}"
 
     def render(self) -> str:
         out = [

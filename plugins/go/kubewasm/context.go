@@ -231,7 +231,11 @@ func (c *Context) listText(gvk GVK, opts []ListOption) ([]string, error) {
 
 // List is the objects of a resource from the cache, sorted by namespace then name.
 func (c *Context) List(gvk GVK, opts ...ListOption) ([]Object, error) {
-	texts, err := c.listText(gvk, opts)
+	return parseAll(c.listText(gvk, opts))
+}
+
+// parseAll is the objects of texts, or the error that came instead of them.
+func parseAll(texts []string, err error) ([]Object, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -291,17 +295,7 @@ func (c *Context) listControlledText(gvk GVK, owner string, opts []ListOption) (
 // MatchingLabels is refused. Served from the host's index of controller owners, so it costs
 // the children's count, not the namespace's; refused and bounded as List is.
 func (c *Context) ListControlled(gvk GVK, owner string, opts ...ListOption) ([]Object, error) {
-	texts, err := c.listControlledText(gvk, owner, opts)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Object, len(texts))
-	for i, t := range texts {
-		if out[i], err = parse(t); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return parseAll(c.listControlledText(gvk, owner, opts))
 }
 
 // ListControlledInto is ListControlled into a slice of a typed value, e.g. *[]appsv1.Deployment.
