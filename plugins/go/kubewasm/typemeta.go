@@ -10,7 +10,6 @@ package kubewasm
 import (
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -49,7 +48,21 @@ func declaredKindsOf(spec ManifestSpec) declaredKinds {
 	return kinds
 }
 
-var versionLike = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?$`)
+// versionLike is whether s is a Kubernetes API version: v1, v2beta1, v1alpha3. By hand: regexp
+// would add its package to every Go plugin and compile the pattern at every instantiation.
+func versionLike(s string) bool {
+	digits := func(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
+	rest, ok := strings.CutPrefix(s, "v")
+	if !ok {
+		return false
+	}
+	for _, level := range []string{"alpha", "beta"} {
+		if major, minor, found := strings.Cut(rest, level); found {
+			return digits(major) && digits(minor)
+		}
+	}
+	return digits(rest)
+}
 
 // kindOf is the declared kind of a Go type: the one named as the type, of the package's version
 // when its path ends in one, and of the package's group when that still leaves several
@@ -57,7 +70,7 @@ var versionLike = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?$`)
 func (k declaredKinds) kindOf(t reflect.Type) (GVK, error) {
 	candidates := k[t.Name()]
 	dir, version := "", ""
-	if parts := strings.Split(t.PkgPath(), "/"); len(parts) >= 2 && versionLike.MatchString(parts[len(parts)-1]) {
+	if parts := strings.Split(t.PkgPath(), "/"); len(parts) >= 2 && versionLike(parts[len(parts)-1]) {
 		dir, version = parts[len(parts)-2], parts[len(parts)-1]
 		candidates = slices.DeleteFunc(slices.Clone(candidates), func(g GVK) bool { return g.Version != version })
 	}

@@ -86,3 +86,11 @@ func TestATypedObjectOfNoDeclaredKindIsRefusedBeforeTheHost(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionLikeIsKubernetesVersionSpelling(t *testing.T) {
+	for s, want := range map[string]bool{"v1": true, "v2beta1": true, "v1alpha3": true, "v10": true, "go": false, "v": false, "v1beta": false, "vbeta1": false, "1": false, "v1gamma1": false} {
+		if versionLike(s) != want {
+			t.Errorf("versionLike(%q) = %v", s, !want)
+		}
+	}
+}
