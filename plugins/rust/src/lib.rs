@@ -58,14 +58,14 @@ pub use context::{Context, EventType, LogLevel, PatchType};
 pub use error::{Error, ErrorCode, Result};
 pub use k8s_openapi;
 pub use manifest::{Limits, Manifest, Mapping, Verb};
-pub use object::{DynamicObject, Gvk, Object, ObjectKey, ResourceExt, gvk_of};
+pub use object::{DynamicObject, Gvk, Object, ObjectKey, ResourceExt, StatusCondition, gvk_of};
 pub use serde_json;
 
 /// The usual imports for writing a controller.
 pub mod prelude {
     pub use crate::{
         Action, ChildSelector, Composite, Context, Controller, DynamicObject, Error, ErrorCode, EventType, Gvk, Manifest, Mapping, Object, ObjectKey,
-        RelatedRule, ResourceExt, Result, SyncRequest, SyncResponse, UpdateStrategy, Verb,
+        RelatedRule, ResourceExt, Result, StatusCondition, SyncRequest, SyncResponse, UpdateStrategy, Verb,
     };
 }
 

@@ -130,6 +130,58 @@ impl DynamicObject {
     pub fn parse_field<T: DeserializeOwned>(&self, name: &str) -> crate::Result<Option<T>> {
         self.data.get(name).map(|v| T::deserialize(v).map_err(crate::Error::from)).transpose()
     }
+
+    /// Sets the condition of its type in `status.conditions`, as controller-runtime's
+    /// `meta.SetStatusCondition` does (and the other SDKs' `set_condition`): added when missing;
+    /// otherwise its fields replaced, and `lastTransitionTime` set to now (whole seconds, UTC,
+    /// from the host's clock) only when its `status` changes. Returns whether anything changed.
+    pub fn set_condition(&mut self, condition: &StatusCondition) -> bool {
+        let now = || {
+            let seconds = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            k8s_openapi::jiff::Timestamp::from_second(seconds.try_into().unwrap_or(i64::MAX)).unwrap_or_default().to_string()
+        };
+        let status = self.data.entry("status").or_insert_with(|| serde_json::json!({}));
+        if !status.is_object() {
+            *status = serde_json::json!({});
+        }
+        let conditions = status.as_object_mut().expect("an object").entry("conditions").or_insert_with(|| serde_json::json!([]));
+        if !conditions.is_array() {
+            *conditions = serde_json::json!([]);
+        }
+        let list = conditions.as_array_mut().expect("an array");
+        let mut wanted = serde_json::json!({"type": condition.type_, "status": condition.status, "reason": condition.reason, "message": condition.message});
+        if let Some(generation) = condition.observed_generation {
+            wanted["observedGeneration"] = generation.into();
+        }
+        let Some(existing) = list.iter_mut().find(|c| c["type"] == condition.type_.as_str()) else {
+            wanted["lastTransitionTime"] = now().into();
+            list.push(wanted);
+            return true;
+        };
+        let mut changed = false;
+        if existing["status"] != wanted["status"] || existing.get("lastTransitionTime").is_none() {
+            existing["lastTransitionTime"] = now().into();
+            changed = true;
+        }
+        for (key, value) in wanted.as_object().expect("an object") {
+            if existing.get(key) != Some(value) {
+                existing[key.as_str()] = value.clone();
+                changed = true;
+            }
+        }
+        changed
+    }
+}
+
+/// A status condition as [`DynamicObject::set_condition`] takes it: `metav1.Condition` without
+/// the `lastTransitionTime` the SDK keeps. `status` is `True`, `False` or `Unknown`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusCondition {
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    pub observed_generation: Option<i64>,
 }
 
 impl Object for DynamicObject {
@@ -194,3 +246,33 @@ pub trait ResourceExt: Object {
 }
 
 impl<T: Object> ResourceExt for T {}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn condition(status: &str, message: &str) -> StatusCondition {
+        StatusCondition { type_: "Ready".into(), status: status.into(), reason: "Checked".into(), message: message.into(), observed_generation: Some(2) }
+    }
+
+    #[test]
+    fn set_condition_keeps_the_transition_time_until_the_status_changes() {
+        let mut obj = DynamicObject::new(&Gvk::new("example.com", "v1", "Foo"), Some("ns"), "a");
+        assert!(obj.set_condition(&condition("True", "fine")));
+        let first = obj.data["status"]["conditions"][0].clone();
+        assert_eq!(first["observedGeneration"], json!(2));
+        let at = first["lastTransitionTime"].as_str().expect("a time").to_owned();
+        assert!(at.ends_with('Z') && !at.contains('.'), "whole seconds, UTC: {at}");
+
+        // Pretend it was set long ago: a new message keeps the time, a new status does not.
+        obj.data["status"]["conditions"][0]["lastTransitionTime"] = json!("2020-01-01T00:00:00Z");
+        assert!(!obj.set_condition(&condition("True", "fine")), "nothing changed");
+        assert!(obj.set_condition(&condition("True", "still fine")));
+        assert_eq!(obj.data["status"]["conditions"][0]["lastTransitionTime"], json!("2020-01-01T00:00:00Z"));
+        assert!(obj.set_condition(&condition("False", "broken")));
+        assert_ne!(obj.data["status"]["conditions"][0]["lastTransitionTime"], json!("2020-01-01T00:00:00Z"));
+        assert_eq!(obj.data["status"]["conditions"].as_array().map(Vec::len), Some(1));
+    }
+}

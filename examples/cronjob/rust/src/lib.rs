@@ -87,8 +87,11 @@ impl Controller for CronJobController {
 
         // 2 (cont.): the status, written when it changed.
         let before = cronjob.data.get("status").cloned();
-        let mut new_status = before.clone().filter(Value::is_object).unwrap_or_else(|| json!({}));
-        let fields = new_status.as_object_mut().expect("an object");
+        let status_fields = cronjob.data.entry("status").or_insert_with(|| json!({}));
+        if !status_fields.is_object() {
+            *status_fields = json!({});
+        }
+        let fields = status_fields.as_object_mut().expect("an object");
         match most_recent {
             Some(at) => fields.insert("lastScheduleTime".into(), rfc3339(at).into()),
             None => fields.remove("lastScheduleTime"),
@@ -102,10 +105,15 @@ impl Controller for CronJobController {
         } else {
             fields.insert("active".into(), refs.into());
         }
-        let available = json!({"type": "Available", "status": status, "reason": reason, "message": message, "observedGeneration": cronjob.generation()});
-        set_condition(fields, available, now);
-        if before.as_ref() != Some(&new_status) {
-            cronjob.data.insert("status".into(), new_status);
+        let generation = cronjob.generation();
+        cronjob.set_condition(&StatusCondition {
+            type_: "Available".into(),
+            status: status.into(),
+            reason: reason.into(),
+            message,
+            observed_generation: generation,
+        });
+        if cronjob.data.get("status") != before.as_ref() {
             ctx.update_status(&cronjob)?;
         }
 
@@ -217,23 +225,6 @@ fn next_schedule(
         t = next_after(t)?;
     }
     Ok((missed, next_after(now)?))
-}
-
-/// Sets the condition of its type in `status.conditions`, as `meta.SetStatusCondition` does: its
-/// `lastTransitionTime` is `now` when it is new or its status changes, kept otherwise.
-fn set_condition(status: &mut serde_json::Map<String, Value>, mut condition: Value, now: DateTime<Utc>) {
-    let conditions = status.entry("conditions").or_insert_with(|| json!([]));
-    let Some(list) = conditions.as_array_mut() else { return };
-    let existing = list.iter_mut().find(|c| c["type"] == condition["type"]);
-    let transition = match &existing {
-        Some(old) if old["status"] == condition["status"] => old.get("lastTransitionTime").cloned().unwrap_or_else(|| rfc3339(now).into()),
-        _ => rfc3339(now).into(),
-    };
-    condition["lastTransitionTime"] = transition;
-    match existing {
-        Some(old) => *old = condition,
-        None => list.push(condition),
-    }
 }
 
 /// Deletes the oldest of `jobs` (by start time, unstarted first) beyond `limit`; `None` keeps all.
