@@ -35,6 +35,8 @@ pub const MAX_KIND: usize = 63;
 pub const MAX_OBJECT: usize = 3 << 20;
 pub const MAX_PATCH: usize = 3 << 20;
 pub const MAX_SELECTOR: usize = 4096;
+/// The owner uid `cache.list-controlled` takes (a uid is 36 bytes; a name's bound leaves room).
+pub const MAX_OWNER: usize = 253;
 /// An Event's `reason` and `action` (Kubernetes' own limit); the note's is
 /// [`crate::events::MAX_NOTE`].
 pub const MAX_REASON: usize = 128;

@@ -11,10 +11,7 @@ use wasmtime::component::{HasData, Linker, WasmStr};
 use super::super::bindings::cache::Host;
 use super::super::bindings::types::{self, Error as GuestError, ErrorCode, Gvk as WitGvk};
 use super::super::bindings::{PACKAGE, PACKAGE_VERSION};
-use super::super::boundary::MAX_SELECTOR;
-
-/// The longest `owner` of `list-controlled` (a uid is 36 bytes).
-const MAX_OWNER: usize = 253;
+use super::super::boundary::{MAX_OWNER, MAX_SELECTOR};
 use super::args::{LazyGvk, Read, name, namespace, owned, settle};
 use super::{HostContext, HostState, Services, error};
 use crate::informer::CacheView;
