@@ -22,6 +22,17 @@ need python3 "install Python 3.11"
 need node "install Node.js 20"
 need npm "install Node.js 20"
 
+# C plugins: clang for wasm32-wasi with wasi-libc, from Debian's packages (what `kubewasm build
+# --lang c` runs). Installed when the compiler or the WebAssembly C library is missing.
+if ! command -v clang-16 >/dev/null 2>&1 || [ ! -f /usr/include/wasm32-wasi/stdlib.h ] || [ ! -f /usr/lib/llvm-16/lib/clang/16/lib/wasi/libclang_rt.builtins-wasm32.a ]; then
+    step "installing clang-16 and wasi-libc for C plugins"
+    C_PACKAGES=(clang-16 lld-16 wasi-libc libclang-rt-16-dev-wasm32)
+    SUDO=()
+    [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+    "${SUDO[@]}" apt-get install -y --no-install-recommends "${C_PACKAGES[@]}" >/dev/null ||
+        { "${SUDO[@]}" apt-get update >/dev/null && "${SUDO[@]}" apt-get install -y --no-install-recommends "${C_PACKAGES[@]}" >/dev/null; }
+fi
+
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
     step "adding the wasm32-wasip2 Rust target"
     rustup target add wasm32-wasip2

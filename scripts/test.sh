@@ -2,7 +2,7 @@
 # The whole test suite: the linters, unit tests, the runtime's fault catalog, the end-to-end suites against a
 # real local control plane (built from the Kubernetes Go modules on first use), the examples in
 # every language (table tests, the cross-language end-to-end suite, `kubewasm new`), and the
-# Python, JS and Go tests: the SDKs' own and the examples' unit tests. Ends with one line:
+# Python, JS, Go and C tests: the SDKs' own and the examples' unit tests. Ends with one line:
 # "N passed, N failed".
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
@@ -71,6 +71,8 @@ PYTHON_SOURCES=(plugins/python examples tests/conformance)
 lint ruff check "${PYTHON_SOURCES[@]}"
 lint ruff format --check "${PYTHON_SOURCES[@]}"
 lint plugins/js/node_modules/.bin/biome ci --colors=off plugins/js examples tests/conformance
+# The C SDK compiles warning-free for wasm32-wasi (-Wall -Wextra -Werror).
+lint make -C plugins/c/test wasm
 for dir in plugins/go examples/*/go tests/conformance/go; do
     if [ -f "$dir/go.mod" ]; then
         lint in_dir "$dir" go_vet
@@ -158,6 +160,12 @@ for dir in examples/*/go; do
         run in_dir "$dir" go test -count=1 -v ./...
     fi
 done
+
+# The C SDK's native unit tests (its JSON values, under ASan and UBSan; the closing line is
+# cargo's form).
+if [ -f plugins/c/test/Makefile ]; then
+    run make -C plugins/c/test
+fi
 
 wait "$GO_WARM" || true
 rm -f "$GO_WARM_LOG"

@@ -119,14 +119,18 @@ enum Command {
                       # A JavaScript plugin using the SDKs of a kubewasm checkout\n  \
                       kubewasm new --lang js cm-summary --sdk ~/src/kubewasm/plugins\n\n  \
                       # A Go plugin (built with `kubewasm build --lang go`)\n  \
-                      kubewasm new --lang go cm-summary"
+                      kubewasm new --lang go cm-summary\n\n  \
+                      # A C plugin (built with `kubewasm build --lang c`)\n  \
+                      kubewasm new --lang c cm-summary"
     )]
     New(NewArgs),
-    /// Build a Go plugin into a component: go build for WebAssembly, then the WIT world embedded
+    /// Build a Go or C plugin into a component: the language's compiler for WebAssembly, then the WIT world embedded
     #[command(
         help_template = COMMAND_TEMPLATE,
         after_help = "  # Build the Go plugin in the current directory into my-controller.wasm\n  \
                       kubewasm build --lang go . -o my-controller.wasm\n\n  \
+                      # Build the C plugin in ./my-controller (clang-16 and wasi-libc; $CC and $CFLAGS apply)\n  \
+                      kubewasm build --lang c my-controller\n\n  \
                       # Other languages build with their own tools:\n  \
                       #   Rust: cargo build --release --target wasm32-wasip2\n  \
                       #   Python: kubewasm-py build app.py -o NAME.wasm    JavaScript: kubewasm-js build app.js -o NAME.wasm"
@@ -685,7 +689,7 @@ struct NewArgs {
     name: String,
 
     /// The language of the plugin
-    #[arg(long, value_name = "LANG", value_parser = ["rust", "python", "js", "go"])]
+    #[arg(long, value_name = "LANG", value_parser = ["rust", "python", "js", "go", "c"])]
     lang: String,
 
     /// What the controller is: `controller` reconciles (reads and writes through the host);
@@ -706,12 +710,12 @@ struct NewArgs {
 
 #[derive(Args)]
 struct BuildArgs {
-    /// The plugin's directory: a Go main package in a Go module
+    /// The plugin's directory: a Go main package in a Go module, or the .c files of a C plugin
     #[arg(value_name = "DIR", default_value = ".")]
     dir: PathBuf,
 
-    /// The plugin's language (Go; Rust, Python and JavaScript build with cargo, kubewasm-py and kubewasm-js)
-    #[arg(long, value_name = "LANG", default_value = "go", value_parser = ["go"])]
+    /// The plugin's language (Go or C; Rust, Python and JavaScript build with cargo, kubewasm-py and kubewasm-js)
+    #[arg(long, value_name = "LANG", default_value = "go", value_parser = ["go", "c"])]
     lang: String,
 
     /// The component to write (default: DIR/NAME.wasm, NAME being the directory's name)
@@ -1110,14 +1114,14 @@ fn build(args: BuildArgs) -> Result<ExitCode, String> {
             dir.join(format!("{name}.wasm"))
         }
     };
-    let built = crate::gobuild::build(&crate::gobuild::GoBuild::new(&args.dir, &output)).map_err(|e| e.to_string())?;
-    println!(
-        "built {} ({} KiB) with {} in {:.1}s",
-        built.output.display(),
-        built.component_bytes.div_ceil(1024),
-        built.go_version,
-        (built.go_build + built.componentize).as_secs_f64()
-    );
+    let (bytes, toolchain, took) = if args.lang == "c" {
+        let built = crate::build::c::build(&crate::build::c::CBuild::new(&args.dir, &output)).map_err(|e| e.to_string())?;
+        (built.component_bytes, "clang".to_string(), built.compile + built.componentize)
+    } else {
+        let built = crate::build::go::build(&crate::build::go::GoBuild::new(&args.dir, &output)).map_err(|e| e.to_string())?;
+        (built.component_bytes, built.go_version, built.go_build + built.componentize)
+    };
+    println!("built {} ({} KiB) with {toolchain} in {:.1}s", output.display(), bytes.div_ceil(1024), took.as_secs_f64());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -40,7 +40,7 @@
 //!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
 //!   [`recording`]: `kubewasm record`. [`case`]: how cases spell calls, Events and results,
 //!   and their diffs. [`finalizers`]: `kubewasm finalizers release`. [`scaffold`]: `kubewasm new`.
-//!   [`gobuild`]: `kubewasm build --lang go`.
+//!   [`build`]: `kubewasm build --lang go|c`.
 //!
 //! Imports run downward: cli/app → delivery → supervisor → controller → runtime, shard → informer,
 //! queue, client, events, identity, leader → discovery → manifest, resource, selector, duration, metrics;
@@ -51,6 +51,7 @@ pub mod allocator;
 pub mod app;
 pub mod bucket;
 pub mod budget;
+pub mod build;
 pub mod cache_dir;
 pub mod case;
 pub mod cli;
@@ -63,7 +64,6 @@ pub mod events;
 #[cfg(test)]
 mod fake_api;
 pub mod finalizers;
-pub mod gobuild;
 pub mod identity;
 pub mod informer;
 pub mod leader;

@@ -1,13 +1,15 @@
-//! `kubewasm new`: scaffolds a plugin project in Rust, Python, JavaScript or Go — a small working
+//! `kubewasm new`: scaffolds a plugin project in Rust, Python, JavaScript, Go or C — a small working
 //! controller (a ConfigMap with a label gets a summary ConfigMap, the same logic in every
 //! language), a README, a Makefile (`make`, `make test`, `make check`), and table-test cases that
-//! pass for all four. The controller reconciles itself (one server-side apply), or, with
-//! `--mode declarative`, answers which children a parent should have and the host makes them.
+//! pass for all five. The controller reconciles itself (one server-side apply), or, with
+//! `--mode declarative`, answers which children a parent should have and the host makes them
+//! (not in C: its SDK builds reconciling plugins only).
 //!
 //! The templates are files under `host/templates/`, embedded at compile time; `{{name}}`,
 //! `{{crate}}` and `{{sdk}}` in them are replaced. The SDKs are not published to registries, so a
 //! project points at the SDKs of a kubewasm checkout, by absolute path: a path dependency (Rust),
-//! a path in `requirements.txt` (Python), a `file:` dependency (JS), a `replace` line (Go). Which
+//! a path in `requirements.txt` (Python), a `file:` dependency (JS), a `replace` line (Go), the
+//! headers' directory for editors (C; `kubewasm build` has the C SDK built in). Which
 //! checkout is explicit (`--sdk`, `$KUBEWASM_SDK_DIR`, else the one this binary was built from),
 //! checked (the language's SDK must be there), and said in the summary. Owns only the files it
 //! writes; never overwrites anything.
@@ -25,10 +27,11 @@ pub enum Lang {
     Python,
     Js,
     Go,
+    C,
 }
 
 impl Lang {
-    pub const ALL: [Lang; 4] = [Lang::Rust, Lang::Python, Lang::Js, Lang::Go];
+    pub const ALL: [Lang; 5] = [Lang::Rust, Lang::Python, Lang::Js, Lang::Go, Lang::C];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -36,7 +39,13 @@ impl Lang {
             Lang::Python => "python",
             Lang::Js => "js",
             Lang::Go => "go",
+            Lang::C => "c",
         }
+    }
+
+    /// Whether the language's SDK builds declarative plugins.
+    pub fn declarative(self) -> bool {
+        self != Lang::C
     }
 
     /// The SDK's directory under the SDKs directory (`plugins/` of a checkout), and a file that
@@ -47,6 +56,7 @@ impl Lang {
             Lang::Python => ("python", "pyproject.toml"),
             Lang::Js => ("js", "package.json"),
             Lang::Go => ("go", "go.mod"),
+            Lang::C => ("c", "src/kubewasm.h"),
         }
     }
 
@@ -57,6 +67,7 @@ impl Lang {
             Lang::Python => (PYTHON, PYTHON_CONTROLLER, PYTHON_DECLARATIVE),
             Lang::Js => (JS, JS_CONTROLLER, JS_DECLARATIVE),
             Lang::Go => (GO, GO_CONTROLLER, GO_DECLARATIVE),
+            Lang::C => (C, C_CONTROLLER, &[][..]),
         };
         let own = match mode {
             Mode::Controller => controller,
@@ -72,6 +83,7 @@ impl Lang {
             Lang::Python => "app.py",
             Lang::Js => "app.js",
             Lang::Go => "main.go",
+            Lang::C => "app.c",
         }
     }
 }
@@ -116,6 +128,7 @@ impl Mode {
         let file = lang.source();
         let (manifest, reconcile, sync) = match lang {
             Lang::Go => ("Manifest", "Reconcile", "Sync"),
+            Lang::C => ("kubewasm_describe", "kubewasm_reconcile", "sync"),
             _ => ("manifest", "reconcile", "sync"),
         };
         match self {
@@ -156,6 +169,7 @@ impl FromStr for Lang {
             "python" => Ok(Lang::Python),
             "js" | "javascript" => Ok(Lang::Js),
             "go" | "golang" => Ok(Lang::Go),
+            "c" => Ok(Lang::C),
             _ => Err(ScaffoldError::Lang(text.into())),
         }
     }
@@ -218,16 +232,27 @@ const GO_CONTROLLER: &[Template] = &[template!("main.go", "go/main.go"), templat
 const GO_DECLARATIVE: &[Template] =
     &[template!("main.go", "declarative/go/main.go"), template!("main_test.go", "declarative/go/main_test.go"), DECLARATIVE_CASE];
 
+const C: &[Template] = &[
+    template!("Makefile", "c/Makefile"),
+    template!("README.md", "c/README.md"),
+    template!(".gitignore", "c/gitignore"),
+    template!("compile_flags.txt", "c/compile_flags.txt"),
+    REFUSED_CASE,
+];
+const C_CONTROLLER: &[Template] = &[template!("app.c", "c/app.c"), CASE];
+
 /// The environment variable naming the SDKs directory when `--sdk` is not given (it wins over the
 /// checkout this binary was built from).
 pub const SDK_ENV: &str = "KUBEWASM_SDK_DIR";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScaffoldError {
-    #[error("unknown language {0:?}: use rust, python, js or go")]
+    #[error("unknown language {0:?}: use rust, python, js, go or c")]
     Lang(String),
     #[error("unknown mode {0:?}: use controller (it reconciles) or declarative (it answers the children a parent should have)")]
     Mode(String),
+    #[error("the {0} SDK builds reconciling plugins only: use --mode controller, or another language for a declarative one")]
+    NotDeclarative(Lang),
     #[error(
         "{0:?} is not a valid plugin name: use a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters, starting and ending with a letter or digit)"
     )]
@@ -362,7 +387,7 @@ fn crate_name(name: &str) -> String {
 pub fn artifact(lang: Lang, name: &str) -> PathBuf {
     match lang {
         Lang::Rust => Path::new("wasm32-wasip2/release").join(format!("{}.wasm", crate_name(name))),
-        Lang::Python | Lang::Js | Lang::Go => PathBuf::from(format!("{name}.wasm")),
+        Lang::Python | Lang::Js | Lang::Go | Lang::C => PathBuf::from(format!("{name}.wasm")),
     }
 }
 
@@ -412,6 +437,9 @@ fn check_target(dir: &Path) -> Result<(), ScaffoldError> {
 pub fn create(options: &Options) -> Result<Created, ScaffoldError> {
     if !is_dns_label(&options.name) {
         return Err(ScaffoldError::Name(options.name.clone()));
+    }
+    if options.mode == Mode::Declarative && !options.lang.declarative() {
+        return Err(ScaffoldError::NotDeclarative(options.lang));
     }
     let (sdk_sub, marker) = options.lang.sdk();
     let sdk = options.sdks.join(sdk_sub);
@@ -479,6 +507,7 @@ pub fn summary(options: &Options, created: &Created) -> String {
         Lang::Python => format!("cd {dir}\n  pip install -r requirements.txt\n  kubewasm-py build app.py -o {name}.wasm"),
         Lang::Js => format!("cd {dir}\n  npm install --prefix {sdk}\n  npm install\n  npm run build"),
         Lang::Go => format!("cd {dir}\n  go test ./...\n  kubewasm build --lang go . -o {name}.wasm"),
+        Lang::C => format!("cd {dir}\n  kubewasm build --lang c . -o {name}.wasm"),
     };
     let _ = writeln!(out, "\nIt uses the {} SDK at {sdk} (--sdk DIR for another kubewasm checkout's plugins/).", options.lang);
     for note in &created.notes {
@@ -505,7 +534,11 @@ mod tests {
 
     #[test]
     fn every_language_renders_every_placeholder() {
-        for (lang, mode) in Lang::ALL.into_iter().flat_map(|lang| [(lang, Mode::Controller), (lang, Mode::Declarative)]) {
+        for (lang, mode) in Lang::ALL
+            .into_iter()
+            .flat_map(|lang| [(lang, Mode::Controller), (lang, Mode::Declarative)])
+            .filter(|(lang, mode)| *mode == Mode::Controller || lang.declarative())
+        {
             let dir = tempfile::tempdir().unwrap();
             let project = dir.path().join("cm-summary");
             let created = create(&Options { mode, ..options(lang, "cm-summary", &project) }).unwrap();
@@ -554,6 +587,18 @@ mod tests {
         let go_mod = std::fs::read_to_string(dir.path().join("g/go.mod")).unwrap();
         assert!(go_mod.contains(&format!("replace github.com/kubewasm/kubewasm/plugins/go => \"{}\"", go.sdk.display())), "{go_mod}");
         assert!(go.sdk.is_absolute() && go.sdk.join("go.mod").is_file(), "{}", go.sdk.display());
+        let c = create(&options(Lang::C, "a", &dir.path().join("c"))).unwrap();
+        let flags = std::fs::read_to_string(dir.path().join("c/compile_flags.txt")).unwrap();
+        assert!(flags.contains(&format!("-I{}/src", c.sdk.display())) && c.sdk.join("src/kubewasm.h").is_file(), "{flags}");
+    }
+
+    #[test]
+    fn a_declarative_c_project_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = create(&Options { mode: Mode::Declarative, ..options(Lang::C, "a", &dir.path().join("a")) }).unwrap_err();
+        assert!(matches!(error, ScaffoldError::NotDeclarative(Lang::C)), "{error}");
+        assert!(error.to_string().contains("--mode controller") && !error.to_string().contains('\n'), "{error}");
+        assert!(!dir.path().join("a").exists());
     }
 
     #[test]

@@ -58,7 +58,7 @@ pub fn install(guest: &Path, dir: &Path, name: &str, settings: Option<&str>) -> 
 }
 
 /// The languages the examples are written in, as named in `examples/<example>/<lang>`.
-pub const LANGS: [&str; 4] = ["rust", "python", "js", "go"];
+pub const LANGS: [&str; 5] = ["rust", "python", "js", "go", "c"];
 
 /// Held while a Python or JS plugin builds: componentize-py and componentize-js each peak at
 /// hundreds of MB, so builds go one at a time within a test process.
@@ -84,12 +84,51 @@ fn run_build(what: &str, mut command: Command, install: &str) {
 
 /// Builds the Python plugin `src` into the component `out` with the Python SDK's
 /// `kubewasm-py build` (from `PATH`: `pip install plugins/python`; `scripts/env.sh` installs it
-/// into a venv).
+/// into a venv), with the packages of a `requirements.txt` beside `src`, if any, bundled
+/// (`-p`, see [`python_requirements`]).
 pub fn python_plugin(src: &Path, out: &Path) {
     let mut command = Command::new("kubewasm-py");
     command.arg("build").arg(src).arg("-o").arg(out);
+    if let Some(deps) = python_requirements(src) {
+        command.arg("-p").arg(deps);
+    }
     run_build(&src.display().to_string(), command, "pip install ./plugins/python, or source scripts/env.sh");
     assert!(out.is_file(), "kubewasm-py built {}, but {} is missing", src.display(), out.display());
+}
+
+/// The `requirements.txt` beside the Python app `app`, if there is one.
+fn requirements_of(app: &Path) -> Option<PathBuf> {
+    Some(app.with_file_name("requirements.txt")).filter(|r| r.is_file())
+}
+
+/// The packages of the `requirements.txt` beside the Python app `app` (None without one),
+/// installed with `python3 -m pip install --target` (the venv's pip, from `PATH`) into
+/// `target/kubewasm-tests/python-deps/<digest of the requirements>`, once: the directory that
+/// `kubewasm-py build -p` bundles from.
+fn python_requirements(app: &Path) -> Option<PathBuf> {
+    let requirements = requirements_of(app)?;
+    let text = std::fs::read(&requirements).unwrap_or_else(|e| panic!("read {}: {e}", requirements.display()));
+    let digest = hex(&Sha256::digest(text)[..8]);
+    let parent = target_dir().join("kubewasm-tests/python-deps");
+    let dir = parent.join(&digest);
+    static INSTALLS: Mutex<()> = Mutex::new(());
+    let _guard = INSTALLS.lock().unwrap_or_else(|e| e.into_inner());
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    std::fs::create_dir_all(&parent).unwrap_or_else(|e| panic!("create {}: {e}", parent.display()));
+    // Installed aside and renamed into place: a concurrent test process sees all of it or nothing.
+    let partial = parent.join(format!(".{digest}.{}.partial", std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    let mut command = Command::new("python3");
+    command.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target"]).arg(&partial).arg("-r").arg(&requirements);
+    run_build(&requirements.display().to_string(), command, "source scripts/env.sh: its venv has pip");
+    if let Err(e) = std::fs::rename(&partial, &dir) {
+        // Another test process installed the same requirements first: theirs is as good.
+        let _ = std::fs::remove_dir_all(&partial);
+        assert!(dir.is_dir(), "rename {} to {}: {e}", partial.display(), dir.display());
+    }
+    Some(dir)
 }
 
 /// Builds the JavaScript (or TypeScript) plugin `src` into the component `out` with the JS SDK's
@@ -109,14 +148,16 @@ pub fn js_plugin(src: &Path, out: &Path) {
     assert!(out.is_file(), "kubewasm-js built {}, but {} is missing", src.display(), out.display());
 }
 
-/// Builds the Go plugin in the directory `src` (a main package in a Go module) into the
-/// component `out` with `kubewasm build --lang go`, as a Go author does: the workspace's
-/// `kubewasm` (built on first use) and Go 1.26 from `PATH`.
-pub fn go_plugin(src: &Path, out: &Path) {
+/// Builds the Go plugin in the directory `src` (a main package in a Go module) or the C plugin
+/// whose `.c` files are in `src` into the component `out` with `kubewasm build --lang go|c`, as
+/// an author does: the workspace's `kubewasm` (built on first use), and Go 1.26 or clang-16 with
+/// wasi-libc from `PATH`.
+pub fn kubewasm_built_plugin(lang: &str, src: &Path, out: &Path) {
     let kubewasm = crate::host::kubewasm_binary().unwrap_or_else(|e| panic!("building {}: no kubewasm binary: {e}", src.display()));
     let mut command = Command::new(kubewasm);
-    command.arg("build").arg("--lang").arg("go").arg(src).arg("-o").arg(out);
-    run_build(&src.display().to_string(), command, "install Go 1.26");
+    command.arg("build").arg("--lang").arg(lang).arg(src).arg("-o").arg(out);
+    let install = if lang == "c" { "apt-get install clang-16 lld-16 wasi-libc libclang-rt-16-dev-wasm32 (scripts/env.sh does)" } else { "install Go 1.26" };
+    run_build(&src.display().to_string(), command, install);
     assert!(out.is_file(), "kubewasm build built {}, but {} is missing", src.display(), out.display());
 }
 
@@ -149,7 +190,7 @@ fn inputs_digest(app: &Path, inputs: &[PathBuf]) -> String {
     {
         hasher.update(name.as_bytes());
         hasher.update([0]);
-        // A Go plugin's app is its directory: its files are among the inputs.
+        // A Go or C plugin's app is its directory: its files are among the inputs.
         if path.is_dir() {
             continue;
         }
@@ -163,16 +204,20 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The Python (`lang` "python") or JavaScript ("js") plugin whose source is the one file `app`,
-/// or the Go ("go") plugin whose source is the directory `app`, built with [`python_plugin`],
-/// [`js_plugin`] or [`go_plugin`] and kept in `target/kubewasm-tests/plugins/` as
-/// `<stem>-<digest>.wasm`, the digest covering the app, its SDK and the WIT (for Go also the
-/// host's build recipe, `host/src/gobuild.rs`): rebuilt only when one of them changes.
+/// or the Go ("go") or C ("c") plugin whose source is the directory `app`, built with
+/// [`python_plugin`], [`js_plugin`] or [`kubewasm_built_plugin`] and kept in
+/// `target/kubewasm-tests/plugins/` as `<stem>-<digest>.wasm`, the digest covering the app, its
+/// SDK and the WIT (for Python also the `requirements.txt` beside the app, for Go and C the
+/// host's build recipe, `host/src/build/`):
+/// rebuilt only when one of them changes.
 pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
     let root = workspace_root();
     let mut inputs = match lang {
         "python" => {
             let mut sdk = vec![root.join("plugins/python/pyproject.toml")];
             files_under(&root.join("plugins/python/src/kubewasm"), &["py"], &mut sdk);
+            // What the build bundles besides the app (python_requirements).
+            sdk.extend(requirements_of(app));
             sdk
         }
         "js" => {
@@ -181,14 +226,25 @@ pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
             sdk
         }
         "go" => {
-            let mut sdk = vec![root.join("host/src/gobuild.rs")];
+            let mut sdk = vec![root.join("host/src/build/mod.rs"), root.join("host/src/build/go.rs")];
             files_under(&root.join("plugins/go"), &["go", "s", "mod"], &mut sdk);
             files_under(app, &["go", "mod", "sum"], &mut sdk);
             sdk
         }
-        other => panic!("cached_plugin builds Python, JS and Go plugins, not {other:?}"),
+        "c" => {
+            let mut sdk = vec![root.join("host/src/build/mod.rs"), root.join("host/src/build/c.rs")];
+            files_under(&root.join("plugins/c/src"), &["c", "h"], &mut sdk);
+            files_under(app, &["c", "h"], &mut sdk);
+            sdk
+        }
+        other => panic!("cached_plugin builds Python, JS, Go and C plugins, not {other:?}"),
     };
-    assert!(if lang == "go" { app.join("go.mod").is_file() } else { app.is_file() }, "{} is missing", app.display());
+    let present = match lang {
+        "go" => app.join("go.mod").is_file(),
+        "c" => app.is_dir(),
+        _ => app.is_file(),
+    };
+    assert!(present, "{} is missing", app.display());
     files_under(&root.join("wit"), &["wit"], &mut inputs);
     let out_dir = target_dir().join("kubewasm-tests/plugins");
     let out = out_dir.join(format!("{stem}-{}.wasm", inputs_digest(app, &inputs)));
@@ -204,7 +260,7 @@ pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
     match lang {
         "python" => python_plugin(app, &partial),
         "js" => js_plugin(app, &partial),
-        _ => go_plugin(app, &partial),
+        _ => kubewasm_built_plugin(lang, app, &partial),
     }
     std::fs::rename(&partial, &out).unwrap_or_else(|e| panic!("rename {} to {}: {e}", partial.display(), out.display()));
     // Earlier builds of the same plugin are stale now.
@@ -237,7 +293,7 @@ fn plugin_in(dir: &Path, name: &str, lang: &str) -> PathBuf {
         "rust" => guest(name, &name.replace('-', "_")),
         "python" => cached_plugin(lang, &dir.join("python").join(format!("{}.py", name.replace('-', "_"))), &format!("{name}-{lang}")),
         "js" => cached_plugin(lang, &dir.join("js").join(format!("{name}.js")), &format!("{name}-{lang}")),
-        "go" => cached_plugin(lang, &dir.join("go"), &format!("{name}-{lang}")),
+        "go" | "c" => cached_plugin(lang, &dir.join(lang), &format!("{name}-{lang}")),
         other => panic!("unknown language {other:?}: the examples are in {LANGS:?}"),
     }
 }

@@ -1,41 +1,13 @@
 //! Go plugins (`kubewasm build --lang go`): builds a Go main package with the standard Go
 //! toolchain into a core WebAssembly module (`GOOS=wasip1 GOARCH=wasm go build
-//! -buildmode=c-shared`), then makes it a component of the `controller` world — the WIT package
-//! embedded in this binary, and the WASI preview1 reactor adapter of the wasmtime release the
-//! host runs (crate `wasi-preview1-component-adapter-provider`) — with the `wit-component`
-//! crate, so a Go author needs Go and `kubewasm`, nothing else (no `wasm-tools`, no TinyGo).
-//!
-//! Knows nothing of what the plugin does: the Go SDK (`plugins/go`) provides the bindings and
-//! the exports; this module only builds and wraps. Owns the temporary directory of one build;
-//! writes the component with a rename, so a plugin directory never sees half a file.
+//! -buildmode=c-shared`), which [`super::componentize`] makes a component, so a Go author needs
+//! Go and `kubewasm`, nothing else (no TinyGo). The Go SDK (`plugins/go`) provides the bindings
+//! and the exports.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-use wit_component::{ComponentEncoder, StringEncoding};
-use wit_parser::{Resolve, SourceMap};
-
-/// The WIT package the component's world comes from: `wit/`, embedded at compile time. Every
-/// file of the package is listed (a test checks none is missing).
-const WIT: &[(&str, &str)] = &[
-    ("access.wit", include_str!("../../wit/access.wit")),
-    ("cache.wit", include_str!("../../wit/cache.wit")),
-    ("client.wit", include_str!("../../wit/client.wit")),
-    ("composite.wit", include_str!("../../wit/composite.wit")),
-    ("events.wit", include_str!("../../wit/events.wit")),
-    ("log.wit", include_str!("../../wit/log.wit")),
-    ("plugin.wit", include_str!("../../wit/plugin.wit")),
-    ("reconciler.wit", include_str!("../../wit/reconciler.wit")),
-    ("release.wit", include_str!("../../wit/release.wit")),
-    ("types.wit", include_str!("../../wit/types.wit")),
-    ("views.wit", include_str!("../../wit/views.wit")),
-    ("world.wit", include_str!("../../wit/world.wit")),
-];
-
-/// The world a plugin's component implements.
-const WORLD: &str = "controller";
 
 /// The Go toolchain the SDK is built and tested with; older ones lack `//go:wasmexport` (1.24)
 /// or were not tried.
@@ -61,8 +33,6 @@ pub enum GoBuildError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the WIT package embedded in kubewasm does not parse: {0}")]
-    Wit(String),
     #[error("making a component of {}: {message}", .core.display())]
     Component { core: PathBuf, message: String },
 }
@@ -131,8 +101,7 @@ pub fn build(build: &GoBuild) -> Result<Built, GoBuildError> {
         return Err(GoBuildError::NotAModule(build.dir.clone()));
     }
     let go_version = go_version(&build.go)?;
-    let out_dir = build.output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let scratch = tempfile::Builder::new().prefix(".kubewasm-go-").tempdir_in(out_dir).map_err(io(out_dir))?;
+    let scratch = super::scratch_beside(&build.output).map_err(io(&build.output))?;
     let core = scratch.path().join("core.wasm");
 
     let started = Instant::now();
@@ -158,73 +127,16 @@ pub fn build(build: &GoBuild) -> Result<Built, GoBuildError> {
 
     let started = Instant::now();
     let module = std::fs::read(&core).map_err(io(&core))?;
-    let component = componentize(&module).map_err(|message| GoBuildError::Component { core: build.output.clone(), message })?;
+    let component = super::componentize(&module).map_err(|message| GoBuildError::Component { core: build.output.clone(), message })?;
     let componentize = started.elapsed();
 
-    let partial = scratch.path().join("component.wasm");
-    std::fs::write(&partial, &component).map_err(io(&partial))?;
-    std::fs::rename(&partial, &build.output).map_err(io(&build.output))?;
+    super::install(scratch.path(), &component, &build.output).map_err(io(&build.output))?;
     Ok(Built { output: build.output.clone(), core_bytes: module.len(), component_bytes: component.len(), go_version, go_build, componentize })
-}
-
-/// The `controller` world of the embedded WIT package.
-fn world() -> Result<(Resolve, wit_parser::WorldId), GoBuildError> {
-    let mut sources = SourceMap::new();
-    for (name, text) in WIT {
-        sources.push_str(name, *text);
-    }
-    let group = sources.parse().map_err(|(_, e)| GoBuildError::Wit(e.to_string()))?;
-    let mut resolve = Resolve::default();
-    let package = resolve.push_group(group).map_err(|e| GoBuildError::Wit(e.to_string()))?;
-    let world = resolve.select_world(&[package], Some(WORLD)).map_err(|e| GoBuildError::Wit(e.to_string()))?;
-    Ok((resolve, world))
-}
-
-/// Makes a component of the `controller` world from a core module built for wasip1 (reactor):
-/// embeds the world's type information (what `wasm-tools component embed` does) and wraps the
-/// module with the WASI preview1 reactor adapter (`wasm-tools component new --adapt`). The
-/// result is validated. Errors are messages for the plugin's author.
-pub fn componentize(core: &[u8]) -> Result<Vec<u8>, String> {
-    let (resolve, world) = world().map_err(|e| e.to_string())?;
-    let mut module = core.to_vec();
-    wit_component::embed_component_metadata(&mut module, &resolve, world, StringEncoding::UTF8).map_err(|e| format!("{e:#}"))?;
-    let mut encoder = ComponentEncoder::default()
-        .validate(true)
-        .module(&module)
-        .map_err(|e| format!("{e:#}"))?
-        .adapter(
-            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
-            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
-        )
-        .map_err(|e| format!("{e:#}"))?;
-    encoder.encode().map_err(|e| format!("{e:#}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_embedded_wit_is_the_whole_package() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
-        let mut on_disk: Vec<String> =
-            std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.ends_with(".wit")).collect();
-        on_disk.sort();
-        let embedded: Vec<String> = WIT.iter().map(|(n, _)| n.to_string()).collect();
-        assert_eq!(embedded, on_disk, "list every file of wit/ in gobuild::WIT");
-        let (resolve, world) = world().unwrap();
-        assert_eq!(resolve.worlds[world].name, WORLD);
-    }
-
-    #[test]
-    fn a_core_module_that_is_not_a_plugin_is_refused_with_a_message() {
-        // An empty core module exports nothing the world needs.
-        let empty = b"\0asm\x01\0\0\0".to_vec();
-        let error = componentize(&empty).unwrap_err();
-        assert!(error.contains("plugin") || error.contains("export") || error.contains("missing"), "{error}");
-        let error = componentize(b"not wasm").unwrap_err();
-        assert!(!error.is_empty());
-    }
 
     #[test]
     fn a_directory_without_go_mod_is_refused() {

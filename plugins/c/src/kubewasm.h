@@ -1,0 +1,248 @@
+/* The kubewasm C SDK: a Kubernetes controller as a C plugin.
+ *
+ * A plugin is a C file that includes this header and defines two functions (the others are
+ * optional; leave out what you don't need):
+ *
+ *     const char *kubewasm_describe(kw_manifest *m, kw_settings *settings);  // required
+ *     kw_result kubewasm_reconcile(kw_value *object);                         // required
+ *     kw_result kubewasm_finalize(kw_value *object);      // the manifest names a finalizer
+ *     kw_result kubewasm_released(kw_value *object);      // it left the primary selector
+ *     void kubewasm_map_related(kw_gvk resource, kw_value *object, kw_keys *keys);
+ *
+ * `kubewasm build --lang c DIR` compiles every .c file of DIR with this SDK (built into kubewasm:
+ * no file of it needs copying) into a component, with clang and wasi-libc for wasm32-wasi.
+ *
+ * Memory: what the SDK hands you and what you make with it (values, strings, errors) lives until
+ * the call into the plugin returns, then it is freed at once (json.h, "the arena"): never free it,
+ * never keep it from one call to the next. What `kubewasm_describe` reads from the settings and
+ * must outlive the call is copied with malloc/strdup into your own globals: the host calls
+ * describe once on every instance before any other call, always with the same settings.
+ *
+ * Errors: every host call returns NULL on success or a `const kw_error *` (code and message),
+ * which a reconcile can return as it is (`kw_fail(err)`). Values over the host's bounds (wit/:
+ * a name over 253 bytes, a label selector over 4096, an Event note over 1024, ...) are refused
+ * here with the host's own `invalid` error and never cross the boundary. A bug is not an answer:
+ * `kw_panic` (or abort, or a trap) is a fault the host reports, retries and quarantines, never an
+ * error value.
+ */
+#ifndef KUBEWASM_H
+#define KUBEWASM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "json.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Resources --------------------------------------------------------------------------- */
+
+/* A kind of Kubernetes object: group ("" for the core group), version and kind. */
+typedef struct kw_gvk {
+    const char *group;
+    const char *version;
+    const char *kind;
+} kw_gvk;
+
+#define KW_GVK(group, version, kind) ((kw_gvk){(group), (version), (kind)})
+#define KW_CONFIGMAP KW_GVK("", "v1", "ConfigMap")
+#define KW_SECRET KW_GVK("", "v1", "Secret")
+#define KW_POD KW_GVK("", "v1", "Pod")
+#define KW_SERVICE KW_GVK("", "v1", "Service")
+#define KW_NAMESPACE KW_GVK("", "v1", "Namespace")
+#define KW_NODE KW_GVK("", "v1", "Node")
+#define KW_SERVICEACCOUNT KW_GVK("", "v1", "ServiceAccount")
+#define KW_DEPLOYMENT KW_GVK("apps", "v1", "Deployment")
+#define KW_STATEFULSET KW_GVK("apps", "v1", "StatefulSet")
+#define KW_DAEMONSET KW_GVK("apps", "v1", "DaemonSet")
+#define KW_JOB KW_GVK("batch", "v1", "Job")
+#define KW_CRONJOB KW_GVK("batch", "v1", "CronJob")
+
+/* The apiVersion of a kind: "v1", "apps/v1". */
+const char *kw_api_version(kw_gvk gvk);
+/* The kind of an object (from its apiVersion and kind; empty strings when absent). */
+kw_gvk kw_gvk_of(const kw_value *object);
+
+/* ---- Errors and results -------------------------------------------------------------------- */
+
+typedef enum kw_code {
+    KW_NOT_FOUND,
+    KW_ALREADY_EXISTS,
+    KW_CONFLICT,
+    KW_FORBIDDEN,
+    KW_INVALID,
+    KW_UNAVAILABLE,
+    KW_OTHER,
+} kw_code;
+
+typedef struct kw_error {
+    kw_code code;
+    const char *message;
+} kw_error;
+
+/* A new error, its message printf-formatted. */
+const kw_error *kw_errorf(kw_code code, const char *format, ...) __attribute__((format(printf, 2, 3)));
+/* err unless it is a not-found (then NULL): what a "get, or make it" reconcile needs. */
+const kw_error *kw_ignore_not_found(const kw_error *err);
+/* "not-found", "conflict", ... as the WIT spells the code. */
+const char *kw_code_name(kw_code code);
+
+/* What a reconcile (finalize, released) answers: done, requeue after a while, or an error
+ * (retried with backoff; a Warning Event unless the code is conflict). */
+typedef struct kw_result {
+    const kw_error *error;
+    uint64_t requeue_after_ms;
+} kw_result;
+
+#define KW_DONE ((kw_result){0})
+/* Reconcile again after `after` (C11's duration type), rounded up to whole milliseconds: a
+ * positive duration never becomes 0 (which would mean "done"). */
+kw_result kw_requeue_after(struct timespec after);
+kw_result kw_requeue_after_ms(uint64_t milliseconds);
+/* The error as a result (NULL: done), and a new error as one. */
+kw_result kw_fail(const kw_error *err);
+kw_result kw_failf(kw_code code, const char *format, ...) __attribute__((format(printf, 2, 3)));
+/* Logs the message at error level, then traps: the host reports a fault (a bug, not an answer). */
+_Noreturn void kw_panic(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- The manifest: what the plugin is and needs ---------------------------------------------- */
+
+typedef struct kw_manifest kw_manifest;
+
+/* Verbs of a permission, or-ed: KW_CREATE | KW_PATCH. */
+enum {
+    KW_GET = 1 << 0,
+    KW_LIST = 1 << 1,
+    KW_WATCH = 1 << 2,
+    KW_CREATE = 1 << 3,
+    KW_UPDATE = 1 << 4,
+    KW_PATCH = 1 << 5,
+    KW_DELETE = 1 << 6,
+};
+
+/* How an event on a watched object becomes keys of primaries to reconcile (wit/plugin.wit). */
+typedef enum kw_mapping {
+    KW_BY_OWNER_REFERENCES,
+    KW_BY_LABEL,       /* the primary named by a label of the watched object */
+    KW_BY_MAP_RELATED, /* kubewasm_map_related says */
+} kw_mapping;
+
+/* Each returns m, so calls may chain in one expression. The name and version are required (a
+ * DNS-1123 label, and free text), as is the primary; the host validates the whole and refuses
+ * the plugin with a message naming the field that is wrong. */
+kw_manifest *kw_manifest_name(kw_manifest *m, const char *name, const char *version);
+kw_manifest *kw_manifest_primary(kw_manifest *m, kw_gvk primary);
+kw_manifest *kw_manifest_primary_selector(kw_manifest *m, const char *label_selector);
+kw_manifest *kw_manifest_owns(kw_manifest *m, kw_gvk owned);
+/* label: the label key for KW_BY_LABEL, else NULL; label_selector: NULL watches every object. */
+kw_manifest *kw_manifest_watch(kw_manifest *m, kw_gvk watched, kw_mapping mapping, const char *label, const char *label_selector);
+/* A grant beyond reading the primary, owned and watched kinds; subresource NULL for the
+ * resource itself, "status" for its status. Every namespace the host serves. */
+kw_manifest *kw_manifest_permission(kw_manifest *m, kw_gvk resource, const char *subresource, unsigned verbs);
+kw_manifest *kw_manifest_finalizer(kw_manifest *m, const char *finalizer);
+kw_manifest *kw_manifest_resync_seconds(kw_manifest *m, uint32_t seconds);
+kw_manifest *kw_manifest_max_concurrency(kw_manifest *m, uint32_t workers);
+kw_manifest *kw_manifest_deadline_ms(kw_manifest *m, uint32_t milliseconds);
+kw_manifest *kw_manifest_memory_bytes(kw_manifest *m, uint64_t bytes);
+/* The host caches only the metadata of this kind's objects (wit/views.wit). */
+kw_manifest *kw_manifest_metadata_only(kw_manifest *m, kw_gvk resource);
+
+/* ---- Settings: NAME.toml beside the plugin, as JSON ------------------------------------------ */
+
+typedef struct kw_settings kw_settings;
+
+/* The setting key (NULL when it is not set). Asking declares the key: after describe returns, a
+ * key the plugin never asked for is refused with `settings: unknown field "KEY"`, as in every
+ * SDK (a typo must not run the plugin with a setting its operator believes is on). */
+kw_value *kw_setting(kw_settings *settings, const char *key);
+
+/* ---- Objects --------------------------------------------------------------------------------- */
+
+/* metadata's fields; NULL (0 for the generation) when absent. A cluster-scoped object has no
+ * namespace. */
+const char *kw_name(const kw_value *object);
+const char *kw_namespace(const kw_value *object);
+const char *kw_uid(const kw_value *object);
+int64_t kw_generation(const kw_value *object);
+const char *kw_label(const kw_value *object, const char *key);
+const char *kw_annotation(const kw_value *object, const char *key);
+/* A new object {apiVersion, kind, metadata: {name, namespace}} (namespace NULL: none). */
+kw_value *kw_new_object(kw_gvk gvk, const char *namespace_, const char *name);
+/* The object's kind, name and namespace with this status: what kw_apply_status takes. */
+kw_value *kw_status_object(const kw_value *object, kw_value *status);
+/* An owner reference to owner that makes it the controller (blockOwnerDeletion too). */
+kw_value *kw_controller_ref(const kw_value *owner);
+/* Whether object's controller reference names owner (by uid). */
+bool kw_is_controlled_by(const kw_value *object, const kw_value *owner);
+
+/* ---- The cache: reads without an API round trip ---------------------------------------------- */
+
+/* The object, or *out = NULL when there is none (not an error). namespace_ NULL: cluster-scoped. */
+const kw_error *kw_cache_get(kw_gvk resource, const char *namespace_, const char *name, kw_value **out);
+/* The objects of the namespace (NULL: every namespace) matching the label selector (NULL: all),
+ * as a JSON array. */
+const kw_error *kw_cache_list(kw_gvk resource, const char *namespace_, const char *label_selector, kw_value **out);
+/* The objects whose controller reference has the uid owner (the host's owner index). */
+const kw_error *kw_cache_list_controlled(kw_gvk resource, const char *namespace_, const char *owner_uid, kw_value **out);
+
+/* ---- The client: writes as the plugin's identity --------------------------------------------- */
+
+/* Server-side apply with the field manager kubewasm/NAME, taking over fields another manager
+ * set (force, as a controller owns what it applies). *out (when out is not NULL) is the object
+ * as the API server returned it, as for every write below. */
+const kw_error *kw_apply(const kw_value *object, kw_value **out);
+const kw_error *kw_apply_status(const kw_value *object, kw_value **out);
+/* The same without force: a field another manager set is a conflict error. */
+const kw_error *kw_apply_no_force(const kw_value *object, kw_value **out);
+const kw_error *kw_apply_status_no_force(const kw_value *object, kw_value **out);
+const kw_error *kw_create(const kw_value *object, kw_value **out);
+const kw_error *kw_update(const kw_value *object, kw_value **out);
+const kw_error *kw_update_status(const kw_value *object, kw_value **out);
+
+typedef enum kw_patch_type { KW_MERGE_PATCH, KW_JSON_PATCH, KW_STRATEGIC_MERGE_PATCH } kw_patch_type;
+
+const kw_error *kw_patch(kw_gvk resource, const char *namespace_, const char *name, kw_patch_type type, const kw_value *body, kw_value **out);
+const kw_error *kw_delete(kw_gvk resource, const char *namespace_, const char *name);
+
+/* ---- Events and logs ------------------------------------------------------------------------- */
+
+typedef enum kw_event_type { KW_NORMAL, KW_WARNING } kw_event_type;
+
+/* An Event about `regarding` (any object with apiVersion, kind and metadata.name): reason and
+ * action 1 to 128 bytes, the note (printf-formatted) at most 1024. */
+const kw_error *kw_event(const kw_value *regarding, kw_event_type type, const char *reason, const char *action, const char *note_format, ...)
+    __attribute__((format(printf, 5, 6)));
+
+typedef enum kw_level { KW_TRACE, KW_DEBUG, KW_INFO, KW_WARN, KW_ERROR } kw_level;
+
+/* A record in the host's log, under the plugin's name. */
+void kw_log(kw_level level, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- The current call ------------------------------------------------------------------------ */
+
+/* How many times in a row this key failed before this call; 0 on a first attempt. */
+uint32_t kw_retries(void);
+
+/* The keys kubewasm_map_related returns. */
+typedef struct kw_keys kw_keys;
+void kw_keys_add(kw_keys *keys, const char *namespace_, const char *name);
+
+/* ---- What the plugin defines ----------------------------------------------------------------- */
+
+/* Fills the manifest from the settings; returns NULL, or a message saying what is wrong with the
+ * settings to refuse loading. */
+const char *kubewasm_describe(kw_manifest *m, kw_settings *settings);
+kw_result kubewasm_reconcile(kw_value *object);
+/* Optional (weak: a plugin that leaves one out gets "done", or no keys). */
+kw_result kubewasm_finalize(kw_value *object) __attribute__((weak));
+kw_result kubewasm_released(kw_value *object) __attribute__((weak));
+void kubewasm_map_related(kw_gvk resource, kw_value *object, kw_keys *keys) __attribute__((weak));
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
