@@ -161,11 +161,13 @@ for dir in examples/*/go; do
     fi
 done
 
-# The C SDK's native unit tests (its JSON values, under ASan and UBSan; the closing line is
-# cargo's form).
-if [ -f plugins/c/test/Makefile ]; then
-    run make -C plugins/c/test
-fi
+# The C SDK's native unit tests (its JSON values), then the C examples' (the CronJob's cron
+# parser), under ASan and UBSan; each closes with a line of cargo's form.
+for dir in plugins/c/test examples/*/c/test; do
+    if [ -f "$dir/Makefile" ]; then
+        run make -C "$dir"
+    fi
+done
 
 wait "$GO_WARM" || true
 rm -f "$GO_WARM_LOG"

@@ -261,6 +261,45 @@ bool kw_is_controlled_by(const kw_value *object, const kw_value *owner) {
     return false;
 }
 
+/* The host's clock to the second, as Kubernetes writes times: "2026-12-03T10:00:30Z". */
+static char *now_rfc3339(void) {
+    struct timespec now = {0};
+    timespec_get(&now, TIME_UTC);
+    struct tm *utc = gmtime(&now.tv_sec); /* one thread: gmtime's static result is safe here */
+    char *text = kw_alloc(sizeof "2026-12-03T10:00:30Z" + 8);
+    strftime(text, sizeof "2026-12-03T10:00:30Z" + 8, "%Y-%m-%dT%H:%M:%SZ", utc);
+    return text;
+}
+
+void kw_set_condition(kw_value *object, const char *type, const char *status, const char *reason, const char *message) {
+    kw_value *conditions = kw_path(object, "status", "conditions", NULL);
+    if (kw_type_of(conditions) != KW_ARRAY) {
+        conditions = kw_set_path(object, kw_array(), "status", "conditions", NULL);
+    }
+    kw_value *wanted = kw_object();
+    kw_set(wanted, "type", kw_string(type));
+    kw_set(wanted, "status", kw_string(status));
+    kw_set(wanted, "reason", kw_string(reason));
+    kw_set(wanted, "message", kw_string(message));
+    if (kw_generation(object) != 0) {
+        kw_set(wanted, "observedGeneration", kw_int(kw_generation(object)));
+    }
+    for (size_t i = 0; i < kw_len(conditions); i++) {
+        kw_value *existing = kw_at(conditions, i);
+        const char *existing_type = kw_str(kw_get(existing, "type"));
+        if (kw_type_of(existing) != KW_OBJECT || !existing_type || strcmp(existing_type, type) != 0) continue;
+        if (!kw_equal(kw_get(existing, "status"), kw_get(wanted, "status"))) {
+            kw_set(existing, "lastTransitionTime", kw_string(now_rfc3339()));
+        }
+        for (size_t k = 0; k < kw_len(wanted); k++) {
+            kw_set(existing, kw_key_at(wanted, k), kw_at(wanted, k));
+        }
+        return;
+    }
+    kw_set(wanted, "lastTransitionTime", kw_string(now_rfc3339()));
+    kw_push(conditions, wanted);
+}
+
 /* The JSON text of an object a call sends, within the host's bound. */
 static const kw_error *encode(const char *what, const kw_value *value, size_t limit, controller_string_t *out) {
     size_t len = 0;

@@ -177,6 +177,11 @@ kw_value *kw_status_object(const kw_value *object, kw_value *status);
 kw_value *kw_controller_ref(const kw_value *owner);
 /* Whether object's controller reference names owner (by uid). */
 bool kw_is_controlled_by(const kw_value *object, const kw_value *owner);
+/* Sets the condition of this type in object's status.conditions as Kubernetes'
+ * meta.SetStatusCondition does (and every SDK's helper): lastTransitionTime, the host's clock to
+ * the second, moves only when the status changes; observedGeneration is the object's generation
+ * (left out when it has none). status is "True", "False" or "Unknown". */
+void kw_set_condition(kw_value *object, const char *type, const char *status, const char *reason, const char *message);
 
 /* ---- The cache: reads without an API round trip ---------------------------------------------- */
 
