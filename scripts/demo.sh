@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The demo: a local Kubernetes control plane (built from the official Go modules on first run —
-# that takes a while once), the kubewasm host, and example plugins in Rust, Python and
-# JavaScript reconciling real objects. Ctrl-C stops everything.
+# that takes a while once), the kubewasm host, and example plugins in Rust, Python, JavaScript,
+# Go and C reconciling real objects. Ctrl-C stops everything.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$ROOT"
 
@@ -33,7 +33,7 @@ until grep -qx ready "$DEMO/controlplane.out" 2>/dev/null; do
     sleep 1
 done
 
-step "building the example plugins: sample-controller in Rust, reboot-coordinator in Python, scaffolded starters in JavaScript and Go"
+step "building the example plugins: sample-controller in Rust, reboot-coordinator in Python, scaffolded starters in JavaScript, Go and C"
 cargo build -q --release --target wasm32-wasip2 -p sample-controller
 cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/sample_controller.wasm" "$DEMO/plugins/sample-controller.wasm"
 kubewasm-py build examples/reboot-coordinator/python/reboot_coordinator.py -o "$DEMO/reboot-coordinator.wasm"
@@ -46,6 +46,10 @@ fi
 if "$BIN/kubewasm" new --lang go hello-go --dir "$DEMO/hello-go" >/dev/null 2>&1; then
     (cd "$DEMO/hello-go" && make --silent KUBEWASM="$BIN/kubewasm" >/dev/null) &&
         cp "$DEMO/hello-go/hello-go.wasm" "$DEMO/plugins/" || echo "(the Go starter did not build; going on without it)"
+fi
+if "$BIN/kubewasm" new --lang c hello-c --dir "$DEMO/hello-c" >/dev/null 2>&1; then
+    (cd "$DEMO/hello-c" && make --silent KUBEWASM="$BIN/kubewasm" >/dev/null) &&
+        cp "$DEMO/hello-c/hello-c.wasm" "$DEMO/plugins/" || echo "(the C starter did not build; going on without it)"
 fi
 for plugin in "$DEMO"/plugins/*.wasm; do "$BIN/kubewasm" check "$plugin" | head -2; done
 
@@ -123,6 +127,13 @@ if [ -f "$DEMO/plugins/hello-go.wasm" ]; then
     kubectl get configmap go-settings-summary -o jsonpath='{"go-settings-summary: "}{.data}{"\n"}'
 fi
 
+if [ -f "$DEMO/plugins/hello-c.wasm" ]; then
+    say "5c. The scaffolded C starter (kubewasm new --lang c hello-c; clang and wasi-libc, built by kubewasm build --lang c): the same, in C"
+    kubectl create configmap c-settings --from-literal=os=linux --from-literal=arch=amd64
+    kubectl label configmap c-settings hello-c.example.com/enabled=true
+    sleep 3
+    kubectl get configmap c-settings-summary -o jsonpath='{"c-settings-summary: "}{.data}{"\n"}'
+fi
 say "6. Who may do what: the API server authorizes each plugin's requests as its own ServiceAccount"
 for check in "sample-controller create deployments.apps" "sample-controller delete nodes" "reboot-coordinator patch nodes" "reboot-coordinator create deployments.apps"; do
     set -- $check
