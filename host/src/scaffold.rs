@@ -128,7 +128,7 @@ impl Mode {
         let file = lang.source();
         let (manifest, reconcile, sync) = match lang {
             Lang::Go => ("Manifest", "Reconcile", "Sync"),
-            Lang::C => ("kubewasm_describe", "kubewasm_reconcile", "sync"),
+            Lang::C => ("describe", "reconcile", "sync"),
             _ => ("manifest", "reconcile", "sync"),
         };
         match self {

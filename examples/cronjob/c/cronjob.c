@@ -27,7 +27,7 @@
 /* How many missed runs are counted before giving up (the tutorial's 100). */
 #define MAX_MISSED_STARTS 100
 
-const char *kubewasm_describe(kw_manifest *m, kw_settings *settings) {
+static const char *describe(kw_manifest *m, kw_settings *settings) {
     (void)settings;
     kw_manifest_name(m, "cronjob", "0.1.0");
     kw_manifest_primary(m, CRONJOB);
@@ -285,7 +285,7 @@ static kw_value *job_ref(const kw_value *job) {
 
 /* ---- Reconcile ------------------------------------------------------------------------------------ */
 
-kw_result kubewasm_reconcile(kw_value *cronjob) {
+static kw_result reconcile(kw_value *cronjob) {
     struct timespec clock;
     timespec_get(&clock, TIME_UTC); /* C11's clock_gettime(CLOCK_REALTIME): the host's wall clock */
     utc_time now = {clock.tv_sec, (int32_t)clock.tv_nsec, 0};
@@ -394,3 +394,5 @@ kw_result kubewasm_reconcile(kw_value *cronjob) {
     /* 7: back at the next run. */
     return scheduled;
 }
+
+KUBEWASM_PLUGIN(.describe = describe, .reconcile = reconcile);

@@ -5,7 +5,7 @@
  * (a setting, default 1) are unavailable: rebooting (reboot-now set) or not Ready. The agent
  * reboots a granted node and clears both annotations once it is back.
  *
- * Every Node event re-evaluates every waiting node (kubewasm_map_related), so a node coming back
+ * Every Node event re-evaluates every waiting node (map_related), so a node coming back
  * Ready lets the next one go. One worker (max-concurrency 1), so two grants never race.
  */
 #include <inttypes.h>
@@ -30,7 +30,7 @@ static const char *setting_text(const kw_value *value) {
     return text;
 }
 
-const char *kubewasm_describe(kw_manifest *m, kw_settings *settings) {
+static const char *describe(kw_manifest *m, kw_settings *settings) {
     /* Only a missing key means the default: an explicit value must be an integer (not 2.0, not
      * "2"), as the Go, Rust and Python ports' typed settings insist. The wording is the Python
      * and JS ports' for a value that is not an integer (Go's would name its own struct) and the
@@ -82,7 +82,7 @@ static bool is_unavailable(const kw_value *node) {
     return has_annotation(node, REBOOT_NOW) || !ready || strcmp(ready, "True") != 0;
 }
 
-kw_result kubewasm_reconcile(kw_value *node) {
+static kw_result reconcile(kw_value *node) {
     if (!is_waiting(node)) return KW_DONE;
 
     kw_value *nodes;
@@ -111,7 +111,7 @@ static int by_name(const void *a, const void *b) {
 
 /* Any Node's change re-evaluates the Nodes waiting to reboot, sorted by name (as the other ports
  * return them, so the host queues them in the same order). */
-void kubewasm_map_related(kw_gvk resource, kw_value *object, kw_keys *keys) {
+static void map_related(kw_gvk resource, kw_value *object, kw_keys *keys) {
     (void)resource;
     (void)object;
     kw_value *nodes;
@@ -129,3 +129,5 @@ void kubewasm_map_related(kw_gvk resource, kw_value *object, kw_keys *keys) {
     qsort(names, count, sizeof *names, by_name);
     for (size_t i = 0; i < count; i++) kw_keys_add(keys, NULL, names[i]);
 }
+
+KUBEWASM_PLUGIN(.describe = describe, .reconcile = reconcile, .map_related = map_related);

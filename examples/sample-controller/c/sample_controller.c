@@ -10,7 +10,7 @@
 
 #define FOO KW_GVK("samplecontroller.k8s.io", "v1alpha1", "Foo")
 
-const char *kubewasm_describe(kw_manifest *m, kw_settings *settings) {
+static const char *describe(kw_manifest *m, kw_settings *settings) {
     (void)settings;
     kw_manifest_name(m, "sample-controller", "0.1.0");
     kw_manifest_primary(m, FOO);
@@ -40,7 +40,7 @@ static kw_value *deployment_for(const kw_value *foo, const char *name, int64_t r
     return deployment;
 }
 
-kw_result kubewasm_reconcile(kw_value *foo) {
+static kw_result reconcile(kw_value *foo) {
     const char *name = kw_str(kw_path(foo, "spec", "deploymentName", NULL));
     if (!name || !*name) {
         return kw_fail(kw_event(foo, KW_WARNING, "InvalidSpec", "Reconcile", "spec.deploymentName must be set"));
@@ -63,3 +63,5 @@ kw_result kubewasm_reconcile(kw_value *foo) {
     kw_set(status, "observedGeneration", kw_int(kw_generation(foo)));
     return kw_fail(kw_apply_status(kw_status_object(foo, status), NULL));
 }
+
+KUBEWASM_PLUGIN(.describe = describe, .reconcile = reconcile);

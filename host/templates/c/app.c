@@ -5,8 +5,9 @@
  * summary with it). One server-side apply per reconcile; the host does the rest (watches, cache,
  * queue, retries).
  *
- * kubewasm_describe says what the plugin reconciles and what it may do; kubewasm_reconcile is
- * the logic. Everything the SDK hands out lives until the call returns: nothing to free.
+ * describe says what the plugin reconciles and what it may do; reconcile is the logic;
+ * KUBEWASM_PLUGIN names them. Everything the SDK hands out lives until the call returns:
+ * nothing to free.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@
  * with malloc: describe's values are gone when it returns. */
 static char *suffix;
 
-const char *kubewasm_describe(kw_manifest *m, kw_settings *settings) {
+static const char *describe(kw_manifest *m, kw_settings *settings) {
     kw_value *setting = kw_setting(settings, "suffix");
     if (setting && (!kw_str(setting) || !*kw_str(setting))) {
         return "suffix must be a non-empty string";
@@ -38,7 +39,7 @@ static int by_text(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-kw_result kubewasm_reconcile(kw_value *cm) {
+static kw_result reconcile(kw_value *cm) {
     const kw_value *data = kw_get(cm, "data");
     size_t count = kw_len(data);
     const char **keys = kw_alloc((count + 1) * sizeof *keys);
@@ -66,3 +67,5 @@ kw_result kubewasm_reconcile(kw_value *cm) {
     kw_log(KW_INFO, "summarized %zu keys of configmap %s", count, kw_name(cm));
     return KW_DONE;
 }
+
+KUBEWASM_PLUGIN(.describe = describe, .reconcile = reconcile);

@@ -1,20 +1,19 @@
 /* The kubewasm C SDK: a Kubernetes controller as a C plugin.
  *
- * A plugin is a C file that includes this header and defines two functions (the others are
- * optional; leave out what you don't need):
+ * A plugin is a C file that includes this header, defines its functions and names them with
+ * KUBEWASM_PLUGIN (the struct kw_plugin below): describe and reconcile are required, the others
+ * optional.
  *
- *     const char *kubewasm_describe(kw_manifest *m, kw_settings *settings);  // required
- *     kw_result kubewasm_reconcile(kw_value *object);                         // required
- *     kw_result kubewasm_finalize(kw_value *object);      // the manifest names a finalizer
- *     kw_result kubewasm_released(kw_value *object);      // it left the primary selector
- *     void kubewasm_map_related(kw_gvk resource, kw_value *object, kw_keys *keys);
+ *     static const char *describe(kw_manifest *m, kw_settings *settings) { ... }
+ *     static kw_result reconcile(kw_value *object) { ... }
+ *     KUBEWASM_PLUGIN(.describe = describe, .reconcile = reconcile);
  *
  * `kubewasm build --lang c DIR` compiles every .c file of DIR with this SDK (built into kubewasm:
  * no file of it needs copying) into a component, with clang and wasi-libc for wasm32-wasi.
  *
  * Memory: what the SDK hands you and what you make with it (values, strings, errors) lives until
  * the call into the plugin returns, then it is freed at once (json.h, "the arena"): never free it,
- * never keep it from one call to the next. What `kubewasm_describe` reads from the settings and
+ * never keep it from one call to the next. What describe reads from the settings and
  * must outlive the call is copied with malloc/strdup into your own globals: the host calls
  * describe once on every instance before any other call, always with the same settings.
  *
@@ -127,7 +126,7 @@ enum {
 typedef enum kw_mapping {
     KW_BY_OWNER_REFERENCES,
     KW_BY_LABEL,       /* the primary named by a label of the watched object */
-    KW_BY_MAP_RELATED, /* kubewasm_map_related says */
+    KW_BY_MAP_RELATED, /* the plugin's map_related says */
 } kw_mapping;
 
 /* Each returns m, so calls may chain in one expression. The name and version are required (a
@@ -231,20 +230,36 @@ void kw_log(kw_level level, const char *format, ...) __attribute__((format(print
 /* How many times in a row this key failed before this call; 0 on a first attempt. */
 uint32_t kw_retries(void);
 
-/* The keys kubewasm_map_related returns. */
+/* The keys the plugin's map_related returns. */
 typedef struct kw_keys kw_keys;
 void kw_keys_add(kw_keys *keys, const char *namespace_, const char *name);
 
-/* ---- What the plugin defines ----------------------------------------------------------------- */
+/* ---- The plugin ------------------------------------------------------------------------------ */
 
-/* Fills the manifest from the settings; returns NULL, or a message saying what is wrong with the
- * settings to refuse loading. */
-const char *kubewasm_describe(kw_manifest *m, kw_settings *settings);
-kw_result kubewasm_reconcile(kw_value *object);
-/* Optional (weak: a plugin that leaves one out gets "done", or no keys). */
-kw_result kubewasm_finalize(kw_value *object) __attribute__((weak));
-kw_result kubewasm_released(kw_value *object) __attribute__((weak));
-void kubewasm_map_related(kw_gvk resource, kw_value *object, kw_keys *keys) __attribute__((weak));
+/* What a plugin is: its functions, of which describe and reconcile are required; a plugin that
+ * leaves one of the others NULL gets "done" (finalize, released) or no keys (map_related). */
+typedef struct kw_plugin {
+    /* Fills the manifest from the settings; returns NULL, or a message saying what is wrong with
+     * the settings to refuse loading. */
+    const char *(*describe)(kw_manifest *m, kw_settings *settings);
+    kw_result (*reconcile)(kw_value *object);
+    /* The manifest names a finalizer and the object is being deleted. */
+    kw_result (*finalize)(kw_value *object);
+    /* The object stopped matching the primary selector. */
+    kw_result (*released)(kw_value *object);
+    /* An event on a watched object mapped KW_BY_MAP_RELATED: add the primaries' keys. */
+    void (*map_related)(kw_gvk resource, kw_value *object, kw_keys *keys);
+} kw_plugin;
+
+/* Registers the plugin (KUBEWASM_PLUGIN does, once, when the instance starts). */
+void kw_register(const kw_plugin *plugin);
+
+/* Makes the functions given, by their designated initializers, the plugin:
+ *     KUBEWASM_PLUGIN(.describe = describe, .reconcile = reconcile);
+ * in exactly one file of the plugin. */
+#define KUBEWASM_PLUGIN(...)                                                                      \
+    static const kw_plugin kubewasm_plugin_ = {__VA_ARGS__};                                      \
+    __attribute__((constructor)) static void kubewasm_register_(void) { kw_register(&kubewasm_plugin_); }
 
 #ifdef __cplusplus
 }

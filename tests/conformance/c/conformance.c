@@ -9,7 +9,7 @@
 /* The setting `prefix`, kept from describe for every later call. */
 static char *prefix;
 
-const char *kubewasm_describe(kw_manifest *m, kw_settings *settings) {
+static const char *describe(kw_manifest *m, kw_settings *settings) {
     free(prefix);
     prefix = strdup(kw_str_or(kw_setting(settings, "prefix"), "conformance"));
     kw_manifest_name(m, "conformance", "0.1.0");
@@ -32,7 +32,7 @@ static char *repeat(const char *one, size_t n) {
 
 static const kw_code CODES[] = {KW_NOT_FOUND, KW_ALREADY_EXISTS, KW_CONFLICT, KW_FORBIDDEN, KW_INVALID, KW_UNAVAILABLE, KW_OTHER};
 
-kw_result kubewasm_reconcile(kw_value *cm) {
+static kw_result reconcile(kw_value *cm) {
     const char *do_ = kw_str_or(kw_path(cm, "data", "do", NULL), "done");
     const char *ns = kw_namespace(cm);
     kw_value *ignored;
@@ -78,7 +78,7 @@ kw_result kubewasm_reconcile(kw_value *cm) {
 }
 
 /* map-related has no error value: failing, the C way, is a trap (kw_panic), as for a bug. */
-void kubewasm_map_related(kw_gvk resource, kw_value *secret, kw_keys *keys) {
+static void map_related(kw_gvk resource, kw_value *secret, kw_keys *keys) {
     (void)resource;
     const char *do_ = kw_annotation(secret, "do");
     if (do_ && strcmp(do_, "panic") == 0) {
@@ -92,3 +92,5 @@ void kubewasm_map_related(kw_gvk resource, kw_value *secret, kw_keys *keys) {
         kw_keys_add(keys, kw_namespace(secret), primary);
     }
 }
+
+KUBEWASM_PLUGIN(.describe = describe, .reconcile = reconcile, .map_related = map_related);

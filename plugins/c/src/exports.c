@@ -1,0 +1,306 @@
+/* The C SDK's exports: what the host calls (wit/), on top of the plugin kw_register'd
+ * (KUBEWASM_PLUGIN), through the bindings `wit-bindgen c` generates (controller.c calls the
+ * functions here; nothing here calls the bindings: host calls are host.c's).
+ *
+ * Memory: the canonical ABI's allocations for a call (the arguments the host passes in, the
+ * results of host calls) come from the call's arena (cabi_export_realloc, cabi_import_realloc),
+ * as does everything the SDK and the plugin make; the post-return of every export resets it. So
+ * this file overrides the generated post-returns (weak, and freeing with free()), and leaves the
+ * generated cabi_realloc (malloc) to the WASI adapter, whose state outlives calls.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "boundary.h"
+
+/* ---- The manifest and the settings ----------------------------------------------------------- */
+
+/* Room for one more item of size bytes in a list of len items held in the arena: a new copy
+ * with twice the room when it is full. */
+static void *grow(void *items, size_t len, size_t *cap, size_t size) {
+    if (len < *cap) return items;
+    *cap = *cap ? *cap * 2 : 4;
+    void *bigger = kw_alloc(*cap * size);
+    if (len) memcpy(bigger, items, len * size);
+    return bigger;
+}
+
+struct kw_manifest {
+    exports_kubewasm_controller_plugin_manifest_t wit;
+    size_t owns_cap, watches_cap, permissions_cap;
+};
+
+/* Kinds the host caches only the metadata of: kept beside the instance (malloc, not the arena),
+ * for the `views` export the host calls after describe. */
+static kubewasm_controller_types_gvk_t *metadata_only;
+static size_t metadata_only_len;
+
+kw_manifest *kw_manifest_name(kw_manifest *m, const char *name, const char *version) {
+    m->wit.name = wit_str(name);
+    m->wit.version = wit_str(version);
+    return m;
+}
+
+kw_manifest *kw_manifest_primary(kw_manifest *m, kw_gvk primary) {
+    m->wit.primary = wit_gvk(primary);
+    return m;
+}
+
+kw_manifest *kw_manifest_primary_selector(kw_manifest *m, const char *label_selector) {
+    m->wit.primary_selector = wit_opt(label_selector);
+    return m;
+}
+
+kw_manifest *kw_manifest_owns(kw_manifest *m, kw_gvk owned) {
+    m->wit.owns.ptr = grow(m->wit.owns.ptr, m->wit.owns.len, &m->owns_cap, sizeof *m->wit.owns.ptr);
+    m->wit.owns.ptr[m->wit.owns.len++] = wit_gvk(owned);
+    return m;
+}
+
+kw_manifest *kw_manifest_watch(kw_manifest *m, kw_gvk watched, kw_mapping mapping, const char *label, const char *label_selector) {
+    m->wit.watches.ptr = grow(m->wit.watches.ptr, m->wit.watches.len, &m->watches_cap, sizeof *m->wit.watches.ptr);
+    exports_kubewasm_controller_plugin_watch_t *watch = &m->wit.watches.ptr[m->wit.watches.len++];
+    *watch = (exports_kubewasm_controller_plugin_watch_t){.resource = wit_gvk(watched), .label_selector = wit_opt(label_selector)};
+    watch->mapping.tag = (uint8_t)mapping;
+    if (mapping == KW_BY_LABEL) {
+        watch->mapping.val.label = wit_str(label);
+    }
+    return m;
+}
+
+kw_manifest *kw_manifest_permission(kw_manifest *m, kw_gvk resource, const char *subresource, unsigned verbs) {
+    m->wit.permissions.ptr = grow(m->wit.permissions.ptr, m->wit.permissions.len, &m->permissions_cap, sizeof *m->wit.permissions.ptr);
+    exports_kubewasm_controller_plugin_permission_t *grant = &m->wit.permissions.ptr[m->wit.permissions.len++];
+    *grant = (exports_kubewasm_controller_plugin_permission_t){.resource = wit_gvk(resource), .subresource = wit_opt(subresource)};
+    grant->verbs.ptr = kw_alloc(7 * sizeof *grant->verbs.ptr);
+    for (uint8_t verb = 0; verb < 7; verb++) {
+        if (verbs & (1u << verb)) {
+            grant->verbs.ptr[grant->verbs.len++] = verb;
+        }
+    }
+    return m;
+}
+
+kw_manifest *kw_manifest_finalizer(kw_manifest *m, const char *finalizer) {
+    m->wit.finalizer = wit_opt(finalizer);
+    return m;
+}
+
+kw_manifest *kw_manifest_resync_seconds(kw_manifest *m, uint32_t seconds) {
+    m->wit.resync_seconds = (controller_option_u32_t){true, seconds};
+    return m;
+}
+
+kw_manifest *kw_manifest_max_concurrency(kw_manifest *m, uint32_t workers) {
+    m->wit.max_concurrency = workers;
+    return m;
+}
+
+kw_manifest *kw_manifest_deadline_ms(kw_manifest *m, uint32_t milliseconds) {
+    m->wit.limits.deadline_ms = (controller_option_u32_t){true, milliseconds};
+    return m;
+}
+
+kw_manifest *kw_manifest_memory_bytes(kw_manifest *m, uint64_t bytes) {
+    m->wit.limits.memory_bytes = (controller_option_u64_t){true, bytes};
+    return m;
+}
+
+/* Copies out of the arena: the views export comes in a later call. */
+static controller_string_t kept(const char *s) {
+    char *copy = strdup(s ? s : "");
+    if (!copy) abort();
+    return wit_str(copy);
+}
+
+kw_manifest *kw_manifest_metadata_only(kw_manifest *m, kw_gvk resource) {
+    kubewasm_controller_types_gvk_t *bigger = realloc(metadata_only, (metadata_only_len + 1) * sizeof *metadata_only);
+    if (!bigger) abort();
+    metadata_only = bigger;
+    metadata_only[metadata_only_len++] = (kubewasm_controller_types_gvk_t){kept(resource.group), kept(resource.version), kept(resource.kind)};
+    return m;
+}
+
+struct kw_settings {
+    kw_value *values;
+    kw_value *asked; /* the keys the plugin asked for, as an object of nulls */
+};
+
+kw_value *kw_setting(kw_settings *settings, const char *key) {
+    kw_set(settings->asked, key, kw_null());
+    return kw_get(settings->values, key);
+}
+
+/* ---- Exports: what the host calls ------------------------------------------------------------ */
+
+/* The plugin: set by KUBEWASM_PLUGIN's constructor, which runs when the instance starts
+ * (`_initialize`), before the host's first call. */
+static const kw_plugin *plugin;
+
+void kw_register(const kw_plugin *registered) {
+    plugin = registered;
+}
+
+static uint32_t current_retries;
+
+uint32_t kw_retries(void) {
+    return current_retries;
+}
+
+bool exports_kubewasm_controller_plugin_describe(controller_string_t *settings_text, exports_kubewasm_controller_plugin_manifest_t *ret, controller_string_t *err) {
+    const char *parse_error = NULL;
+    kw_value *values = kw_parse((const char *)settings_text->ptr, settings_text->len, &parse_error);
+    if (!values || kw_type_of(values) != KW_OBJECT) {
+        *err = wit_message(kw_sprintf("settings: not a JSON object: %s", values ? "another JSON value" : parse_error));
+        return false;
+    }
+    if (!plugin || !plugin->describe || !plugin->reconcile) {
+        *err = wit_str("the plugin registers no describe and reconcile: add KUBEWASM_PLUGIN(.describe = ..., .reconcile = ...) to one of its files");
+        return false;
+    }
+    kw_settings settings = {values, kw_object()};
+    kw_manifest m = {.wit = {.max_concurrency = 1}};
+    free(metadata_only);
+    metadata_only = NULL;
+    metadata_only_len = 0;
+    const char *refused = plugin->describe(&m, &settings);
+    if (refused) {
+        *err = wit_message(refused);
+        return false;
+    }
+    for (size_t i = 0; i < kw_len(values); i++) {
+        const char *key = kw_key_at(values, i);
+        if (!kw_get(settings.asked, key)) {
+            *err = wit_message(kw_sprintf("settings: unknown field \"%s\"", key));
+            return false;
+        }
+    }
+    *ret = m.wit;
+    return true;
+}
+
+static bool answer(kw_result result, kubewasm_controller_types_action_t *ret, kubewasm_controller_types_error_t *err) {
+    if (result.error) {
+        err->code = (kubewasm_controller_types_error_code_t)(result.error->code <= KW_OTHER ? result.error->code : KW_OTHER);
+        err->message = wit_message(result.error->message);
+        return false;
+    }
+    ret->tag = result.requeue_after_ms ? KUBEWASM_CONTROLLER_TYPES_ACTION_REQUEUE_AFTER : KUBEWASM_CONTROLLER_TYPES_ACTION_DONE;
+    ret->val.requeue_after = result.requeue_after_ms;
+    return true;
+}
+
+typedef kw_result (*handler)(kw_value *object);
+
+static bool call(handler handle, exports_kubewasm_controller_reconciler_request_t *request, kubewasm_controller_types_action_t *ret, kubewasm_controller_types_error_t *err) {
+    current_retries = request->retries;
+    return answer(handle ? handle(decode(request->object)) : KW_DONE, ret, err);
+}
+
+bool exports_kubewasm_controller_reconciler_reconcile(exports_kubewasm_controller_reconciler_request_t *request, exports_kubewasm_controller_reconciler_action_t *ret, exports_kubewasm_controller_reconciler_error_t *err) {
+    return call(plugin->reconcile, request, ret, err);
+}
+
+bool exports_kubewasm_controller_reconciler_finalize(exports_kubewasm_controller_reconciler_request_t *request, exports_kubewasm_controller_reconciler_action_t *ret, exports_kubewasm_controller_reconciler_error_t *err) {
+    return call(plugin->finalize, request, ret, err);
+}
+
+bool exports_kubewasm_controller_release_released(exports_kubewasm_controller_release_request_t *request, exports_kubewasm_controller_release_action_t *ret, exports_kubewasm_controller_release_error_t *err) {
+    return call(plugin->released, request, ret, err);
+}
+
+struct kw_keys {
+    exports_kubewasm_controller_reconciler_list_object_key_t wit;
+    size_t cap;
+};
+
+void kw_keys_add(kw_keys *keys, const char *namespace_, const char *name) {
+    keys->wit.ptr = grow(keys->wit.ptr, keys->wit.len, &keys->cap, sizeof *keys->wit.ptr);
+    keys->wit.ptr[keys->wit.len++] = (kubewasm_controller_types_object_key_t){wit_opt(namespace_ ? kw_strdup(namespace_) : NULL), wit_str(kw_strdup(name ? name : ""))};
+}
+
+void exports_kubewasm_controller_reconciler_map_related(exports_kubewasm_controller_reconciler_gvk_t *resource, exports_kubewasm_controller_reconciler_object_t *object, exports_kubewasm_controller_reconciler_list_object_key_t *ret) {
+    kw_keys keys = {0};
+    current_retries = 0;
+    if (plugin->map_related) {
+        plugin->map_related(from_wit_gvk(*resource), decode(*object), &keys);
+    }
+    *ret = keys.wit;
+}
+
+/* Extra RBAC rules: the C SDK declares its grants in the manifest only. */
+void exports_kubewasm_controller_access_rules(exports_kubewasm_controller_access_list_rule_t *ret) {
+    *ret = (exports_kubewasm_controller_access_list_rule_t){0};
+}
+
+void exports_kubewasm_controller_views_metadata_only(exports_kubewasm_controller_views_list_gvk_t *ret) {
+    *ret = (exports_kubewasm_controller_views_list_gvk_t){metadata_only, metadata_only_len};
+}
+
+/* A C plugin is not declarative: the host never calls the rest of `composite`. */
+bool exports_kubewasm_controller_composite_describe_composition(exports_kubewasm_controller_composite_composition_t *ret) {
+    (void)ret;
+    return false;
+}
+
+static controller_string_t not_declarative(void) {
+    return wit_str("the C SDK builds imperative plugins only (describe-composition says none)");
+}
+
+bool exports_kubewasm_controller_composite_customize(exports_kubewasm_controller_composite_object_t *parent, exports_kubewasm_controller_composite_list_related_rule_t *ret, exports_kubewasm_controller_composite_error_t *err) {
+    (void)parent, (void)ret;
+    *err = (kubewasm_controller_types_error_t){KUBEWASM_CONTROLLER_TYPES_ERROR_CODE_INVALID, not_declarative()};
+    return false;
+}
+
+bool exports_kubewasm_controller_composite_sync(exports_kubewasm_controller_composite_sync_request_t *request, exports_kubewasm_controller_composite_sync_response_t *ret, exports_kubewasm_controller_composite_error_t *err) {
+    (void)request, (void)ret;
+    *err = (kubewasm_controller_types_error_t){KUBEWASM_CONTROLLER_TYPES_ERROR_CODE_INVALID, not_declarative()};
+    return false;
+}
+
+bool exports_kubewasm_controller_composite_finalize(exports_kubewasm_controller_composite_sync_request_t *request, exports_kubewasm_controller_composite_sync_response_t *ret, exports_kubewasm_controller_composite_error_t *err) {
+    return exports_kubewasm_controller_composite_sync(request, ret, err);
+}
+
+/* The bindings link the world's type information in with this symbol (wit-bindgen's object
+ * file); `kubewasm build` embeds the type information itself, from the WIT it was built with. */
+void __component_type_object_force_link_controller(void) {}
+
+/* ---- The canonical ABI's memory --------------------------------------------------------------- */
+
+static void *arena_realloc(void *ptr, size_t old_size, size_t align, size_t new_size) {
+    if (new_size == 0) return (void *)align;
+    if (align > 8) abort(); /* no type of wit/ is aligned past 8 */
+    void *fresh = kw_alloc(new_size);
+    if (ptr && old_size) memcpy(fresh, ptr, old_size < new_size ? old_size : new_size);
+    return fresh;
+}
+
+__attribute__((__export_name__("cabi_export_realloc"))) void *kubewasm_export_realloc(void *ptr, size_t old_size, size_t align, size_t new_size) {
+    return arena_realloc(ptr, old_size, align, new_size);
+}
+
+__attribute__((__export_name__("cabi_import_realloc"))) void *kubewasm_import_realloc(void *ptr, size_t old_size, size_t align, size_t new_size) {
+    return arena_realloc(ptr, old_size, align, new_size);
+}
+
+/* The post-returns: everything of the call was in the arena. These replace the generated weak
+ * ones, which free() each pointer of the answer. */
+#define POST_RETURN(export, symbol)                                                        \
+    __attribute__((__export_name__("cabi_post_kubewasm:controller/" export))) void symbol(uint8_t *answer) { \
+        (void)answer;                                                                    \
+        kw_arena_reset();                                                                \
+    }
+
+POST_RETURN("plugin@0.1.3#describe", __wasm_export_exports_kubewasm_controller_plugin_describe_post_return)
+POST_RETURN("reconciler@0.1.3#reconcile", __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return)
+POST_RETURN("reconciler@0.1.3#finalize", __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return)
+POST_RETURN("reconciler@0.1.3#map-related", __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return)
+POST_RETURN("access@0.1.3#rules", __wasm_export_exports_kubewasm_controller_access_rules_post_return)
+POST_RETURN("release@0.1.3#released", __wasm_export_exports_kubewasm_controller_release_released_post_return)
+POST_RETURN("views@0.1.3#metadata-only", __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return)
+POST_RETURN("composite@0.1.3#describe-composition", __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return)
+POST_RETURN("composite@0.1.3#customize", __wasm_export_exports_kubewasm_controller_composite_customize_post_return)
+POST_RETURN("composite@0.1.3#sync", __wasm_export_exports_kubewasm_controller_composite_sync_post_return)
+POST_RETURN("composite@0.1.3#finalize", __wasm_export_exports_kubewasm_controller_composite_finalize_post_return)
