@@ -819,29 +819,22 @@ async fn cronjob_run(cp: &ControlPlane, ar: &ApiResource, lang: &str, wasm: &Pat
 }
 
 /// The CronJob example in Go (typed k8s.io/api Jobs, robfig/cron), Rust (k8s-openapi, croner),
-/// JavaScript (croner), Python (`kubewasm.k8s` Jobs, croniter) and C (its own cron parser), side by side: each runs the
-/// tutorial's CronJob as `cronjob_run` says, and what they leave is identical.
+/// JavaScript (croner), Python (`kubewasm.k8s` Jobs, croniter) and C (its own cron parser), side
+/// by side: each runs the tutorial's CronJob as `cronjob_run` says, and what they leave is
+/// identical.
 #[tokio::test]
 async fn cronjob_runs_alike_in_every_language() -> Result<()> {
     let cp = ControlPlane::shared().await;
     let crd = &crds("examples/cronjob/manifests/crd.yaml")?[0];
     let ar = apply_crd(&cp.client().await?, crd, CONVERGE).await?;
-    let (go, rust, js, python, c) = (
-        built("cronjob", "go").await?,
-        built("cronjob", "rust").await?,
-        built("cronjob", "js").await?,
-        built("cronjob", "python").await?,
-        built("cronjob", "c").await?,
-    );
+    let wasms = built_in_every_language("cronjob").await?;
     // Side by side: each waits for a minute boundary.
-    let (go, rust, js, python, c) = tokio::join!(
-        cronjob_run(cp, &ar, "go", &go),
-        cronjob_run(cp, &ar, "rust", &rust),
-        cronjob_run(cp, &ar, "js", &js),
-        cronjob_run(cp, &ar, "python", &python),
-        cronjob_run(cp, &ar, "c", &c)
-    );
-    assert_identical("the CronJob statuses and Job of the CronJob example", &[("go", go?), ("rust", rust?), ("js", js?), ("python", python?), ("c", c?)])
+    let runs = futures::future::join_all(wasms.iter().map(|(lang, wasm)| cronjob_run(cp, &ar, lang, wasm))).await;
+    let mut snapshots = Vec::new();
+    for ((lang, _), run) in wasms.iter().zip(runs) {
+        snapshots.push((*lang, run.with_context(|| format!("the CronJob example in {lang}"))?));
+    }
+    assert_identical("the CronJob statuses and Job of the CronJob example", &snapshots)
 }
 
 /// The CRDs of a YAML file of one or more documents.

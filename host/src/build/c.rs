@@ -43,8 +43,8 @@ pub enum CBuildError {
         #[source]
         source: std::io::Error,
     },
-    #[error("making a component of {}: {message}", .output.display())]
-    Component { output: PathBuf, message: String },
+    #[error(transparent)]
+    Wrap(#[from] super::WrapError),
 }
 
 /// What to build.
@@ -143,22 +143,21 @@ pub fn build(build: &CBuild) -> Result<Built, CBuildError> {
         .output()
         .map_err(|_| CBuildError::CompilerMissing { tried: compiler.to_string_lossy().into_owned() })?;
     if !output.status.success() {
-        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        let text = super::printed(&output);
         // The usual first failure: a clang without the WebAssembly sysroot or runtime.
         let toolchain = ["stdlib.h' file not found", "libclang_rt.builtins-wasm32", "wasm-ld", "unable to execute command"];
         let toolchain_missing = toolchain.iter().any(|t| text.contains(t));
-        let (compiler, status, output) = (compiler.to_string_lossy().into_owned(), output.status.to_string(), text.trim_end().to_string());
-        return Err(CBuildError::Compile { compiler, status, output, toolchain_missing });
+        return Err(CBuildError::Compile {
+            compiler: compiler.to_string_lossy().into_owned(),
+            status: output.status.to_string(),
+            output: text,
+            toolchain_missing,
+        });
     }
     let compile = started.elapsed();
 
-    let started = Instant::now();
-    let module = std::fs::read(&core).map_err(io(&core))?;
-    let component = super::componentize(&module).map_err(|message| CBuildError::Component { output: build.output.clone(), message })?;
-    let componentize = started.elapsed();
-    super::install(scratch.path(), &component, &build.output).map_err(io(&build.output))?;
-    Ok(Built { output: build.output.clone(), core_bytes: module.len(), component_bytes: component.len(), compile, componentize })
+    let wrapped = super::wrap(scratch.path(), &core, &build.output)?;
+    Ok(Built { output: build.output.clone(), core_bytes: wrapped.core_bytes, component_bytes: wrapped.component_bytes, compile, componentize: wrapped.took })
 }
 
 #[cfg(test)]

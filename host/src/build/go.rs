@@ -33,8 +33,8 @@ pub enum GoBuildError {
         #[source]
         source: std::io::Error,
     },
-    #[error("making a component of {}: {message}", .core.display())]
-    Component { core: PathBuf, message: String },
+    #[error(transparent)]
+    Wrap(#[from] super::WrapError),
 }
 
 /// What to build.
@@ -119,19 +119,19 @@ pub fn build(build: &GoBuild) -> Result<Built, GoBuildError> {
         .output()
         .map_err(|source| GoBuildError::GoMissing { go: build.go.to_string_lossy().into_owned(), source })?;
     if !output.status.success() {
-        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&output.stderr));
-        return Err(GoBuildError::GoBuild { status: output.status.to_string(), output: text.trim_end().to_string() });
+        return Err(GoBuildError::GoBuild { status: output.status.to_string(), output: super::printed(&output) });
     }
     let go_build = started.elapsed();
 
-    let started = Instant::now();
-    let module = std::fs::read(&core).map_err(io(&core))?;
-    let component = super::componentize(&module).map_err(|message| GoBuildError::Component { core: build.output.clone(), message })?;
-    let componentize = started.elapsed();
-
-    super::install(scratch.path(), &component, &build.output).map_err(io(&build.output))?;
-    Ok(Built { output: build.output.clone(), core_bytes: module.len(), component_bytes: component.len(), go_version, go_build, componentize })
+    let wrapped = super::wrap(scratch.path(), &core, &build.output)?;
+    Ok(Built {
+        output: build.output.clone(),
+        core_bytes: wrapped.core_bytes,
+        component_bytes: wrapped.component_bytes,
+        go_version,
+        go_build,
+        componentize: wrapped.took,
+    })
 }
 
 #[cfg(test)]

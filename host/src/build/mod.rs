@@ -13,7 +13,8 @@
 pub mod c;
 pub mod go;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use wit_component::{ComponentEncoder, StringEncoding};
 use wit_parser::{Resolve, SourceMap};
@@ -70,6 +71,45 @@ pub fn componentize(core: &[u8]) -> Result<Vec<u8>, String> {
         )
         .map_err(|e| format!("{e:#}"))?;
     encoder.encode().map_err(|e| format!("{e:#}"))
+}
+
+/// The last step of a build, the same for every language: the core module the toolchain wrote
+/// made a component and installed.
+#[derive(Debug, thiserror::Error)]
+pub enum WrapError {
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("making a component of {}: {message}", .output.display())]
+    Component { output: PathBuf, message: String },
+}
+
+/// What [`wrap`] made.
+struct Wrapped {
+    core_bytes: usize,
+    component_bytes: usize,
+    took: Duration,
+}
+
+/// Reads the core module at `core`, makes it a component ([`componentize`]) and writes that to
+/// `output` through `scratch` ([`install`]).
+fn wrap(scratch: &Path, core: &Path, output: &Path) -> Result<Wrapped, WrapError> {
+    let started = Instant::now();
+    let module = std::fs::read(core).map_err(|source| WrapError::Io { path: core.to_path_buf(), source })?;
+    let component = componentize(&module).map_err(|message| WrapError::Component { output: output.to_path_buf(), message })?;
+    let took = started.elapsed();
+    install(scratch, &component, output).map_err(|source| WrapError::Io { path: output.to_path_buf(), source })?;
+    Ok(Wrapped { core_bytes: module.len(), component_bytes: component.len(), took })
+}
+
+/// What a failed toolchain command printed, stdout then stderr, for the author.
+fn printed(output: &std::process::Output) -> String {
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    text.trim_end().to_string()
 }
 
 /// A build's scratch directory, beside the output (so the final rename stays on one file system).

@@ -402,7 +402,7 @@ const kw_error *kw_event(const kw_value *regarding, kw_event_type type, const ch
     char *note = vformat(note_format, args);
     va_end(args);
     kw_gvk gvk = kw_gvk_of(regarding);
-    const char *namespace_ = kw_namespace(regarding), *name = kw_str_or(kw_path(regarding, "metadata", "name", NULL), "");
+    const char *namespace_ = kw_namespace(regarding), *name = kw_name(regarding) ? kw_name(regarding) : "";
     const kw_error *err = check_target(gvk, namespace_, name);
     const char *fields[][2] = {{"event reason", reason}, {"event action", action}};
     for (size_t i = 0; !err && i < 2; i++) {
