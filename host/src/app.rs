@@ -94,6 +94,10 @@ pub struct RunConfig {
     pub shard_assigner: AssignerMode,
     /// Client-side rate limit of the assigner's label writes.
     pub shard_assign_limits: ClientLimits,
+    /// A directory of member clusters' kubeconfig files.
+    pub clusters: Option<PathBuf>,
+    /// Member clusters from kubeconfig Secrets in the identity namespace.
+    pub cluster_secrets: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -288,6 +292,25 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     if let Some(policy) = config.identity_policy.clone().filter(|_| config.plugin_resources && config.plugin_identity == IdentityMode::ServiceAccount) {
         identities = identities.with_policy(policy);
     }
+    let fleet = (config.clusters.is_some() || config.cluster_secrets).then(|| {
+        let settings = crate::cluster::Settings {
+            instance: instance.clone(),
+            identity_mode: config.plugin_identity,
+            identity_namespace: config.identity_namespace.clone(),
+            namespaces: namespaces.clone(),
+            request_timeout: config.request_timeout,
+            admission: config.admission,
+            metrics: metrics.clone(),
+        };
+        let fleet = crate::cluster::Fleet::new(settings, shutdown.clone());
+        if let Some(dir) = config.clusters.clone() {
+            tokio::spawn(crate::cluster::files::run(dir, fleet.clone(), shutdown.clone()));
+        }
+        if config.cluster_secrets {
+            tokio::spawn(crate::cluster::secrets::run(client.clone(), config.identity_namespace.clone(), fleet.clone(), shutdown.clone()));
+        }
+        fleet
+    });
     let env = Arc::new(Environment {
         discovery: discovery.clone(),
         informers: informers.clone(),
@@ -304,6 +327,8 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         max_queue_wait: config.max_queue_wait,
         budget: budget.clone(),
         shard,
+        fleet,
+        member: None,
     });
 
     // 4. The host's own writes and Events (its status ConfigMap), as the host.

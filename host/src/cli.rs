@@ -420,6 +420,19 @@ struct RunArgs {
     #[arg(long, value_name = "QPS", default_value_t = 200.0)]
     shard_assign_qps: f64,
 
+    /// Engage member clusters from a directory of kubeconfig files, one per cluster, named by
+    /// the file's stem, labelled by the current context's kubewasm.io/labels extension; files
+    /// added, changed and removed while the host runs engage and disengage their clusters.
+    /// Plugins serve or reach member clusters as their `clusters` export says
+    #[arg(long, value_name = "DIR")]
+    clusters: Option<PathBuf>,
+
+    /// Engage member clusters from kubeconfig Secrets in --identity-namespace labelled
+    /// kubewasm.io/cluster=true (the kubeconfig under the key `value` or `kubeconfig`; the
+    /// Secret's name names the cluster, its other labels are the cluster's)
+    #[arg(long)]
+    cluster_secrets: bool,
+
     /// Follow the plugin directory and hot-reload added, replaced and removed plugins
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     watch: bool,
@@ -922,10 +935,15 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         }
         crate::selector::label_key(&crate::shard::shard_label(ring)).map_err(|e| format!("--shard-ring {ring:?}: {e}"))?;
     }
+    if let Some(dir) = &args.clusters {
+        crate::cluster::files::check(dir).map_err(|e| e.to_string())?;
+    }
     if args.shard_assign_qps.is_nan() || args.shard_assign_qps <= 0.0 {
         return Err(format!("--shard-assign-qps {}: must be positive", args.shard_assign_qps));
     }
     let config = crate::app::RunConfig {
+        clusters: args.clusters,
+        cluster_secrets: args.cluster_secrets,
         shard_ring: args.shard_ring,
         shard_assigner: args.shard_assigner,
         shard_assign_limits: crate::client::ClientLimits {

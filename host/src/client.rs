@@ -56,6 +56,18 @@ pub async fn connect(kubeconfig: Option<&Path>, instance: &str) -> Result<kube::
         }
         None => kube::Config::infer().await.map_err(ConnectError::Infer)?,
     };
+    with_agent(config, instance)
+}
+
+/// A connection from a kubeconfig already read (`from`: where it came from, for errors): a
+/// member cluster's.
+pub async fn connect_to(file: kube::config::Kubeconfig, from: &str, instance: &str) -> Result<kube::Client, ConnectError> {
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &Default::default()).await.map_err(|source| ConnectError::Kubeconfig { path: from.to_string(), source })?;
+    with_agent(config, instance)
+}
+
+fn with_agent(config: kube::Config, instance: &str) -> Result<kube::Client, ConnectError> {
     let namespace = config.default_namespace.clone();
     let client = kube::Client::try_from(config).map_err(ConnectError::Client)?;
     let agent = format!("kubewasm/{} ({instance})", env!("CARGO_PKG_VERSION"));

@@ -572,6 +572,7 @@ mod tests {
             permissions,
             metadata_only: vec![],
             composition: None,
+            clusters: Default::default(),
         }
     }
 

@@ -21,6 +21,9 @@
 //! A declarative plugin answers which children a parent should have; its reconcile is the
 //! host's (`runtime::composite`): it claims the children, asks the plugin, and makes the writes
 //! through the same services, so everything above sees it as any other plugin.
+//! Member clusters ([`cluster`]: kubeconfig files or Secrets, engaged while the host runs) each
+//! get their own informers and identities; a plugin serving or reaching one gets a controller
+//! there (`controller::fleet`), and its `fleet` calls (`runtime::host::fleet`) name the cluster.
 //!
 //! - [`app`]: `kubewasm run`, wired in phases; owns shutdown. [`cli`]: the command line.
 //!   [`supervisor`]: one slot per plugin file — starts, hot-swaps and stops its controller;
@@ -30,6 +33,8 @@
 //! - [`plugin`]: plugin files — digest, artifact cache, loading. [`cache_dir`]: the disk cache's
 //!   size limit. [`manifest`]: what a plugin declares, validation, the capability check, the
 //!   RBAC rules it needs.
+//! - [`cluster`]: member clusters — the providers, and each engaged member's connection, caches
+//!   and identities.
 //! - [`identity`]: who each plugin acts as, and RBAC admission. [`leader`]: Lease-based leader
 //!   election, fenced by time. [`shard`]: scale-out across replicas — membership Leases, the
 //!   consistent-hash ring, the built-in assigner, handovers.
@@ -42,7 +47,7 @@
 //!   and their diffs. [`finalizers`]: `kubewasm finalizers release`. [`scaffold`]: `kubewasm new`.
 //!   [`build`]: `kubewasm build --lang go|c`.
 //!
-//! Imports run downward: cli/app → delivery → supervisor → controller → runtime, shard → informer,
+//! Imports run downward: cli/app → delivery → supervisor → controller → runtime, shard, cluster → informer,
 //! queue, client, events, identity, leader → discovery → manifest, resource, selector, duration, metrics;
 //! oci stands alone below delivery and cli; budget and allocator are leaves below the supervisor and app,
 //! cache_dir one below plugin, oci and app; logging is a leaf below cli and runtime.
@@ -56,6 +61,7 @@ pub mod cache_dir;
 pub mod case;
 pub mod cli;
 pub mod client;
+pub mod cluster;
 pub mod controller;
 pub mod delivery;
 pub mod discovery;

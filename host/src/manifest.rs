@@ -6,7 +6,7 @@
 //! Plain data, no I/O: a leaf that `runtime` (which converts the WIT manifest into this) and
 //! `plugin`, `controller` and `rbac` (which act on it) all read.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::resource::{Gvk, is_dns_label, is_dns_subdomain};
@@ -327,6 +327,68 @@ impl Composition {
     }
 }
 
+/// A choice of member clusters (`clusters.members`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Members {
+    #[default]
+    None,
+    All,
+    /// Those whose labels match.
+    Matching(LabelSelector),
+}
+
+impl Members {
+    pub fn includes(&self, labels: &BTreeMap<String, String>) -> bool {
+        match self {
+            Members::None => false,
+            Members::All => true,
+            Members::Matching(selector) => selector.matches(|key| labels.get(key).map(String::as_str)),
+        }
+    }
+}
+
+/// Which clusters a plugin serves and which it only reaches (`clusters.scope`). A plugin that
+/// says nothing serves the host's own cluster alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterScope {
+    pub serve_local: bool,
+    pub serve: Members,
+    pub reach: Members,
+}
+
+impl Default for ClusterScope {
+    fn default() -> Self {
+        ClusterScope { serve_local: true, serve: Members::None, reach: Members::None }
+    }
+}
+
+/// What a plugin does in one member cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Watches and reconciles its primaries there.
+    Serve,
+    /// Reads and writes there through `fleet` calls only.
+    Reach,
+}
+
+impl ClusterScope {
+    /// What the plugin does in a member cluster of these labels, if anything.
+    pub fn role(&self, labels: &BTreeMap<String, String>) -> Option<Role> {
+        if self.serve.includes(labels) {
+            Some(Role::Serve)
+        } else if self.reach.includes(labels) {
+            Some(Role::Reach)
+        } else {
+            None
+        }
+    }
+
+    /// Whether the plugin works with member clusters at all.
+    pub fn is_local(&self) -> bool {
+        self.serve == Members::None && self.reach == Members::None
+    }
+}
+
 /// Without a `resync-seconds`, primaries are re-reconciled this often (controller-runtime's
 /// default SyncPeriod).
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(10 * 3600);
@@ -350,6 +412,8 @@ pub struct Manifest {
     /// A declarative plugin's children (`composite.describe-composition`); `None` for a
     /// plugin that reconciles itself.
     pub composition: Option<Composition>,
+    /// The clusters it serves and reaches (`clusters.scope`).
+    pub clusters: ClusterScope,
 }
 
 /// A manifest field that is not acceptable. The message names the field and what to fix.
@@ -380,6 +444,9 @@ impl Manifest {
             if len > max {
                 return Err(invalid(field, format!("{len} entries; at most {max}")));
             }
+        }
+        if !self.clusters.serve_local && self.clusters.serve == Members::None {
+            return Err(invalid("clusters.scope", "it serves no cluster: set serve-local, or serve some members"));
         }
         validate_gvk("primary", &self.primary)?;
         let mut seen = BTreeSet::from([&self.primary]);
@@ -681,6 +748,30 @@ fn validate_finalizer(finalizer: &str) -> Result<(), ManifestError> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_cluster_scope_says_what_the_plugin_does_in_each_member() {
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> { pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() };
+        let (prod, dev) = (labels(&[("env", "prod")]), labels(&[("env", "dev")]));
+        assert!(ClusterScope::default().is_local());
+        assert_eq!(ClusterScope::default().role(&prod), None);
+        let hub = ClusterScope { serve_local: true, serve: Members::None, reach: Members::Matching("env=prod".parse().unwrap()) };
+        assert_eq!((hub.role(&prod), hub.role(&dev)), (Some(Role::Reach), None));
+        // Serving wins over reaching: a member served is reached too.
+        let both = ClusterScope { serve_local: false, serve: Members::Matching("env in (prod)".parse().unwrap()), reach: Members::All };
+        assert_eq!((both.role(&prod), both.role(&dev)), (Some(Role::Serve), Some(Role::Reach)));
+        assert!(!both.is_local());
+    }
+
+    #[test]
+    fn a_plugin_serving_no_cluster_is_refused() {
+        let mut manifest = sample();
+        manifest.clusters = ClusterScope { serve_local: false, serve: Members::None, reach: Members::All };
+        let e = manifest.validate(&LimitPolicy::default()).unwrap_err();
+        assert_eq!(e.field, "clusters.scope");
+        manifest.clusters.serve = Members::All;
+        manifest.validate(&LimitPolicy::default()).unwrap();
+    }
+
     pub(crate) fn sample() -> Manifest {
         Manifest {
             name: "sample".into(),
@@ -718,6 +809,7 @@ mod tests {
             ],
             metadata_only: vec![],
             composition: None,
+            clusters: Default::default(),
         }
     }
 

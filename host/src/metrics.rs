@@ -119,6 +119,11 @@ impl Metrics {
         QuarantineMetrics { objects: self.plugin.quarantined.get_or_create_owned(&labels), entered: self.plugin.quarantines.get_or_create_owned(&labels) }
     }
 
+    /// `kubewasm_plugin_cluster_refusals_total` for one plugin in one member cluster.
+    pub fn member_refused(&self, plugin: &str, cluster: &str) -> Counter {
+        self.plugin.member_refusals.get_or_create_owned(&MemberLabels { plugin: plugin.to_owned(), cluster: cluster.to_owned() })
+    }
+
     /// `kubewasm_plugin_rollbacks_total` for one plugin.
     pub fn rollbacks(&self, plugin: &str) -> Counter {
         self.plugin.rollbacks.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
@@ -191,7 +196,12 @@ impl Metrics {
 
     /// The `kubewasm_informer_*` handles: what the shared informers cache, set at scrape time.
     pub fn informers(&self) -> InformerMetrics {
-        InformerMetrics { families: self.informer.clone(), refreshers: self.refreshers.clone() }
+        self.informers_in("")
+    }
+
+    /// The `kubewasm_informer_*` handles of a member cluster's informers.
+    pub fn informers_in(&self, cluster: &str) -> InformerMetrics {
+        InformerMetrics { families: self.informer.clone(), refreshers: self.refreshers.clone(), cluster: cluster.into() }
     }
 
     /// The Prometheus text exposition (OpenMetrics flavour, ending in `# EOF`) of every metric,
@@ -477,6 +487,12 @@ struct PluginLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemberLabels {
+    plugin: String,
+    cluster: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FaultLabels {
     plugin: String,
     kind: String,
@@ -517,6 +533,7 @@ struct PluginFamilies {
     quarantined: Family<PluginLabels, Gauge>,
     quarantines: Family<PluginLabels, Counter>,
     rollbacks: Family<PluginLabels, Counter>,
+    member_refusals: Family<MemberLabels, Counter>,
     shadow: Family<ReloadLabels, Counter>,
 }
 
@@ -538,6 +555,7 @@ impl PluginFamilies {
             quarantined: Family::default(),
             quarantines: Family::default(),
             rollbacks: Family::default(),
+            member_refusals: Family::default(),
             shadow: Family::default(),
         };
         registry.register(
@@ -594,6 +612,11 @@ impl PluginFamilies {
             families.quarantined.clone(),
         );
         registry.register("kubewasm_plugin_quarantines", "Objects put in quarantine, each time one entered it", families.quarantines.clone());
+        registry.register(
+            "kubewasm_plugin_cluster_refusals",
+            "Times the plugin could not start (or take a new version) in a member cluster in its scope: refused by admission there, or the cluster did not answer (retried)",
+            families.member_refusals.clone(),
+        );
         registry.register(
             "kubewasm_plugin_rollbacks",
             "Hot-reloaded versions swapped back to the version before because they failed on clearly more objects",
@@ -755,6 +778,8 @@ impl InformerFamilies {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InformerLabels {
+    /// The member cluster; empty for the host's own.
+    cluster: String,
     resource: String,
     namespace: String,
     selector: String,
@@ -766,12 +791,14 @@ struct InformerLabels {
 pub struct InformerMetrics {
     families: InformerFamilies,
     refreshers: Refreshers,
+    /// Whose informers these are: a member cluster's name, empty for the host's own.
+    cluster: String,
 }
 
 impl Default for InformerMetrics {
     /// Handles registered nowhere (tests, one-shot commands).
     fn default() -> Self {
-        InformerMetrics { families: InformerFamilies::default(), refreshers: Refreshers::default() }
+        InformerMetrics { families: InformerFamilies::default(), refreshers: Refreshers::default(), cluster: String::new() }
     }
 }
 
@@ -782,17 +809,27 @@ impl InformerMetrics {
     }
 
     /// Forgets every informer's figures: a refresh then sets those of the informers still running.
+    /// Only the host's own informers clear: theirs refresh first (registered at start, before any
+    /// member's), so the members' that refresh after them set theirs again, and a disengaged
+    /// member's figures are gone at the next scrape.
     pub(crate) fn clear(&self) {
-        self.families.objects.clear();
-        self.families.bytes.clear();
+        if self.cluster.is_empty() {
+            self.families.objects.clear();
+            self.families.bytes.clear();
+        }
     }
 
     /// One informer's figures: its resource, its (namespace, server-side selector), whether it
     /// caches only its objects' metadata.
     pub(crate) fn set(&self, resource: &str, (namespace, selector): (&str, &str), metadata_only: bool, objects: usize, bytes: usize) {
         let content = if metadata_only { "metadata" } else { "objects" };
-        let labels =
-            InformerLabels { resource: resource.to_owned(), namespace: namespace.to_owned(), selector: selector.to_owned(), content: content.to_owned() };
+        let labels = InformerLabels {
+            cluster: self.cluster.clone(),
+            resource: resource.to_owned(),
+            namespace: namespace.to_owned(),
+            selector: selector.to_owned(),
+            content: content.to_owned(),
+        };
         self.families.objects.get_or_create(&labels).set(i64::try_from(objects).unwrap_or(i64::MAX));
         self.families.bytes.get_or_create(&labels).set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }

@@ -5,6 +5,7 @@
 //! promises and the host does (`kubewasm test`, `kubewasm record`). The runtime's own tests run
 //! plugins against these too.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -13,8 +14,9 @@ use serde_json::{Value, json};
 use crate::client::{PatchKind, RequestError, WriteOp, WriteRequest};
 use crate::events::ObjectEvent;
 use crate::informer::{CacheView, ParsedObject, Writer, store::ParseError};
+use crate::manifest::ClusterScope;
 use crate::resource::{Gvk, ObjectKey, Scope};
-use crate::runtime::host::{Api, Clock, EventSink, Services};
+use crate::runtime::host::{Alone, Api, Clock, ClusterInfo, EventSink, Fleet, Services, Target, Unreached};
 
 /// An in-memory cache: one store per resource, filled by hand.
 #[derive(Default)]
@@ -75,12 +77,18 @@ impl FixtureCache {
 /// Records writes and events, answering each write with the object it was given.
 #[derive(Default)]
 pub struct Recorder {
-    writes: Mutex<Vec<WriteRequest>>,
+    /// Each write with the member cluster it was made in (`None`: the host's own).
+    writes: Mutex<Vec<(Option<String>, WriteRequest)>>,
     events: Mutex<Vec<ObjectEvent>>,
 }
 
 impl Recorder {
     pub fn writes(&self) -> Vec<WriteRequest> {
+        self.writes.lock().iter().map(|(_, w)| w.clone()).collect()
+    }
+
+    /// The writes with the member cluster each was made in (`None`: the host's own).
+    pub fn writes_in_clusters(&self) -> Vec<(Option<String>, WriteRequest)> {
         self.writes.lock().clone()
     }
 
@@ -98,7 +106,7 @@ impl Recorder {
         self.events.lock().clear();
     }
 
-    fn record(&self, request: WriteRequest) -> Option<Arc<str>> {
+    fn record(&self, cluster: Option<&str>, request: WriteRequest) -> Option<Arc<str>> {
         let answer = match &request.op {
             WriteOp::Apply { object, .. } | WriteOp::Create { object } | WriteOp::Update { object, .. } => Some(object.to_string().into()),
             WriteOp::Patch { .. } => Some(
@@ -112,7 +120,7 @@ impl Recorder {
             ),
             WriteOp::Delete { .. } => None,
         };
-        self.writes.lock().push(request);
+        self.writes.lock().push((cluster.map(str::to_string), request));
         answer
     }
 }
@@ -129,6 +137,8 @@ struct FixtureApi {
     cache: CacheView,
     recorder: Arc<Recorder>,
     stored: Option<Stored>,
+    /// The member cluster it writes in; `None` for the host's own.
+    cluster: Option<String>,
 }
 
 #[async_trait::async_trait]
@@ -138,7 +148,7 @@ impl Api for FixtureApi {
             Some(stored) => stored.write(&request),
             None => None,
         };
-        let answer = self.recorder.record(request);
+        let answer = self.recorder.record(self.cluster.as_deref(), request);
         outcome.unwrap_or(Ok(answer))
     }
 
@@ -150,9 +160,47 @@ impl Api for FixtureApi {
 /// Services for a plugin run offline: reads from `cache`, writes and events into `recorder`;
 /// writes also into `cache` when they are [`Writes::Stored`].
 pub fn services(cache: &FixtureCache, recorder: &Arc<Recorder>, writes: Writes) -> Services {
+    let Target { cache, api, events } = target(cache, recorder, writes, None);
+    Services { cache, api, events, clock: Clock::System, fleet: Arc::new(Alone) }
+}
+
+/// What calls into one cluster of an offline fleet reach: its fixture cache, its writes recorded
+/// (tagged with the cluster) into the shared `recorder`.
+pub fn target(cache: &FixtureCache, recorder: &Arc<Recorder>, writes: Writes, cluster: Option<&str>) -> Target {
     let stored = (writes == Writes::Stored).then(|| Stored::new(cache));
-    let api = FixtureApi { cache: cache.view().clone(), recorder: recorder.clone(), stored };
-    Services { cache: Arc::new(cache.view().clone()), api: Arc::new(api), events: recorder.clone(), clock: Clock::System }
+    let api = FixtureApi { cache: cache.view().clone(), recorder: recorder.clone(), stored, cluster: cluster.map(str::to_string) };
+    Target { cache: Arc::new(cache.view().clone()), api: Arc::new(api), events: recorder.clone() }
+}
+
+/// The clusters of a plugin run offline: the host's own and members with their labels, each
+/// with its [`target`], seen from the cluster `here`.
+pub struct OfflineFleet {
+    pub here: Option<String>,
+    pub scope: ClusterScope,
+    /// Every cluster's target (`None`: the host's own), with a member's labels.
+    pub targets: BTreeMap<Option<String>, (Target, BTreeMap<String, String>)>,
+}
+
+impl Fleet for OfflineFleet {
+    fn here(&self) -> Option<&str> {
+        self.here.as_deref()
+    }
+
+    fn clusters(&self) -> Vec<ClusterInfo> {
+        self.targets
+            .iter()
+            .filter_map(|(name, (_, labels))| Some(ClusterInfo { name: name.clone()?, labels: labels.clone() }))
+            .filter(|c| self.scope.role(&c.labels).is_some())
+            .collect()
+    }
+
+    fn target(&self, cluster: Option<&str>) -> Result<Target, Unreached> {
+        match self.targets.get(&cluster.map(str::to_string)) {
+            None => Err(Unreached::NotEngaged),
+            Some((_, labels)) if cluster.is_some() && self.scope.role(labels).is_none() => Err(Unreached::OutOfReach),
+            Some((target, _)) => Ok(target.clone()),
+        }
+    }
 }
 
 /// Writes stored in the fixture cache the way an API server stores them, as far as a plugin can

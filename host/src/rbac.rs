@@ -328,6 +328,7 @@ mod tests {
             ],
             metadata_only: vec![],
             composition: None,
+            clusters: Default::default(),
         }
     }
 

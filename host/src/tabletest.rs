@@ -29,6 +29,21 @@
 //!                                   # at every depth; lists element by element, same length
 //! ```
 //!
+//! A plugin working with member clusters (contract 0.1.4) gets them from the case: `clusters`
+//! names each member with its labels and cache, `cluster` the one the call's object lives in
+//! (the host's own, with `cache`, when not given), and each call made in a member is spelled
+//! with its name:
+//!
+//! ```yaml
+//! cluster: eu                       # optional: the call's object lives in member `eu`
+//! clusters:
+//!   eu: {labels: {env: prod}, cache: [...]}
+//!   us: {labels: {env: dev}}
+//! expect:
+//!   calls:
+//!     - {apply: {apiVersion: v1, kind: ConfigMap, ...}, cluster: eu}
+//! ```
+//!
 //! The plugin's writes are stored in the case's cache as an API server would store them
 //! ([`crate::offline::Writes::Stored`]): a read after a write sees it, a create of an existing
 //! object is refused, a stale update conflicts.
@@ -45,6 +60,7 @@
 //!     finalized: true               # finalize cases
 //! ```
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,10 +72,10 @@ use crate::case;
 use crate::events::ObjectEvent;
 use crate::manifest::LimitPolicy;
 use crate::metrics::PluginMetrics;
-use crate::offline::{FixtureCache, Recorder};
+use crate::offline::{FixtureCache, OfflineFleet, Recorder};
 use crate::plugin::LoadedPlugin;
 use crate::resource::{Gvk, ObjectKey};
-use crate::runtime::host::Clock;
+use crate::runtime::host::{Clock, Services};
 use crate::runtime::{Action, CallError, Described, Request, Runtime};
 
 #[derive(Debug, Deserialize)]
@@ -82,7 +98,24 @@ pub struct Case {
     /// The time the plugin's wall clock tells (RFC 3339); the system's when not given.
     #[serde(default)]
     pub now: Option<String>,
+    /// The member cluster the call's object lives in (one of `clusters`); the host's own, whose
+    /// cache is `cache`, when not given.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Member clusters engaged for the case, by name: their labels and caches. Calls made in a
+    /// member are spelled with its name (`cluster: NAME`).
+    #[serde(default)]
+    pub clusters: BTreeMap<String, MemberCase>,
     pub expect: Expect,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberCase {
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub cache: Vec<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -187,6 +220,9 @@ pub fn read_case(path: &Path) -> Result<Case, CaseError> {
     } else if targets != 1 {
         return Err(CaseError::Invalid { path: path.into(), message: "give exactly one of `reconcile`, `finalize` or `map`".into() });
     }
+    if let Some(cluster) = case.cluster.as_ref().filter(|c| !case.clusters.contains_key(*c)) {
+        return Err(CaseError::Invalid { path: path.into(), message: format!("`cluster: {cluster}` names none of the case's `clusters`") });
+    }
     Ok(case)
 }
 
@@ -209,9 +245,25 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
         }
         None => plugin.described.clone(),
     };
-    let cache = fixture(&described.manifest, &case.cache)?;
     let recorder = Arc::new(Recorder::default());
-    let mut services = crate::offline::services(&cache, &recorder, crate::offline::Writes::Stored);
+    let own = fixture(&described.manifest, &case.cache)?;
+    let mut members = BTreeMap::new();
+    for (name, member) in &case.clusters {
+        members.insert(name.clone(), (fixture(&described.manifest, &member.cache)?, member.labels.clone()));
+    }
+    let stored = crate::offline::Writes::Stored;
+    let mut targets = BTreeMap::from([(None, (crate::offline::target(&own, &recorder, stored, None), BTreeMap::new()))]);
+    for (name, (cache, labels)) in &members {
+        targets.insert(Some(name.clone()), (crate::offline::target(cache, &recorder, stored, Some(name)), labels.clone()));
+    }
+    // The call's own cluster: its cache holds the object, and the plain calls act there.
+    let cache = match &case.cluster {
+        Some(name) => &members[name].0,
+        None => &own,
+    };
+    let here = targets[&case.cluster].0.clone();
+    let fleet = OfflineFleet { here: case.cluster.clone(), scope: described.manifest.clusters.clone(), targets };
+    let mut services = Services { cache: here.cache, api: here.api, events: here.events, clock: Clock::System, fleet: Arc::new(fleet) };
     if let Some(now) = &case.now {
         services.clock = Clock::Fixed(now_of(now)?);
     }
@@ -286,7 +338,17 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
             let _ = writeln!(failures, "the call failed: {e}");
         }
     }
-    let calls: Vec<Value> = recorder.writes().iter().map(case::call).collect();
+    let calls: Vec<Value> = recorder
+        .writes_in_clusters()
+        .iter()
+        .map(|(cluster, write)| {
+            let mut call = case::call(write);
+            if let (Some(cluster), Some(spelled)) = (cluster, call.as_object_mut()) {
+                spelled.insert("cluster".into(), json!(cluster));
+            }
+            call
+        })
+        .collect();
     // Compared exactly: none when the case names none, unless it checks a declarative plugin's
     // answer alone.
     let expected = match (&case.expect.calls, &case.expect.desired) {

@@ -107,6 +107,7 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                 children: owns.iter().map(|g| ChildRule { resource: g.clone(), update: UpdateStrategy::InPlace }).collect(),
                 selector: ChildSelector::Generated,
             }),
+            clusters: Default::default(),
             owns,
             watches,
             finalizer,

@@ -3,13 +3,15 @@
 // fails type checking.
 /// <reference path="./types/wit/controller.d.ts" />
 
-import type * as wit from 'kubewasm:controller/types@0.1.3';
-import type * as witPlugin from 'kubewasm:controller/plugin@0.1.3';
-import type * as witAccess from 'kubewasm:controller/access@0.1.3';
-import type * as witClient from 'kubewasm:controller/client@0.1.3';
-import type * as witEvents from 'kubewasm:controller/events@0.1.3';
-import type * as witLog from 'kubewasm:controller/log@0.1.3';
-import type * as witComposite from 'kubewasm:controller/composite@0.1.3';
+import type * as wit from 'kubewasm:controller/types@0.1.4';
+import type * as witPlugin from 'kubewasm:controller/plugin@0.1.4';
+import type * as witAccess from 'kubewasm:controller/access@0.1.4';
+import type * as witClient from 'kubewasm:controller/client@0.1.4';
+import type * as witEvents from 'kubewasm:controller/events@0.1.4';
+import type * as witLog from 'kubewasm:controller/log@0.1.4';
+import type * as witComposite from 'kubewasm:controller/composite@0.1.4';
+import type * as witClusters from 'kubewasm:controller/clusters@0.1.4';
+import type * as witFleet from 'kubewasm:controller/fleet@0.1.4';
 import type * as k8s from './k8s.js';
 
 // --- values -----------------------------------------------------------------------------------
@@ -39,6 +41,23 @@ export type UpdateStrategyName = witComposite.UpdateStrategy;
 export type ChildSelectorName = witComposite.ChildSelector;
 /** A declarative controller's child kinds and selector: what `composite.describe-composition` answers. */
 export type Composition = witComposite.Composition;
+/** A choice of member clusters (the WIT `members` variant): `Members.none`, `Members.all` or `Members.matching(selector)`. */
+export type MembersValue = Readonly<witClusters.Members>;
+/** Which clusters a plugin serves and reaches: what the `clusters` export answers. */
+export interface ClusterScope {
+  /** Whether it reconciles the primaries of the host's own cluster. */
+  serveLocal: boolean;
+  /** The members whose primaries it reconciles too, each where it lives. */
+  serve: MembersValue;
+  /** The members it only reads and writes in, through `ctx.inCluster(name)`. */
+  reach: MembersValue;
+}
+/** A member cluster the plugin serves or reaches, as `ctx.clusters()` lists it. */
+export interface Cluster {
+  /** At most 253 bytes. */
+  name: string;
+  labels: Record<string, string>;
+}
 
 /** A Kubernetes object: apiVersion, kind, metadata, and the rest (parsed JSON). */
 export interface KubeObject {
@@ -192,6 +211,20 @@ export const Mapping: {
   mapRelated(): MappingValue;
 };
 
+/**
+ * A choice of member clusters (contract 0.1.4): the clusters a host engages besides its own. A
+ * selector is a Kubernetes label selector over the members' labels, at most 4096 bytes (the host
+ * refuses the plugin for an invalid one).
+ */
+export const Members: {
+  /** None. */
+  readonly none: MembersValue;
+  /** Every engaged member. */
+  readonly all: MembersValue;
+  /** The engaged members whose labels match this label selector, e.g. 'env=prod,region in (eu,us)'. */
+  matching(selector: string): MembersValue;
+};
+
 /** A grant the WIT `permission` record cannot hold (any RBAC verb, object names): the WIT `access` rule. */
 export interface Rule extends Omit<witAccess.Rule, 'verbs'> {
   verbs: RbacVerbName[];
@@ -199,8 +232,9 @@ export interface Rule extends Omit<witAccess.Rule, 'verbs'> {
 
 /**
  * The plain data of a manifest: the WIT `manifest` record, with `memoryBytes` as a number, plus
- * `rules` (the `access` export's answer), `metadataOnly` (the `views` export's) and
- * `composition` (a declarative controller's `describe-composition` answer).
+ * `rules` (the `access` export's answer), `metadataOnly` (the `views` export's),
+ * `composition` (a declarative controller's `describe-composition` answer) and `scope` (the
+ * `clusters` export's).
  */
 export interface ManifestSpec extends Omit<witPlugin.Manifest, 'limits' | 'primary'> {
   primary: Gvk | undefined;
@@ -210,6 +244,8 @@ export interface ManifestSpec extends Omit<witPlugin.Manifest, 'limits' | 'prima
   metadataOnly: witPlugin.Manifest['owns'];
   /** The child kinds (`child()`) and selector (`childSelector()`); used by a `Composite` only. */
   composition: Composition;
+  /** The clusters it serves and reaches (`serveMembers()`, `serveLocal()`, `reachMembers()`). */
+  scope: ClusterScope;
 }
 
 /** What a controller reconciles and needs. Start with `new Manifest(name, version)`, then chain. */
@@ -239,6 +275,19 @@ export class Manifest {
    * kind of a `watches` entry; writes are unaffected.
    */
   metadataOnly(resource: Gvk): this;
+  /**
+   * Also reconciles the primaries of these member clusters, each where it lives: the reads,
+   * writes and Events of a call act in its object's cluster (`ctx.cluster()` names it). The
+   * plugin's identity needs the same RBAC in each.
+   */
+  serveMembers(members: MembersValue): this;
+  /** Whether it reconciles the primaries of the host's own cluster (yes, unless said here). */
+  serveLocal(serve: boolean): this;
+  /**
+   * Reads and writes in these member clusters through `ctx.inCluster(name)`, reconciling nothing
+   * there: a hub writing into members. When one is engaged, every primary is reconciled once.
+   */
+  reachMembers(members: MembersValue): this;
   /**
    * The finalizer the host adds to primaries so that `finalize` runs before they go. It does so
    * with patches made as the plugin: `forHost` adds a `patch` grant on the primary when no
@@ -290,6 +339,20 @@ export interface Host {
   delete(resource: Gvk, namespace: string | undefined, name: string): void;
   publishEvent(event: witEvents.Event): void;
   log(level: LogLevelName, message: string, fields: witLog.Field[]): void;
+  /** `fleet.current`: the cluster of the call's object, undefined for the host's own. */
+  currentCluster(): string | undefined;
+  /** `fleet.clusters`: the members the plugin serves or reaches, labels as [key, value] pairs. */
+  clusters(): witFleet.Cluster[];
+  /** The cache and client calls in a named cluster (undefined: the host's own): the `fleet` import. */
+  fleetGet(cluster: string | undefined, resource: Gvk, namespace: string | undefined, name: string): string | undefined;
+  fleetList(cluster: string | undefined, resource: Gvk, namespace: string | undefined, labelSelector: string | undefined): string[];
+  fleetApply(cluster: string | undefined, obj: string, force: boolean): string;
+  fleetApplyStatus(cluster: string | undefined, obj: string, force: boolean): string;
+  fleetCreate(cluster: string | undefined, obj: string): string;
+  fleetUpdate(cluster: string | undefined, obj: string): string;
+  fleetUpdateStatus(cluster: string | undefined, obj: string): string;
+  fleetPatch(cluster: string | undefined, resource: Gvk, namespace: string | undefined, name: string, patchType: PatchTypeName, body: string): string;
+  fleetDelete(cluster: string | undefined, resource: Gvk, namespace: string | undefined, name: string): void;
 }
 
 /** The host, as seen from one call. Every method may throw a `KubewasmError` subclass. */
@@ -299,6 +362,22 @@ export class Context {
   readonly key: ObjectKey | undefined;
   /** How many times in a row this key failed before this call. */
   readonly retries: number;
+  /**
+   * The member cluster the call's object lives in; undefined for the host's own cluster (always,
+   * in a plugin that serves no member). The same in a context from `inCluster`.
+   */
+  cluster(): string | undefined;
+  /**
+   * The member clusters engaged now that the plugin serves or reaches, sorted by name (the host's
+   * own is not listed). Engaged does not mean reachable: a call there may throw `Unavailable`.
+   */
+  clusters(): Cluster[];
+  /**
+   * This context with its reads and writes in `cluster` (undefined: the host's own; at most 253
+   * bytes). A member outside the plugin's scope throws `Forbidden`, one not engaged now
+   * `Unavailable`. Events and logs stay with the call; `listControlled` throws `Invalid` there.
+   */
+  inCluster(cluster: string | undefined): Context;
   /** An object from the cache (a copy), or undefined. */
   get<T extends KubeObject = KubeObject>(resource: Kind<T>, namespace: string | undefined, name: string): T | undefined;
   /** Objects from the cache, in `namespace` (every readable one when undefined), matching a label selector. */

@@ -2,6 +2,7 @@
 
 import type {
   Action,
+  ClusterScope,
   Composite,
   Composition,
   Controller,
@@ -51,9 +52,32 @@ export interface Requirement {
 /** Parses a label selector as the host does; throws `Invalid` when it does not parse. */
 export function parseSelector(selector: string): Requirement[];
 
-/** An in-memory host: a store serving the cache, recorded writes, events and logs, injected failures. */
+/**
+ * An in-memory host: a store serving the cache, recorded writes, events and logs, injected
+ * failures; and member clusters, each a `FakeHost` of its own (`addMember`), which the fleet calls
+ * (`ctx.inCluster(name)`) reach as the host does: `Unavailable` for a member not engaged,
+ * `Forbidden` for one outside `scope`.
+ */
 export class FakeHost implements Host {
-  constructor(objects?: readonly KubeObject[]);
+  constructor(objects?: readonly KubeObject[], options?: { labels?: Record<string, string> });
+  /** Member clusters, by name. */
+  readonly members: Map<string, FakeHost>;
+  /** A member's labels. */
+  labels: Record<string, string>;
+  /** The plugin's clusters (`Harness` sets the manifest's scope); undefined: every engaged member is reached. */
+  scope: ClusterScope | undefined;
+  /** The cluster of the call's object (`fleet.current`); undefined for the host's own. */
+  current: string | undefined;
+  /** Engages a member cluster (replacing one of the same name); returns its fake host. */
+  addMember(name: string, options?: { labels?: Record<string, string>; objects?: readonly KubeObject[] }): FakeHost;
+  /** The fake host of an engaged member cluster; throws for an unknown one. */
+  member(name: string): FakeHost;
+  /** Disengages a member cluster: calls naming it throw `Unavailable`. */
+  removeMember(name: string): void;
+  /** Whether `scope` takes the engaged member (serves or reaches it). */
+  reaches(name: string): boolean;
+  /** Whether `scope` serves the engaged member. */
+  serves(name: string): boolean;
   readonly calls: RecordedCall[];
   readonly events: RecordedEvent[];
   readonly logs: { level: LogLevelName; message: string; fields: Record<string, string> }[];
@@ -113,6 +137,12 @@ export interface RelatedRuleResult {
   labelSelector: string | undefined;
 }
 
+/** How a plain controller's call is made: `retries`, and `cluster`, the member the object lives in (one the plugin serves). */
+export interface CallOptions {
+  retries?: number;
+  cluster?: string;
+}
+
 /**
  * A controller described and ready to call against a FakeHost, the way the component runs it:
  * a `Controller` or `Composite` class, or an author's module (its controller found as the build
@@ -121,17 +151,18 @@ export interface RelatedRuleResult {
 export class Harness<C extends Controller | Composite = Controller> {
   constructor(controller: (new (settings: any) => C) | object, options?: { settings?: Record<string, unknown>; objects?: readonly KubeObject[] });
   readonly host: FakeHost;
-  /** The manifest the controller described to the host; `rules` and `metadataOnly` are what its `access` and `views` exports answer. */
+  /** The manifest the controller described to the host; `rules`, `metadataOnly` and `scope` are what its `access`, `views` and `clusters` exports answer. */
   readonly manifest: ManifestSpec;
   readonly controller: C;
   /** What its `describe-composition` answers: a declarative controller's composition, else undefined. */
   readonly composition: Composition | undefined;
-  reconcile(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
+  /** Runs `reconcile`; with `{ cluster }`, on an object of that member (a key names a primary of its store). */
+  reconcile(objOrKey: KubeObject | ObjectKey, retries?: number | CallOptions): Action;
   /** A plain controller's `finalize` (an Action), or a declarative one's (as `sync`, finalizing). */
-  finalize(objOrKey: KubeObject | ObjectKey, retries?: number): C extends Composite ? SyncResult : Action;
+  finalize(objOrKey: KubeObject | ObjectKey, retries?: number | CallOptions): C extends Composite ? SyncResult : Action;
   finalize(objOrKey: KubeObject | ObjectKey, options?: SyncOptions): C extends Composite ? SyncResult : Action;
   /** Runs `released`, as the host does once a primary stops matching the primary selector. */
-  released(objOrKey: KubeObject | ObjectKey, retries?: number): Action;
+  released(objOrKey: KubeObject | ObjectKey, retries?: number | CallOptions): Action;
   /** Runs `mapRelated` on `obj`, handed as the host hands it (`FakeHost.handed`). */
   mapRelated(resource: Gvk, obj: KubeObject): ObjectKey[];
   /** Runs a declarative controller's `customize` on a parent, client and events calls refused. */

@@ -154,6 +154,10 @@ table_tests! {
     table_tests_reboot_coordinator_c: "reboot-coordinator", "c";
     table_tests_cronjob_python: "cronjob", "python";
     table_tests_cronjob_c: "cronjob", "c";
+    table_tests_fleet_propagation_rust: "fleet-propagation", "rust";
+    table_tests_fleet_propagation_go: "fleet-propagation", "go";
+    table_tests_fleet_propagation_python: "fleet-propagation", "python";
+    table_tests_fleet_propagation_js: "fleet-propagation", "js";
 }
 
 macro_rules! conformance_tests {

@@ -492,6 +492,41 @@ async fn apply_that_would_create_without_a_create_grant() -> Result<()> {
     siege.stop().await
 }
 
+/// A plugin that reaches only `env=dev` members writes into an engaged `env=prod` member, into a
+/// cluster that is not engaged, and into one whose name is 8 MiB long (straight through the
+/// bindings): forbidden (and counted), unavailable, and invalid — refused before the name is
+/// copied — and nothing reaches the prod member; the good plugin is unharmed.
+#[tokio::test]
+async fn reaching_clusters_outside_its_scope() -> Result<()> {
+    let ns = Siege::namespace("reach-out").await?;
+    let prod = ControlPlane::start().await?;
+    let member_ns = k8s_openapi::api::core::v1::Namespace { metadata: ObjectMeta { name: Some(ns.name().into()), ..Default::default() }, ..Default::default() };
+    Api::all(prod.client().await?).create(&PostParams::default(), &member_ns).await?;
+    let clusters = tempfile::tempdir()?;
+    kubewasm_tests::members::engage(clusters.path(), "prod", prod.kubeconfig_path(), &[("env", "prod")])?;
+    let arg = format!("--clusters={}", clusters.path().display());
+    let setup = Setup { args: &[&arg], ..Setup::default() };
+    let mut siege = Siege::configured(ns, "reach-out", "clusters = [\"prod\", \"nowhere\"]", setup).await?;
+    let outcomes = eventually("the three reach attacks", CONVERGE, || async {
+        let log = siege.host.log_text();
+        let outcomes: Vec<String> = ["prod", "nowhere", "<8 MiB name>"]
+            .iter()
+            .filter_map(|c| log.lines().find(|l| l.contains(&format!("reach attack: {c}:"))).map(String::from))
+            .collect();
+        if outcomes.len() == 3 { Ok(outcomes) } else { Err(anyhow!("{} of 3 so far", outcomes.len())) }
+    })
+    .await?;
+    ensure!(outcomes[0].contains("Forbidden") && outcomes[0].contains("not within the plugin's clusters"), "{}", outcomes[0]);
+    ensure!(outcomes[1].contains("Unavailable") && outcomes[1].contains("not engaged"), "{}", outcomes[1]);
+    ensure!(outcomes[2].contains("Invalid") && outcomes[2].contains("cluster is 8388608 bytes; at most 253"), "{}", outcomes[2]);
+    siege.limit_reached("kubewasm_plugin_forbidden_calls_total", &[("plugin", "hostile")]).await?;
+    let stolen: Api<ConfigMap> = Api::namespaced(prod.client().await?, siege.ns.name());
+    ensure!(stolen.get_opt("stolen").await?.is_none(), "the attacker wrote into a member outside its scope");
+    siege.good_plugin_is_unharmed().await?;
+    siege.rss_stayed_bounded()?;
+    siege.stop().await
+}
+
 /// A noisy neighbour (H8): the attacker computes without end on 64 objects at once (64 workers,
 /// 8 MiB each, a 300 s deadline: within any budget), beside a plugin whose reconciles do about
 /// 100 ms of work under a 1 s deadline. The neighbour's reconciles stay within their deadline

@@ -39,6 +39,7 @@ pub mod guests;
 pub mod host;
 pub mod hostile_registry;
 pub mod kubectl;
+pub mod members;
 pub mod namespace;
 pub mod peer;
 pub mod plugindir;

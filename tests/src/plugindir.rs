@@ -67,6 +67,7 @@ pub struct E2eSettings {
     pub list_all: Option<u32>,
     pub owns: bool,
     pub trace: bool,
+    pub serve_members: Option<String>,
     /// The `[kubewasm]` table of host options, as TOML lines (e.g. `sharding = false`).
     pub options: Vec<String>,
 }
@@ -160,6 +161,12 @@ impl E2eSettings {
         self.trace = true;
         self
     }
+    /// Also serve these member clusters: `all`, or a label selector over their labels; each
+    /// output then says which cluster it was made in (`cluster`, empty for the host's own).
+    pub fn serve_members(mut self, members: &str) -> Self {
+        self.serve_members = Some(members.into());
+        self
+    }
     /// One line of the `[kubewasm]` host options, e.g. `sharding = false`.
     pub fn option(mut self, line: &str) -> Self {
         self.options.push(line.into());
@@ -176,6 +183,7 @@ impl E2eSettings {
             ("finalizer", &self.finalizer),
             ("map-label", &self.map_label),
             ("watch-kind", &self.watch_kind),
+            ("serve-members", &self.serve_members),
         ];
         for (key, value) in strings {
             if let Some(value) = value {

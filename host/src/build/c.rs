@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 /// (`plugins/c/scripts/generate.sh`). Every file of `plugins/c/src` is listed (a test checks).
 const SDK: &[(&str, &str)] = &[
     ("boundary.h", include_str!("../../../plugins/c/src/boundary.h")),
+    ("call.c", include_str!("../../../plugins/c/src/call.c")),
     ("controller.c", include_str!("../../../plugins/c/src/controller.c")),
     ("controller.h", include_str!("../../../plugins/c/src/controller.h")),
     ("exports.c", include_str!("../../../plugins/c/src/exports.c")),

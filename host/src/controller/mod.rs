@@ -19,6 +19,7 @@
 //! an object to be drained is handed over instead, once no reconcile of it runs (the queue runs
 //! a key once at a time). An unsharded plugin runs on the ring's leader only, as without a ring.
 
+mod fleet;
 mod health;
 mod quarantine;
 mod reconcile;
@@ -35,6 +36,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use fleet::{Members, PluginFleet, Targets};
 pub use health::Health;
 use health::Tally;
 pub use quarantine::{DEFAULT_AFTER as DEFAULT_QUARANTINE_AFTER, Listing as QuarantineListing};
@@ -47,17 +49,18 @@ use workers::Workers;
 
 use crate::budget::MemoryBudget;
 use crate::client::{ApiClient, ClientLimits, Fence};
+use crate::cluster::{Fleet as ClusterFleet, Member};
 use crate::discovery::Discovery;
 use crate::events::{EventRecorder, Reporting};
 use crate::identity::Identities;
 use crate::informer::{CacheView, InformerError, Informers, Subscription, WatchKey};
 use crate::leader::Leadership;
-use crate::manifest::{Manifest, Mapping, WatchRole};
+use crate::manifest::{Manifest, Mapping, Role, WatchRole};
 use crate::metrics::{ControllerMetrics, Metrics, PluginMetrics};
 use crate::plugin::LoadedPlugin;
 use crate::queue::{QueueError, RateLimitConfig, Reason, WorkQueue};
 use crate::resource::{ObjectKey, Scope};
-use crate::runtime::host::{Api, Clock, EventSink, Services};
+use crate::runtime::host::{Api, Clock, EventSink, Services, Target};
 use crate::runtime::{CallError, PluginRunner, Runtime};
 use crate::shard::{Claim, ClaimGuard, Shard};
 
@@ -93,6 +96,10 @@ pub struct Environment {
     pub budget: MemoryBudget,
     /// This replica's shard of the ring, when the host runs in one.
     pub shard: Option<Arc<Shard>>,
+    /// The member clusters engaged, when the host engages any (`--clusters`, `--cluster-secrets`).
+    pub fleet: Option<Arc<ClusterFleet>>,
+    /// The member cluster these controllers work in; `None` for the host's own.
+    pub member: Option<Arc<Member>>,
 }
 
 impl Environment {
@@ -103,6 +110,31 @@ impl Environment {
     /// Namespaces served; empty for all.
     pub fn namespaces(&self) -> &[String] {
         &self.fence.namespaces
+    }
+
+    /// The environment of controllers in `member`: its caches and identities, this host's
+    /// leadership, no shard (a member's objects are reconciled by the leader: see [`fleet`]).
+    fn in_member(&self, member: &Arc<Member>) -> Environment {
+        Environment {
+            discovery: member.discovery.clone(),
+            informers: member.informers.clone(),
+            runtime: self.runtime.clone(),
+            identities: member.identities.clone(),
+            // The host's own objects live in its own cluster.
+            fence: Fence { host_objects: Arc::new([]), ..self.fence.clone() },
+            metrics: self.metrics.clone(),
+            instance: self.instance.clone(),
+            request_timeout: self.request_timeout,
+            client_ceiling: self.client_ceiling,
+            sync_timeout: self.sync_timeout,
+            idle_instances: self.idle_instances,
+            quarantine_after: self.quarantine_after,
+            max_queue_wait: self.max_queue_wait,
+            budget: self.budget.clone(),
+            shard: None,
+            fleet: self.fleet.clone(),
+            member: Some(member.clone()),
+        }
     }
 
     /// The rate limit a plugin's options get on this host.
@@ -139,6 +171,8 @@ pub struct Version {
     tally: Tally,
     /// What the ring's assigner places for this version, while it runs (sharded plugins).
     _claim: Option<ClaimGuard>,
+    /// What the plugin's `fleet` calls into this controller's cluster reach with this version.
+    target: Target,
 }
 
 impl Version {
@@ -179,7 +213,15 @@ impl Version {
 }
 
 pub struct Controller {
+    /// The plugin's name, and in a member cluster `@` and the cluster's: in logs and metrics.
     name: String,
+    /// What it does in its cluster: always [`Role::Serve`] in the host's own.
+    role: Role,
+    /// Every controller of the plugin's targets, for its `fleet` calls.
+    targets: Arc<Targets>,
+    /// The plugin's controllers in member clusters: in the host's own cluster's, when the host
+    /// engages members.
+    members: Option<Arc<Members>>,
     env: Arc<Environment>,
     queue: WorkQueue<ObjectKey>,
     /// Requests as the plugin's identity, under its rate limit.
@@ -207,83 +249,131 @@ impl Controller {
     /// which stop when `shutdown` is cancelled (in-flight reconciles finish first, then queued
     /// Events are sent).
     pub async fn start(env: Arc<Environment>, plugin: LoadedPlugin, shutdown: CancellationToken) -> Result<Arc<Self>, ControllerError> {
-        let name = plugin.described.manifest.name.clone();
-        let shard = env.shard.clone().filter(|_| plugin.options.sharding != Some(false));
-        // A sharded plugin reconciles and writes under this replica's membership, not the
-        // leadership.
-        let term = shard.as_ref().map_or_else(|| env.fence.leadership.clone(), |s| s.membership().clone());
-        let fence = Fence { leadership: term.clone(), ..env.fence.clone() };
-        let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?.with_max_wait(env.max_queue_wait);
-        let limits = env.client_limits(&plugin);
-        let kube = env.identities.client_for(&name);
-        let api = Arc::new(ApiClient::new(
-            kube.clone(),
-            env.discovery.clone(),
-            env.informers.clone(),
-            plugin.described.manifest.field_manager(),
-            limits.bucket(),
-            fence,
-            env.request_timeout,
-        ));
-        // The recorder stops after the workers (below), so that their last Events are sent.
-        let events_stop = CancellationToken::new();
-        let reporting = Reporting { controller: format!("kubewasm/{name}"), instance: env.instance.clone() };
-        let (events, events_task) =
-            EventRecorder::start(kube, reporting, api.bucket().clone(), term, env.metrics.events_dropped(&name), env.request_timeout, events_stop.clone());
-        let events = events.serving(env.fence.namespaces.clone());
-        let map_queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&format!("{name}-map-related")))?;
-        let mapper = Arc::new(MapBacklog::new(map_queue, MAP_BACKLOG, env.metrics.mapped_dropped(&name)));
-        let plugin_metrics = env.metrics.plugin(&name);
-        let released = Released::default();
-        let parts = Parts {
-            queue: &queue,
-            mapper: &mapper,
-            released: &released,
-            api: api.clone(),
-            events: Arc::new(events.clone()),
-            metrics: &plugin_metrics,
-            inert: false,
-            shard: shard.as_ref(),
-        };
-        let version = build_version(&env, &parts, plugin, Vec::new()).await?;
-        let controller = Arc::new(Controller {
-            metrics: env.metrics.controller(&name),
-            quarantine: Quarantine::new(env.quarantine_after, env.metrics.quarantine(&name)),
-            workers: Workers::new(version.workers),
-            name,
-            env,
-            queue,
-            api,
-            events,
-            plugin_metrics,
-            current: RwLock::new(Arc::new(version)),
-            mapper,
-            released,
-            synced: watch::channel(false).0,
-            finished: watch::channel(false).0,
-            shard,
-            shadow: RwLock::new(None),
-            shutdown: shutdown.clone(),
-        });
-        tokio::spawn({
-            let controller = controller.clone();
-            async move {
-                controller.clone().run(shutdown).await;
-                // Gone with the controller: its gauges must not claim objects for it.
-                controller.quarantine.clear();
-                if let Some(shard) = &controller.shard {
-                    shard.publish(&controller.name, None);
+        Controller::start_in(env, plugin, Role::Serve, None, shutdown).await
+    }
+
+    /// Starts the controller of `plugin` in `env`'s cluster, doing `role` there; a member
+    /// cluster's shares the `targets` of the plugin's controller in the host's own.
+    fn start_in(
+        env: Arc<Environment>,
+        plugin: LoadedPlugin,
+        role: Role,
+        targets: Option<Arc<Targets>>,
+        shutdown: CancellationToken,
+    ) -> futures::future::BoxFuture<'static, Result<Arc<Self>, ControllerError>> {
+        // Boxed and named `Send`: a member's controller is started from the task of the plugin's
+        // controller in the host's own cluster, which this starts.
+        Box::pin(async move {
+            let plugin_name = plugin.described.manifest.name.clone();
+            let here = env.member.as_ref().map(|m| m.name.clone());
+            let name = match &here {
+                Some(cluster) => format!("{plugin_name}@{cluster}"),
+                None => plugin_name.clone(),
+            };
+            let targets = targets.unwrap_or_default();
+            let shard = env.shard.clone().filter(|_| plugin.options.sharding != Some(false));
+            // A sharded plugin reconciles and writes under this replica's membership, not the
+            // leadership.
+            let term = shard.as_ref().map_or_else(|| env.fence.leadership.clone(), |s| s.membership().clone());
+            let fence = Fence { leadership: term.clone(), ..env.fence.clone() };
+            let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?.with_max_wait(env.max_queue_wait);
+            let limits = env.client_limits(&plugin);
+            let kube = env.identities.client_for(&plugin_name);
+            let api = Arc::new(ApiClient::new(
+                kube.clone(),
+                env.discovery.clone(),
+                env.informers.clone(),
+                plugin.described.manifest.field_manager(),
+                limits.bucket(),
+                fence,
+                env.request_timeout,
+            ));
+            // The recorder stops after the workers (below), so that their last Events are sent.
+            let events_stop = CancellationToken::new();
+            let reporting = Reporting { controller: format!("kubewasm/{plugin_name}"), instance: env.instance.clone() };
+            let (events, events_task) =
+                EventRecorder::start(kube, reporting, api.bucket().clone(), term, env.metrics.events_dropped(&name), env.request_timeout, events_stop.clone());
+            let events = events.serving(env.fence.namespaces.clone());
+            let map_queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&format!("{name}-map-related")))?;
+            let mapper = Arc::new(MapBacklog::new(map_queue, MAP_BACKLOG, env.metrics.mapped_dropped(&name)));
+            let plugin_metrics = env.metrics.plugin(&name);
+            let released = Released::default();
+            let parts = Parts {
+                queue: &queue,
+                mapper: &mapper,
+                released: &released,
+                api: api.clone(),
+                events: Arc::new(events.clone()),
+                metrics: &plugin_metrics,
+                inert: role == Role::Reach,
+                shard: shard.as_ref(),
+                targets: &targets,
+                here: here.clone(),
+            };
+            let version = build_version(&env, &parts, plugin, Vec::new()).await?;
+            let synced = watch::channel(false).0;
+            let labels = env.member.as_ref().map(|m| m.labels.clone()).unwrap_or_default();
+            targets.publish(here.clone(), version.target.clone(), labels, synced.subscribe());
+            let members = match (&env.fleet, &env.member) {
+                (Some(fleet), None) => Some(Members::new(env.clone(), fleet.clone(), targets.clone())),
+                _ => None,
+            };
+            let controller = Arc::new(Controller {
+                role,
+                targets,
+                members,
+                metrics: env.metrics.controller(&name),
+                quarantine: Quarantine::new(env.quarantine_after, env.metrics.quarantine(&name)),
+                workers: Workers::new(version.workers),
+                name,
+                env,
+                queue,
+                api,
+                events,
+                plugin_metrics,
+                current: RwLock::new(Arc::new(version)),
+                mapper,
+                released,
+                synced,
+                finished: watch::channel(false).0,
+                shard,
+                shadow: RwLock::new(None),
+                shutdown: shutdown.clone(),
+            });
+            let members = controller.members.clone().map(|m| tokio::spawn(m.run(Arc::downgrade(&controller), shutdown.clone())));
+            tokio::spawn({
+                let controller = controller.clone();
+                async move {
+                    controller.clone().run(shutdown).await;
+                    if let Some(members) = members {
+                        let _ = members.await;
+                    }
+                    // Gone with the controller: its gauges must not claim objects for it.
+                    controller.quarantine.clear();
+                    if let Some(shard) = &controller.shard {
+                        shard.publish(&controller.name, None);
+                    }
+                    events_stop.cancel();
+                    let _ = events_task.await;
+                    controller.finished.send_replace(true);
                 }
-                events_stop.cancel();
-                let _ = events_task.await;
-                controller.finished.send_replace(true);
-            }
-        });
-        Ok(controller)
+            });
+            Ok(controller)
+        })
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The member cluster it works in; `None` for the host's own.
+    fn here(&self) -> Option<String> {
+        self.env.member.as_ref().map(|m| m.name.clone())
+    }
+
+    /// The status listing's entries of the plugin's member clusters: running there, or why not.
+    pub fn member_entries(&self) -> Vec<(String, String)> {
+        self.members.as_ref().map(|m| m.entries(&self.version().manifest.name)).unwrap_or_default()
     }
 
     /// The version serving now.
@@ -334,14 +424,21 @@ impl Controller {
             api: self.api.clone(),
             events: Arc::new(self.events.clone()),
             metrics: &self.plugin_metrics,
-            inert: false,
+            inert: self.role == Role::Reach,
             shard: self.shard.as_ref(),
+            targets: &self.targets,
+            here: self.here(),
         };
         let limits = self.env.client_limits(&plugin);
         let version = build_version(&self.env, &parts, plugin, previous).await?;
         version.synced(self.env.sync_timeout).await?;
         let version = Arc::new(version);
         *self.current.write() = version.clone();
+        let labels = self.env.member.as_ref().map(|m| m.labels.clone()).unwrap_or_default();
+        self.targets.publish(self.here(), version.target.clone(), labels, self.synced.subscribe());
+        if let Some(members) = &self.members {
+            members.version_changed();
+        }
         // The new version's rate limit, from its first request on (the bucket outlives versions).
         self.api.set_limits(limits);
         // Growing wakes a dispatcher waiting for a slot; shrinking takes effect as slots return.
@@ -373,6 +470,8 @@ impl Controller {
             metrics: &metrics,
             inert: true,
             shard: self.shard.as_ref(),
+            targets: &self.targets,
+            here: self.here(),
         };
         let version = build_version(&self.env, &parts, plugin, Vec::new()).await?;
         version.synced(self.env.sync_timeout).await?;
@@ -442,6 +541,11 @@ impl Controller {
         }
         self.synced.send_replace(true);
         tracing::info!(plugin = %self.name, "caches synced");
+        if self.role == Role::Reach {
+            // Its caches and client serve the plugin's `fleet` calls; it reconciles nothing.
+            shutdown.cancelled().await;
+            return;
+        }
         let mapper = tokio::spawn(self.clone().map_related(shutdown.clone()));
         let resync = tokio::spawn(self.clone().resync(shutdown.clone()));
         let sweeper = tokio::spawn(self.clone().drop_idle_instances(shutdown.clone()));
@@ -708,6 +812,10 @@ struct Parts<'a> {
     inert: bool,
     /// This replica's shard, when the plugin is sharded.
     shard: Option<&'a Arc<Shard>>,
+    /// What the plugin's `fleet` calls reach in each of its clusters.
+    targets: &'a Arc<Targets>,
+    /// The member cluster the version works in; `None` for the host's own.
+    here: Option<String>,
 }
 
 /// The Event sink of a shadow candidate: its Events are compared, never sent.
@@ -800,9 +908,23 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
         }
         None => (parts.api.clone(), None),
     };
-    let services = Services { cache: Arc::new(cache), api, events: parts.events.clone(), clock: Clock::System };
+    let target = Target { cache: Arc::new(cache), api, events: parts.events.clone() };
+    let fleet =
+        Arc::new(PluginFleet { here: parts.here.clone(), targets: parts.targets.clone(), scope: manifest.clusters.clone(), engaged: env.fleet.clone() });
+    let services = Services { cache: target.cache.clone(), api: target.api.clone(), events: target.events.clone(), clock: Clock::System, fleet };
     let runner =
         env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings).with_budget(env.budget.clone());
     let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency) as usize;
-    Ok(Version { plugin, manifest, runner: Arc::new(runner), primary, workers, subscriptions, previous_finalizers, tally: Tally::default(), _claim: claim })
+    Ok(Version {
+        plugin,
+        manifest,
+        runner: Arc::new(runner),
+        primary,
+        workers,
+        subscriptions,
+        previous_finalizers,
+        tally: Tally::default(),
+        _claim: claim,
+        target,
+    })
 }

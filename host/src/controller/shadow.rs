@@ -32,7 +32,7 @@ use crate::client::{RequestError, WriteOp, WriteRequest};
 use crate::events::ObjectEvent;
 use crate::metrics::Metrics;
 use crate::resource::{Gvk, ObjectKey, Scope};
-use crate::runtime::host::{Api, CacheReader, Clock, EventSink, Services};
+use crate::runtime::host::{Alone, Api, CacheReader, Clock, EventSink, Services};
 use crate::runtime::journal::{Entries, Written};
 use crate::runtime::{Action, CallError, Request};
 use crate::selector::LabelSelector;
@@ -375,7 +375,8 @@ struct Replay {
 
 impl Replay {
     fn services(self: &Arc<Self>) -> Services {
-        Services { cache: self.clone(), api: self.clone(), events: self.clone(), clock: Clock::System }
+        // A candidate reaches no other cluster: its writes there could not be dry runs compared here.
+        Services { cache: self.clone(), api: self.clone(), events: self.clone(), clock: Clock::System, fleet: Arc::new(Alone) }
     }
 
     /// The answer of an equal live write not matched yet, if it succeeded.

@@ -8,7 +8,8 @@
 //! `declarative` world's too. Exports are looked up interface by interface
 //! ([`super::Prepared`]) rather than through a generated `ControllerPre`: a `declarative`-world
 //! plugin exports no `reconciler`, `access` and `release` were added in 0.1.1, `views` in 0.1.2
-//! and `composite` in 0.1.3, and a plugin built for an earlier version does not export them.
+//! `composite` in 0.1.3 and `clusters` in 0.1.4, and a plugin built for an earlier version does
+//! not export them.
 #![allow(unused_variables)] // the generated `types` interface has no functions
 
 wasmtime::component::bindgen!({
@@ -17,22 +18,24 @@ wasmtime::component::bindgen!({
     imports: {
         "kubewasm:controller/client": async | trappable,
         "kubewasm:controller/cache": async | trappable,
+        "kubewasm:controller/fleet": async | trappable,
         default: trappable,
     },
     exports: { default: async },
 });
 
 pub use self::exports::kubewasm::controller::access as access_exports;
+pub use self::exports::kubewasm::controller::clusters as clusters_exports;
 pub use self::exports::kubewasm::controller::composite as composite_exports;
 pub use self::exports::kubewasm::controller::plugin as plugin_exports;
 pub use self::exports::kubewasm::controller::reconciler as reconciler_exports;
 pub use self::exports::kubewasm::controller::release as release_exports;
 pub use self::exports::kubewasm::controller::views as views_exports;
-pub use self::kubewasm::controller::{cache, client, events, log, types};
+pub use self::kubewasm::controller::{cache, client, events, fleet, log, types};
 
 /// The WIT package and version this host implements.
 pub const PACKAGE: &str = "kubewasm:controller";
-pub const PACKAGE_VERSION: &str = "0.1.3";
+pub const PACKAGE_VERSION: &str = "0.1.4";
 
 #[cfg(test)]
 mod tests {

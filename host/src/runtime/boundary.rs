@@ -20,6 +20,7 @@ use std::mem::size_of;
 use wasmtime::{AsContextMut, CallHook, StoreContextMut};
 
 use super::bindings::access_exports::Rule as WitRule;
+use super::bindings::clusters_exports::ClusterScope as WitScope;
 use super::bindings::composite_exports::{ChildRule as WitChildRule, RelatedRule as WitRelatedRule, SyncResponse as WitSyncResponse};
 use super::bindings::plugin_exports::{Gvk as WitGvk, Permission as WitPermission, Verb as WitVerb, Watch as WitWatch};
 use super::bindings::types::{Error as GuestError, ErrorCode, ObjectKey as WitKey};
@@ -104,6 +105,8 @@ pub(super) enum Export {
     MetadataOnly,
     /// `composite.describe-composition`.
     Composition,
+    /// `clusters.scope`.
+    Scope,
     /// `composite.customize`: related rules, or an error.
     Customize,
     /// `composite.sync` and `composite.finalize`: the desired state, or an error.
@@ -127,6 +130,7 @@ impl Export {
             }
             Export::MetadataOnly => MAX_ENTRIES * (size_of::<WitGvk>() + GVK_TEXT),
             Export::Composition => MAX_ENTRIES * (size_of::<WitChildRule>() + GVK_TEXT),
+            Export::Scope => size_of::<WitScope>() + 2 * MAX_SELECTOR,
             Export::Customize => max(
                 MAX_ERROR_MESSAGE,
                 MAX_RELATED_RULES * (size_of::<WitRelatedRule>() + GVK_TEXT + MAX_NAMESPACE + MAX_SELECTOR + MAX_RELATED_NAMES * (STRING + MAX_NAME)),
@@ -144,6 +148,7 @@ impl Export {
             Export::Rules => "access.rules",
             Export::MetadataOnly => "views.metadata-only",
             Export::Composition => "composite.describe-composition",
+            Export::Scope => "clusters.scope",
             Export::Customize => "customize",
             Export::Sync => "sync",
         }

@@ -29,7 +29,7 @@ use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::host::{Api, Services};
+use super::host::{Api, ClusterInfo, Fleet, Services, Target, Unreached};
 use crate::client::{RequestError, WriteRequest};
 use crate::resource::Gvk;
 
@@ -199,7 +199,32 @@ impl Drop for ApiWait {
 
 /// `services` whose API waits are kept off `clock`.
 pub(super) fn timed(services: &Services, clock: &Arc<CallClock>) -> Services {
-    Services { api: Arc::new(TimedApi { inner: services.api.clone(), clock: clock.clone() }), ..services.clone() }
+    Services {
+        api: Arc::new(TimedApi { inner: services.api.clone(), clock: clock.clone() }),
+        fleet: Arc::new(TimedFleet { inner: services.fleet.clone(), clock: clock.clone() }),
+        ..services.clone()
+    }
+}
+
+/// The plugin's fleet, its other clusters' APIs timed as its own.
+struct TimedFleet {
+    inner: Arc<dyn Fleet>,
+    clock: Arc<CallClock>,
+}
+
+impl Fleet for TimedFleet {
+    fn here(&self) -> Option<&str> {
+        self.inner.here()
+    }
+
+    fn clusters(&self) -> Vec<ClusterInfo> {
+        self.inner.clusters()
+    }
+
+    fn target(&self, cluster: Option<&str>) -> Result<Target, Unreached> {
+        let target = self.inner.target(cluster)?;
+        Ok(Target { api: Arc::new(TimedApi { inner: target.api, clock: self.clock.clone() }), ..target })
+    }
 }
 
 /// The plugin's API, with the time its requests take kept off the calling instance's clock.

@@ -1,6 +1,7 @@
 //! Turns the manifest a guest returns from `describe` (and, since 0.1.1, the rules of its
 //! `access` export; since 0.1.2, the kinds of its `views` export; since 0.1.3, a declarative
-//! plugin's composition, with the grants managing its children takes) into the host's
+//! plugin's composition, with the grants managing its children takes; since 0.1.4, the clusters
+//! of its `clusters` export) into the host's
 //! [`Manifest`], rejecting what cannot be represented (an
 //! unknown verb, a list or a string over its bound, with the field named). What the bounds
 //! leave to judge (names, formats, counts per rule) is the manifest's validation.
@@ -8,11 +9,13 @@
 use std::time::Duration;
 
 use super::bindings::access_exports::Rule as WitRule;
+use super::bindings::clusters_exports::{ClusterScope as WitScope, Members as WitMembers};
 use super::bindings::composite_exports::{ChildSelector as WitChildSelector, Composition as WitComposition, UpdateStrategy as WitUpdateStrategy};
 use super::bindings::plugin_exports::{self as wit, Gvk as WitGvk, Mapping as WitMapping, Verb as WitVerb};
 use super::boundary::{MAX_ENTRIES, MAX_GROUP, MAX_KIND, MAX_SELECTOR, MAX_VERSION, too_long};
 use crate::manifest::{
-    ChildRule, ChildSelector, Composition, DEFAULT_RESYNC, Manifest, ManifestError, Mapping, Permission, RequestedLimits, UpdateStrategy, Verb, Watch,
+    ChildRule, ChildSelector, ClusterScope, Composition, DEFAULT_RESYNC, Manifest, ManifestError, Mapping, Members, Permission, RequestedLimits,
+    UpdateStrategy, Verb, Watch,
 };
 use crate::resource::Gvk;
 use crate::selector::LabelSelector;
@@ -38,16 +41,29 @@ fn gvk(field: &str, g: WitGvk) -> Result<Gvk, ManifestError> {
     Ok(g.into())
 }
 
+/// The clusters of `clusters.scope`.
+fn clusters(scope: WitScope) -> Result<ClusterScope, ManifestError> {
+    let members = |field: &str, m: WitMembers| -> Result<Members, ManifestError> {
+        Ok(match m {
+            WitMembers::None => Members::None,
+            WitMembers::All => Members::All,
+            WitMembers::Matching(text) => Members::Matching(selector(field, Some(text))?.expect("given")),
+        })
+    };
+    Ok(ClusterScope { serve_local: scope.serve_local, serve: members("clusters.serve", scope.serve)?, reach: members("clusters.reach", scope.reach)? })
+}
+
 /// What a plugin declared: its manifest, and what its later exports add to it.
 pub(super) struct Declared {
     pub manifest: wit::Manifest,
     pub rules: Vec<WitRule>,
     pub metadata_only: Vec<WitGvk>,
     pub composition: Option<WitComposition>,
+    pub scope: Option<WitScope>,
 }
 
 pub(super) fn manifest(declared: Declared) -> Result<Manifest, ManifestError> {
-    let Declared { manifest: m, rules, metadata_only, composition } = declared;
+    let Declared { manifest: m, rules, metadata_only, composition, scope } = declared;
     for (field, len) in [
         ("owns", m.owns.len()),
         ("watches", m.watches.len()),
@@ -142,6 +158,7 @@ pub(super) fn manifest(declared: Declared) -> Result<Manifest, ManifestError> {
         permissions,
         metadata_only: metadata_only.into_iter().enumerate().map(|(i, g)| gvk(&format!("views.metadata-only[{i}]"), g)).collect::<Result<_, _>>()?,
         composition: None,
+        clusters: scope.map(clusters).transpose()?.unwrap_or_default(),
     };
     if let Some(composition) = composition {
         let grants = composition.grants(&manifest);

@@ -174,7 +174,8 @@ impl Journal {
 
     /// The services to hand the call: `inner`, journaled.
     pub fn services(self: &Arc<Self>) -> Services {
-        Services { cache: self.clone(), api: self.clone(), events: self.clone(), clock: self.inner.clock }
+        // Calls into other clusters are not journaled: a candidate's replay reaches no other cluster.
+        Services { cache: self.clone(), api: self.clone(), events: self.clone(), clock: self.inner.clock, fleet: self.inner.fleet.clone() }
     }
 
     /// What was recorded so far.

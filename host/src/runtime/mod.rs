@@ -36,7 +36,9 @@ use wasmtime::{Engine, Trap};
 
 use self::bindings::reconciler_exports::Request as WitRequest;
 use self::bindings::types::{Action as WitAction, ObjectKey as WitKey};
-use self::bindings::{PACKAGE, PACKAGE_VERSION, access_exports, composite_exports, plugin_exports, reconciler_exports, release_exports, views_exports};
+use self::bindings::{
+    PACKAGE, PACKAGE_VERSION, access_exports, clusters_exports, composite_exports, plugin_exports, reconciler_exports, release_exports, views_exports,
+};
 use self::boundary::{Export, MAX_ERROR_MESSAGE, MAX_MAPPED_KEYS, MAX_NAME, MAX_NAMESPACE, Transfer};
 use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Stalled};
 use self::host::{HostContext, LogBudget, Services};
@@ -139,6 +141,7 @@ struct ExportIndices {
     access: Option<access_exports::GuestIndices>,
     release: Option<release_exports::GuestIndices>,
     views: Option<views_exports::GuestIndices>,
+    clusters: Option<clusters_exports::GuestIndices>,
 }
 
 impl Prepared {
@@ -232,6 +235,7 @@ impl Runtime {
             access: exported("access").then(|| access_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
             release: exported("release").then(|| release_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
             views: exported("views").then(|| views_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
+            clusters: exported("clusters").then(|| clusters_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
         };
         Ok(Prepared(Arc::new(PreparedParts { pre, indices })))
     }
@@ -270,6 +274,10 @@ impl Runtime {
             Some(views) => runner.declared(store, Export::MetadataOnly, async |store| views.call_metadata_only(store).await).await?,
             None => Vec::new(),
         };
+        let scope = match &exports.clusters {
+            Some(clusters) => Some(runner.declared(store, Export::Scope, async |store| clusters.call_scope(store).await).await?),
+            None => None,
+        };
         let composition = match &exports.composite {
             Some(composite) => runner.declared(store, Export::Composition, async |store| composite.call_describe_composition(store).await).await?,
             None => None,
@@ -279,7 +287,7 @@ impl Runtime {
                 "it exports no reconciler, so describe-composition must answer a composition (a declarative-world plugin is declarative)".into(),
             ));
         }
-        let manifest = describe::manifest(describe::Declared { manifest, rules, metadata_only, composition })?;
+        let manifest = describe::manifest(describe::Declared { manifest, rules, metadata_only, composition, scope })?;
         let limits = manifest.validate(policy)?;
         Ok(Described { manifest, limits })
     }
@@ -730,6 +738,7 @@ impl PluginRunner {
                 composite: indices.composite.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 access: indices.access.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 views: indices.views.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
+                clusters: indices.clusters.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 release: indices.release.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
             };
             Transfer::expect(&mut store, Export::Describe);

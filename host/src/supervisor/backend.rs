@@ -179,6 +179,7 @@ impl Running<LoadedPlugin> for Controller {
             listing.insert(status::rollout_key(self.name()), status::rollout_report(self.name(), &v.manifest.version, &report));
         }
         listing.insert(self.name().to_string(), entry);
+        listing.extend(self.member_entries());
     }
 }
 

@@ -68,6 +68,7 @@ fn plugin(name: &str, version: &str) -> FakePlugin {
             permissions: vec![],
             metadata_only: vec![],
             composition: None,
+            clusters: Default::default(),
         },
         digest: Digest::of(format!("{name} {version}").as_bytes()), // what `contents` writes
         settings: "{}".into(),

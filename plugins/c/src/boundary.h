@@ -84,4 +84,10 @@ static inline kw_value *decode_list(kubewasm_controller_cache_list_object_t list
     return items;
 }
 
+/* The call in progress (call.c): exports.c begins each one; kw_use_cluster's choice, NULL for
+ * the call's own cluster, "" for the host's own. */
+void kw_call_begin(void);
+void kw_call_use_cluster(const char *cluster);
+const char *kw_call_cluster(void);
+
 #endif

@@ -3,53 +3,88 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Imported Functions from `kubewasm:controller/cache@0.1.3`
+// Imported Functions from `kubewasm:controller/cache@0.1.4`
 
-__attribute__((__import_module__("kubewasm:controller/cache@0.1.3"), __import_name__("get")))
+__attribute__((__import_module__("kubewasm:controller/cache@0.1.4"), __import_name__("get")))
 extern void __wasm_import_kubewasm_controller_cache_get(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/cache@0.1.3"), __import_name__("list-objects")))
+__attribute__((__import_module__("kubewasm:controller/cache@0.1.4"), __import_name__("list-objects")))
 extern void __wasm_import_kubewasm_controller_cache_list_objects(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/cache@0.1.3"), __import_name__("list-controlled")))
+__attribute__((__import_module__("kubewasm:controller/cache@0.1.4"), __import_name__("list-controlled")))
 extern void __wasm_import_kubewasm_controller_cache_list_controlled(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-// Imported Functions from `kubewasm:controller/client@0.1.3`
+// Imported Functions from `kubewasm:controller/client@0.1.4`
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.3"), __import_name__("apply")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("apply")))
 extern void __wasm_import_kubewasm_controller_client_apply(uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.3"), __import_name__("apply-status")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("apply-status")))
 extern void __wasm_import_kubewasm_controller_client_apply_status(uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.3"), __import_name__("create")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("create")))
 extern void __wasm_import_kubewasm_controller_client_create(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.3"), __import_name__("update")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("update")))
 extern void __wasm_import_kubewasm_controller_client_update(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.3"), __import_name__("update-status")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("update-status")))
 extern void __wasm_import_kubewasm_controller_client_update_status(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.3"), __import_name__("patch")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("patch")))
 extern void __wasm_import_kubewasm_controller_client_patch(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.3"), __import_name__("delete")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("delete")))
 extern void __wasm_import_kubewasm_controller_client_delete(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-// Imported Functions from `kubewasm:controller/events@0.1.3`
+// Imported Functions from `kubewasm:controller/events@0.1.4`
 
-__attribute__((__import_module__("kubewasm:controller/events@0.1.3"), __import_name__("publish")))
+__attribute__((__import_module__("kubewasm:controller/events@0.1.4"), __import_name__("publish")))
 extern void __wasm_import_kubewasm_controller_events_publish(uint8_t *, uint8_t *);
 
-// Imported Functions from `kubewasm:controller/log@0.1.3`
+// Imported Functions from `kubewasm:controller/log@0.1.4`
 
-__attribute__((__import_module__("kubewasm:controller/log@0.1.3"), __import_name__("emit")))
+__attribute__((__import_module__("kubewasm:controller/log@0.1.4"), __import_name__("emit")))
 extern void __wasm_import_kubewasm_controller_log_emit(int32_t, uint8_t *, size_t, uint8_t *, size_t);
 
-// Exported Functions from `kubewasm:controller/plugin@0.1.3`
+// Imported Functions from `kubewasm:controller/fleet@0.1.4`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/plugin@0.1.3#describe")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("current")))
+extern void __wasm_import_kubewasm_controller_fleet_current(uint8_t *);
+
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("clusters")))
+extern void __wasm_import_kubewasm_controller_fleet_clusters(uint8_t *);
+
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("get")))
+extern void __wasm_import_kubewasm_controller_fleet_get(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("list-objects")))
+extern void __wasm_import_kubewasm_controller_fleet_list_objects(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("apply")))
+extern void __wasm_import_kubewasm_controller_fleet_apply(int32_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *);
+
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("apply-status")))
+extern void __wasm_import_kubewasm_controller_fleet_apply_status(int32_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *);
+
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("create")))
+extern void __wasm_import_kubewasm_controller_fleet_create(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("update")))
+extern void __wasm_import_kubewasm_controller_fleet_update(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("update-status")))
+extern void __wasm_import_kubewasm_controller_fleet_update_status(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("patch")))
+extern void __wasm_import_kubewasm_controller_fleet_patch(uint8_t *, uint8_t *);
+
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("delete")))
+extern void __wasm_import_kubewasm_controller_fleet_delete(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+
+// Exported Functions from `kubewasm:controller/plugin@0.1.4`
+
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/plugin@0.1.4#describe")))
 void __wasm_export_exports_kubewasm_controller_plugin_describe_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -212,9 +247,9 @@ void __wasm_export_exports_kubewasm_controller_plugin_describe_post_return(uint8
   }
 }
 
-// Exported Functions from `kubewasm:controller/reconciler@0.1.3`
+// Exported Functions from `kubewasm:controller/reconciler@0.1.4`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.3#reconcile")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.4#reconcile")))
 void __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -229,7 +264,7 @@ void __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return(
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.3#finalize")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.4#finalize")))
 void __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -244,7 +279,7 @@ void __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return(u
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.3#map-related")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.4#map-related")))
 void __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return(uint8_t * arg0) {
   size_t len = *((size_t*) (arg0 + sizeof(void*)));
   if (len > 0) {
@@ -271,9 +306,9 @@ void __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_retur
   }
 }
 
-// Exported Functions from `kubewasm:controller/access@0.1.3`
+// Exported Functions from `kubewasm:controller/access@0.1.4`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/access@0.1.3#rules")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/access@0.1.4#rules")))
 void __wasm_export_exports_kubewasm_controller_access_rules_post_return(uint8_t * arg0) {
   size_t len6 = *((size_t*) (arg0 + sizeof(void*)));
   if (len6 > 0) {
@@ -342,9 +377,9 @@ void __wasm_export_exports_kubewasm_controller_access_rules_post_return(uint8_t 
   }
 }
 
-// Exported Functions from `kubewasm:controller/release@0.1.3`
+// Exported Functions from `kubewasm:controller/release@0.1.4`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/release@0.1.3#released")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/release@0.1.4#released")))
 void __wasm_export_exports_kubewasm_controller_release_released_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -359,9 +394,9 @@ void __wasm_export_exports_kubewasm_controller_release_released_post_return(uint
   }
 }
 
-// Exported Functions from `kubewasm:controller/views@0.1.3`
+// Exported Functions from `kubewasm:controller/views@0.1.4`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/views@0.1.3#metadata-only")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/views@0.1.4#metadata-only")))
 void __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return(uint8_t * arg0) {
   size_t len = *((size_t*) (arg0 + sizeof(void*)));
   if (len > 0) {
@@ -383,9 +418,9 @@ void __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return(u
   }
 }
 
-// Exported Functions from `kubewasm:controller/composite@0.1.3`
+// Exported Functions from `kubewasm:controller/composite@0.1.4`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.3#describe-composition")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.4#describe-composition")))
 void __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -415,7 +450,7 @@ void __wasm_export_exports_kubewasm_controller_composite_describe_composition_po
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.3#customize")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.4#customize")))
 void __wasm_export_exports_kubewasm_controller_composite_customize_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -482,7 +517,7 @@ void __wasm_export_exports_kubewasm_controller_composite_customize_post_return(u
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.3#sync")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.4#sync")))
 void __wasm_export_exports_kubewasm_controller_composite_sync_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -520,7 +555,7 @@ void __wasm_export_exports_kubewasm_controller_composite_sync_post_return(uint8_
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.3#finalize")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.4#finalize")))
 void __wasm_export_exports_kubewasm_controller_composite_finalize_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -552,6 +587,40 @@ void __wasm_export_exports_kubewasm_controller_composite_finalize_post_return(ui
     case 1: {
       if ((*((size_t*) (arg0 + (8+2*sizeof(void*))))) > 0) {
         free(*((uint8_t **) (arg0 + (8+1*sizeof(void*)))));
+      }
+      break;
+    }
+  }
+}
+
+// Exported Functions from `kubewasm:controller/clusters@0.1.4`
+
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/clusters@0.1.4#scope")))
+void __wasm_export_exports_kubewasm_controller_clusters_scope_post_return(uint8_t * arg0) {
+  switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + sizeof(void*)))) {
+    case 0: {
+      break;
+    }
+    case 1: {
+      break;
+    }
+    case 2: {
+      if ((*((size_t*) (arg0 + (3*sizeof(void*))))) > 0) {
+        free(*((uint8_t **) (arg0 + (2*sizeof(void*)))));
+      }
+      break;
+    }
+  }
+  switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + (4*sizeof(void*))))) {
+    case 0: {
+      break;
+    }
+    case 1: {
+      break;
+    }
+    case 2: {
+      if ((*((size_t*) (arg0 + (6*sizeof(void*))))) > 0) {
+        free(*((uint8_t **) (arg0 + (5*sizeof(void*)))));
       }
       break;
     }
@@ -720,6 +789,98 @@ void kubewasm_controller_log_list_field_free(kubewasm_controller_log_list_field_
       kubewasm_controller_log_field_free(&list_ptr[i]);
     }
     free(list_ptr);
+  }
+}
+
+void kubewasm_controller_fleet_gvk_free(kubewasm_controller_fleet_gvk_t *ptr) {
+  kubewasm_controller_types_gvk_free(ptr);
+}
+
+void kubewasm_controller_fleet_object_free(kubewasm_controller_fleet_object_t *ptr) {
+  kubewasm_controller_types_object_free(ptr);
+}
+
+void kubewasm_controller_fleet_error_free(kubewasm_controller_fleet_error_t *ptr) {
+  kubewasm_controller_types_error_free(ptr);
+}
+
+void controller_tuple2_string_string_free(controller_tuple2_string_string_t *ptr) {
+  controller_string_free(&ptr->f0);
+  controller_string_free(&ptr->f1);
+}
+
+void controller_list_tuple2_string_string_free(controller_list_tuple2_string_string_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    controller_tuple2_string_string_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      controller_tuple2_string_string_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void kubewasm_controller_fleet_cluster_free(kubewasm_controller_fleet_cluster_t *ptr) {
+  controller_string_free(&ptr->name);
+  controller_list_tuple2_string_string_free(&ptr->labels);
+}
+
+void kubewasm_controller_fleet_list_cluster_free(kubewasm_controller_fleet_list_cluster_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    kubewasm_controller_fleet_cluster_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      kubewasm_controller_fleet_cluster_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void kubewasm_controller_fleet_option_object_free(kubewasm_controller_fleet_option_object_t *ptr) {
+  if (ptr->is_some) {
+    kubewasm_controller_fleet_object_free(&ptr->val);
+  }
+}
+
+void kubewasm_controller_fleet_result_option_object_error_free(kubewasm_controller_fleet_result_option_object_error_t *ptr) {
+  if (!ptr->is_err) {
+    kubewasm_controller_fleet_option_object_free(&ptr->val.ok);
+  } else {
+    kubewasm_controller_fleet_error_free(&ptr->val.err);
+  }
+}
+
+void kubewasm_controller_fleet_list_object_free(kubewasm_controller_fleet_list_object_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    kubewasm_controller_fleet_object_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      kubewasm_controller_fleet_object_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void kubewasm_controller_fleet_result_list_object_error_free(kubewasm_controller_fleet_result_list_object_error_t *ptr) {
+  if (!ptr->is_err) {
+    kubewasm_controller_fleet_list_object_free(&ptr->val.ok);
+  } else {
+    kubewasm_controller_fleet_error_free(&ptr->val.err);
+  }
+}
+
+void kubewasm_controller_fleet_result_object_error_free(kubewasm_controller_fleet_result_object_error_t *ptr) {
+  if (!ptr->is_err) {
+    kubewasm_controller_fleet_object_free(&ptr->val.ok);
+  } else {
+    kubewasm_controller_fleet_error_free(&ptr->val.err);
+  }
+}
+
+void kubewasm_controller_fleet_result_void_error_free(kubewasm_controller_fleet_result_void_error_t *ptr) {
+  if (!ptr->is_err) {
+  } else {
+    kubewasm_controller_fleet_error_free(&ptr->val.err);
   }
 }
 
@@ -1055,6 +1216,20 @@ void exports_kubewasm_controller_composite_result_sync_response_error_free(expor
   } else {
     exports_kubewasm_controller_composite_error_free(&ptr->val.err);
   }
+}
+
+void exports_kubewasm_controller_clusters_members_free(exports_kubewasm_controller_clusters_members_t *ptr) {
+  switch ((int32_t) ptr->tag) {
+    case 2: {
+      controller_string_free(&ptr->val.matching);
+      break;
+    }
+  }
+}
+
+void exports_kubewasm_controller_clusters_cluster_scope_free(exports_kubewasm_controller_clusters_cluster_scope_t *ptr) {
+  exports_kubewasm_controller_clusters_members_free(&ptr->serve);
+  exports_kubewasm_controller_clusters_members_free(&ptr->reach);
 }
 
 void controller_string_set(controller_string_t *ret, const char*s) {
@@ -1553,7 +1728,557 @@ void kubewasm_controller_log_emit(kubewasm_controller_log_level_t level, control
   __wasm_import_kubewasm_controller_log_emit((int32_t) level, (uint8_t *) (*message).ptr, (*message).len, (uint8_t *) (*fields).ptr, (*fields).len);
 }
 
-__attribute__((__export_name__("kubewasm:controller/plugin@0.1.3#describe")))
+bool kubewasm_controller_fleet_current(controller_string_t *ret) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(3*sizeof(void*))];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_kubewasm_controller_fleet_current(ptr);
+  controller_option_string_t option;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      option.is_some = false;
+      break;
+    }
+    case 1: {
+      option.is_some = true;
+      option.val = (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) };
+      break;
+    }
+  }
+  *ret = option.val;
+  return option.is_some;
+}
+
+void kubewasm_controller_fleet_clusters(kubewasm_controller_fleet_list_cluster_t *ret) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(2*sizeof(void*))];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_kubewasm_controller_fleet_clusters(ptr);
+  *ret = (kubewasm_controller_fleet_list_cluster_t) { (kubewasm_controller_fleet_cluster_t*)(*((uint8_t **) (ptr + 0))), (*((size_t*) (ptr + sizeof(void*)))) };
+}
+
+bool kubewasm_controller_fleet_get(controller_string_t *maybe_cluster, kubewasm_controller_fleet_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *name, kubewasm_controller_fleet_option_object_t *ret, kubewasm_controller_fleet_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(4*sizeof(void*))];
+  controller_option_string_t cluster;
+  cluster.is_some = maybe_cluster != NULL;if (maybe_cluster) {
+    cluster.val = *maybe_cluster;
+  }
+  controller_option_string_t namespace_;
+  namespace_.is_some = maybe_namespace_ != NULL;if (maybe_namespace_) {
+    namespace_.val = *maybe_namespace_;
+  }
+  int32_t option;
+  uint8_t * option1;
+  size_t option2;
+  if ((cluster).is_some) {
+    const controller_string_t *payload0 = &(cluster).val;
+    option = 1;
+    option1 = (uint8_t *) (*payload0).ptr;
+    option2 = (*payload0).len;
+  } else {
+    option = 0;
+    option1 = 0;
+    option2 = 0;
+  }
+  int32_t option5;
+  uint8_t * option6;
+  size_t option7;
+  if ((namespace_).is_some) {
+    const controller_string_t *payload4 = &(namespace_).val;
+    option5 = 1;
+    option6 = (uint8_t *) (*payload4).ptr;
+    option7 = (*payload4).len;
+  } else {
+    option5 = 0;
+    option6 = 0;
+    option7 = 0;
+  }
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_kubewasm_controller_fleet_get(option, option1, option2, (uint8_t *) ((*resource).group).ptr, ((*resource).group).len, (uint8_t *) ((*resource).version).ptr, ((*resource).version).len, (uint8_t *) ((*resource).kind).ptr, ((*resource).kind).len, option5, option6, option7, (uint8_t *) (*name).ptr, (*name).len, ptr);
+  kubewasm_controller_fleet_result_option_object_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      kubewasm_controller_fleet_option_object_t option8;
+      switch ((int32_t) *((uint8_t*) (ptr + sizeof(void*)))) {
+        case 0: {
+          option8.is_some = false;
+          break;
+        }
+        case 1: {
+          option8.is_some = true;
+          option8.val = (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) };
+          break;
+        }
+      }
+
+      result.val.ok = option8;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      result.val.err = (kubewasm_controller_types_error_t) {
+        (kubewasm_controller_types_error_code_t) (int32_t) *((uint8_t*) (ptr + sizeof(void*))),
+        (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) },
+      };
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool kubewasm_controller_fleet_list_objects(controller_string_t *maybe_cluster, kubewasm_controller_fleet_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *maybe_label_selector, kubewasm_controller_fleet_list_object_t *ret, kubewasm_controller_fleet_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(4*sizeof(void*))];
+  controller_option_string_t cluster;
+  cluster.is_some = maybe_cluster != NULL;if (maybe_cluster) {
+    cluster.val = *maybe_cluster;
+  }
+  controller_option_string_t namespace_;
+  namespace_.is_some = maybe_namespace_ != NULL;if (maybe_namespace_) {
+    namespace_.val = *maybe_namespace_;
+  }
+  controller_option_string_t label_selector;
+  label_selector.is_some = maybe_label_selector != NULL;if (maybe_label_selector) {
+    label_selector.val = *maybe_label_selector;
+  }
+  int32_t option;
+  uint8_t * option1;
+  size_t option2;
+  if ((cluster).is_some) {
+    const controller_string_t *payload0 = &(cluster).val;
+    option = 1;
+    option1 = (uint8_t *) (*payload0).ptr;
+    option2 = (*payload0).len;
+  } else {
+    option = 0;
+    option1 = 0;
+    option2 = 0;
+  }
+  int32_t option5;
+  uint8_t * option6;
+  size_t option7;
+  if ((namespace_).is_some) {
+    const controller_string_t *payload4 = &(namespace_).val;
+    option5 = 1;
+    option6 = (uint8_t *) (*payload4).ptr;
+    option7 = (*payload4).len;
+  } else {
+    option5 = 0;
+    option6 = 0;
+    option7 = 0;
+  }
+  int32_t option10;
+  uint8_t * option11;
+  size_t option12;
+  if ((label_selector).is_some) {
+    const controller_string_t *payload9 = &(label_selector).val;
+    option10 = 1;
+    option11 = (uint8_t *) (*payload9).ptr;
+    option12 = (*payload9).len;
+  } else {
+    option10 = 0;
+    option11 = 0;
+    option12 = 0;
+  }
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_kubewasm_controller_fleet_list_objects(option, option1, option2, (uint8_t *) ((*resource).group).ptr, ((*resource).group).len, (uint8_t *) ((*resource).version).ptr, ((*resource).version).len, (uint8_t *) ((*resource).kind).ptr, ((*resource).kind).len, option5, option6, option7, option10, option11, option12, ptr);
+  kubewasm_controller_fleet_result_list_object_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (kubewasm_controller_fleet_list_object_t) { (kubewasm_controller_fleet_object_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      result.val.err = (kubewasm_controller_types_error_t) {
+        (kubewasm_controller_types_error_code_t) (int32_t) *((uint8_t*) (ptr + sizeof(void*))),
+        (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) },
+      };
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool kubewasm_controller_fleet_apply(controller_string_t *maybe_cluster, kubewasm_controller_fleet_object_t *object, bool force, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(4*sizeof(void*))];
+  controller_option_string_t cluster;
+  cluster.is_some = maybe_cluster != NULL;if (maybe_cluster) {
+    cluster.val = *maybe_cluster;
+  }
+  int32_t option;
+  uint8_t * option1;
+  size_t option2;
+  if ((cluster).is_some) {
+    const controller_string_t *payload0 = &(cluster).val;
+    option = 1;
+    option1 = (uint8_t *) (*payload0).ptr;
+    option2 = (*payload0).len;
+  } else {
+    option = 0;
+    option1 = 0;
+    option2 = 0;
+  }
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_kubewasm_controller_fleet_apply(option, option1, option2, (uint8_t *) (*object).ptr, (*object).len, force, ptr);
+  kubewasm_controller_fleet_result_object_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      result.val.err = (kubewasm_controller_types_error_t) {
+        (kubewasm_controller_types_error_code_t) (int32_t) *((uint8_t*) (ptr + sizeof(void*))),
+        (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) },
+      };
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool kubewasm_controller_fleet_apply_status(controller_string_t *maybe_cluster, kubewasm_controller_fleet_object_t *object, bool force, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(4*sizeof(void*))];
+  controller_option_string_t cluster;
+  cluster.is_some = maybe_cluster != NULL;if (maybe_cluster) {
+    cluster.val = *maybe_cluster;
+  }
+  int32_t option;
+  uint8_t * option1;
+  size_t option2;
+  if ((cluster).is_some) {
+    const controller_string_t *payload0 = &(cluster).val;
+    option = 1;
+    option1 = (uint8_t *) (*payload0).ptr;
+    option2 = (*payload0).len;
+  } else {
+    option = 0;
+    option1 = 0;
+    option2 = 0;
+  }
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_kubewasm_controller_fleet_apply_status(option, option1, option2, (uint8_t *) (*object).ptr, (*object).len, force, ptr);
+  kubewasm_controller_fleet_result_object_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      result.val.err = (kubewasm_controller_types_error_t) {
+        (kubewasm_controller_types_error_code_t) (int32_t) *((uint8_t*) (ptr + sizeof(void*))),
+        (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) },
+      };
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool kubewasm_controller_fleet_create(controller_string_t *maybe_cluster, kubewasm_controller_fleet_object_t *object, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(4*sizeof(void*))];
+  controller_option_string_t cluster;
+  cluster.is_some = maybe_cluster != NULL;if (maybe_cluster) {
+    cluster.val = *maybe_cluster;
+  }
+  int32_t option;
+  uint8_t * option1;
+  size_t option2;
+  if ((cluster).is_some) {
+    const controller_string_t *payload0 = &(cluster).val;
+    option = 1;
+    option1 = (uint8_t *) (*payload0).ptr;
+    option2 = (*payload0).len;
+  } else {
+    option = 0;
+    option1 = 0;
+    option2 = 0;
+  }
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_kubewasm_controller_fleet_create(option, option1, option2, (uint8_t *) (*object).ptr, (*object).len, ptr);
+  kubewasm_controller_fleet_result_object_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      result.val.err = (kubewasm_controller_types_error_t) {
+        (kubewasm_controller_types_error_code_t) (int32_t) *((uint8_t*) (ptr + sizeof(void*))),
+        (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) },
+      };
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool kubewasm_controller_fleet_update(controller_string_t *maybe_cluster, kubewasm_controller_fleet_object_t *object, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(4*sizeof(void*))];
+  controller_option_string_t cluster;
+  cluster.is_some = maybe_cluster != NULL;if (maybe_cluster) {
+    cluster.val = *maybe_cluster;
+  }
+  int32_t option;
+  uint8_t * option1;
+  size_t option2;
+  if ((cluster).is_some) {
+    const controller_string_t *payload0 = &(cluster).val;
+    option = 1;
+    option1 = (uint8_t *) (*payload0).ptr;
+    option2 = (*payload0).len;
+  } else {
+    option = 0;
+    option1 = 0;
+    option2 = 0;
+  }
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_kubewasm_controller_fleet_update(option, option1, option2, (uint8_t *) (*object).ptr, (*object).len, ptr);
+  kubewasm_controller_fleet_result_object_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      result.val.err = (kubewasm_controller_types_error_t) {
+        (kubewasm_controller_types_error_code_t) (int32_t) *((uint8_t*) (ptr + sizeof(void*))),
+        (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) },
+      };
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool kubewasm_controller_fleet_update_status(controller_string_t *maybe_cluster, kubewasm_controller_fleet_object_t *object, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(4*sizeof(void*))];
+  controller_option_string_t cluster;
+  cluster.is_some = maybe_cluster != NULL;if (maybe_cluster) {
+    cluster.val = *maybe_cluster;
+  }
+  int32_t option;
+  uint8_t * option1;
+  size_t option2;
+  if ((cluster).is_some) {
+    const controller_string_t *payload0 = &(cluster).val;
+    option = 1;
+    option1 = (uint8_t *) (*payload0).ptr;
+    option2 = (*payload0).len;
+  } else {
+    option = 0;
+    option1 = 0;
+    option2 = 0;
+  }
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_kubewasm_controller_fleet_update_status(option, option1, option2, (uint8_t *) (*object).ptr, (*object).len, ptr);
+  kubewasm_controller_fleet_result_object_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      result.val.err = (kubewasm_controller_types_error_t) {
+        (kubewasm_controller_types_error_code_t) (int32_t) *((uint8_t*) (ptr + sizeof(void*))),
+        (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) },
+      };
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool kubewasm_controller_fleet_patch(controller_string_t *maybe_cluster, kubewasm_controller_fleet_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *name, kubewasm_controller_fleet_patch_type_t patch_type, controller_string_t *body, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(17*sizeof(void*))];
+  controller_option_string_t cluster;
+  cluster.is_some = maybe_cluster != NULL;if (maybe_cluster) {
+    cluster.val = *maybe_cluster;
+  }
+  controller_option_string_t namespace_;
+  namespace_.is_some = maybe_namespace_ != NULL;if (maybe_namespace_) {
+    namespace_.val = *maybe_namespace_;
+  }
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  if ((cluster).is_some) {
+    const controller_string_t *payload0 = &(cluster).val;
+    *((int8_t*)(ptr + 0)) = 1;
+    *((size_t*)(ptr + (2*sizeof(void*)))) = (*payload0).len;
+    *((uint8_t **)(ptr + sizeof(void*))) = (uint8_t *) (*payload0).ptr;
+  } else {
+    *((int8_t*)(ptr + 0)) = 0;
+  }
+  *((size_t*)(ptr + (4*sizeof(void*)))) = ((*resource).group).len;
+  *((uint8_t **)(ptr + (3*sizeof(void*)))) = (uint8_t *) ((*resource).group).ptr;
+  *((size_t*)(ptr + (6*sizeof(void*)))) = ((*resource).version).len;
+  *((uint8_t **)(ptr + (5*sizeof(void*)))) = (uint8_t *) ((*resource).version).ptr;
+  *((size_t*)(ptr + (8*sizeof(void*)))) = ((*resource).kind).len;
+  *((uint8_t **)(ptr + (7*sizeof(void*)))) = (uint8_t *) ((*resource).kind).ptr;
+  if ((namespace_).is_some) {
+    const controller_string_t *payload2 = &(namespace_).val;
+    *((int8_t*)(ptr + (9*sizeof(void*)))) = 1;
+    *((size_t*)(ptr + (11*sizeof(void*)))) = (*payload2).len;
+    *((uint8_t **)(ptr + (10*sizeof(void*)))) = (uint8_t *) (*payload2).ptr;
+  } else {
+    *((int8_t*)(ptr + (9*sizeof(void*)))) = 0;
+  }
+  *((size_t*)(ptr + (13*sizeof(void*)))) = (*name).len;
+  *((uint8_t **)(ptr + (12*sizeof(void*)))) = (uint8_t *) (*name).ptr;
+  *((int8_t*)(ptr + (14*sizeof(void*)))) = (int32_t) patch_type;
+  *((size_t*)(ptr + (16*sizeof(void*)))) = (*body).len;
+  *((uint8_t **)(ptr + (15*sizeof(void*)))) = (uint8_t *) (*body).ptr;
+  uint8_t *ptr3 = (uint8_t *) &ret_area;
+  __wasm_import_kubewasm_controller_fleet_patch(ptr, ptr3);
+  kubewasm_controller_fleet_result_object_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr3 + 0))) {
+    case 0: {
+      result.is_err = false;
+      result.val.ok = (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr3 + sizeof(void*)))), (*((size_t*) (ptr3 + (2*sizeof(void*))))) };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      result.val.err = (kubewasm_controller_types_error_t) {
+        (kubewasm_controller_types_error_code_t) (int32_t) *((uint8_t*) (ptr3 + sizeof(void*))),
+        (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr3 + (2*sizeof(void*))))), (*((size_t*) (ptr3 + (3*sizeof(void*))))) },
+      };
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+bool kubewasm_controller_fleet_delete(controller_string_t *maybe_cluster, kubewasm_controller_fleet_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *name, kubewasm_controller_fleet_error_t *err) {
+  __attribute__((__aligned__(sizeof(void*))))
+  uint8_t ret_area[(4*sizeof(void*))];
+  controller_option_string_t cluster;
+  cluster.is_some = maybe_cluster != NULL;if (maybe_cluster) {
+    cluster.val = *maybe_cluster;
+  }
+  controller_option_string_t namespace_;
+  namespace_.is_some = maybe_namespace_ != NULL;if (maybe_namespace_) {
+    namespace_.val = *maybe_namespace_;
+  }
+  int32_t option;
+  uint8_t * option1;
+  size_t option2;
+  if ((cluster).is_some) {
+    const controller_string_t *payload0 = &(cluster).val;
+    option = 1;
+    option1 = (uint8_t *) (*payload0).ptr;
+    option2 = (*payload0).len;
+  } else {
+    option = 0;
+    option1 = 0;
+    option2 = 0;
+  }
+  int32_t option5;
+  uint8_t * option6;
+  size_t option7;
+  if ((namespace_).is_some) {
+    const controller_string_t *payload4 = &(namespace_).val;
+    option5 = 1;
+    option6 = (uint8_t *) (*payload4).ptr;
+    option7 = (*payload4).len;
+  } else {
+    option5 = 0;
+    option6 = 0;
+    option7 = 0;
+  }
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_kubewasm_controller_fleet_delete(option, option1, option2, (uint8_t *) ((*resource).group).ptr, ((*resource).group).len, (uint8_t *) ((*resource).version).ptr, ((*resource).version).len, (uint8_t *) ((*resource).kind).ptr, ((*resource).kind).len, option5, option6, option7, (uint8_t *) (*name).ptr, (*name).len, ptr);
+  kubewasm_controller_fleet_result_void_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      result.val.err = (kubewasm_controller_types_error_t) {
+        (kubewasm_controller_types_error_code_t) (int32_t) *((uint8_t*) (ptr + sizeof(void*))),
+        (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (2*sizeof(void*))))), (*((size_t*) (ptr + (3*sizeof(void*))))) },
+      };
+      break;
+    }
+  }
+  if (!result.is_err) {
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
+__attribute__((__export_name__("kubewasm:controller/plugin@0.1.4#describe")))
 uint8_t * __wasm_export_exports_kubewasm_controller_plugin_describe(uint8_t * arg, size_t arg0) {
   controller_string_t arg1 = (controller_string_t) { (uint8_t*)(arg), (arg0) };
   exports_kubewasm_controller_plugin_result_manifest_string_t ret;
@@ -1631,7 +2356,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_plugin_describe(uint8_t * ar
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.3#reconcile")))
+__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.4#reconcile")))
 uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_reconcile(int32_t arg, uint8_t * arg0, size_t arg1, uint8_t * arg2, size_t arg3, uint8_t * arg4, size_t arg5, int32_t arg6) {
   controller_option_string_t option;
   switch (arg) {
@@ -1687,7 +2412,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_reconcile(int32_t
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.3#finalize")))
+__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.4#finalize")))
 uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_finalize(int32_t arg, uint8_t * arg0, size_t arg1, uint8_t * arg2, size_t arg3, uint8_t * arg4, size_t arg5, int32_t arg6) {
   controller_option_string_t option;
   switch (arg) {
@@ -1743,7 +2468,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_finalize(int32_t 
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.3#map-related")))
+__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.4#map-related")))
 uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_map_related(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, uint8_t * arg3, size_t arg4, uint8_t * arg5, size_t arg6) {
   exports_kubewasm_controller_reconciler_gvk_t arg7 = (kubewasm_controller_types_gvk_t) {
     (controller_string_t) (controller_string_t) { (uint8_t*)(arg), (arg0) },
@@ -1759,7 +2484,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_map_related(uint8
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/access@0.1.3#rules")))
+__attribute__((__export_name__("kubewasm:controller/access@0.1.4#rules")))
 uint8_t * __wasm_export_exports_kubewasm_controller_access_rules(void) {
   exports_kubewasm_controller_access_list_rule_t ret;
   exports_kubewasm_controller_access_rules(&ret);
@@ -1769,7 +2494,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_access_rules(void) {
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/release@0.1.3#released")))
+__attribute__((__export_name__("kubewasm:controller/release@0.1.4#released")))
 uint8_t * __wasm_export_exports_kubewasm_controller_release_released(int32_t arg, uint8_t * arg0, size_t arg1, uint8_t * arg2, size_t arg3, uint8_t * arg4, size_t arg5, int32_t arg6) {
   controller_option_string_t option;
   switch (arg) {
@@ -1825,7 +2550,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_release_released(int32_t arg
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/views@0.1.3#metadata-only")))
+__attribute__((__export_name__("kubewasm:controller/views@0.1.4#metadata-only")))
 uint8_t * __wasm_export_exports_kubewasm_controller_views_metadata_only(void) {
   exports_kubewasm_controller_views_list_gvk_t ret;
   exports_kubewasm_controller_views_metadata_only(&ret);
@@ -1835,7 +2560,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_views_metadata_only(void) {
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.3#describe-composition")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.4#describe-composition")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_describe_composition(void) {
   exports_kubewasm_controller_composite_composition_t val;
   bool ret = exports_kubewasm_controller_composite_describe_composition(&val);
@@ -1856,7 +2581,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_describe_compositi
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.3#customize")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.4#customize")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_customize(uint8_t * arg, size_t arg0) {
   exports_kubewasm_controller_composite_object_t arg1 = (controller_string_t) { (uint8_t*)(arg), (arg0) };
   exports_kubewasm_controller_composite_result_list_related_rule_error_t ret;
@@ -1883,7 +2608,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_customize(uint8_t 
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.3#sync")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.4#sync")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_sync(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, uint8_t * arg3, size_t arg4, int32_t arg5) {
   exports_kubewasm_controller_composite_sync_request_t arg6 = (exports_kubewasm_controller_composite_sync_request_t) {
     (exports_kubewasm_controller_composite_object_t) (controller_string_t) { (uint8_t*)(arg), (arg0) },
@@ -1931,7 +2656,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_sync(uint8_t * arg
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.3#finalize")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.4#finalize")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_finalize(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, uint8_t * arg3, size_t arg4, int32_t arg5) {
   exports_kubewasm_controller_composite_sync_request_t arg6 = (exports_kubewasm_controller_composite_sync_request_t) {
     (exports_kubewasm_controller_composite_object_t) (controller_string_t) { (uint8_t*)(arg), (arg0) },
@@ -1975,6 +2700,49 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_finalize(uint8_t *
       *((int8_t*)(ptr + (16+4*sizeof(void*)))) = 0;
     }
     *((int8_t*)(ptr + (32+4*sizeof(void*)))) = (*payload).finalized;
+  }
+  return ptr;
+}
+
+__attribute__((__export_name__("kubewasm:controller/clusters@0.1.4#scope")))
+uint8_t * __wasm_export_exports_kubewasm_controller_clusters_scope(void) {
+  exports_kubewasm_controller_clusters_cluster_scope_t ret;
+  exports_kubewasm_controller_clusters_scope(&ret);
+  uint8_t *ptr = (uint8_t *) &RET_AREA;
+  *((int8_t*)(ptr + 0)) = (ret).serve_local;
+  switch ((int32_t) ((ret).serve).tag) {
+    case 0: {
+      *((int8_t*)(ptr + sizeof(void*))) = 0;
+      break;
+    }
+    case 1: {
+      *((int8_t*)(ptr + sizeof(void*))) = 1;
+      break;
+    }
+    case 2: {
+      const controller_string_t *payload1 = &((ret).serve).val.matching;
+      *((int8_t*)(ptr + sizeof(void*))) = 2;
+      *((size_t*)(ptr + (3*sizeof(void*)))) = (*payload1).len;
+      *((uint8_t **)(ptr + (2*sizeof(void*)))) = (uint8_t *) (*payload1).ptr;
+      break;
+    }
+  }
+  switch ((int32_t) ((ret).reach).tag) {
+    case 0: {
+      *((int8_t*)(ptr + (4*sizeof(void*)))) = 0;
+      break;
+    }
+    case 1: {
+      *((int8_t*)(ptr + (4*sizeof(void*)))) = 1;
+      break;
+    }
+    case 2: {
+      const controller_string_t *payload4 = &((ret).reach).val.matching;
+      *((int8_t*)(ptr + (4*sizeof(void*)))) = 2;
+      *((size_t*)(ptr + (6*sizeof(void*)))) = (*payload4).len;
+      *((uint8_t **)(ptr + (5*sizeof(void*)))) = (uint8_t *) (*payload4).ptr;
+      break;
+    }
   }
   return ptr;
 }

@@ -210,6 +210,79 @@ typedef struct {
   size_t len;
 } kubewasm_controller_log_list_field_t;
 
+typedef kubewasm_controller_types_gvk_t kubewasm_controller_fleet_gvk_t;
+
+typedef kubewasm_controller_types_object_t kubewasm_controller_fleet_object_t;
+
+typedef kubewasm_controller_types_error_t kubewasm_controller_fleet_error_t;
+
+typedef kubewasm_controller_client_patch_type_t kubewasm_controller_fleet_patch_type_t;
+
+typedef struct {
+  controller_string_t f0;
+  controller_string_t f1;
+} controller_tuple2_string_string_t;
+
+typedef struct {
+  controller_tuple2_string_string_t *ptr;
+  size_t len;
+} controller_list_tuple2_string_string_t;
+
+// An engaged cluster within the plugin's reach.
+typedef struct kubewasm_controller_fleet_cluster_t {
+  // Its name: the kubeconfig file's stem or the Secret's name. At most 253 bytes.
+  controller_string_t   name;
+  // Its labels (the Secret's, or the kubeconfig context's `kubewasm.io/labels`
+  // extension), sorted by key. At most 64 entries.
+  controller_list_tuple2_string_string_t   labels;
+} kubewasm_controller_fleet_cluster_t;
+
+typedef struct {
+  kubewasm_controller_fleet_cluster_t *ptr;
+  size_t len;
+} kubewasm_controller_fleet_list_cluster_t;
+
+typedef struct {
+  bool is_some;
+  kubewasm_controller_fleet_object_t val;
+} kubewasm_controller_fleet_option_object_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    kubewasm_controller_fleet_option_object_t ok;
+    kubewasm_controller_fleet_error_t err;
+  } val;
+} kubewasm_controller_fleet_result_option_object_error_t;
+
+typedef struct {
+  kubewasm_controller_fleet_object_t *ptr;
+  size_t len;
+} kubewasm_controller_fleet_list_object_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    kubewasm_controller_fleet_list_object_t ok;
+    kubewasm_controller_fleet_error_t err;
+  } val;
+} kubewasm_controller_fleet_result_list_object_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    kubewasm_controller_fleet_object_t ok;
+    kubewasm_controller_fleet_error_t err;
+  } val;
+} kubewasm_controller_fleet_result_object_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    kubewasm_controller_fleet_error_t err;
+  } val;
+} kubewasm_controller_fleet_result_void_error_t;
+
 typedef kubewasm_controller_types_gvk_t exports_kubewasm_controller_plugin_gvk_t;
 
 // Kubernetes API verbs, with the meaning RBAC gives them. (Other RBAC verbs, such as
@@ -605,7 +678,35 @@ typedef struct {
   } val;
 } exports_kubewasm_controller_composite_result_sync_response_error_t;
 
-// Imported Functions from `kubewasm:controller/cache@0.1.3`
+// A choice of member clusters.
+typedef struct exports_kubewasm_controller_clusters_members_t {
+  uint8_t tag;
+  union {
+    controller_string_t     matching;
+  } val;
+} exports_kubewasm_controller_clusters_members_t;
+
+// None.
+#define EXPORTS_KUBEWASM_CONTROLLER_CLUSTERS_MEMBERS_NONE 0
+// Every engaged member.
+#define EXPORTS_KUBEWASM_CONTROLLER_CLUSTERS_MEMBERS_ALL 1
+// The engaged members whose labels match this label selector (Kubernetes syntax, e.g.
+// "env=prod,region in (eu,us)", at most 4096 bytes; an invalid one refuses the plugin
+// with the field named, like an invalid manifest).
+#define EXPORTS_KUBEWASM_CONTROLLER_CLUSTERS_MEMBERS_MATCHING 2
+
+typedef struct exports_kubewasm_controller_clusters_cluster_scope_t {
+  // Whether the plugin serves the host's own cluster (what every plugin without this
+  // export does).
+  bool   serve_local;
+  // The members the plugin serves.
+  exports_kubewasm_controller_clusters_members_t   serve;
+  // The members the plugin only reaches through `fleet` (the members it serves are reached
+  // too, and so is the host's own cluster, always).
+  exports_kubewasm_controller_clusters_members_t   reach;
+} exports_kubewasm_controller_clusters_cluster_scope_t;
+
+// Imported Functions from `kubewasm:controller/cache@0.1.4`
 // One object, or `none` if there is none of that name.
 // 
 // `name` is at most 253 bytes and `namespace` at most 63, like every name and namespace.
@@ -641,7 +742,7 @@ extern bool kubewasm_controller_cache_list_objects(kubewasm_controller_cache_gvk
 // `list-objects` (the same quarter of the plugin's memory limit).
 extern bool kubewasm_controller_cache_list_controlled(kubewasm_controller_cache_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *owner, kubewasm_controller_cache_list_object_t *ret, kubewasm_controller_cache_error_t *err);
 
-// Imported Functions from `kubewasm:controller/client@0.1.3`
+// Imported Functions from `kubewasm:controller/client@0.1.4`
 // Server-side apply: makes the fields in `object` owned by this plugin's field manager and
 // equal to the given values; creates the object if it does not exist. Needs `patch`, and,
 // when the object does not exist yet, `create` (`forbidden` otherwise; without `create`,
@@ -668,38 +769,68 @@ extern bool kubewasm_controller_client_patch(kubewasm_controller_client_gvk_t *r
 // it with its deletion timestamp).
 extern bool kubewasm_controller_client_delete(kubewasm_controller_client_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *name, kubewasm_controller_client_error_t *err);
 
-// Imported Functions from `kubewasm:controller/events@0.1.3`
+// Imported Functions from `kubewasm:controller/events@0.1.4`
 // Queues an event. Errors: `invalid` for an empty or too long reason or action, a note over
 // 1024 bytes, or a `regarding` name over 253 bytes or namespace over 63 (checked before
 // anything is copied or queued); `forbidden` for an object the plugin may not read.
 extern bool kubewasm_controller_events_publish(kubewasm_controller_events_event_t *event, kubewasm_controller_events_error_t *err);
 
-// Imported Functions from `kubewasm:controller/log@0.1.3`
+// Imported Functions from `kubewasm:controller/log@0.1.4`
 // Writes one log record. Never fails; records below the host's level are dropped cheaply.
 extern void kubewasm_controller_log_emit(kubewasm_controller_log_level_t level, controller_string_t *message, kubewasm_controller_log_list_field_t *fields);
 
-// Exported Functions from `kubewasm:controller/plugin@0.1.3`
+// Imported Functions from `kubewasm:controller/fleet@0.1.4`
+// The cluster the object of the current call lives in: `none` for the host's own cluster
+// (always, in a plugin that serves no member cluster).
+extern bool kubewasm_controller_fleet_current(controller_string_t *ret);
+// The member clusters engaged now that the plugin serves or reaches, sorted by name (the
+// host's own cluster is not listed). Engaged does not mean reachable: a call may still
+// answer `unavailable`.
+extern void kubewasm_controller_fleet_clusters(kubewasm_controller_fleet_list_cluster_t *ret);
+// `cache.get` in `cluster`.
+extern bool kubewasm_controller_fleet_get(controller_string_t *maybe_cluster, kubewasm_controller_fleet_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *name, kubewasm_controller_fleet_option_object_t *ret, kubewasm_controller_fleet_error_t *err);
+// `cache.list-objects` in `cluster`.
+extern bool kubewasm_controller_fleet_list_objects(controller_string_t *maybe_cluster, kubewasm_controller_fleet_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *maybe_label_selector, kubewasm_controller_fleet_list_object_t *ret, kubewasm_controller_fleet_error_t *err);
+// `client.apply` in `cluster`.
+extern bool kubewasm_controller_fleet_apply(controller_string_t *maybe_cluster, kubewasm_controller_fleet_object_t *object, bool force, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err);
+// `client.apply-status` in `cluster`.
+extern bool kubewasm_controller_fleet_apply_status(controller_string_t *maybe_cluster, kubewasm_controller_fleet_object_t *object, bool force, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err);
+// `client.create` in `cluster`.
+extern bool kubewasm_controller_fleet_create(controller_string_t *maybe_cluster, kubewasm_controller_fleet_object_t *object, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err);
+// `client.update` in `cluster`.
+extern bool kubewasm_controller_fleet_update(controller_string_t *maybe_cluster, kubewasm_controller_fleet_object_t *object, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err);
+// `client.update-status` in `cluster`.
+extern bool kubewasm_controller_fleet_update_status(controller_string_t *maybe_cluster, kubewasm_controller_fleet_object_t *object, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err);
+// `client.patch` in `cluster`.
+extern bool kubewasm_controller_fleet_patch(controller_string_t *maybe_cluster, kubewasm_controller_fleet_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *name, kubewasm_controller_fleet_patch_type_t patch_type, controller_string_t *body, kubewasm_controller_fleet_object_t *ret, kubewasm_controller_fleet_error_t *err);
+// `client.delete` in `cluster`.
+extern bool kubewasm_controller_fleet_delete(controller_string_t *maybe_cluster, kubewasm_controller_fleet_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *name, kubewasm_controller_fleet_error_t *err);
+
+// Exported Functions from `kubewasm:controller/plugin@0.1.4`
 bool exports_kubewasm_controller_plugin_describe(controller_string_t *settings, exports_kubewasm_controller_plugin_manifest_t *ret, controller_string_t *err);
 
-// Exported Functions from `kubewasm:controller/reconciler@0.1.3`
+// Exported Functions from `kubewasm:controller/reconciler@0.1.4`
 bool exports_kubewasm_controller_reconciler_reconcile(exports_kubewasm_controller_reconciler_request_t *request, exports_kubewasm_controller_reconciler_action_t *ret, exports_kubewasm_controller_reconciler_error_t *err);
 bool exports_kubewasm_controller_reconciler_finalize(exports_kubewasm_controller_reconciler_request_t *request, exports_kubewasm_controller_reconciler_action_t *ret, exports_kubewasm_controller_reconciler_error_t *err);
 void exports_kubewasm_controller_reconciler_map_related(exports_kubewasm_controller_reconciler_gvk_t *resource, exports_kubewasm_controller_reconciler_object_t *object, exports_kubewasm_controller_reconciler_list_object_key_t *ret);
 
-// Exported Functions from `kubewasm:controller/access@0.1.3`
+// Exported Functions from `kubewasm:controller/access@0.1.4`
 void exports_kubewasm_controller_access_rules(exports_kubewasm_controller_access_list_rule_t *ret);
 
-// Exported Functions from `kubewasm:controller/release@0.1.3`
+// Exported Functions from `kubewasm:controller/release@0.1.4`
 bool exports_kubewasm_controller_release_released(exports_kubewasm_controller_release_request_t *request, exports_kubewasm_controller_release_action_t *ret, exports_kubewasm_controller_release_error_t *err);
 
-// Exported Functions from `kubewasm:controller/views@0.1.3`
+// Exported Functions from `kubewasm:controller/views@0.1.4`
 void exports_kubewasm_controller_views_metadata_only(exports_kubewasm_controller_views_list_gvk_t *ret);
 
-// Exported Functions from `kubewasm:controller/composite@0.1.3`
+// Exported Functions from `kubewasm:controller/composite@0.1.4`
 bool exports_kubewasm_controller_composite_describe_composition(exports_kubewasm_controller_composite_composition_t *ret);
 bool exports_kubewasm_controller_composite_customize(exports_kubewasm_controller_composite_object_t *parent, exports_kubewasm_controller_composite_list_related_rule_t *ret, exports_kubewasm_controller_composite_error_t *err);
 bool exports_kubewasm_controller_composite_sync(exports_kubewasm_controller_composite_sync_request_t *request, exports_kubewasm_controller_composite_sync_response_t *ret, exports_kubewasm_controller_composite_error_t *err);
 bool exports_kubewasm_controller_composite_finalize(exports_kubewasm_controller_composite_sync_request_t *request, exports_kubewasm_controller_composite_sync_response_t *ret, exports_kubewasm_controller_composite_error_t *err);
+
+// Exported Functions from `kubewasm:controller/clusters@0.1.4`
+void exports_kubewasm_controller_clusters_scope(exports_kubewasm_controller_clusters_cluster_scope_t *ret);
 
 // Helper Functions
 
@@ -752,6 +883,32 @@ void kubewasm_controller_events_result_void_error_free(kubewasm_controller_event
 void kubewasm_controller_log_field_free(kubewasm_controller_log_field_t *ptr);
 
 void kubewasm_controller_log_list_field_free(kubewasm_controller_log_list_field_t *ptr);
+
+void kubewasm_controller_fleet_gvk_free(kubewasm_controller_fleet_gvk_t *ptr);
+
+void kubewasm_controller_fleet_object_free(kubewasm_controller_fleet_object_t *ptr);
+
+void kubewasm_controller_fleet_error_free(kubewasm_controller_fleet_error_t *ptr);
+
+void controller_tuple2_string_string_free(controller_tuple2_string_string_t *ptr);
+
+void controller_list_tuple2_string_string_free(controller_list_tuple2_string_string_t *ptr);
+
+void kubewasm_controller_fleet_cluster_free(kubewasm_controller_fleet_cluster_t *ptr);
+
+void kubewasm_controller_fleet_list_cluster_free(kubewasm_controller_fleet_list_cluster_t *ptr);
+
+void kubewasm_controller_fleet_option_object_free(kubewasm_controller_fleet_option_object_t *ptr);
+
+void kubewasm_controller_fleet_result_option_object_error_free(kubewasm_controller_fleet_result_option_object_error_t *ptr);
+
+void kubewasm_controller_fleet_list_object_free(kubewasm_controller_fleet_list_object_t *ptr);
+
+void kubewasm_controller_fleet_result_list_object_error_free(kubewasm_controller_fleet_result_list_object_error_t *ptr);
+
+void kubewasm_controller_fleet_result_object_error_free(kubewasm_controller_fleet_result_object_error_t *ptr);
+
+void kubewasm_controller_fleet_result_void_error_free(kubewasm_controller_fleet_result_void_error_t *ptr);
 
 void exports_kubewasm_controller_plugin_gvk_free(exports_kubewasm_controller_plugin_gvk_t *ptr);
 
@@ -848,6 +1005,10 @@ void exports_kubewasm_controller_composite_list_related_rule_free(exports_kubewa
 void exports_kubewasm_controller_composite_result_list_related_rule_error_free(exports_kubewasm_controller_composite_result_list_related_rule_error_t *ptr);
 
 void exports_kubewasm_controller_composite_result_sync_response_error_free(exports_kubewasm_controller_composite_result_sync_response_error_t *ptr);
+
+void exports_kubewasm_controller_clusters_members_free(exports_kubewasm_controller_clusters_members_t *ptr);
+
+void exports_kubewasm_controller_clusters_cluster_scope_free(exports_kubewasm_controller_clusters_cluster_scope_t *ptr);
 
 // Sets the string `ret` to reference the input string `s` without copying it
 void controller_string_set(controller_string_t *ret, const char*s);

@@ -35,6 +35,10 @@ struct kw_manifest {
 static kubewasm_controller_types_gvk_t *metadata_only;
 static size_t metadata_only_len;
 
+/* The clusters it serves and reaches, for the `clusters` export the host calls after describe
+ * (its selectors kept out of the arena too). */
+static exports_kubewasm_controller_clusters_cluster_scope_t scope;
+
 kw_manifest *kw_manifest_name(kw_manifest *m, const char *name, const char *version) {
     m->wit.name = wit_str(name);
     m->wit.version = wit_str(version);
@@ -121,6 +125,34 @@ kw_manifest *kw_manifest_metadata_only(kw_manifest *m, kw_gvk resource) {
     return m;
 }
 
+static exports_kubewasm_controller_clusters_members_t wit_members(kw_members members) {
+    exports_kubewasm_controller_clusters_members_t wit = {.tag = EXPORTS_KUBEWASM_CONTROLLER_CLUSTERS_MEMBERS_NONE};
+    switch (members.kind) {
+    case KW_MEMBERS_NONE: break;
+    case KW_MEMBERS_ALL: wit.tag = EXPORTS_KUBEWASM_CONTROLLER_CLUSTERS_MEMBERS_ALL; break;
+    case KW_MEMBERS_MATCHING:
+        wit.tag = EXPORTS_KUBEWASM_CONTROLLER_CLUSTERS_MEMBERS_MATCHING;
+        wit.val.matching = kept(members.selector);
+        break;
+    }
+    return wit;
+}
+
+kw_manifest *kw_manifest_serve_members(kw_manifest *m, kw_members members) {
+    scope.serve = wit_members(members);
+    return m;
+}
+
+kw_manifest *kw_manifest_serve_local(kw_manifest *m, bool serve) {
+    scope.serve_local = serve;
+    return m;
+}
+
+kw_manifest *kw_manifest_reach_members(kw_manifest *m, kw_members members) {
+    scope.reach = wit_members(members);
+    return m;
+}
+
 struct kw_settings {
     kw_value *values;
     kw_value *asked; /* the keys the plugin asked for, as an object of nulls */
@@ -163,6 +195,7 @@ bool exports_kubewasm_controller_plugin_describe(controller_string_t *settings_t
     free(metadata_only);
     metadata_only = NULL;
     metadata_only_len = 0;
+    scope = (exports_kubewasm_controller_clusters_cluster_scope_t){.serve_local = true};
     const char *refused = plugin->describe(&m, &settings);
     if (refused) {
         *err = wit_message(refused);
@@ -194,6 +227,7 @@ typedef kw_result (*handler)(kw_value *object);
 
 static bool call(handler handle, exports_kubewasm_controller_reconciler_request_t *request, kubewasm_controller_types_action_t *ret, kubewasm_controller_types_error_t *err) {
     current_retries = request->retries;
+    kw_call_begin();
     return answer(handle ? handle(decode(request->object)) : KW_DONE, ret, err);
 }
 
@@ -222,6 +256,7 @@ void kw_keys_add(kw_keys *keys, const char *namespace_, const char *name) {
 void exports_kubewasm_controller_reconciler_map_related(exports_kubewasm_controller_reconciler_gvk_t *resource, exports_kubewasm_controller_reconciler_object_t *object, exports_kubewasm_controller_reconciler_list_object_key_t *ret) {
     kw_keys keys = {0};
     current_retries = 0;
+    kw_call_begin();
     if (plugin->map_related) {
         plugin->map_related(from_wit_gvk(*resource), decode(*object), &keys);
     }
@@ -235,6 +270,10 @@ void exports_kubewasm_controller_access_rules(exports_kubewasm_controller_access
 
 void exports_kubewasm_controller_views_metadata_only(exports_kubewasm_controller_views_list_gvk_t *ret) {
     *ret = (exports_kubewasm_controller_views_list_gvk_t){metadata_only, metadata_only_len};
+}
+
+void exports_kubewasm_controller_clusters_scope(exports_kubewasm_controller_clusters_cluster_scope_t *ret) {
+    *ret = scope;
 }
 
 /* A C plugin is not declarative: the host never calls the rest of `composite`. */
@@ -293,14 +332,15 @@ __attribute__((__export_name__("cabi_import_realloc"))) void *kubewasm_import_re
         kw_arena_reset();                                                                \
     }
 
-POST_RETURN("plugin@0.1.3#describe", __wasm_export_exports_kubewasm_controller_plugin_describe_post_return)
-POST_RETURN("reconciler@0.1.3#reconcile", __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return)
-POST_RETURN("reconciler@0.1.3#finalize", __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return)
-POST_RETURN("reconciler@0.1.3#map-related", __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return)
-POST_RETURN("access@0.1.3#rules", __wasm_export_exports_kubewasm_controller_access_rules_post_return)
-POST_RETURN("release@0.1.3#released", __wasm_export_exports_kubewasm_controller_release_released_post_return)
-POST_RETURN("views@0.1.3#metadata-only", __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return)
-POST_RETURN("composite@0.1.3#describe-composition", __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return)
-POST_RETURN("composite@0.1.3#customize", __wasm_export_exports_kubewasm_controller_composite_customize_post_return)
-POST_RETURN("composite@0.1.3#sync", __wasm_export_exports_kubewasm_controller_composite_sync_post_return)
-POST_RETURN("composite@0.1.3#finalize", __wasm_export_exports_kubewasm_controller_composite_finalize_post_return)
+POST_RETURN("plugin@0.1.4#describe", __wasm_export_exports_kubewasm_controller_plugin_describe_post_return)
+POST_RETURN("reconciler@0.1.4#reconcile", __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return)
+POST_RETURN("reconciler@0.1.4#finalize", __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return)
+POST_RETURN("reconciler@0.1.4#map-related", __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return)
+POST_RETURN("access@0.1.4#rules", __wasm_export_exports_kubewasm_controller_access_rules_post_return)
+POST_RETURN("release@0.1.4#released", __wasm_export_exports_kubewasm_controller_release_released_post_return)
+POST_RETURN("views@0.1.4#metadata-only", __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return)
+POST_RETURN("clusters@0.1.4#scope", __wasm_export_exports_kubewasm_controller_clusters_scope_post_return)
+POST_RETURN("composite@0.1.4#describe-composition", __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return)
+POST_RETURN("composite@0.1.4#customize", __wasm_export_exports_kubewasm_controller_composite_customize_post_return)
+POST_RETURN("composite@0.1.4#sync", __wasm_export_exports_kubewasm_controller_composite_sync_post_return)
+POST_RETURN("composite@0.1.4#finalize", __wasm_export_exports_kubewasm_controller_composite_finalize_post_return)

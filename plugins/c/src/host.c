@@ -253,6 +253,45 @@ static const kw_error *encode(const char *what, const kw_value *value, size_t li
     return NULL;
 }
 
+/* ---- Member clusters ------------------------------------------------------------------------ */
+
+/* The cache and client calls go to the call's own cluster (the `cache` and `client` imports)
+ * unless kw_use_cluster named one (the `fleet` import; "" is the host's own cluster). */
+const kw_error *kw_use_cluster(const char *cluster) {
+    const kw_error *err = at_most("cluster", cluster, MAX_NAME);
+    if (err) return err;
+    kw_call_use_cluster(cluster ? kw_strdup(cluster) : NULL);
+    return NULL;
+}
+
+/* The named cluster as the fleet import takes it: NULL for the host's own. */
+static controller_string_t *fleet_cluster(controller_string_t *storage) {
+    const char *named = kw_call_cluster();
+    if (!*named) return NULL;
+    *storage = wit_str(named);
+    return storage;
+}
+
+const char *kw_cluster(void) {
+    controller_string_t name;
+    return kubewasm_controller_fleet_current(&name) ? from_wit(name) : NULL;
+}
+
+kw_value *kw_clusters(void) {
+    kubewasm_controller_fleet_list_cluster_t list;
+    kubewasm_controller_fleet_clusters(&list);
+    kw_value *clusters = kw_array();
+    for (size_t i = 0; i < list.len; i++) {
+        kw_value *cluster = kw_push(clusters, kw_object());
+        kw_set(cluster, "name", kw_string(from_wit(list.ptr[i].name)));
+        kw_value *labels = kw_set(cluster, "labels", kw_object());
+        for (size_t l = 0; l < list.ptr[i].labels.len; l++) {
+            kw_set(labels, from_wit(list.ptr[i].labels.ptr[l].f0), kw_string(from_wit(list.ptr[i].labels.ptr[l].f1)));
+        }
+    }
+    return clusters;
+}
+
 /* ---- The cache ------------------------------------------------------------------------------ */
 
 const kw_error *kw_cache_get(kw_gvk resource, const char *namespace_, const char *name, kw_value **out) {
@@ -264,7 +303,16 @@ const kw_error *kw_cache_get(kw_gvk resource, const char *namespace_, const char
     controller_string_t wname = wit_str(name);
     kubewasm_controller_cache_option_object_t found;
     kubewasm_controller_cache_error_t werr;
-    if (!kubewasm_controller_cache_get(&gvk, ns.is_some ? &ns.val : NULL, &wname, &found, &werr)) {
+    bool ok;
+    if (kw_call_cluster()) {
+        controller_string_t cluster;
+        kubewasm_controller_fleet_option_object_t in_cluster;
+        ok = kubewasm_controller_fleet_get(fleet_cluster(&cluster), &gvk, ns.is_some ? &ns.val : NULL, &wname, &in_cluster, &werr);
+        found = (kubewasm_controller_cache_option_object_t){in_cluster.is_some, in_cluster.val};
+    } else {
+        ok = kubewasm_controller_cache_get(&gvk, ns.is_some ? &ns.val : NULL, &wname, &found, &werr);
+    }
+    if (!ok) {
         return from_wit_error(werr);
     }
     if (found.is_some) {
@@ -283,7 +331,16 @@ const kw_error *kw_cache_list(kw_gvk resource, const char *namespace_, const cha
     controller_option_string_t ns = wit_opt(namespace_), selector = wit_opt(label_selector);
     kubewasm_controller_cache_list_object_t items;
     kubewasm_controller_cache_error_t werr;
-    if (!kubewasm_controller_cache_list_objects(&gvk, ns.is_some ? &ns.val : NULL, selector.is_some ? &selector.val : NULL, &items, &werr)) {
+    bool ok;
+    if (kw_call_cluster()) {
+        controller_string_t cluster;
+        kubewasm_controller_fleet_list_object_t in_cluster;
+        ok = kubewasm_controller_fleet_list_objects(fleet_cluster(&cluster), &gvk, ns.is_some ? &ns.val : NULL, selector.is_some ? &selector.val : NULL, &in_cluster, &werr);
+        items = (kubewasm_controller_cache_list_object_t){in_cluster.ptr, in_cluster.len};
+    } else {
+        ok = kubewasm_controller_cache_list_objects(&gvk, ns.is_some ? &ns.val : NULL, selector.is_some ? &selector.val : NULL, &items, &werr);
+    }
+    if (!ok) {
         return from_wit_error(werr);
     }
     *out = decode_list(items);
@@ -292,6 +349,9 @@ const kw_error *kw_cache_list(kw_gvk resource, const char *namespace_, const cha
 
 const kw_error *kw_cache_list_controlled(kw_gvk resource, const char *namespace_, const char *owner_uid, kw_value **out) {
     *out = kw_array();
+    if (kw_call_cluster()) {
+        return kw_errorf(KW_INVALID, "kw_cache_list_controlled reads the call's own cluster only: list by label in another");
+    }
     const kw_error *err = check_gvk(resource);
     if (!err) err = at_most("namespace", namespace_, MAX_NAMESPACE);
     if (!err) err = at_most("owner", owner_uid, MAX_OWNER);
@@ -310,35 +370,39 @@ const kw_error *kw_cache_list_controlled(kw_gvk resource, const char *namespace_
 
 /* ---- The client ----------------------------------------------------------------------------- */
 
-typedef bool (*write_call)(controller_string_t *object, bool force, controller_string_t *ret, kubewasm_controller_types_error_t *err);
+/* The writes of a whole object, each through the client import or, in a named cluster, the
+ * fleet import's twin. */
+typedef enum write_op { WRITE_APPLY, WRITE_APPLY_STATUS, WRITE_CREATE, WRITE_UPDATE, WRITE_UPDATE_STATUS } write_op;
 
-static bool apply_call(controller_string_t *o, bool force, controller_string_t *ret, kubewasm_controller_types_error_t *err) {
-    return kubewasm_controller_client_apply(o, force, ret, err);
-}
-static bool apply_status_call(controller_string_t *o, bool force, controller_string_t *ret, kubewasm_controller_types_error_t *err) {
-    return kubewasm_controller_client_apply_status(o, force, ret, err);
-}
-static bool create_call(controller_string_t *o, bool force, controller_string_t *ret, kubewasm_controller_types_error_t *err) {
-    (void)force;
-    return kubewasm_controller_client_create(o, ret, err);
-}
-static bool update_call(controller_string_t *o, bool force, controller_string_t *ret, kubewasm_controller_types_error_t *err) {
-    (void)force;
-    return kubewasm_controller_client_update(o, ret, err);
-}
-static bool update_status_call(controller_string_t *o, bool force, controller_string_t *ret, kubewasm_controller_types_error_t *err) {
-    (void)force;
-    return kubewasm_controller_client_update_status(o, ret, err);
+static bool write_call(write_op op, controller_string_t *o, bool force, controller_string_t *ret, kubewasm_controller_types_error_t *err) {
+    if (kw_call_cluster()) {
+        controller_string_t storage, *cluster = fleet_cluster(&storage);
+        switch (op) {
+        case WRITE_APPLY: return kubewasm_controller_fleet_apply(cluster, o, force, ret, err);
+        case WRITE_APPLY_STATUS: return kubewasm_controller_fleet_apply_status(cluster, o, force, ret, err);
+        case WRITE_CREATE: return kubewasm_controller_fleet_create(cluster, o, ret, err);
+        case WRITE_UPDATE: return kubewasm_controller_fleet_update(cluster, o, ret, err);
+        case WRITE_UPDATE_STATUS: return kubewasm_controller_fleet_update_status(cluster, o, ret, err);
+        }
+    }
+    switch (op) {
+    case WRITE_APPLY: return kubewasm_controller_client_apply(o, force, ret, err);
+    case WRITE_APPLY_STATUS: return kubewasm_controller_client_apply_status(o, force, ret, err);
+    case WRITE_CREATE: return kubewasm_controller_client_create(o, ret, err);
+    case WRITE_UPDATE: return kubewasm_controller_client_update(o, ret, err);
+    case WRITE_UPDATE_STATUS: return kubewasm_controller_client_update_status(o, ret, err);
+    }
+    abort();
 }
 
 /* One write of a whole object: encoded within the bound, sent, the answer decoded. */
-static const kw_error *send_object(write_call call, const kw_value *object, bool force, kw_value **out) {
+static const kw_error *send_object(write_op op, const kw_value *object, bool force, kw_value **out) {
     if (out) *out = NULL;
     controller_string_t text, returned;
     kubewasm_controller_types_error_t werr;
     const kw_error *err = encode("object", object, MAX_OBJECT, &text);
     if (err) return err;
-    if (!call(&text, force, &returned, &werr)) {
+    if (!write_call(op, &text, force, &returned, &werr)) {
         return from_wit_error(werr);
     }
     if (out) *out = decode(returned);
@@ -346,25 +410,25 @@ static const kw_error *send_object(write_call call, const kw_value *object, bool
 }
 
 const kw_error *kw_apply(const kw_value *object, kw_value **out) {
-    return send_object(apply_call, object, true, out);
+    return send_object(WRITE_APPLY, object, true, out);
 }
 const kw_error *kw_apply_status(const kw_value *object, kw_value **out) {
-    return send_object(apply_status_call, object, true, out);
+    return send_object(WRITE_APPLY_STATUS, object, true, out);
 }
 const kw_error *kw_apply_no_force(const kw_value *object, kw_value **out) {
-    return send_object(apply_call, object, false, out);
+    return send_object(WRITE_APPLY, object, false, out);
 }
 const kw_error *kw_apply_status_no_force(const kw_value *object, kw_value **out) {
-    return send_object(apply_status_call, object, false, out);
+    return send_object(WRITE_APPLY_STATUS, object, false, out);
 }
 const kw_error *kw_create(const kw_value *object, kw_value **out) {
-    return send_object(create_call, object, false, out);
+    return send_object(WRITE_CREATE, object, false, out);
 }
 const kw_error *kw_update(const kw_value *object, kw_value **out) {
-    return send_object(update_call, object, false, out);
+    return send_object(WRITE_UPDATE, object, false, out);
 }
 const kw_error *kw_update_status(const kw_value *object, kw_value **out) {
-    return send_object(update_status_call, object, false, out);
+    return send_object(WRITE_UPDATE_STATUS, object, false, out);
 }
 
 const kw_error *kw_patch(kw_gvk resource, const char *namespace_, const char *name, kw_patch_type type, const kw_value *body, kw_value **out) {
@@ -377,7 +441,11 @@ const kw_error *kw_patch(kw_gvk resource, const char *namespace_, const char *na
     controller_option_string_t ns = wit_opt(namespace_);
     controller_string_t wname = wit_str(name);
     kubewasm_controller_types_error_t werr;
-    if (!kubewasm_controller_client_patch(&gvk, ns.is_some ? &ns.val : NULL, &wname, (kubewasm_controller_client_patch_type_t)type, &text, &returned, &werr)) {
+    controller_string_t cluster;
+    kubewasm_controller_client_patch_type_t patch_type = (kubewasm_controller_client_patch_type_t)type;
+    bool ok = kw_call_cluster() ? kubewasm_controller_fleet_patch(fleet_cluster(&cluster), &gvk, ns.is_some ? &ns.val : NULL, &wname, patch_type, &text, &returned, &werr)
+                            : kubewasm_controller_client_patch(&gvk, ns.is_some ? &ns.val : NULL, &wname, patch_type, &text, &returned, &werr);
+    if (!ok) {
         return from_wit_error(werr);
     }
     if (out) *out = decode(returned);
@@ -391,7 +459,10 @@ const kw_error *kw_delete(kw_gvk resource, const char *namespace_, const char *n
     controller_option_string_t ns = wit_opt(namespace_);
     controller_string_t wname = wit_str(name);
     kubewasm_controller_types_error_t werr;
-    return kubewasm_controller_client_delete(&gvk, ns.is_some ? &ns.val : NULL, &wname, &werr) ? NULL : from_wit_error(werr);
+    controller_string_t cluster;
+    bool ok = kw_call_cluster() ? kubewasm_controller_fleet_delete(fleet_cluster(&cluster), &gvk, ns.is_some ? &ns.val : NULL, &wname, &werr)
+                            : kubewasm_controller_client_delete(&gvk, ns.is_some ? &ns.val : NULL, &wname, &werr);
+    return ok ? NULL : from_wit_error(werr);
 }
 
 /* ---- Events --------------------------------------------------------------------------------- */

@@ -149,6 +149,24 @@ kw_manifest *kw_manifest_memory_bytes(kw_manifest *m, uint64_t bytes);
 /* The host caches only the metadata of this kind's objects (wit/views.wit). */
 kw_manifest *kw_manifest_metadata_only(kw_manifest *m, kw_gvk resource);
 
+/* A choice of member clusters (contract 0.1.4, wit/clusters.wit): KW_NO_MEMBERS, KW_ALL_MEMBERS,
+ * or kw_members_matching("env=prod") (a label selector over the members' labels). */
+typedef struct kw_members {
+    enum { KW_MEMBERS_NONE, KW_MEMBERS_ALL, KW_MEMBERS_MATCHING } kind;
+    const char *selector;
+} kw_members;
+#define KW_NO_MEMBERS ((kw_members){KW_MEMBERS_NONE, NULL})
+#define KW_ALL_MEMBERS ((kw_members){KW_MEMBERS_ALL, NULL})
+static inline kw_members kw_members_matching(const char *label_selector) {
+    return (kw_members){KW_MEMBERS_MATCHING, label_selector};
+}
+/* Also reconcile the primaries of these members, each where it lives (kw_cluster names it). */
+kw_manifest *kw_manifest_serve_members(kw_manifest *m, kw_members members);
+/* Whether to reconcile the primaries of the host's own cluster (yes unless said here). */
+kw_manifest *kw_manifest_serve_local(kw_manifest *m, bool serve);
+/* Read and write in these members through kw_use_cluster, reconciling nothing there. */
+kw_manifest *kw_manifest_reach_members(kw_manifest *m, kw_members members);
+
 /* ---- Settings: NAME.toml beside the plugin, as JSON ------------------------------------------ */
 
 typedef struct kw_settings kw_settings;
@@ -224,6 +242,22 @@ typedef enum kw_level { KW_TRACE, KW_DEBUG, KW_INFO, KW_WARN, KW_ERROR } kw_leve
 
 /* A record in the host's log, under the plugin's name. */
 void kw_log(kw_level level, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- Member clusters (contract 0.1.4) -------------------------------------------------------- */
+
+/* The member cluster the call's object lives in; NULL for the host's own cluster. */
+const char *kw_cluster(void);
+/* The members engaged now that the plugin serves or reaches, sorted by name: a JSON array of
+ * {"name": ..., "labels": {...}} objects. */
+kw_value *kw_clusters(void);
+/* The host's own cluster, for kw_use_cluster. */
+#define KW_HOST_CLUSTER ""
+/* Sends the cache and client calls that follow in this call to `cluster` (a member's name, or
+ * KW_HOST_CLUSTER); NULL sends them back to the call's own cluster. Every call starts in its own.
+ * The plugin acts as its own identity there; a member outside its scope answers KW_FORBIDDEN,
+ * one not engaged (or not synced yet) KW_UNAVAILABLE. Events and logs stay with the call, and
+ * kw_cache_list_controlled reads the call's own cluster only. */
+const kw_error *kw_use_cluster(const char *cluster);
 
 /* ---- The current call ------------------------------------------------------------------------ */
 

@@ -20,6 +20,8 @@ const (
 	MaxObject        = 3 << 20
 	MaxPatchBody     = 3 << 20
 	MaxLabelSelector = 4096
+	// MaxCluster bounds the name of a cluster (Context.InCluster).
+	MaxCluster = 253
 	// MaxOwner bounds the owner uid of ListControlled (a uid is 36 bytes).
 	MaxOwner = 253
 	// MaxEventReason bounds an Event's reason and action (each at least 1 byte).

@@ -35,6 +35,12 @@ func (h noCalls) Patch(GVK, string, string, PatchType, string) (string, error) {
 func (h noCalls) Delete(GVK, string, string) error { h.called("Delete"); return nil }
 func (h noCalls) PublishEvent(Event) error         { h.called("PublishEvent"); return nil }
 func (h noCalls) Log(LogLevel, string, []LogField) {}
+func (h noCalls) Cluster() string                  { h.called("Cluster"); return "" }
+func (h noCalls) Clusters() []Cluster              { h.called("Clusters"); return nil }
+
+// InCluster makes no host call (the component's builds the fleet calls' cluster argument): the
+// calls into the cluster are what fail the test.
+func (h noCalls) InCluster(string) ClusterHost { return h }
 
 func refused(t *testing.T, err error, want string) {
 	t.Helper()
@@ -106,6 +112,47 @@ func TestOverLongObjectsPatchesAndEventTextsAreRefusedBeforeTheHostIsCalled(t *t
 	refused(t, ctx.Event(NewObject(configMaps, "ns", strings.Repeat("a", 254)), Normal, "R", "A", ""), "name is 254 bytes; at most 253")
 }
 
+func TestAnOverLongClusterIsRefusedBeforeTheHostIsCalled(t *testing.T) {
+	want := "cluster is 254 bytes; at most 253"
+	in := NewContext(noCalls{t}, ObjectKey{}, 0).InCluster(strings.Repeat("c", 254))
+	_, err := in.Get(configMaps, "ns", "a")
+	refused(t, err, want)
+	refused(t, in.GetInto(configMaps, "ns", "a", &struct{}{}), want)
+	_, err = in.List(configMaps)
+	refused(t, err, want)
+	var typed []struct{}
+	refused(t, ListInto(in, configMaps, &typed), want)
+	cm := NewObject(configMaps, "ns", "a")
+	for name, write := range map[string]func(any) (Object, error){
+		"apply":        func(o any) (Object, error) { return in.Apply(o) },
+		"apply status": func(o any) (Object, error) { return in.ApplyStatus(o) },
+		"create":       in.Create, "update": in.Update, "update status": in.UpdateStatus,
+	} {
+		_, err := write(cm)
+		if e, ok := err.(*Error); !ok || e.Code != CodeInvalid || e.Message != want {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	_, err = in.Patch(configMaps, "ns", "a", MergePatch, "{}")
+	refused(t, err, want)
+	refused(t, in.Delete(configMaps, "ns", "a"), want)
+	// The cluster is checked first, as the host reads it first.
+	_, err = in.Get(configMaps, "ns", strings.Repeat("a", 254))
+	refused(t, err, want)
+	// And in a cluster of a fine name, the other bounds hold as in the call's own.
+	_, err = NewContext(noCalls{t}, ObjectKey{}, 0).InCluster("eu").Get(configMaps, "ns", strings.Repeat("a", 254))
+	refused(t, err, "name is 254 bytes; at most 253")
+}
+
+func TestListControlledIsRefusedInANamedCluster(t *testing.T) {
+	in := NewContext(noCalls{t}, ObjectKey{}, 0).InCluster("eu")
+	_, err := in.ListControlled(configMaps, "uid")
+	refused(t, err, "ListControlled reads the call's own cluster only: list by label in another")
+	owner := NewObject(configMaps, "ns", "a")
+	owner.SetField("uid", "metadata", "uid")
+	refused(t, in.DeleteControlled(owner, []OwnedKind{{GVK: configMaps, MayDelete: true}}), "ListControlled reads the call's own cluster only: list by label in another")
+}
+
 func TestValuesAtTheBoundsReachTheHost(t *testing.T) {
 	host := &recordingHost{}
 	ctx := NewContext(host, ObjectKey{}, 0)
@@ -118,6 +165,10 @@ func TestValuesAtTheBoundsReachTheHost(t *testing.T) {
 	}
 	if err := ctx.Event(NewObject(configMaps, "ns", strings.Repeat("a", 253)), Normal, strings.Repeat("R", 128), strings.Repeat("A", 128), strings.Repeat("n", 1024)); err != nil || len(host.events) != 1 {
 		t.Errorf("event: %v", err)
+	}
+	cluster := strings.Repeat("c", 253)
+	if err := ctx.InCluster(cluster).Delete(configMaps, "ns", "a"); err != nil || len(host.inCluster) != 1 || host.inCluster[0] != cluster || len(host.deleted) != 1 {
+		t.Errorf("in cluster: %v %d %v", err, len(host.inCluster), host.deleted)
 	}
 }
 

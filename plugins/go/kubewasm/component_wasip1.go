@@ -38,6 +38,7 @@ import (
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_cache"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_client"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_events"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_fleet"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_log"
 	wit "github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_types"
 	witTypes "github.com/kubewasm/kubewasm/plugins/go/internal/witpkg/types"
@@ -133,14 +134,7 @@ func stringResult(r witTypes.Result[string, wit.Error]) (string, error) {
 	return r.Ok(), nil
 }
 
-// --- the Host: the WIT imports, each with the collector off ---
-
-type wasmHost struct{}
-
-func (wasmHost) CacheGet(resource GVK, namespace, name string) (string, bool, error) {
-	gcOff()
-	r := kubewasm_controller_cache.Get(witGVK(resource), option(namespace), name)
-	gcOn()
+func getResult(r witTypes.Result[witTypes.Option[string], wit.Error]) (string, bool, error) {
 	if r.IsErr() {
 		return "", false, fromWitError(r.Err())
 	}
@@ -148,24 +142,44 @@ func (wasmHost) CacheGet(resource GVK, namespace, name string) (string, bool, er
 	return found.SomeOr(""), found.IsSome(), nil
 }
 
-func (wasmHost) CacheList(resource GVK, namespace, labelSelector string) ([]string, error) {
-	gcOff()
-	r := kubewasm_controller_cache.ListObjects(witGVK(resource), option(namespace), option(labelSelector))
-	gcOn()
+func listResult(r witTypes.Result[[]string, wit.Error]) ([]string, error) {
 	if r.IsErr() {
 		return nil, fromWitError(r.Err())
 	}
 	return r.Ok(), nil
 }
 
+func unitResult(r witTypes.Result[witTypes.Unit, wit.Error]) error {
+	if r.IsErr() {
+		return fromWitError(r.Err())
+	}
+	return nil
+}
+
+// --- the Host: the WIT imports, each with the collector off ---
+
+// wasmHost is the call's cluster: the cache, client, events and log imports.
+type wasmHost struct{}
+
+func (wasmHost) CacheGet(resource GVK, namespace, name string) (string, bool, error) {
+	gcOff()
+	r := kubewasm_controller_cache.Get(witGVK(resource), option(namespace), name)
+	gcOn()
+	return getResult(r)
+}
+
+func (wasmHost) CacheList(resource GVK, namespace, labelSelector string) ([]string, error) {
+	gcOff()
+	r := kubewasm_controller_cache.ListObjects(witGVK(resource), option(namespace), option(labelSelector))
+	gcOn()
+	return listResult(r)
+}
+
 func (wasmHost) CacheListControlled(resource GVK, namespace, owner string) ([]string, error) {
 	gcOff()
 	r := kubewasm_controller_cache.ListControlled(witGVK(resource), option(namespace), owner)
 	gcOn()
-	if r.IsErr() {
-		return nil, fromWitError(r.Err())
-	}
-	return r.Ok(), nil
+	return listResult(r)
 }
 
 func (wasmHost) Apply(obj string, force bool) (string, error) {
@@ -214,10 +228,7 @@ func (wasmHost) Delete(resource GVK, namespace, name string) error {
 	gcOff()
 	r := kubewasm_controller_client.Delete(witGVK(resource), option(namespace), name)
 	gcOn()
-	if r.IsErr() {
-		return fromWitError(r.Err())
-	}
-	return nil
+	return unitResult(r)
 }
 
 func (wasmHost) PublishEvent(e Event) error {
@@ -231,10 +242,7 @@ func (wasmHost) PublishEvent(e Event) error {
 	gcOff()
 	r := kubewasm_controller_events.Publish(event)
 	gcOn()
-	if r.IsErr() {
-		return fromWitError(r.Err())
-	}
-	return nil
+	return unitResult(r)
 }
 
 func (wasmHost) Log(level LogLevel, message string, fields []LogField) {
@@ -246,3 +254,98 @@ func (wasmHost) Log(level LogLevel, message string, fields []LogField) {
 	kubewasm_controller_log.Emit(uint8(level), message, witFields)
 	gcOn()
 }
+
+func (wasmHost) Cluster() string {
+	gcOff()
+	current := kubewasm_controller_fleet.Current()
+	gcOn()
+	return current.SomeOr("")
+}
+
+func (wasmHost) Clusters() []Cluster {
+	gcOff()
+	clusters := kubewasm_controller_fleet.Clusters()
+	gcOn()
+	out := make([]Cluster, len(clusters))
+	for i, c := range clusters {
+		labels := make(map[string]string, len(c.Labels))
+		for _, l := range c.Labels {
+			labels[l.F0] = l.F1
+		}
+		out[i] = Cluster{Name: c.Name, Labels: labels}
+	}
+	return out
+}
+
+func (wasmHost) InCluster(name string) ClusterHost { return fleetHost{cluster: option(name)} }
+
+// fleetHost is a named cluster (none: the host's own): the fleet import's functions.
+type fleetHost struct{ cluster witTypes.Option[string] }
+
+func (f fleetHost) CacheGet(resource GVK, namespace, name string) (string, bool, error) {
+	gcOff()
+	r := kubewasm_controller_fleet.Get(f.cluster, witGVK(resource), option(namespace), name)
+	gcOn()
+	return getResult(r)
+}
+
+func (f fleetHost) CacheList(resource GVK, namespace, labelSelector string) ([]string, error) {
+	gcOff()
+	r := kubewasm_controller_fleet.ListObjects(f.cluster, witGVK(resource), option(namespace), option(labelSelector))
+	gcOn()
+	return listResult(r)
+}
+
+func (f fleetHost) Apply(obj string, force bool) (string, error) {
+	gcOff()
+	r := kubewasm_controller_fleet.Apply(f.cluster, obj, force)
+	gcOn()
+	return stringResult(r)
+}
+
+func (f fleetHost) ApplyStatus(obj string, force bool) (string, error) {
+	gcOff()
+	r := kubewasm_controller_fleet.ApplyStatus(f.cluster, obj, force)
+	gcOn()
+	return stringResult(r)
+}
+
+func (f fleetHost) Create(obj string) (string, error) {
+	gcOff()
+	r := kubewasm_controller_fleet.Create(f.cluster, obj)
+	gcOn()
+	return stringResult(r)
+}
+
+func (f fleetHost) Update(obj string) (string, error) {
+	gcOff()
+	r := kubewasm_controller_fleet.Update(f.cluster, obj)
+	gcOn()
+	return stringResult(r)
+}
+
+func (f fleetHost) UpdateStatus(obj string) (string, error) {
+	gcOff()
+	r := kubewasm_controller_fleet.UpdateStatus(f.cluster, obj)
+	gcOn()
+	return stringResult(r)
+}
+
+func (f fleetHost) Patch(resource GVK, namespace, name string, patchType PatchType, body string) (string, error) {
+	gcOff()
+	r := kubewasm_controller_fleet.Patch(f.cluster, witGVK(resource), option(namespace), name, uint8(patchType), body)
+	gcOn()
+	return stringResult(r)
+}
+
+func (f fleetHost) Delete(resource GVK, namespace, name string) error {
+	gcOff()
+	r := kubewasm_controller_fleet.Delete(f.cluster, witGVK(resource), option(namespace), name)
+	gcOn()
+	return unitResult(r)
+}
+
+var (
+	_ Host        = wasmHost{}
+	_ ClusterHost = fleetHost{}
+)

@@ -78,18 +78,15 @@ type LogField struct {
 	Value string
 }
 
-// Host is the kubewasm host as the WIT contract offers it, with objects as JSON text and
-// failures as *Error. Inside a component it is the WIT imports; in unit tests it is
-// kubewasmtest.FakeHost. A controller never calls it directly: Context does.
+// ClusterHost is what the host offers in one cluster: cache reads and API writes, with objects
+// as JSON text and failures as *Error. A Host is one for the cluster of the call's object;
+// Host.InCluster is one for a named cluster.
 //
-// Namespaces are "" for none (cluster-scoped objects; every namespace for CacheList and
-// CacheListControlled), label selectors "" for none.
-type Host interface {
+// Namespaces are "" for none (cluster-scoped objects; every namespace for CacheList), label
+// selectors "" for none.
+type ClusterHost interface {
 	CacheGet(resource GVK, namespace, name string) (obj string, found bool, err error)
 	CacheList(resource GVK, namespace, labelSelector string) ([]string, error)
-	// CacheListControlled is the cached objects of resource whose controller owner reference
-	// names the object of uid owner, sorted by namespace then name (WIT list-controlled).
-	CacheListControlled(resource GVK, namespace, owner string) ([]string, error)
 	Apply(obj string, force bool) (string, error)
 	ApplyStatus(obj string, force bool) (string, error)
 	Create(obj string) (string, error)
@@ -97,8 +94,40 @@ type Host interface {
 	UpdateStatus(obj string) (string, error)
 	Patch(resource GVK, namespace, name string, patchType PatchType, body string) (string, error)
 	Delete(resource GVK, namespace, name string) error
+}
+
+// Host is the kubewasm host as the WIT contract offers it, with objects as JSON text and
+// failures as *Error. Inside a component it is the WIT imports; in unit tests it is
+// kubewasmtest.FakeHost. A controller never calls it directly: Context does.
+//
+// Its ClusterHost methods act in the cluster of the call's object (the cache and client
+// imports); InCluster's in a named one (the fleet import).
+type Host interface {
+	ClusterHost
+	// CacheListControlled is the cached objects of resource whose controller owner reference
+	// names the object of uid owner, sorted by namespace then name (WIT list-controlled);
+	// namespace "" for every namespace.
+	CacheListControlled(resource GVK, namespace, owner string) ([]string, error)
 	PublishEvent(event Event) error
 	Log(level LogLevel, message string, fields []LogField)
+	// Cluster is the member cluster the call's object lives in, "" for the host's own (WIT
+	// fleet.current).
+	Cluster() string
+	// Clusters are the member clusters engaged now that the plugin serves or reaches, sorted by
+	// name (WIT fleet.clusters).
+	Clusters() []Cluster
+	// InCluster is the cache reads and API writes in the named cluster, "" for the host's own
+	// (the WIT fleet functions). name is at most MaxCluster bytes (Context checks it).
+	InCluster(name string) ClusterHost
+}
+
+// Cluster is a member cluster the plugin serves or reaches, as Context.Clusters lists it.
+type Cluster struct {
+	// Name is the kubeconfig file's stem or the kubeconfig Secret's name (at most 253 bytes).
+	Name string
+	// Labels are the cluster's labels (the Secret's, or the kubeconfig context's
+	// kubewasm.io/labels extension): what Members selectors match.
+	Labels map[string]string
 }
 
 // Context is the host, as seen from one call: cache reads, API writes, Events and logs. Every
@@ -113,8 +142,18 @@ type Host interface {
 // json tags, a k8s.io/api type); a typed one without apiVersion or kind gets them from the kind
 // the manifest declares under its type's name (appsv1.Deployment: the declared Deployment of
 // version v1). Objects coming out are Objects (decode them with Into).
+//
+// A Context from InCluster reads and writes in a named cluster instead (contract 0.1.4).
 type Context struct {
-	host    Host
+	// host is the call's: its Events, logs and clusters.
+	host Host
+	// target is where reads and writes go: host itself, or host.InCluster(cluster).
+	target ClusterHost
+	// named is whether InCluster chose target.
+	named bool
+	// refused answers every read and write instead of target: the name InCluster was given is
+	// too long.
+	refused error
 	key     ObjectKey
 	retries int
 	// kinds give typed objects written without TypeMeta their apiVersion and kind.
@@ -123,7 +162,7 @@ type Context struct {
 
 // NewContext is a Context for a call about key. Harnesses make these; controllers get theirs.
 func NewContext(host Host, key ObjectKey, retries int) *Context {
-	return &Context{host: host, key: key, retries: retries}
+	return &Context{host: host, target: host, key: key, retries: retries}
 }
 
 // Key is the key being reconciled (zero in MapRelated).
@@ -131,6 +170,48 @@ func (c *Context) Key() ObjectKey { return c.key }
 
 // Retries is how many times in a row this key failed before this call.
 func (c *Context) Retries() int { return c.retries }
+
+// --- clusters (contract 0.1.4) ---
+
+// Cluster is the member cluster the call's object lives in, "" for the host's own cluster
+// (always, in a plugin that serves no member). A Context from InCluster answers the same.
+func (c *Context) Cluster() string { return c.host.Cluster() }
+
+// Clusters are the member clusters engaged now that the plugin serves or reaches
+// (Manifest.ServeMembers, ReachMembers), sorted by name; the host's own cluster is not listed.
+// Engaged is not reachable: a call there may still fail with code unavailable.
+func (c *Context) Clusters() []Cluster { return c.host.Clusters() }
+
+// InCluster is this Context with its reads and writes — Get, List, Apply, ApplyStatus, Create,
+// Update, UpdateStatus, Patch, Delete and what builds on them — in the named cluster, "" for the
+// host's own (which is not the call's cluster when the call's object lives in a member):
+//
+//	_, err := ctx.InCluster("eu-1").Apply(cm)
+//
+// The plugin acts there as its own identity: a member outside its clusters scope answers code
+// forbidden, one not engaged now (or not synced yet, or whose API server does not answer) code
+// unavailable. Events, logs, Key, Retries and Cluster stay the call's; ListControlled (and so
+// DeleteControlled) reads the call's cluster only and is refused in a named one. A name over
+// MaxCluster bytes fails each read and write with code invalid before the host is called.
+func (c *Context) InCluster(name string) *Context {
+	in := *c
+	in.named = true
+	in.refused = atMost("cluster", name, MaxCluster)
+	if in.refused == nil {
+		in.target = c.host.InCluster(name)
+	} else {
+		in.target = nil
+	}
+	return &in
+}
+
+// in is where reads and writes go, or why they may not.
+func (c *Context) in() (ClusterHost, error) {
+	if c.refused != nil {
+		return nil, c.refused
+	}
+	return c.target, nil
+}
 
 func parse(text string) (Object, error) {
 	obj, err := parseObject(text)
@@ -166,30 +247,37 @@ func dump(obj any, encode func(any) ([]byte, error), what string, limit int) (st
 // Get is an object from the cache (a copy). namespace is "" for cluster-scoped resources. A
 // missing object is an error of code not-found: test it with kubewasm.IsNotFound(err).
 func (c *Context) Get(gvk GVK, namespace, name string) (Object, error) {
-	if err := checkTarget(gvk, namespace, name); err != nil {
-		return nil, err
-	}
-	text, found, err := c.host.CacheGet(gvk, namespace, name)
+	text, err := c.getText(gvk, namespace, name)
 	if err != nil {
 		return nil, err
-	}
-	if !found {
-		return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf("%s %s not found", gvk, ObjectKey{namespace, name})}
 	}
 	return parse(text)
 }
 
-// GetInto reads an object from the cache into a typed value (e.g. a k8s.io/api type).
-func (c *Context) GetInto(gvk GVK, namespace, name string, into any) error {
-	if err := checkTarget(gvk, namespace, name); err != nil {
-		return err
-	}
-	text, found, err := c.host.CacheGet(gvk, namespace, name)
+// getText is the cached object's JSON text; a missing one is an error of code not-found.
+func (c *Context) getText(gvk GVK, namespace, name string) (string, error) {
+	target, err := c.in()
 	if err != nil {
-		return err
+		return "", err
+	}
+	if err := checkTarget(gvk, namespace, name); err != nil {
+		return "", err
+	}
+	text, found, err := target.CacheGet(gvk, namespace, name)
+	if err != nil {
+		return "", err
 	}
 	if !found {
-		return &Error{Code: CodeNotFound, Message: fmt.Sprintf("%s %s not found", gvk, ObjectKey{namespace, name})}
+		return "", &Error{Code: CodeNotFound, Message: fmt.Sprintf("%s %s not found", gvk, ObjectKey{namespace, name})}
+	}
+	return text, nil
+}
+
+// GetInto reads an object from the cache into a typed value (e.g. a k8s.io/api type).
+func (c *Context) GetInto(gvk GVK, namespace, name string, into any) error {
+	text, err := c.getText(gvk, namespace, name)
+	if err != nil {
+		return err
 	}
 	if err := json.Unmarshal([]byte(text), into); err != nil {
 		return &Error{Code: CodeInvalid, Message: err.Error()}
@@ -213,6 +301,10 @@ func MatchingLabels(selector string) ListOption {
 }
 
 func (c *Context) listText(gvk GVK, opts []ListOption) ([]string, error) {
+	target, err := c.in()
+	if err != nil {
+		return nil, err
+	}
 	var o listOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -226,7 +318,7 @@ func (c *Context) listText(gvk GVK, opts []ListOption) ([]string, error) {
 	if err := atMost("label selector", o.selector, MaxLabelSelector); err != nil {
 		return nil, err
 	}
-	return c.host.CacheList(gvk, o.namespace, o.selector)
+	return target.CacheList(gvk, o.namespace, o.selector)
 }
 
 // List is the objects of a resource from the cache, sorted by namespace then name.
@@ -269,6 +361,9 @@ func unmarshalAll[T any](texts []string, into *[]T) error {
 }
 
 func (c *Context) listControlledText(gvk GVK, owner string, opts []ListOption) ([]string, error) {
+	if c.named {
+		return nil, &Error{Code: CodeInvalid, Message: "ListControlled reads the call's own cluster only: list by label in another"}
+	}
 	var o listOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -293,7 +388,8 @@ func (c *Context) listControlledText(gvk GVK, owner string, opts []ListOption) (
 // ctx.ListControlled(deployments, parent.UID(), InNamespace(parent.Namespace())) — sorted by
 // namespace then name. InNamespace narrows it to one namespace (default: every readable one);
 // MatchingLabels is refused. Served from the host's index of controller owners, so it costs
-// the children's count, not the namespace's; refused and bounded as List is.
+// the children's count, not the namespace's; refused and bounded as List is. It reads the
+// call's cluster only: on a Context from InCluster it is refused (code invalid).
 func (c *Context) ListControlled(gvk GVK, owner string, opts ...ListOption) ([]Object, error) {
 	return parseAll(c.listControlledText(gvk, owner, opts))
 }
@@ -324,12 +420,17 @@ func applyForce(opts []ApplyOption) bool {
 	return force
 }
 
-func (c *Context) write(call func(string) (string, error), obj any) (Object, error) {
+// write sends obj's JSON text through call, a write of target.
+func (c *Context) write(call func(target ClusterHost, obj string) (string, error), obj any) (Object, error) {
+	target, err := c.in()
+	if err != nil {
+		return nil, err
+	}
 	text, err := dump(obj, c.kinds.encodeObject, "object", MaxObject)
 	if err != nil {
 		return nil, err
 	}
-	stored, err := call(text)
+	stored, err := call(target, text)
 	if err != nil {
 		return nil, err
 	}
@@ -341,27 +442,33 @@ func (c *Context) write(call func(string) (string, error), obj any) (Object, err
 // with NoForce such a clash fails with conflict. Returns the object as stored.
 func (c *Context) Apply(obj any, opts ...ApplyOption) (Object, error) {
 	force := applyForce(opts)
-	return c.write(func(t string) (string, error) { return c.host.Apply(t, force) }, obj)
+	return c.write(func(h ClusterHost, t string) (string, error) { return h.Apply(t, force) }, obj)
 }
 
 // ApplyStatus is a server-side apply of the status subresource (see Object.StatusObject).
 func (c *Context) ApplyStatus(obj any, opts ...ApplyOption) (Object, error) {
 	force := applyForce(opts)
-	return c.write(func(t string) (string, error) { return c.host.ApplyStatus(t, force) }, obj)
+	return c.write(func(h ClusterHost, t string) (string, error) { return h.ApplyStatus(t, force) }, obj)
 }
 
 // Create creates the object; already-exists if the name is taken.
-func (c *Context) Create(obj any) (Object, error) { return c.write(c.host.Create, obj) }
+func (c *Context) Create(obj any) (Object, error) { return c.write(ClusterHost.Create, obj) }
 
 // Update replaces the object; conflict if its metadata.resourceVersion is stale.
-func (c *Context) Update(obj any) (Object, error) { return c.write(c.host.Update, obj) }
+func (c *Context) Update(obj any) (Object, error) { return c.write(ClusterHost.Update, obj) }
 
 // UpdateStatus replaces the status; conflict if the resourceVersion is stale.
-func (c *Context) UpdateStatus(obj any) (Object, error) { return c.write(c.host.UpdateStatus, obj) }
+func (c *Context) UpdateStatus(obj any) (Object, error) {
+	return c.write(ClusterHost.UpdateStatus, obj)
+}
 
 // Patch patches an object. body is the patch: a map or struct (encoded as JSON), or a string
 // or []byte of JSON. Returns the object as stored.
 func (c *Context) Patch(gvk GVK, namespace, name string, patchType PatchType, body any) (Object, error) {
+	target, err := c.in()
+	if err != nil {
+		return nil, err
+	}
 	if err := checkTarget(gvk, namespace, name); err != nil {
 		return nil, err
 	}
@@ -372,7 +479,7 @@ func (c *Context) Patch(gvk GVK, namespace, name string, patchType PatchType, bo
 	if err != nil {
 		return nil, err
 	}
-	stored, err := c.host.Patch(gvk, namespace, name, patchType, text)
+	stored, err := target.Patch(gvk, namespace, name, patchType, text)
 	if err != nil {
 		return nil, err
 	}
@@ -381,10 +488,14 @@ func (c *Context) Patch(gvk GVK, namespace, name string, patchType PatchType, bo
 
 // Delete deletes an object (its dependents are garbage-collected); not-found if already gone.
 func (c *Context) Delete(gvk GVK, namespace, name string) error {
+	target, err := c.in()
+	if err != nil {
+		return err
+	}
 	if err := checkTarget(gvk, namespace, name); err != nil {
 		return err
 	}
-	return c.host.Delete(gvk, namespace, name)
+	return target.Delete(gvk, namespace, name)
 }
 
 // DeleteControlled deletes the objects of kinds that owner controls (in its namespace),

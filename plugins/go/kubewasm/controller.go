@@ -242,6 +242,10 @@ func (p *Plugin) Rules() []Rule { return p.spec.Rules }
 // metadata-only kinds.
 func (p *Plugin) MetadataOnly() []GVK { return p.spec.MetadataOnly }
 
+// ClusterScope is what the clusters export answers, right after Describe: the clusters the
+// manifest serves and reaches.
+func (p *Plugin) ClusterScope() ClusterScope { return p.spec.Clusters }
+
 // Method names a Plugin.Call: reconcile, finalize or released.
 type Method string
 

@@ -21,6 +21,8 @@ type recordingHost struct {
 	events  []Event
 	deleted []string
 	applied []string
+	// inCluster are the names InCluster was given; reads and writes there come here too.
+	inCluster []string
 }
 
 func (h *recordingHost) CacheGet(g GVK, ns, name string) (string, bool, error) {
@@ -60,6 +62,12 @@ func (h *recordingHost) Delete(g GVK, ns, name string) error {
 	return nil
 }
 func (h *recordingHost) PublishEvent(e Event) error { h.events = append(h.events, e); return nil }
+func (h *recordingHost) Cluster() string            { return "" }
+func (h *recordingHost) Clusters() []Cluster        { return nil }
+func (h *recordingHost) InCluster(name string) ClusterHost {
+	h.inCluster = append(h.inCluster, name)
+	return h
+}
 func (h *recordingHost) Log(level LogLevel, message string, fields []LogField) {
 	parts := []string{level.String(), message}
 	for _, f := range fields {
@@ -172,6 +180,31 @@ func TestTheViewsExportAnswersTheManifestsMetadataOnlyKinds(t *testing.T) {
 	}
 	if got := plain.MetadataOnly(); len(got) != 0 {
 		t.Errorf("none declared, every kind handed whole: %v", got)
+	}
+}
+
+// fleetController is testController serving the prod members too, and reaching every member.
+type fleetController struct{ testController }
+
+func (c *fleetController) Manifest() *Manifest {
+	return c.testController.Manifest().ServeLocal(false).ServeMembers(MembersMatching("env=prod")).ReachMembers(AllMembers())
+}
+
+func TestTheClustersExportAnswersTheManifestsScope(t *testing.T) {
+	p := NewPlugin(func(s settings) (*fleetController, error) { return &fleetController{testController{s: s}}, nil }, &recordingHost{})
+	if _, err := p.Describe("{}"); err != nil {
+		t.Fatal(err)
+	}
+	want := ClusterScope{ServeLocal: false, Serve: MembersMatching("env=prod"), Reach: AllMembers()}
+	if got := p.ClusterScope(); got != want {
+		t.Errorf("%+v", got)
+	}
+	plain := NewPlugin(newTestController, &recordingHost{})
+	if _, err := plain.Describe("{}"); err != nil {
+		t.Fatal(err)
+	}
+	if got := plain.ClusterScope(); got != (ClusterScope{ServeLocal: true}) {
+		t.Errorf("none declared, the host's own cluster only: %+v", got)
 	}
 }
 

@@ -106,6 +106,10 @@ func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
 // IsForbidden is errors.Is(err, ErrForbidden).
 func IsForbidden(err error) bool { return errors.Is(err, ErrForbidden) }
 
+// IsUnavailable is errors.Is(err, ErrUnavailable): the API server did not answer, or a member
+// cluster is not engaged (or not synced) now. Worth trying again later.
+func IsUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
 // IgnoreNotFound is nil for a not-found error and err otherwise, as in controller-runtime:
 // `if err := ctx.Delete(...); kubewasm.IgnoreNotFound(err) != nil { return ..., err }`.
 func IgnoreNotFound(err error) error {

@@ -24,6 +24,10 @@ func TestErrorsMatchTheirCodeWithErrorsIs(t *testing.T) {
 			t.Errorf("errors.As(%v) = %v", e, kw)
 		}
 	}
+	unavailable := fmt.Errorf("cluster eu: %w", NewError(CodeUnavailable, "not engaged"))
+	if !IsUnavailable(unavailable) || IsUnavailable(err) || IsForbidden(unavailable) {
+		t.Error("IsUnavailable")
+	}
 	if CodeOf(errors.New("plain")) != CodeOther {
 		t.Error("a plain error is code other")
 	}

@@ -8,6 +8,7 @@ package kubewasm
 import (
 	"github.com/kubewasm/kubewasm/plugins/go/internal/dispatch"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_access"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_clusters"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_composite"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_plugin"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
@@ -84,7 +85,7 @@ func nonNil(s []string) []string {
 
 var beforeDescribe = wit.Error{Code: uint8(CodeOther), Message: "the host called the plugin before describe"}
 
-// --- plugin, access, views: both kinds of plugin ---
+// --- plugin, access, views, clusters: both kinds of plugin ---
 
 func (c *exports) Describe(settings string) witTypes.Result[kubewasm_controller_plugin.Manifest, string] {
 	c.enter()
@@ -180,6 +181,31 @@ func (c *exports) MetadataOnly() []wit.Gvk {
 		return nil
 	}
 	return witGVKs(c.plugin.MetadataOnly())
+}
+
+func witMembers(m Members) kubewasm_controller_clusters.Members {
+	switch m.kind {
+	case membersAll:
+		return kubewasm_controller_clusters.MakeMembersAll()
+	case membersMatching:
+		return kubewasm_controller_clusters.MakeMembersMatching(m.selector)
+	}
+	return kubewasm_controller_clusters.MakeMembersNone()
+}
+
+func witScope(s ClusterScope) kubewasm_controller_clusters.ClusterScope {
+	return kubewasm_controller_clusters.ClusterScope{ServeLocal: s.ServeLocal, Serve: witMembers(s.Serve), Reach: witMembers(s.Reach)}
+}
+
+// Scope answers the clusters the plugin serves and reaches; before describe (the host never
+// asks then), what a plugin without the export gets: the host's own cluster only.
+func (c *exports) Scope() kubewasm_controller_clusters.ClusterScope {
+	c.enter()
+	defer c.leave()
+	if c.plugin == nil {
+		return witScope(ClusterScope{ServeLocal: true})
+	}
+	return witScope(c.plugin.ClusterScope())
 }
 
 // --- reconciler, release: a Controller's (a trap for a Composite's) ---

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_clusters"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_composite"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
 	wit "github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_types"
@@ -218,6 +219,7 @@ func TestEveryExportRunsInsideTheCollectorGuard(t *testing.T) {
 			func() { g.DescribeComposition() },
 			func() { g.Rules() },
 			func() { g.MetadataOnly() },
+			func() { g.Scope() },
 			func() { g.Customize(parentJSON("a")) },
 			func() { g.Sync(syncRequest("a")) },
 			func() { g.FinalizeComposite(syncRequest("a")) },
@@ -236,5 +238,38 @@ func TestEveryExportRunsInsideTheCollectorGuard(t *testing.T) {
 		if len(g.described) != 1 {
 			t.Errorf("described %d", len(g.described))
 		}
+	}
+}
+
+// members is what a WIT members value says, to compare.
+func members(m kubewasm_controller_clusters.Members) string {
+	switch m.Tag() {
+	case kubewasm_controller_clusters.Members_All:
+		return "all"
+	case kubewasm_controller_clusters.Members_Matching:
+		return "matching " + m.Matching()
+	}
+	return "none"
+}
+
+func TestTheClustersExportAnswersTheScope(t *testing.T) {
+	fresh := newGlue(func() *Plugin { return NewPlugin(newTestController, &recordingHost{}) })
+	for name, g := range map[string]*glue{"before describe": fresh, "without a scope": plainGlue(t)} {
+		if s := g.Scope(); !s.ServeLocal || members(s.Serve) != "none" || members(s.Reach) != "none" {
+			t.Errorf("%s: the host's own cluster only: %+v", name, s)
+		}
+	}
+	hub := newGlue(func() *Plugin {
+		return NewPlugin(func(s settings) (*fleetController, error) { return &fleetController{testController{s: s}}, nil }, &recordingHost{})
+	})
+	if r := hub.Describe("{}"); r.IsErr() {
+		t.Fatal(r.Err())
+	}
+	if s := hub.Scope(); s.ServeLocal || members(s.Serve) != "matching env=prod" || members(s.Reach) != "all" {
+		t.Errorf("%+v", s)
+	}
+	// A Composite answers its scope too (the default here).
+	if s := compositeGlue(t).Scope(); !s.ServeLocal || members(s.Serve) != "none" {
+		t.Errorf("composite: %+v", s)
 	}
 }

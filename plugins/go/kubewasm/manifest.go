@@ -88,6 +88,67 @@ type Rule struct {
 	ResourceNames []string
 }
 
+// Members is a choice of member clusters (contract 0.1.4): the clusters a host engages besides
+// its own, from kubeconfig files or Secrets, each with labels. NoMembers() (the zero value),
+// AllMembers() or MembersMatching(selector).
+type Members struct {
+	kind     membersKind
+	selector string
+}
+
+type membersKind uint8
+
+const (
+	membersNone membersKind = iota
+	membersAll
+	membersMatching
+)
+
+// NoMembers is no member cluster (the zero Members).
+func NoMembers() Members { return Members{} }
+
+// AllMembers is every engaged member cluster.
+func AllMembers() Members { return Members{kind: membersAll} }
+
+// MembersMatching is the engaged member clusters whose labels match a label selector, e.g.
+// "env=prod" or "env=prod,region in (eu,us)" (at most 4096 bytes; the host refuses an invalid
+// one at load, naming the field).
+func MembersMatching(selector string) Members {
+	return Members{kind: membersMatching, selector: selector}
+}
+
+// IsNone is whether m chooses no member.
+func (m Members) IsNone() bool { return m.kind == membersNone }
+
+// IsAll is whether m chooses every member.
+func (m Members) IsAll() bool { return m.kind == membersAll }
+
+// Selector is the label selector of MembersMatching, and whether m is one.
+func (m Members) Selector() (string, bool) { return m.selector, m.kind == membersMatching }
+
+func (m Members) String() string {
+	switch m.kind {
+	case membersAll:
+		return "all"
+	case membersMatching:
+		return fmt.Sprintf("matching(%q)", m.selector)
+	}
+	return "none"
+}
+
+// ClusterScope is which clusters a plugin serves and reaches: what the clusters export
+// answers (contract 0.1.4). A manifest that says nothing serves the host's own cluster only:
+// {ServeLocal: true, Serve: NoMembers(), Reach: NoMembers()}.
+type ClusterScope struct {
+	// ServeLocal is whether the plugin reconciles the primaries of the host's own cluster.
+	ServeLocal bool
+	// Serve are the member clusters whose primaries it reconciles too, each where it lives.
+	Serve Members
+	// Reach are the member clusters it only reads and writes in, through Context.InCluster
+	// (those it serves are reached too, and so is the host's own cluster, always).
+	Reach Members
+}
+
 // Limits are the limits the plugin asks for; zero takes the host's default (5 s; 64 MiB).
 type Limits struct {
 	// Deadline is the wall-clock time one call may take, host calls included (millisecond
@@ -98,7 +159,7 @@ type Limits struct {
 }
 
 // ManifestSpec is the plain data of a manifest, field for field the WIT manifest record, plus
-// Rules and MetadataOnly (the access and views exports' answers). Read it in tests
+// Rules, MetadataOnly and Clusters (the access, views and clusters exports' answers). Read it in tests
 // (kubewasmtest.Harness.Manifest).
 type ManifestSpec struct {
 	Name            string
@@ -119,6 +180,9 @@ type ManifestSpec struct {
 	// Composition is what the composite export's describe-composition answers: a declarative
 	// controller's child kinds and child selector (Child, ChildSelector). Nil for a Controller.
 	Composition *Composition
+	// Clusters is what the clusters export answers: the clusters the plugin serves and reaches
+	// (ServeLocal, ServeMembers, ReachMembers; by default the host's own cluster only).
+	Clusters ClusterScope
 }
 
 // Manifest says what a controller reconciles and what it needs. Start with NewManifest, then
@@ -147,7 +211,7 @@ type Manifest struct {
 // NewManifest is a manifest with one worker, the host's default limits and resync, and no
 // primary yet.
 func NewManifest(name, version string) *Manifest {
-	return &Manifest{spec: ManifestSpec{Name: name, Version: version, MaxConcurrency: 1}}
+	return &Manifest{spec: ManifestSpec{Name: name, Version: version, MaxConcurrency: 1, Clusters: ClusterScope{ServeLocal: true}}}
 }
 
 // Primary sets the reconciled resource.
@@ -208,6 +272,30 @@ func (m *Manifest) WatchesSelected(gvk GVK, mapping Mapping, labelSelector strin
 // the kind of a Watches entry; writes are unaffected.
 func (m *Manifest) MetadataOnly(gvk GVK) *Manifest {
 	m.spec.MetadataOnly = append(m.spec.MetadataOnly, gvk)
+	return m
+}
+
+// ServeMembers also reconciles the primaries of these member clusters (contract 0.1.4), each
+// where it lives: the reads, writes and Events of a call act in its object's cluster
+// (Context.Cluster names it). The plugin's identity needs the same RBAC in each.
+func (m *Manifest) ServeMembers(members Members) *Manifest {
+	m.spec.Clusters.Serve = members
+	return m
+}
+
+// ServeLocal says whether the plugin reconciles the primaries of the host's own cluster (it does
+// unless told otherwise here). A plugin must serve some cluster: ServeLocal(false) goes with
+// ServeMembers.
+func (m *Manifest) ServeLocal(serve bool) *Manifest {
+	m.spec.Clusters.ServeLocal = serve
+	return m
+}
+
+// ReachMembers lets the plugin read and write in these member clusters through
+// Context.InCluster, reconciling nothing there (contract 0.1.4): a hub writing into members.
+// When one is engaged, the host reconciles every primary once, so that it gets its objects.
+func (m *Manifest) ReachMembers(members Members) *Manifest {
+	m.spec.Clusters.Reach = members
 	return m
 }
 
@@ -309,6 +397,9 @@ func (m *Manifest) Spec() (ManifestSpec, error) {
 	}
 	if len(m.errs) > 0 {
 		return spec, fmt.Errorf("manifest: %s", m.errs[0])
+	}
+	if !spec.Clusters.ServeLocal && spec.Clusters.Serve.IsNone() {
+		return spec, fmt.Errorf("manifest: it serves no cluster: ServeLocal(false) needs ServeMembers(...)")
 	}
 	if spec.Limits.Deadline < 0 || spec.Limits.Deadline.Milliseconds() > math.MaxUint32 {
 		return spec, fmt.Errorf("manifest: deadline %s is out of range", spec.Limits.Deadline)

@@ -1,6 +1,7 @@
 package kubewasm
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestManifestBuilder(t *testing.T) {
 
 func TestManifestDefaultsAndChecks(t *testing.T) {
 	spec, err := NewManifest("a", "1").Primary(fooKind).Spec()
-	if err != nil || spec.MaxConcurrency != 1 || spec.Resync != nil || spec.Limits != (Limits{}) || len(spec.MetadataOnly) != 0 {
+	if err != nil || spec.MaxConcurrency != 1 || spec.Resync != nil || spec.Limits != (Limits{}) || len(spec.MetadataOnly) != 0 || spec.Clusters != (ClusterScope{ServeLocal: true}) {
 		t.Errorf("%+v %v", spec, err)
 	}
 	if _, err := NewManifest("a", "1").Spec(); err == nil || !strings.Contains(err.Error(), "primary") {
@@ -76,5 +77,32 @@ func TestOwnedSaysWhatMayBeDeleted(t *testing.T) {
 	owned := m.Owned()
 	if len(owned) != 2 || !owned[0].MayDelete || owned[1].MayDelete {
 		t.Errorf("%+v", owned)
+	}
+}
+
+func TestManifestClusterScope(t *testing.T) {
+	spec, err := NewManifest("a", "1").Primary(fooKind).ReachMembers(MembersMatching("env=prod")).Spec()
+	if err != nil || spec.Clusters != (ClusterScope{ServeLocal: true, Serve: NoMembers(), Reach: MembersMatching("env=prod")}) {
+		t.Errorf("a hub: %+v %v", spec.Clusters, err)
+	}
+	spec, err = NewManifest("a", "1").Primary(fooKind).ServeLocal(false).ServeMembers(AllMembers()).Spec()
+	if err != nil || spec.Clusters != (ClusterScope{ServeLocal: false, Serve: AllMembers(), Reach: NoMembers()}) {
+		t.Errorf("members only: %+v %v", spec.Clusters, err)
+	}
+	if _, err := NewManifest("a", "1").Primary(fooKind).ServeLocal(false).ReachMembers(AllMembers()).Spec(); err == nil || !strings.Contains(err.Error(), "serves no cluster") {
+		t.Errorf("serving nothing: %v", err)
+	}
+	// Members: the zero value is none; each says what it is.
+	if (Members{}) != NoMembers() || !NoMembers().IsNone() || !AllMembers().IsAll() || AllMembers().IsNone() {
+		t.Error("none and all")
+	}
+	if sel, ok := MembersMatching("env in (eu,us)").Selector(); !ok || sel != "env in (eu,us)" {
+		t.Errorf("%q %v", sel, ok)
+	}
+	if _, ok := AllMembers().Selector(); ok {
+		t.Error("all has no selector")
+	}
+	if got := fmt.Sprint(NoMembers(), AllMembers(), MembersMatching("env=prod")); got != `none all matching("env=prod")` {
+		t.Error(got)
 	}
 }

@@ -11,7 +11,8 @@
 // FakeHost stands in for the host: an in-memory object store serves the cache (of a kind the
 // manifest declares metadata-only, only the metadata, as the host hands it), writes change the
 // store (at once: the real cache catches up a moment later) and are recorded, Events and logs
-// are recorded, and errors can be injected (Fail). It is deliberately simple: server-side apply
+// are recorded, and errors can be injected (Fail). Member clusters (AddMember, WithMember) are
+// FakeHosts of their own, for Context.InCluster. It is deliberately simple: server-side apply
 // is a deep merge, and the manifest's permissions are not enforced (`kubewasm check` and the
 // real host do that; for table tests of the built component use `kubewasm test`).
 //
@@ -68,7 +69,14 @@ func keyOf(gvk kubewasm.GVK, namespace, name string) storeKey {
 	return storeKey{gvk.Group, gvk.Kind, namespace, name}
 }
 
-// FakeHost is an in-memory kubewasm.Host for unit tests.
+// FakeHost is an in-memory kubewasm.Host for unit tests: the host's own cluster, with member
+// clusters (AddMember) that are FakeHosts too, each with its own store and recorded writes.
+//
+// Context.InCluster(name) reads and writes in the member of that name (in the host's own
+// cluster for ""). A member that was never added (or was removed) answers every call with code
+// unavailable, one outside Scope with code forbidden, as the host does; Fail on a member injects
+// errors there (e.g. unavailable, for a member whose API server does not answer). Events and
+// logs stay with the FakeHost of the call.
 type FakeHost struct {
 	// Calls are the writes, in order (including failed ones).
 	Calls []Call
@@ -83,6 +91,19 @@ type FakeHost struct {
 	// ending with it, as the host refuses them during a declarative controller's Customize, Sync
 	// and Finalize (CompositeHarness sets it for those calls). Refused writes are recorded.
 	CacheOnly string
+	// Scope is the clusters the plugin serves and reaches (Harness sets the manifest's; the
+	// host's own cluster's holds for its members): Clusters lists the members within it, and
+	// InCluster refuses a member outside it with code forbidden, as the host does. Nil: every
+	// member is within reach.
+	Scope *kubewasm.ClusterScope
+	// Labels are a member cluster's labels (AddMember sets them), which Scope's selectors match.
+	Labels map[string]string
+
+	// name is a member's name ("" for the host's own cluster), home the host's own cluster (nil
+	// for it), members its members by name.
+	name    string
+	home    *FakeHost
+	members map[string]*FakeHost
 
 	objects  map[storeKey]kubewasm.Object
 	failures map[string][]error
@@ -144,6 +165,116 @@ func (h *FakeHost) Objects(gvk kubewasm.GVK) []kubewasm.Object {
 	return out
 }
 
+// --- member clusters (contract 0.1.4) ---
+
+// AddMember engages a member cluster of this name and labels whose cache holds objects, and
+// returns it (a FakeHost: add objects, Fail, and read its Calls and store there). A member of
+// the same name is replaced by a new, empty one.
+func (h *FakeHost) AddMember(name string, labels map[string]string, objects ...kubewasm.Object) *FakeHost {
+	if name == "" {
+		panic(`kubewasmtest: a member cluster needs a name ("" is the host's own cluster)`)
+	}
+	own := h.own()
+	member := NewFakeHost(objects...)
+	member.name, member.home, member.Labels = name, own, maps.Clone(labels)
+	if own.members == nil {
+		own.members = map[string]*FakeHost{}
+	}
+	own.members[name] = member
+	return member
+}
+
+// Member is the member cluster of this name, nil if none is engaged.
+func (h *FakeHost) Member(name string) *FakeHost { return h.own().members[name] }
+
+// RemoveMember disengages the member cluster of this name: calls there answer code unavailable.
+func (h *FakeHost) RemoveMember(name string) { delete(h.own().members, name) }
+
+// own is the host's own cluster.
+func (h *FakeHost) own() *FakeHost {
+	if h.home != nil {
+		return h.home
+	}
+	return h
+}
+
+// reaches is whether the plugin serves or reaches member (Scope).
+func (h *FakeHost) reaches(member *FakeHost) bool {
+	scope := h.own().Scope
+	return scope == nil || includes(scope.Serve, member.Labels) || includes(scope.Reach, member.Labels)
+}
+
+func includes(members kubewasm.Members, labels map[string]string) bool {
+	if members.IsAll() {
+		return true
+	}
+	selector, ok := members.Selector()
+	if !ok {
+		return false
+	}
+	matches, err := MatchLabels(labels, selector)
+	return err == nil && matches
+}
+
+// Cluster is the member cluster this FakeHost is, "" for the host's own.
+func (h *FakeHost) Cluster() string { return h.name }
+
+// Clusters are the members engaged within Scope, sorted by name.
+func (h *FakeHost) Clusters() []kubewasm.Cluster {
+	own := h.own()
+	out := []kubewasm.Cluster{}
+	for _, name := range slices.Sorted(maps.Keys(own.members)) {
+		member := own.members[name]
+		if !own.reaches(member) {
+			continue
+		}
+		labels := maps.Clone(member.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		out = append(out, kubewasm.Cluster{Name: name, Labels: labels})
+	}
+	return out
+}
+
+// InCluster is the named cluster: this FakeHost for its own name, the host's own cluster for "",
+// a member, or a cluster that answers every call with code unavailable (not engaged) or
+// forbidden (outside Scope), with the host's messages.
+func (h *FakeHost) InCluster(name string) kubewasm.ClusterHost {
+	own := h.own()
+	switch {
+	case name == h.name:
+		return h
+	case name == "":
+		return own
+	}
+	member, ok := own.members[name]
+	if !ok {
+		return unreached{errorf(kubewasm.CodeUnavailable, "cluster %q is not engaged by this host now", name)}
+	}
+	if !own.reaches(member) {
+		return unreached{errorf(kubewasm.CodeForbidden, "cluster %q is not within the plugin's clusters (its `clusters` scope)", name)}
+	}
+	return member
+}
+
+// unreached is a cluster every call into fails with err.
+type unreached struct{ err error }
+
+func (u unreached) CacheGet(kubewasm.GVK, string, string) (string, bool, error) {
+	return "", false, u.err
+}
+func (u unreached) CacheList(kubewasm.GVK, string, string) ([]string, error) { return nil, u.err }
+func (u unreached) Apply(string, bool) (string, error)                       { return "", u.err }
+func (u unreached) ApplyStatus(string, bool) (string, error)                 { return "", u.err }
+func (u unreached) Create(string) (string, error)                            { return "", u.err }
+func (u unreached) Update(string) (string, error)                            { return "", u.err }
+func (u unreached) UpdateStatus(string) (string, error)                      { return "", u.err }
+func (u unreached) Patch(kubewasm.GVK, string, string, kubewasm.PatchType, string) (string, error) {
+	return "", u.err
+}
+func (u unreached) Delete(kubewasm.GVK, string, string) error { return u.err }
+
 // --- what happened ---
 
 // Writes are the recorded writes of one op ("" for all).
@@ -171,14 +302,19 @@ func (h *FakeHost) sent(op string) []kubewasm.Object {
 	return out
 }
 
-// Reset forgets the recorded calls, Events and logs (the store stays).
-func (h *FakeHost) Reset() { h.Calls, h.Events, h.Logs = nil, nil, nil }
+// Reset forgets the recorded calls, Events and logs, its members' too (the stores stay).
+func (h *FakeHost) Reset() {
+	h.Calls, h.Events, h.Logs = nil, nil, nil
+	for _, member := range h.members {
+		member.Reset()
+	}
+}
 
 // Handed is obj as the host hands it to the plugin (cache reads, MapRelated): of a kind in
-// MetadataOnly, only its apiVersion, kind and metadata (without managedFields). Not a copy: it
-// shares obj's values.
+// MetadataOnly (the host's own cluster's, in a member too), only its apiVersion, kind and
+// metadata (without managedFields). Not a copy: it shares obj's values.
 func (h *FakeHost) Handed(gvk kubewasm.GVK, obj kubewasm.Object) kubewasm.Object {
-	if !slices.Contains(h.MetadataOnly, gvk) {
+	if !slices.Contains(h.own().MetadataOnly, gvk) {
 		return obj
 	}
 	head := kubewasm.Object{}
@@ -202,12 +338,14 @@ func (h *FakeHost) uid() string { h.nextUID++; return fmt.Sprintf("uid-%d", h.ne
 
 func (h *FakeHost) version() string { h.nextRV++; return strconv.Itoa(h.nextRV - 1) }
 
-// refuse is the forbidden error of a write or Event while CacheOnly is set, as the host words it.
+// refuse is the forbidden error of a write or Event while CacheOnly is set (on the host's own
+// cluster: it holds in every member), as the host words it.
 func (h *FakeHost) refuse(what string) error {
-	if h.CacheOnly == "" {
+	cacheOnly := h.own().CacheOnly
+	if cacheOnly == "" {
 		return nil
 	}
-	return errorf(kubewasm.CodeForbidden, "%s refused: %s", what, h.CacheOnly)
+	return errorf(kubewasm.CodeForbidden, "%s refused: %s", what, cacheOnly)
 }
 
 // refuseWrite is refuse of a write with the verb the host checks it as.

@@ -18,18 +18,26 @@ type Harness struct {
 	Host *FakeHost
 	// Plugin runs the controller (kubewasm.Plugin, as in the component).
 	Plugin *kubewasm.Plugin
-	// Manifest is what the controller describes to the host; Manifest.Rules and
-	// Manifest.MetadataOnly what its access and views exports answer (the host then hands those
-	// kinds as metadata: FakeHost.Handed).
+	// Manifest is what the controller describes to the host; Manifest.Rules,
+	// Manifest.MetadataOnly and Manifest.Clusters what its access, views and clusters exports
+	// answer (the host then hands those kinds as metadata: FakeHost.Handed; and reaches those
+	// members: FakeHost.Scope).
 	Manifest kubewasm.ManifestSpec
 }
 
-// Option sets up a Harness: WithSettings, WithObjects.
+// Option sets up a Harness: WithSettings, WithObjects, WithMember.
 type Option func(*options)
 
 type options struct {
 	settings string
 	objects  []kubewasm.Object
+	members  []member
+}
+
+type member struct {
+	name    string
+	labels  map[string]string
+	objects []kubewasm.Object
 }
 
 // WithSettings gives the controller settings, as NAME.toml would: JSON text (a string or
@@ -56,6 +64,13 @@ func WithObjects(objects ...kubewasm.Object) Option {
 	return func(o *options) { o.objects = append(o.objects, objects...) }
 }
 
+// WithMember engages a member cluster of the fake host (FakeHost.AddMember): its name, its
+// labels (what the manifest's ServeMembers and ReachMembers selectors match) and the objects its
+// cache holds.
+func WithMember(name string, labels map[string]string, objects ...kubewasm.Object) Option {
+	return func(o *options) { o.members = append(o.members, member{name, labels, objects}) }
+}
+
 // Describe builds the controller as the host would (the constructor given the settings, then
 // Manifest); the error is the refusal the host would report.
 func Describe[S any, C kubewasm.Controller](newController func(S) (C, error), opts ...Option) (*Harness, error) {
@@ -72,12 +87,17 @@ func describe(newPlugin func(kubewasm.Host) *kubewasm.Plugin, opts []Option) (*F
 		opt(&o)
 	}
 	host := NewFakeHost(o.objects...)
+	for _, m := range o.members {
+		host.AddMember(m.name, m.labels, m.objects...)
+	}
 	plugin := newPlugin(host)
 	manifest, err := plugin.Describe(o.settings)
 	if err != nil {
 		return nil, nil, kubewasm.ManifestSpec{}, err
 	}
 	host.MetadataOnly = slices.Clone(manifest.MetadataOnly)
+	scope := manifest.Clusters
+	host.Scope = &scope
 	return host, plugin, manifest, nil
 }
 

@@ -12,6 +12,8 @@ import { Invalid } from './errors.js';
 /** `metadata.name` of keys and refs, and `name` arguments. */
 export const MAX_NAME = 253;
 export const MAX_NAMESPACE = 63;
+/** A member cluster's name (`ctx.inCluster`). */
+export const MAX_CLUSTER = 253;
 export const MAX_GROUP = 253;
 export const MAX_VERSION = 63;
 export const MAX_KIND = 63;

@@ -1,11 +1,11 @@
 // The component glue: the WIT imports as a host, and the `plugin`, `reconciler`, `access`,
-// `release`, `views` and `composite` exports componentize-js wires to the world's exported
-// interfaces. Bundled only into components (the `kubewasm:controller/*` modules exist only
+// `release`, `views`, `composite` and `clusters` exports componentize-js wires to the world's
+// exported interfaces. Bundled only into components (the `kubewasm:controller/*` modules exist only
 // there); `kubewasm-js build` generates the entry:
 //
 //   import * as app from './app.js';
 //   import { exportsFor } from '@kubewasm/sdk/guest';
-//   export const { plugin, reconciler, access, release, views, composite } = exportsFor(app);
+//   export const { plugin, reconciler, access, release, views, composite, clusters } = exportsFor(app);
 //
 // Every plugin exports all of them (one set of bindings serves both kinds of plugin): a plain
 // controller answers `describe-composition` with none and the host calls its `reconciler`; a
@@ -19,10 +19,11 @@
 // controller's answer) is thrown as a plain `{ code, message }`, and anything else (a bug) as
 // an `err` that cannot be lowered, which aborts the instance: a trap, as in every SDK.
 
-import { get, listControlled, listObjects } from 'kubewasm:controller/cache@0.1.3';
-import * as client from 'kubewasm:controller/client@0.1.3';
-import { publish } from 'kubewasm:controller/events@0.1.3';
-import { emit } from 'kubewasm:controller/log@0.1.3';
+import { get, listControlled, listObjects } from 'kubewasm:controller/cache@0.1.4';
+import * as client from 'kubewasm:controller/client@0.1.4';
+import { publish } from 'kubewasm:controller/events@0.1.4';
+import * as fleet from 'kubewasm:controller/fleet@0.1.4';
+import { emit } from 'kubewasm:controller/log@0.1.4';
 
 import { cut } from './bounds.js';
 import { MAX_REQUEUE_MS } from './core.js';
@@ -53,6 +54,17 @@ export const wasmHost = {
   delete: (resource, namespace, name) => call(client.delete, resource, namespace, name),
   publishEvent: (event) => call(publish, event),
   log: (level, message, fields) => emit(level, message, fields),
+  currentCluster: () => fleet.current(),
+  clusters: () => fleet.clusters(),
+  fleetGet: (cluster, resource, namespace, name) => call(fleet.get, cluster, resource, namespace, name),
+  fleetList: (cluster, resource, namespace, labelSelector) => call(fleet.listObjects, cluster, resource, namespace, labelSelector),
+  fleetApply: (cluster, obj, force) => call(fleet.apply, cluster, obj, force),
+  fleetApplyStatus: (cluster, obj, force) => call(fleet.applyStatus, cluster, obj, force),
+  fleetCreate: (cluster, obj) => call(fleet.create, cluster, obj),
+  fleetUpdate: (cluster, obj) => call(fleet.update, cluster, obj),
+  fleetUpdateStatus: (cluster, obj) => call(fleet.updateStatus, cluster, obj),
+  fleetPatch: (cluster, resource, namespace, name, patchType, body) => call(fleet.patch, cluster, resource, namespace, name, patchType, body),
+  fleetDelete: (cluster, resource, namespace, name) => call(fleet.delete, cluster, resource, namespace, name),
 };
 
 function witManifest(spec) {
@@ -159,5 +171,7 @@ export function exportsFor(mod, host = wasmHost) {
       sync: (request) => answer(() => witSyncResponse(runner.sync('sync', request))),
       finalize: (request) => answer(() => witSyncResponse(runner.sync('finalize', request))),
     },
+    // The scope is already in the WIT `cluster-scope` shape.
+    clusters: { scope: () => runner.scope() },
   };
 }

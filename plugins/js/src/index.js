@@ -16,6 +16,10 @@
 // A declarative controller extends `Composite` instead (`sync(request, ctx)` answers a parent's
 // children and status; the host writes them): see composite.js.
 //
+// A plugin may serve or reach member clusters besides the host's own (contract 0.1.4):
+// `manifest.serveMembers(Members.all)`, `.reachMembers(Members.matching('env=prod'))`, then
+// `ctx.cluster()`, `ctx.clusters()` and `ctx.inCluster(name)` to read and write in one.
+//
 // Nothing here imports the WIT bindings: only `@kubewasm/sdk/guest`, which the build's generated
 // entry module bundles, does. So the SDK and controllers run under plain Node for unit tests
 // (`@kubewasm/sdk/testing`).
@@ -45,4 +49,4 @@ export {
   sameGvk,
 } from './core.js';
 export { AlreadyExists, Conflict, Forbidden, Invalid, KubewasmError, NotFound, Other, SettingsError, Unavailable } from './errors.js';
-export { Manifest, Mapping } from './manifest.js';
+export { Manifest, Mapping, Members } from './manifest.js';

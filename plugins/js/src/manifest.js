@@ -7,11 +7,16 @@
 //     .statusPermission(FOO, ['patch'])
 //     .maxConcurrency(2)
 //
+// A hub that writes into member clusters (contract 0.1.4) says which it reaches:
+//
+//   new Manifest('fleet-propagation', '0.1.0').primary(kinds.CONFIG_MAP).reachMembers(Members.matching('env=prod'))
+//
 // Each builder method returns the manifest, so calls chain. What was built is in `.spec`, shaped
 // like the WIT `manifest` record (memoryBytes as a number; the glue makes it the u64 BigInt the
 // WIT wants) plus `rules`, the `access` export's answer, `metadataOnly`, the `views` export's,
-// and `composition`, a declarative plugin's `composite.describe-composition` answer (`.child()`,
-// `.childSelector()`); what the plugin describes to the host is `.forHost()`.
+// `composition`, a declarative plugin's `composite.describe-composition` answer (`.child()`,
+// `.childSelector()`), and `scope`, the `clusters` export's (`.serveMembers()`, `.serveLocal()`,
+// `.reachMembers()`); what the plugin describes to the host is `.forHost()`.
 //
 // Everything declared is what the plugin's identity needs: the host refuses to start a plugin
 // whose ServiceAccount RBAC does not grant it, and `kubewasm rbac` prints Roles that do.
@@ -28,6 +33,37 @@ export const Mapping = Object.freeze({
   /** The controller's `mapRelated` decides. */
   mapRelated: () => ({ tag: 'map-related' }),
 });
+
+/**
+ * A choice of member clusters (contract 0.1.4; the WIT `clusters.members` variant): the clusters
+ * a host engages besides its own. `Members.none`, `Members.all` (every engaged member) or
+ * `Members.matching('env=prod,region in (eu,us)')` (the members whose labels match a Kubernetes
+ * label selector, at most 4096 bytes; the host refuses the plugin for an invalid one, naming the
+ * field).
+ */
+export const Members = Object.freeze({
+  none: Object.freeze({ tag: 'none' }),
+  all: Object.freeze({ tag: 'all' }),
+  /** The engaged members whose labels match this label selector. */
+  matching(selector) {
+    if (typeof selector !== 'string') throw new TypeError(`a member selector is a label selector string, not ${describe(selector)}`);
+    return Object.freeze({ tag: 'matching', val: selector });
+  },
+});
+
+function describe(value) {
+  return Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value === 'object' ? JSON.stringify(value) : typeof value;
+}
+
+/** A `Members` value, checked: the builder's argument is what the WIT variant gets. */
+function members(value) {
+  const ok = value?.tag === 'none' || value?.tag === 'all' || (value?.tag === 'matching' && typeof value.val === 'string');
+  if (!ok) throw new TypeError(`expected Members.none, Members.all or Members.matching(selector), not ${describe(value)}`);
+  return value;
+}
+
+/** What the `clusters` export answers for a plugin that says nothing: the host's own cluster only. */
+export const DEFAULT_SCOPE = Object.freeze({ serveLocal: true, serve: Members.none, reach: Members.none });
 
 /** The verbs a rule may name: RBAC's, without "*". */
 const RBAC_VERBS = [...Verb.values, 'deletecollection', 'bind', 'escalate', 'impersonate', 'approve', 'sign', 'use'];
@@ -73,6 +109,7 @@ export class Manifest {
       permissions: [],
       rules: [],
       composition: { children: [], selector: ChildSelector.GENERATED },
+      scope: { ...DEFAULT_SCOPE },
     };
   }
 
@@ -136,6 +173,32 @@ export class Manifest {
    */
   metadataOnly(resource) {
     this.spec.metadataOnly.push(resource);
+    return this;
+  }
+
+  /**
+   * Also reconciles the primaries of these member clusters, each where it lives: the reads,
+   * writes and Events of a call act in its object's cluster (`ctx.cluster()` names it). The
+   * plugin's identity needs the same RBAC in each.
+   */
+  serveMembers(value) {
+    this.spec.scope.serve = members(value);
+    return this;
+  }
+
+  /** Whether it reconciles the primaries of the host's own cluster (yes, unless said here). */
+  serveLocal(serve) {
+    this.spec.scope.serveLocal = Boolean(serve);
+    return this;
+  }
+
+  /**
+   * Reads and writes in these member clusters through `ctx.inCluster(name)`, reconciling nothing
+   * there: a hub writing into members. When one is engaged, every primary is reconciled once (so
+   * that the hub writes into the new member).
+   */
+  reachMembers(value) {
+    this.spec.scope.reach = members(value);
     return this;
   }
 

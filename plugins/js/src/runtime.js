@@ -8,6 +8,7 @@ import { Context } from './context.js';
 import { Controller } from './controller.js';
 import { Action, DONE, objectKey } from './core.js';
 import { Invalid, KubewasmError, Other, SettingsError } from './errors.js';
+import { DEFAULT_SCOPE } from './manifest.js';
 
 /** `describe` refuses to load the plugin; the message says why. */
 export class Refused extends Error {
@@ -166,6 +167,15 @@ export class Runner {
   /** What the `views` export answers, right after `describe`: the manifest's metadata-only kinds. */
   metadataOnly() {
     return this.manifest?.metadataOnly ?? [];
+  }
+
+  /**
+   * What the `clusters` export answers, right after `describe`: the clusters the plugin serves
+   * and reaches, the WIT `cluster-scope` (the host's own cluster only, unless the manifest says
+   * more).
+   */
+  scope() {
+    return this.manifest?.scope ?? DEFAULT_SCOPE;
   }
 
   /**

@@ -20,11 +20,22 @@
 // While its `customize`, `sync` or `finalize` runs, the fake host refuses every client and events
 // call with `Forbidden`, as the host does. What the host then does with the answer (claim, apply,
 // prune, write the status) is the host's and is not simulated.
+//
+// Member clusters (contract 0.1.4) are fake hosts of their own, engaged with `addMember`: each has
+// its own store, recorded writes, events and injected failures. `ctx.inCluster(name)` reaches
+// them as the host does (a member outside the manifest's `clusters` scope throws `Forbidden`, one
+// not engaged `Unavailable`), and `h.reconcile(obj, { cluster: 'eu' })` runs a call for an object
+// of a member the plugin serves:
+//
+//   const h = new Harness(Propagation, { objects: [source] });
+//   const eu = h.host.addMember('eu', { labels: { env: 'prod' } });
+//   h.reconcile(source);
+//   assert.equal(eu.applied()[0].metadata.name, 'config');
 
 import { gvkOf, gvkString, keyString, objectKey, sameGvk } from './core.js';
-import { AlreadyExists, Conflict, Forbidden, Invalid, NotFound } from './errors.js';
+import { AlreadyExists, Conflict, Forbidden, Invalid, NotFound, Unavailable } from './errors.js';
 import { isControlledBy } from './objects.js';
-import { findController, Runner } from './runtime.js';
+import { findController, Refused, Runner } from './runtime.js';
 
 /** Why the host refuses writes and Events during a declarative call (host/src/runtime/mod.rs). */
 export const COMPOSING =
@@ -248,12 +259,29 @@ export function matchLabels(labels, selector) {
   return parseSelector(selector).every((r) => satisfies(labels, r));
 }
 
+/** Whether a choice of members (the WIT `members` variant) takes a member with these labels. */
+function chooses(members, labels) {
+  if (members?.tag === 'all') return true;
+  if (members?.tag === 'matching') return matchLabels(labels, members.val);
+  return false;
+}
+
 /**
  * An in-memory host for unit tests: a store of objects, recorded writes (`calls`), `events` and
- * `logs`, and errors to inject (`fail`).
+ * `logs`, and errors to inject (`fail`); and member clusters, each a `FakeHost` of its own
+ * (`addMember`).
+ *
+ * The `fleet` calls (`ctx.inCluster(name)`) act in the named member (undefined: this host's own
+ * cluster) with the member's own store, records and failures, and refuse as the host does: a
+ * member not engaged (never added, or removed) throws `Unavailable` ('cluster "eu" is not engaged
+ * by this host now'), one outside `scope` `Forbidden` ('cluster "eu" is not within the plugin's
+ * clusters (its `clusters` scope)').
  */
 export class FakeHost {
-  constructor(objects = []) {
+  /** The host that engaged this member (undefined for the host itself): its metadata-only kinds and cache-only rule hold here too. */
+  #hub;
+
+  constructor(objects = [], { labels = {} } = {}) {
     this.objects = new Map();
     /** The kinds the plugin reads metadata-only (`Harness` sets the manifest's): see `handed`. */
     this.metadataOnly = [];
@@ -271,7 +299,56 @@ export class FakeHost {
     this.cacheOnly = undefined;
     this.nextUid = 1;
     this.nextVersion = 1;
+    /** Member clusters (contract 0.1.4), by name: each a fake host of its own. */
+    this.members = new Map();
+    /** A member's labels (what the host's cluster listing and member selectors see). */
+    this.labels = { ...labels };
+    /**
+     * The plugin's clusters, the WIT `cluster-scope` (`Harness` sets the manifest's): the members
+     * `clusters()` lists and the fleet calls reach. Undefined: every engaged member.
+     */
+    this.scope = undefined;
+    /** The cluster of the call's object, what `fleet.current` answers: undefined for this host's own (`Harness` sets it during a call in a member). */
+    this.current = undefined;
     this.add(...objects);
+  }
+
+  /**
+   * Engages a member cluster (replacing one of the same name) with these labels and objects;
+   * returns its fake host, to add objects to, inject failures into (`fail`) and assert on
+   * (`applied()`, `writes()`, `events`).
+   */
+  addMember(name, { labels = {}, objects = [] } = {}) {
+    const member = new FakeHost(objects, { labels });
+    member.#hub = this;
+    this.members.set(name, member);
+    return member;
+  }
+
+  /** The fake host of an engaged member cluster. */
+  member(name) {
+    const member = this.members.get(name);
+    if (member === undefined) throw new Error(`no member cluster ${JSON.stringify(name)} in the fake host (add it with addMember)`);
+    return member;
+  }
+
+  /** Disengages a member cluster: calls naming it throw `Unavailable` from now on. */
+  removeMember(name) {
+    this.members.delete(name);
+  }
+
+  /** Whether the plugin's `scope` takes the engaged member `name` (serves or reaches it); every engaged member without a scope. */
+  reaches(name) {
+    const member = this.members.get(name);
+    if (member === undefined) return false;
+    return this.scope === undefined || chooses(this.scope.serve, member.labels) || chooses(this.scope.reach, member.labels);
+  }
+
+  /** Whether the plugin's `scope` serves the engaged member `name` (reconciles its primaries); every engaged member without a scope. */
+  serves(name) {
+    const member = this.members.get(name);
+    if (member === undefined) return false;
+    return this.scope === undefined || chooses(this.scope.serve, member.labels);
   }
 
   // --- setting up ---
@@ -308,7 +385,8 @@ export class FakeHost {
    * copy: it shares `obj`'s values.
    */
   handed(resource, obj) {
-    return this.metadataOnly.some((g) => sameGvk(g, resource)) ? metadataOf(obj) : obj;
+    const kinds = this.#hub === undefined ? this.metadataOnly : [...this.metadataOnly, ...this.#hub.metadataOnly];
+    return kinds.some((g) => sameGvk(g, resource)) ? metadataOf(obj) : obj;
   }
 
   // --- what happened ---
@@ -340,7 +418,8 @@ export class FakeHost {
 
   /** Refuses `what` while only cache reads are allowed (`cacheOnly`). */
   #refuse(what) {
-    if (this.cacheOnly !== undefined) throw new Forbidden(`${what} refused: ${this.cacheOnly}`);
+    const rule = this.cacheOnly ?? this.#hub?.cacheOnly;
+    if (rule !== undefined) throw new Forbidden(`${what} refused: ${rule}`);
   }
 
   #maybeFail(op) {
@@ -522,6 +601,101 @@ export class FakeHost {
   log(level, message, fields) {
     this.logs.push({ level, message, fields: Object.fromEntries(fields.map((f) => [f.key, f.value])) });
   }
+
+  // --- the fleet (contract 0.1.4) ---
+
+  currentCluster() {
+    return this.current;
+  }
+
+  clusters() {
+    return [...this.members.keys()]
+      .sort()
+      .filter((name) => this.reaches(name))
+      .map((name) => ({ name, labels: Object.entries(this.members.get(name).labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)) }));
+  }
+
+  /** The fake host of the cluster a fleet call names, or the host's refusal. */
+  #target(cluster) {
+    if (cluster === undefined || cluster === null) return this;
+    if (cluster === this.current && this.members.has(cluster)) return this.members.get(cluster);
+    const named = `cluster ${JSON.stringify(cluster)}`;
+    if (!this.members.has(cluster)) throw new Unavailable(`${named} is not engaged by this host now`);
+    if (!this.reaches(cluster)) throw new Forbidden(`${named} is not within the plugin's clusters (its \`clusters\` scope)`);
+    return this.members.get(cluster);
+  }
+
+  fleetGet(cluster, resource, namespace, name) {
+    return this.#target(cluster).cacheGet(resource, namespace, name);
+  }
+
+  fleetList(cluster, resource, namespace, labelSelector) {
+    return this.#target(cluster).cacheList(resource, namespace, labelSelector);
+  }
+
+  fleetApply(cluster, text, force) {
+    return this.#target(cluster).apply(text, force);
+  }
+
+  fleetApplyStatus(cluster, text, force) {
+    return this.#target(cluster).applyStatus(text, force);
+  }
+
+  fleetCreate(cluster, text) {
+    return this.#target(cluster).create(text);
+  }
+
+  fleetUpdate(cluster, text) {
+    return this.#target(cluster).update(text);
+  }
+
+  fleetUpdateStatus(cluster, text) {
+    return this.#target(cluster).updateStatus(text);
+  }
+
+  fleetPatch(cluster, resource, namespace, name, patchType, body) {
+    return this.#target(cluster).patch(resource, namespace, name, patchType, body);
+  }
+
+  fleetDelete(cluster, resource, namespace, name) {
+    return this.#target(cluster).delete(resource, namespace, name);
+  }
+}
+
+/**
+ * The scope, its member selectors parsed as the host parses them: one that does not parse refuses
+ * the plugin (`Refused`), naming the field, as the host does.
+ */
+function checked(scope) {
+  for (const [field, members] of [
+    ['clusters.serve', scope.serve],
+    ['clusters.reach', scope.reach],
+  ]) {
+    if (members?.tag !== 'matching') continue;
+    try {
+      parseSelector(members.val);
+    } catch (e) {
+      throw new Refused(`manifest field \`${field}\`: ${e.message}`);
+    }
+  }
+  return scope;
+}
+
+/** Calls of the host a call for an object of a member sees that are the host's, not the member's. */
+const HUB_CALLS = new Set(['currentCluster', 'clusters', 'log']);
+
+/**
+ * The host as a call for an object of a member cluster sees it: `cache`, `client` and `events` act
+ * in the member, the fleet calls and the log are the host's.
+ */
+function served(hub, member) {
+  return new Proxy(member, {
+    get(target, prop) {
+      const from = typeof prop === 'string' && (prop.startsWith('fleet') || HUB_CALLS.has(prop)) ? hub : target;
+      const value = from[prop];
+      return typeof value === 'function' ? value.bind(from) : value;
+    },
+  });
 }
 
 const sameKind = (a, b) => a.group === b.group && a.kind === b.kind;
@@ -541,10 +715,12 @@ export class Harness {
     /**
      * The manifest spec the controller described to the host; `rules` is what its `access` export
      * answers, `metadataOnly` what its `views` export answers (the host then hands those kinds as
-     * metadata: `FakeHost.handed`).
+     * metadata: `FakeHost.handed`), `scope` what its `clusters` export answers.
      */
     this.manifest = this.runner.describe(JSON.stringify(settings));
     this.host.metadataOnly = [...this.manifest.metadataOnly];
+    /** What its `clusters` export answers; the fake host reaches members by it. */
+    this.host.scope = checked(this.runner.scope());
   }
 
   get controller() {
@@ -556,32 +732,67 @@ export class Harness {
     return this.runner.describeComposition();
   }
 
-  #primary(objOrKey) {
+  #primary(objOrKey, cluster = undefined) {
     if (objOrKey.apiVersion === undefined && objOrKey.name !== undefined) {
-      const stored = this.host.get(this.manifest.primary, objOrKey.namespace, objOrKey.name);
-      if (stored === undefined) throw new Error(`no ${gvkString(this.manifest.primary)} ${keyString(objOrKey)} in the fake host`);
+      const store = cluster === undefined ? this.host : this.host.member(cluster);
+      const stored = store.get(this.manifest.primary, objOrKey.namespace, objOrKey.name);
+      if (stored === undefined) {
+        const where = cluster === undefined ? '' : ` of member cluster ${JSON.stringify(cluster)}`;
+        throw new Error(`no ${gvkString(this.manifest.primary)} ${keyString(objOrKey)} in the fake host${where}`);
+      }
       return [objectKey(objOrKey.namespace, objOrKey.name), JSON.stringify(stored)];
     }
     return [objectKey(objOrKey.metadata?.namespace, objOrKey.metadata?.name ?? ''), JSON.stringify(objOrKey)];
   }
 
-  /** Runs `reconcile` on an object (or the stored primary of a `{ namespace, name }` key). */
-  reconcile(objOrKey, retries = 0) {
-    return this.runner.call('reconcile', ...this.#primary(objOrKey), retries);
+  /**
+   * Runs `method` of a plain controller on a primary in `cluster` (undefined: the host's own), as
+   * the host does for a plugin that serves it: `cache`, `client` and `events` act in the member,
+   * `ctx.cluster()` names it. A cluster the plugin does not serve is an error (the host never
+   * calls it for one).
+   */
+  #call(method, objOrKey, retriesOrOptions) {
+    const { retries = 0, cluster = undefined } =
+      typeof retriesOrOptions === 'object' && retriesOrOptions !== null ? retriesOrOptions : { retries: retriesOrOptions ?? 0 };
+    if (cluster === undefined) {
+      if (!this.runner.scope().serveLocal) throw new Error("the plugin does not serve the host's own cluster (serveLocal(false)): pass { cluster }");
+      return this.runner.call(method, ...this.#primary(objOrKey), retries);
+    }
+    const member = this.host.member(cluster);
+    if (!this.host.serves(cluster)) throw new Error(`the plugin does not serve member cluster ${JSON.stringify(cluster)} (its manifest's serveMembers)`);
+    const primary = this.#primary(objOrKey, cluster);
+    const before = [this.runner.host, this.host.current];
+    [this.runner.host, this.host.current] = [served(this.host, member), cluster];
+    try {
+      return this.runner.call(method, ...primary, retries);
+    } finally {
+      [this.runner.host, this.host.current] = before;
+    }
   }
 
   /**
-   * Runs `finalize`: a plain controller's on an object or key (`retries` its second argument),
-   * a declarative controller's as `sync` does (with `{ children, related }`), `finalizing` set.
+   * Runs `reconcile` on an object (or the stored primary of a `{ namespace, name }` key). The
+   * second argument is `retries`, or `{ retries, cluster }`: with `cluster`, the object lives in
+   * that member cluster (and a key names a primary of its store), and a plugin that serves it
+   * reads, writes and records Events there, `ctx.cluster()` naming it.
+   */
+  reconcile(objOrKey, retriesOrOptions = 0) {
+    return this.#call('reconcile', objOrKey, retriesOrOptions);
+  }
+
+  /**
+   * Runs `finalize`: a plain controller's on an object or key (`retries` or `{ retries, cluster }`
+   * its second argument, as for `reconcile`), a declarative controller's as `sync` does (with
+   * `{ children, related }`), `finalizing` set.
    */
   finalize(objOrKey, retriesOrOptions = undefined) {
     if (this.runner.declarative) return this.#compose('finalize', objOrKey, retriesOrOptions ?? {});
-    return this.runner.call('finalize', ...this.#primary(objOrKey), retriesOrOptions ?? 0);
+    return this.#call('finalize', objOrKey, retriesOrOptions ?? 0);
   }
 
-  /** Runs `released`, as the host does once a primary stops matching the primary selector. */
-  released(objOrKey, retries = 0) {
-    return this.runner.call('released', ...this.#primary(objOrKey), retries);
+  /** Runs `released`, as the host does once a primary stops matching the primary selector (options as for `reconcile`). */
+  released(objOrKey, retriesOrOptions = 0) {
+    return this.#call('released', objOrKey, retriesOrOptions);
   }
 
   /** Runs `mapRelated` on `obj`, handed as the host hands it (`FakeHost.handed`). */

@@ -106,6 +106,7 @@ test('manifest builder', () => {
     ],
     rules: [],
     composition: { children: [], selector: 'generated' },
+    scope: { serveLocal: true, serve: { tag: 'none' }, reach: { tag: 'none' } },
   });
 });
 

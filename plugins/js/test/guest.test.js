@@ -7,7 +7,21 @@ import assert from 'node:assert/strict';
 import { register } from 'node:module';
 import { beforeEach, test } from 'node:test';
 
-import { Composite, Context, Controller, DONE, KubewasmError, Manifest, NotFound, UpdateStrategy, gvk, kinds, objects as o } from '@kubewasm/sdk';
+import {
+  Composite,
+  Context,
+  Controller,
+  DONE,
+  KubewasmError,
+  Manifest,
+  Members,
+  NotFound,
+  Unavailable,
+  UpdateStrategy,
+  gvk,
+  kinds,
+  objects as o,
+} from '@kubewasm/sdk';
 import { COMPOSING, FakeHost } from '@kubewasm/sdk/testing';
 
 register('./fixtures/wit-hooks.js', import.meta.url);
@@ -41,6 +55,19 @@ function witImports(host) {
     delete: wrap((...a) => host.delete(...a)),
     publish: wrap((...a) => host.publishEvent(...a)),
     emit: (...a) => host.log(...a),
+    fleet: {
+      current: () => host.currentCluster(),
+      clusters: () => host.clusters(),
+      get: wrap((...a) => host.fleetGet(...a)),
+      listObjects: wrap((...a) => host.fleetList(...a)),
+      apply: wrap((...a) => host.fleetApply(...a)),
+      applyStatus: wrap((...a) => host.fleetApplyStatus(...a)),
+      create: wrap((...a) => host.fleetCreate(...a)),
+      update: wrap((...a) => host.fleetUpdate(...a)),
+      updateStatus: wrap((...a) => host.fleetUpdateStatus(...a)),
+      patch: wrap((...a) => host.fleetPatch(...a)),
+      delete: wrap((...a) => host.fleetDelete(...a)),
+    },
   };
 }
 
@@ -185,4 +212,51 @@ test('listControlled reaches the list-controlled import, and its error comes bac
   assert.deepEqual(ctx.listControlled(kinds.CONFIG_MAP, 'u', 'default').map(o.name), ['b']);
   host.fail('cacheListControlled', new NotFound('gone'));
   assert.throws(() => ctx.listControlled(kinds.CONFIG_MAP, 'u'), NotFound);
+});
+
+test('the clusters export answers the scope, for both kinds', () => {
+  const plain = exportsFor({ default: Plain });
+  assert.deepEqual(plain.clusters.scope(), { serveLocal: true, serve: { tag: 'none' }, reach: { tag: 'none' } }, 'before describe');
+  plain.plugin.describe('');
+  assert.deepEqual(plain.clusters.scope(), { serveLocal: true, serve: { tag: 'none' }, reach: { tag: 'none' } }, "the host's own only");
+  class Edge extends Plain {
+    manifest() {
+      return super.manifest().serveMembers(Members.matching('tier=edge')).reachMembers(Members.all).serveLocal(false);
+    }
+  }
+  const edge = exportsFor({ default: Edge });
+  edge.plugin.describe('');
+  assert.deepEqual(edge.clusters.scope(), { serveLocal: false, serve: { tag: 'matching', val: 'tier=edge' }, reach: { tag: 'all' } });
+  const site = exportsFor({ default: Site });
+  site.plugin.describe('{}');
+  assert.deepEqual(site.clusters.scope().serve, { tag: 'none' });
+});
+
+test('the fleet import carries the named cluster, and its errors come back as SDK errors', () => {
+  const eu = host.addMember('eu', { labels: { env: 'prod' }, objects: [o.newObject(kinds.CONFIG_MAP, 'a', 'default')] });
+  host.current = 'edge';
+  const ctx = new Context(wasmHost);
+  assert.equal(ctx.cluster(), 'edge');
+  assert.deepEqual(ctx.clusters(), [{ name: 'eu', labels: { env: 'prod' } }]);
+  const there = ctx.inCluster('eu');
+  assert.equal(there.get(kinds.CONFIG_MAP, 'default', 'a').metadata.name, 'a');
+  assert.deepEqual(there.list(kinds.CONFIG_MAP).map(o.name), ['a']);
+  there.apply(o.newObject(kinds.CONFIG_MAP, 'b', 'default'), false);
+  there.create(o.newObject(kinds.CONFIG_MAP, 'c', 'default'));
+  there.update(there.get(kinds.CONFIG_MAP, 'default', 'c'));
+  there.updateStatus(there.get(kinds.CONFIG_MAP, 'default', 'c'));
+  there.applyStatus({ ...o.newObject(kinds.CONFIG_MAP, 'c', 'default'), status: { ok: true } });
+  there.patch(kinds.CONFIG_MAP, 'default', 'c', { data: { x: '1' } }, 'strategic');
+  there.delete(kinds.CONFIG_MAP, 'default', 'b');
+  assert.deepEqual(
+    eu.calls.map((c) => c.op),
+    ['apply', 'create', 'update', 'updateStatus', 'applyStatus', 'patch', 'delete'],
+  );
+  assert.equal(eu.calls[0].force, false);
+  assert.equal(eu.calls[5].patchType, 'strategic');
+  assert.throws(() => ctx.inCluster('mars').get(kinds.CONFIG_MAP, 'default', 'a'), Unavailable);
+  eu.fail('cacheGet', new NotFound('gone'));
+  assert.throws(() => there.get(kinds.CONFIG_MAP, 'default', 'a'), NotFound);
+  ctx.inCluster(undefined).create(o.newObject(kinds.CONFIG_MAP, 'd', 'default'));
+  assert.ok(host.get(kinds.CONFIG_MAP, 'default', 'd'), "undefined: the host's own cluster");
 });

@@ -10,13 +10,13 @@ import types
 import pytest
 from greetings import Greetings
 
-from kubewasm import DONE, Controller, Gvk, Invalid, Manifest, NotFound, RelatedRule, SyncResponse, kinds
+from kubewasm import DONE, Cluster, Context, Controller, Gvk, Invalid, Manifest, Members, NotFound, RelatedRule, SyncResponse, Unavailable, kinds
 from kubewasm import objects as o
 from kubewasm.build import bindings
 from kubewasm.runtime import Runner
 from kubewasm.testing import FakeHost
 
-NAMES = ["Plugin", "Reconciler", "Access", "Release", "Views", "Composite"]
+NAMES = ["Plugin", "Reconciler", "Access", "Release", "Views", "Composite", "Clusters"]
 FOO = Gvk("example.com", "v1", "Foo")
 
 
@@ -194,3 +194,77 @@ def test_errors_are_err_values_and_other_exceptions_trap(guest, wit):
         d.Composite.sync(wit.wc.SyncRequest(parent("crash"), [], [], False))
     with pytest.raises(ZeroDivisionError, match="customize crashed"):
         d.Composite.customize(parent("crash"))
+
+
+class Fleet(Controller):
+    """Serves the members labelled tier=edge, reaches every member, not the host's own cluster."""
+
+    def manifest(self):
+        return Manifest("fleet", "0.1.0").primary(FOO).serve_members(Members.matching("tier=edge")).reach_members(Members.ALL).serve_local(False)
+
+    def reconcile(self, obj, ctx):
+        return DONE
+
+
+def test_the_clusters_export_answers_the_scope(guest, wit):
+    from wit_world.exports import clusters as wcl
+
+    p = described(guest, Plain)
+    assert p.Clusters.scope() == wcl.ClusterScope(serve_local=True, serve=wcl.Members_None_(), reach=wcl.Members_None_()), "the host's own only"
+    f = described(guest, Fleet)
+    assert f.Clusters.scope() == wcl.ClusterScope(serve_local=False, serve=wcl.Members_Matching("tier=edge"), reach=wcl.Members_All())
+    before = dict(zip(NAMES, (c() for c in guest.exports_for(Runner(Fleet, FakeHost()))), strict=True))
+    assert before["Clusters"].scope().serve_local, "before describe: the default"
+
+
+def test_the_fleet_import_carries_the_named_cluster(guest, wit, monkeypatch):
+    calls = []
+
+    def record(name, answer=None):
+        def fn(*args):
+            calls.append((name, *args))
+            return answer
+
+        return fn
+
+    cm = json.dumps(o.new_object(kinds.CONFIG_MAP, "a", "default"), separators=(",", ":"))
+    monkeypatch.setattr(guest.fleet, "current", lambda: "eu")
+    monkeypatch.setattr(guest.fleet, "clusters", lambda: [guest.fleet.Cluster("eu", [("env", "prod")])])
+    for name in ("get", "apply", "apply_status", "create", "update", "update_status", "patch"):
+        monkeypatch.setattr(guest.fleet, name, record(name, cm))
+    monkeypatch.setattr(guest.fleet, "list_objects", record("list_objects", [cm]))
+    monkeypatch.setattr(guest.fleet, "delete", record("delete"))
+    ctx = Context(guest.WasmHost())
+    assert ctx.cluster() == "eu"
+    assert ctx.clusters() == [Cluster("eu", {"env": "prod"})]
+    there = ctx.in_cluster("us")
+    gvk = wit.wt.Gvk("", "v1", "ConfigMap")
+    there.get(kinds.CONFIG_MAP, "default", "a")
+    there.list(kinds.CONFIG_MAP, "default", "x=y")
+    there.apply(json.loads(cm), force=False)
+    there.apply_status(json.loads(cm))
+    there.create(json.loads(cm))
+    there.update(json.loads(cm))
+    there.update_status(json.loads(cm))
+    there.patch(kinds.CONFIG_MAP, "default", "a", {"data": {}}, "strategic")
+    there.delete(kinds.CONFIG_MAP, "default", "a")
+    ctx.in_cluster(None).delete(kinds.CONFIG_MAP, None, "b")
+    assert calls == [
+        ("get", "us", gvk, "default", "a"),
+        ("list_objects", "us", gvk, "default", "x=y"),
+        ("apply", "us", cm, False),
+        ("apply_status", "us", cm, True),
+        ("create", "us", cm),
+        ("update", "us", cm),
+        ("update_status", "us", cm),
+        ("patch", "us", gvk, "default", "a", guest.client.PatchType.STRATEGIC, '{"data":{}}'),
+        ("delete", "us", gvk, "default", "a"),
+        ("delete", None, gvk, None, "b"),
+    ]
+
+    def unavailable(*args):
+        raise wit.Err(wit.wt.Error(wit.wt.ErrorCode.UNAVAILABLE, 'cluster "us" is not engaged by this host now'))
+
+    monkeypatch.setattr(guest.fleet, "apply", unavailable)
+    with pytest.raises(Unavailable, match="not engaged"):
+        there.apply(json.loads(cm))

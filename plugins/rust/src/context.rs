@@ -1,7 +1,7 @@
 //! [`Context`]: everything the host offers a call — cache reads, API writes, events, logs —
 //! typed.
 
-use crate::bindings::kubewasm::controller::{cache, client, events, log, types as wit};
+use crate::bindings::kubewasm::controller::{cache, client, events, fleet, log, types as wit};
 use crate::bounds;
 use crate::error::Result;
 use crate::object::{DynamicObject, Gvk, Object, ObjectKey, ResourceExt, gvk_of};
@@ -16,9 +16,29 @@ pub use log::Level as LogLevel;
 /// objects, patches, selectors, Event texts: see `wit/`): an over-long value is an
 /// [`ErrorCode::Invalid`](crate::ErrorCode::Invalid) error with the host's own message, e.g.
 /// `name is 254 bytes; at most 253`.
+#[derive(Clone)]
 pub struct Context {
     key: ObjectKey,
     retries: u32,
+    /// Where reads and writes go: the call's own cluster, or one named with
+    /// [`Context::in_cluster`].
+    target: Target,
+}
+
+/// A cluster reads and writes go to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    /// The cluster of the call's object (the `cache` and `client` imports).
+    Here,
+    /// A named cluster, `None` for the host's own (the `fleet` import).
+    Named(Option<String>),
+}
+
+/// A member cluster the plugin serves or reaches, as [`Context::clusters`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    pub name: String,
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 fn parse<T: serde::de::DeserializeOwned>(json: &str) -> Result<T> {
@@ -34,7 +54,39 @@ fn json(object: &impl serde::Serialize) -> Result<String> {
 
 impl Context {
     pub(crate) fn new(key: wit::ObjectKey, retries: u32) -> Self {
-        Context { key: key.into(), retries }
+        Context { key: key.into(), retries, target: Target::Here }
+    }
+
+    // --- clusters (contract 0.1.4) ---
+
+    /// The member cluster the call's object lives in; `None` for the host's own cluster (always,
+    /// in a plugin that serves no member).
+    pub fn cluster(&self) -> Option<String> {
+        fleet::current()
+    }
+
+    /// The member clusters engaged now that the plugin serves or reaches, sorted by name.
+    pub fn clusters(&self) -> Vec<Cluster> {
+        fleet::clusters().into_iter().map(|c| Cluster { name: c.name, labels: c.labels.into_iter().collect() }).collect()
+    }
+
+    /// This context with its reads and writes in `cluster` (`None`: the host's own), e.g.
+    /// `ctx.in_cluster(Some("eu")).apply(&copy)?`. The plugin acts as its own identity there;
+    /// a cluster outside its `clusters` scope answers `forbidden`, one not engaged (or not
+    /// synced yet) `unavailable`. Events and logs stay with the call.
+    pub fn in_cluster(&self, cluster: Option<&str>) -> Result<Context> {
+        if let Some(name) = cluster {
+            bounds::at_most("cluster", name, bounds::MAX_NAME)?;
+        }
+        Ok(Context { target: Target::Named(cluster.map(str::to_string)), ..self.clone() })
+    }
+
+    /// The cluster named by [`Context::in_cluster`], for the `fleet` import.
+    fn named(&self) -> Option<Option<&str>> {
+        match &self.target {
+            Target::Here => None,
+            Target::Named(cluster) => Some(cluster.as_deref()),
+        }
     }
 
     /// The key being reconciled.
@@ -60,7 +112,11 @@ impl Context {
 
     fn get_raw<T: serde::de::DeserializeOwned>(&self, gvk: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<T>> {
         bounds::target(gvk, namespace, name)?;
-        cache::get(&gvk.into(), namespace, name)?.map(|j| parse(&j)).transpose()
+        let found = match self.named() {
+            None => cache::get(&gvk.into(), namespace, name)?,
+            Some(cluster) => fleet::get(cluster, &gvk.into(), namespace, name)?,
+        };
+        found.map(|j| parse(&j)).transpose()
     }
 
     /// Objects from the cache, in `namespace` (all readable when `None`), matching a label
@@ -87,6 +143,9 @@ impl Context {
     }
 
     fn list_controlled_raw<T: serde::de::DeserializeOwned>(&self, gvk: &Gvk, namespace: Option<&str>, owner: &str) -> Result<Vec<T>> {
+        if self.named().is_some() {
+            return Err(crate::Error::new(crate::ErrorCode::Invalid, "list_controlled reads the call's own cluster only: list by label in another"));
+        }
         bounds::gvk(gvk)?;
         bounds::at_most("namespace", namespace.unwrap_or_default(), bounds::MAX_NAMESPACE)?;
         bounds::at_most("owner", owner, bounds::MAX_OWNER)?;
@@ -97,45 +156,71 @@ impl Context {
         bounds::gvk(gvk)?;
         bounds::at_most("namespace", namespace.unwrap_or_default(), bounds::MAX_NAMESPACE)?;
         bounds::at_most("label selector", selector.unwrap_or_default(), bounds::MAX_LABEL_SELECTOR)?;
-        cache::list_objects(&gvk.into(), namespace, selector)?.iter().map(|j| parse(j)).collect()
+        let found = match self.named() {
+            None => cache::list_objects(&gvk.into(), namespace, selector)?,
+            Some(cluster) => fleet::list_objects(cluster, &gvk.into(), namespace, selector)?,
+        };
+        found.iter().map(|j| parse(j)).collect()
     }
 
     // --- the client: writes as field manager `kubewasm/<plugin>` ---
 
     /// Server-side apply, taking over fields other managers set (what controllers usually want).
     pub fn apply<K: Object>(&self, object: &K) -> Result<K> {
-        parse(&client::apply(&json(object)?, true)?)
+        self.write(object, client::apply, fleet::apply, Some(true))
     }
 
     /// Server-side apply that answers `conflict` instead of taking over others' fields.
     pub fn apply_without_force<K: Object>(&self, object: &K) -> Result<K> {
-        parse(&client::apply(&json(object)?, false)?)
+        self.write(object, client::apply, fleet::apply, Some(false))
     }
 
     /// Server-side apply of the status subresource.
     pub fn apply_status<K: Object>(&self, object: &K) -> Result<K> {
-        parse(&client::apply_status(&json(object)?, true)?)
+        self.write(object, client::apply_status, fleet::apply_status, Some(true))
     }
 
     pub fn create<K: Object>(&self, object: &K) -> Result<K> {
-        parse(&client::create(&json(object)?)?)
+        self.write(object, |o, _| client::create(o), |c, o, _| fleet::create(c, o), None)
     }
 
     /// Replaces the object; `conflict` if its resourceVersion is stale.
     pub fn update<K: Object>(&self, object: &K) -> Result<K> {
-        parse(&client::update(&json(object)?)?)
+        self.write(object, |o, _| client::update(o), |c, o, _| fleet::update(c, o), None)
     }
 
     /// Replaces the status; `conflict` if the resourceVersion is stale.
     pub fn update_status<K: Object>(&self, object: &K) -> Result<K> {
-        parse(&client::update_status(&json(object)?)?)
+        self.write(object, |o, _| client::update_status(o), |c, o, _| fleet::update_status(c, o), None)
+    }
+
+    /// A write of `object` through `here` (the `client` import) or, in a named cluster, `named`
+    /// (the `fleet` import's twin), with the `force` flag of an apply.
+    fn write<K: Object>(
+        &self,
+        object: &K,
+        here: fn(&str, bool) -> std::result::Result<String, wit::Error>,
+        named: fn(Option<&str>, &str, bool) -> std::result::Result<String, wit::Error>,
+        force: Option<bool>,
+    ) -> Result<K> {
+        let json = json(object)?;
+        let force = force.unwrap_or_default();
+        let stored = match self.named() {
+            None => here(&json, force)?,
+            Some(cluster) => named(cluster, &json, force)?,
+        };
+        parse(&stored)
     }
 
     pub fn patch(&self, gvk: &Gvk, namespace: Option<&str>, name: &str, patch_type: PatchType, body: &serde_json::Value) -> Result<DynamicObject> {
         bounds::target(gvk, namespace, name)?;
         let body = body.to_string();
         bounds::at_most("patch body", &body, bounds::MAX_PATCH_BODY)?;
-        parse(&client::patch(&gvk.into(), namespace, name, patch_type, &body)?)
+        let stored = match self.named() {
+            None => client::patch(&gvk.into(), namespace, name, patch_type, &body)?,
+            Some(cluster) => fleet::patch(cluster, &gvk.into(), namespace, name, patch_type, &body)?,
+        };
+        parse(&stored)
     }
 
     pub fn delete<K: k8s_openapi::Resource>(&self, namespace: Option<&str>, name: &str) -> Result<()> {
@@ -144,7 +229,10 @@ impl Context {
 
     pub fn delete_dynamic(&self, gvk: &Gvk, namespace: Option<&str>, name: &str) -> Result<()> {
         bounds::target(gvk, namespace, name)?;
-        Ok(client::delete(&gvk.into(), namespace, name)?)
+        match self.named() {
+            None => Ok(client::delete(&gvk.into(), namespace, name)?),
+            Some(cluster) => Ok(fleet::delete(cluster, &gvk.into(), namespace, name)?),
+        }
     }
 
     /// Deletes the objects of `kinds` that `owner` controls (in its namespace), skipping kinds

@@ -54,17 +54,17 @@ pub mod bindings {
 }
 
 pub use composite::{ChildSelector, Composite, RelatedRule, SyncRequest, SyncResponse, UpdateStrategy};
-pub use context::{Context, EventType, LogLevel, PatchType};
+pub use context::{Cluster, Context, EventType, LogLevel, PatchType};
 pub use error::{Error, ErrorCode, Result};
 pub use k8s_openapi;
-pub use manifest::{Limits, Manifest, Mapping, Verb};
+pub use manifest::{Limits, Manifest, Mapping, Members, Verb};
 pub use object::{DynamicObject, Gvk, Object, ObjectKey, ResourceExt, StatusCondition, gvk_of};
 pub use serde_json;
 
 /// The usual imports for writing a controller.
 pub mod prelude {
     pub use crate::{
-        Action, ChildSelector, Composite, Context, Controller, DynamicObject, Error, ErrorCode, EventType, Gvk, Manifest, Mapping, Object, ObjectKey,
+        Action, ChildSelector, Composite, Context, Controller, DynamicObject, Error, ErrorCode, EventType, Gvk, Manifest, Mapping, Members, Object, ObjectKey,
         RelatedRule, ResourceExt, Result, StatusCondition, SyncRequest, SyncResponse, UpdateStrategy, Verb,
     };
 }
@@ -223,7 +223,8 @@ macro_rules! export_controller {
     };
 }
 
-/// The exports every plugin answers alike (`access`, `views`), and the bindings' export.
+/// The exports every plugin answers alike (`access`, `views`, `clusters`), and the bindings'
+/// export.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __export_common {
@@ -237,6 +238,12 @@ macro_rules! __export_common {
         impl $crate::bindings::exports::kubewasm::controller::views::Guest for __KubewasmGuest {
             fn metadata_only() -> Vec<$crate::bindings::kubewasm::controller::types::Gvk> {
                 $crate::__private::metadata_only()
+            }
+        }
+
+        impl $crate::bindings::exports::kubewasm::controller::clusters::Guest for __KubewasmGuest {
+            fn scope() -> $crate::bindings::exports::kubewasm::controller::clusters::ClusterScope {
+                $crate::__private::scope()
             }
         }
 
@@ -322,6 +329,7 @@ pub mod __private {
     use std::cell::RefCell;
 
     use super::bindings::exports::kubewasm::controller::access::Rule;
+    use super::bindings::exports::kubewasm::controller::clusters::{ClusterScope, Members};
     use super::bindings::exports::kubewasm::controller::composite as wit_composite;
     use super::bindings::exports::kubewasm::controller::plugin::Manifest as WitManifest;
     use super::bindings::exports::kubewasm::controller::reconciler::Request;
@@ -335,6 +343,8 @@ pub mod __private {
         static RULES: RefCell<Vec<Rule>> = const { RefCell::new(Vec::new()) };
         /// The manifest's metadata-only kinds, for `views.metadata-only` right after.
         static METADATA_ONLY: RefCell<Vec<wit::Gvk>> = const { RefCell::new(Vec::new()) };
+        /// The clusters it serves and reaches, for `clusters.scope` right after.
+        static SCOPE: RefCell<ClusterScope> = const { RefCell::new(ClusterScope { serve_local: true, serve: Members::None, reach: Members::None }) };
         /// A declarative plugin's composition, for `composite.describe-composition` right after.
         static COMPOSITION: RefCell<Option<wit_composite::Composition>> = const { RefCell::new(None) };
     }
@@ -350,7 +360,9 @@ pub mod __private {
     pub fn describe<C: Controller>(settings: &str) -> Result<WitManifest, String> {
         let settings = super::settings::<C::Settings>(settings).map_err(super::error::cut)?;
         let controller = C::new(settings).map_err(super::error::cut)?;
-        let (manifest, rules, metadata_only) = controller.manifest().into_wit();
+        let manifest = controller.manifest();
+        SCOPE.with(|slot| *slot.borrow_mut() = manifest.cluster_scope());
+        let (manifest, rules, metadata_only) = manifest.into_wit();
         CONTROLLER.with(|slot| *slot.borrow_mut() = Some(Box::new(controller)));
         RULES.with(|slot| *slot.borrow_mut() = rules);
         METADATA_ONLY.with(|slot| *slot.borrow_mut() = metadata_only);
@@ -362,7 +374,9 @@ pub mod __private {
     pub fn describe_composite<C: Composite>(settings: &str) -> Result<WitManifest, String> {
         let settings = super::settings::<C::Settings>(settings).map_err(super::error::cut)?;
         let composite = C::new(settings).map_err(super::error::cut)?;
-        let (manifest, rules, metadata_only, composition) = composite.manifest().into_wit_composite();
+        let manifest = composite.manifest();
+        SCOPE.with(|slot| *slot.borrow_mut() = manifest.cluster_scope());
+        let (manifest, rules, metadata_only, composition) = manifest.into_wit_composite();
         CONTROLLER.with(|slot| *slot.borrow_mut() = Some(Box::new(composite)));
         RULES.with(|slot| *slot.borrow_mut() = rules);
         METADATA_ONLY.with(|slot| *slot.borrow_mut() = metadata_only);
@@ -411,6 +425,10 @@ pub mod __private {
 
     pub fn metadata_only() -> Vec<wit::Gvk> {
         METADATA_ONLY.with(|slot| slot.borrow().clone())
+    }
+
+    pub fn scope() -> ClusterScope {
+        SCOPE.with(|slot| slot.borrow().clone())
     }
 
     pub fn reconcile<C: Controller>(request: Request, finalize: bool) -> Result<wit::Action, wit::Error> {

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::bindings::exports::kubewasm::controller::access::Rule;
+use crate::bindings::exports::kubewasm::controller::clusters::{ClusterScope, Members as WitMembers};
 use crate::bindings::exports::kubewasm::controller::composite::{ChildRule, ChildSelector, Composition, UpdateStrategy};
 use crate::bindings::exports::kubewasm::controller::plugin as wit;
 use crate::bindings::kubewasm::controller::types::Gvk as WitGvk;
@@ -19,6 +20,26 @@ pub enum Mapping {
     Label(String),
     /// [`crate::Controller::map_related`] decides.
     MapRelated,
+}
+
+/// A choice of member clusters (contract 0.1.4): the clusters a host engages besides its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Members {
+    None,
+    /// Every engaged member.
+    All,
+    /// The members whose labels match this label selector, e.g. `"env=prod"`.
+    Matching(String),
+}
+
+impl From<Members> for WitMembers {
+    fn from(m: Members) -> Self {
+        match m {
+            Members::None => WitMembers::None,
+            Members::All => WitMembers::All,
+            Members::Matching(selector) => WitMembers::Matching(selector),
+        }
+    }
 }
 
 /// Limits the plugin asks for; `None` takes the host's default.
@@ -41,6 +62,8 @@ pub struct Manifest {
     metadata_only: Vec<WitGvk>,
     /// A declarative plugin's child kinds and selector (`composite.describe-composition`).
     composition: Composition,
+    /// The clusters it serves and reaches (`clusters.scope`).
+    scope: ClusterScope,
 }
 
 fn wit_gvk(gvk: &Gvk) -> WitGvk {
@@ -67,7 +90,36 @@ impl Manifest {
             rules: Vec::new(),
             metadata_only: Vec::new(),
             composition: Composition { children: Vec::new(), selector: ChildSelector::Generated },
+            scope: ClusterScope { serve_local: true, serve: WitMembers::None, reach: WitMembers::None },
         }
+    }
+
+    /// Also reconciles the primaries of these member clusters, each where it lives: reads,
+    /// writes and Events of a call act in its object's cluster ([`crate::Context::cluster`]
+    /// names it). The plugin's identity needs the same RBAC in each.
+    pub fn serve_members(mut self, members: Members) -> Self {
+        self.scope.serve = members.into();
+        self
+    }
+
+    /// Whether it reconciles the primaries of the host's own cluster (yes, unless said here).
+    pub fn serve_local(mut self, serve: bool) -> Self {
+        self.scope.serve_local = serve;
+        self
+    }
+
+    /// Reads and writes in these member clusters through [`crate::Context::in_cluster`],
+    /// reconciling nothing there: a hub writing into members. When one is engaged, every
+    /// primary is reconciled once.
+    pub fn reach_members(mut self, members: Members) -> Self {
+        self.scope.reach = members.into();
+        self
+    }
+
+    /// What `clusters.scope` answers.
+    #[doc(hidden)]
+    pub fn cluster_scope(&self) -> ClusterScope {
+        self.scope.clone()
     }
 
     /// A declarative plugin's child kind ([`crate::Composite`]): owned by the parent (the

@@ -69,6 +69,13 @@ pub struct ClientCtx<'a> {
     services: &'a Services,
 }
 
+impl<'a> ClientCtx<'a> {
+    /// Writes as `host` may, through `services`.
+    pub(crate) fn new(host: &'a HostContext, services: &'a Services) -> Self {
+        ClientCtx { host, services }
+    }
+}
+
 pub fn context<T: HostState>(state: &mut T) -> ClientCtx<'_> {
     ClientCtx { host: state.host(), services: state.services() }
 }

@@ -13,6 +13,7 @@ mod args;
 pub mod cache;
 pub mod client;
 pub mod events;
+pub mod fleet;
 pub mod log;
 
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use crate::resource::ObjectKey;
 pub use cache::CacheReader;
 pub use client::Api;
 pub use events::EventSink;
+pub use fleet::{Alone, ClusterInfo, Fleet, Target, Unreached};
 pub use log::LogBudget;
 
 /// The time a guest's wall clock tells (its monotonic clock is always the system's: a guest
@@ -50,6 +52,8 @@ pub struct Services {
     pub events: Arc<dyn EventSink>,
     /// The time the guest's WASI wall clock tells.
     pub clock: Clock,
+    /// The other clusters the plugin reaches, and which one these services act in.
+    pub fleet: Arc<dyn Fleet>,
 }
 
 impl Services {
@@ -57,7 +61,7 @@ impl Services {
     /// gets here, so these are never reached.
     pub fn unreachable() -> Self {
         let none = Arc::new(Nothing);
-        Services { cache: none.clone(), api: none.clone(), events: none, clock: Clock::System }
+        Services { cache: none.clone(), api: none.clone(), events: none, clock: Clock::System, fleet: Arc::new(Alone) }
     }
 }
 
@@ -133,7 +137,7 @@ pub trait HostState: Send + 'static {
     fn services(&self) -> &Services;
 }
 
-/// Registers the four kubewasm interfaces, each with its own narrow context. Each file
+/// Registers the five kubewasm interfaces, each with its own narrow context. Each file
 /// registers its functions by hand with the arguments read in place ([`args`]), rather than
 /// through the generated `add_to_linker`, which would copy every string before any check.
 pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
@@ -141,6 +145,7 @@ pub fn add_to_linker<T: HostState>(linker: &mut Linker<T>) -> wasmtime::Result<(
     cache::add_to_linker(linker)?;
     client::add_to_linker(linker)?;
     events::add_to_linker(linker)?;
+    fleet::add_to_linker(linker)?;
     log::add_to_linker(linker)
 }
 

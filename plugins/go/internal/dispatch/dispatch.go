@@ -5,6 +5,7 @@ package dispatch
 
 import (
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_access"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_clusters"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_composite"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_plugin"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
@@ -21,6 +22,7 @@ type Exports interface {
 	Rules() []kubewasm_controller_access.Rule
 	Released(request kubewasm_controller_reconciler.Request) witTypes.Result[kubewasm_controller_types.Action, kubewasm_controller_types.Error]
 	MetadataOnly() []kubewasm_controller_types.Gvk
+	Scope() kubewasm_controller_clusters.ClusterScope
 	DescribeComposition() witTypes.Option[kubewasm_controller_composite.Composition]
 	Customize(parent string) witTypes.Result[[]kubewasm_controller_composite.RelatedRule, kubewasm_controller_types.Error]
 	Sync(request kubewasm_controller_composite.SyncRequest) witTypes.Result[kubewasm_controller_composite.SyncResponse, kubewasm_controller_types.Error]

@@ -15,6 +15,10 @@ A declarative controller subclasses `CompositeController` instead: `sync(request
 which children a parent should have and its status (`SyncResponse`), and the host makes every
 write (contract 0.1.3; see `kubewasm.composite`).
 
+A plugin may serve or reach member clusters besides the host's own (contract 0.1.4):
+`Manifest.serve_members(Members.ALL)`, `.reach_members(Members.matching("env=prod"))`, then
+`ctx.cluster()`, `ctx.clusters()` and `ctx.in_cluster(name)` to read and write in one.
+
 Objects are dicts (parsed JSON); `kubewasm.objects` has the metadata, owner reference,
 condition and status helpers. Host calls are methods of `Context`; they raise `KubewasmError`
 subclasses (`NotFound`, `Conflict`, ...). `kubewasm.testing` runs a controller under plain
@@ -26,7 +30,7 @@ generated component entry module loads.
 
 from . import kinds, objects
 from .composite import CompositeController, RelatedRule, SyncRequest, SyncResponse
-from .context import Context, Host
+from .context import Cluster, Context, Host
 from .controller import Controller
 from .core import DONE, Action, ChildSelector, ErrorCode, EventType, Gvk, LogLevel, ObjectKey, PatchType, UpdateStrategy, Verb
 from .errors import (
@@ -40,7 +44,7 @@ from .errors import (
     SettingsError,
     Unavailable,
 )
-from .manifest import ChildRule, Composition, Limits, Manifest, ManifestSpec, Mapping, Permission, Rule, Watch
+from .manifest import ChildRule, ClusterScope, Composition, Limits, Manifest, ManifestSpec, Mapping, Members, Permission, Rule, Watch
 from .objects import Object
 
 __version__ = "0.1.0"
@@ -51,6 +55,8 @@ __all__ = [
     "AlreadyExists",
     "ChildRule",
     "ChildSelector",
+    "Cluster",
+    "ClusterScope",
     "CompositeController",
     "Composition",
     "Conflict",
@@ -68,6 +74,7 @@ __all__ = [
     "Manifest",
     "ManifestSpec",
     "Mapping",
+    "Members",
     "NotFound",
     "Object",
     "ObjectKey",

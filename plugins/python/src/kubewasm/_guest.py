@@ -1,7 +1,7 @@
 """The component glue: the WIT imports as a `Host`, and the `Plugin`, `Reconciler`, `Access`,
-`Release`, `Views` and `Composite` export classes componentize-py looks for. Imported only inside
-a component (by the module `kubewasm-py build` generates), because `wit_world` and
-`componentize_py_types` exist only there.
+`Release`, `Views`, `Composite` and `Clusters` export classes componentize-py looks for.
+Imported only inside a component (by the module `kubewasm-py build` generates), because
+`wit_world` and `componentize_py_types` exist only there.
 
 One set of exports serves both kinds of plugin (the world is `controller`): for a `Controller`,
 `Composite.describe_composition` answers None and the host never calls the rest of `Composite`;
@@ -17,16 +17,18 @@ from typing import Any, TypeVar
 
 from componentize_py_types import Err
 from wit_world.exports import access as wa
+from wit_world.exports import clusters as wcl
 from wit_world.exports import composite as wc
 from wit_world.exports import plugin as wp
 from wit_world.exports import reconciler as wr
-from wit_world.imports import cache, client, events, log
+from wit_world.imports import cache, client, events, fleet, log
 from wit_world.imports import types as wt
 
 from .composite import RelatedRule
+from .context import Cluster
 from .core import ChildSelector, ErrorCode, EventType, Gvk, LogLevel, ObjectKey, PatchType, UpdateStrategy
 from .errors import KubewasmError
-from .manifest import Composition, ManifestSpec, Rule
+from .manifest import ClusterScope, Composition, ManifestSpec, Members, Rule
 from .runtime import Method, Refused, Runner, SyncMethod, find_controller
 
 _CODES = {
@@ -114,6 +116,39 @@ class WasmHost:
     def log(self, level: LogLevel, message: str, fields: Sequence[tuple[str, str]]) -> None:
         log.emit(_LEVEL[level], message, [log.Field(k, v) for k, v in fields])
 
+    def current_cluster(self) -> str | None:
+        return fleet.current()
+
+    def clusters(self) -> list[Cluster]:
+        return [Cluster(c.name, dict(c.labels)) for c in fleet.clusters()]
+
+    def fleet_get(self, cluster: str | None, resource: Gvk, namespace: str | None, name: str) -> str | None:
+        return _call(fleet.get, cluster, _gvk(resource), namespace, name)
+
+    def fleet_list(self, cluster: str | None, resource: Gvk, namespace: str | None, label_selector: str | None) -> list[str]:
+        return _call(fleet.list_objects, cluster, _gvk(resource), namespace, label_selector)
+
+    def fleet_apply(self, cluster: str | None, obj: str, force: bool) -> str:
+        return _call(fleet.apply, cluster, obj, force)
+
+    def fleet_apply_status(self, cluster: str | None, obj: str, force: bool) -> str:
+        return _call(fleet.apply_status, cluster, obj, force)
+
+    def fleet_create(self, cluster: str | None, obj: str) -> str:
+        return _call(fleet.create, cluster, obj)
+
+    def fleet_update(self, cluster: str | None, obj: str) -> str:
+        return _call(fleet.update, cluster, obj)
+
+    def fleet_update_status(self, cluster: str | None, obj: str) -> str:
+        return _call(fleet.update_status, cluster, obj)
+
+    def fleet_patch(self, cluster: str | None, resource: Gvk, namespace: str | None, name: str, patch_type: PatchType, body: str) -> str:
+        return _call(fleet.patch, cluster, _gvk(resource), namespace, name, _PATCH[patch_type], body)
+
+    def fleet_delete(self, cluster: str | None, resource: Gvk, namespace: str | None, name: str) -> None:
+        _call(fleet.delete, cluster, _gvk(resource), namespace, name)
+
 
 def _manifest(spec: ManifestSpec) -> wp.Manifest:
     assert spec.primary is not None
@@ -170,6 +205,18 @@ def _composition(c: Composition) -> wc.Composition:
     )
 
 
+def _members(m: Members) -> wcl.Members:
+    if m.kind == "all":
+        return wcl.Members_All()
+    if m.kind == "matching":
+        return wcl.Members_Matching(m.selector or "")
+    return wcl.Members_None_()
+
+
+def _scope(s: ClusterScope) -> wcl.ClusterScope:
+    return wcl.ClusterScope(serve_local=s.serve_local, serve=_members(s.serve), reach=_members(s.reach))
+
+
 def _related_rule(r: RelatedRule) -> wc.RelatedRule:
     return wc.RelatedRule(resource=_gvk(r.resource), namespace=r.namespace, names=list(r.names), label_selector=r.label_selector or None)
 
@@ -192,13 +239,14 @@ def _key(k: wt.ObjectKey) -> ObjectKey:
     return ObjectKey(k.namespace, k.name)
 
 
-def exports(app: ModuleType) -> tuple[type, type, type, type, type, type]:
-    """The `Plugin`, `Reconciler`, `Access`, `Release`, `Views` and `Composite` classes for the
-    controller (a `Controller` or a `CompositeController`) the author's module defines."""
+def exports(app: ModuleType) -> tuple[type, type, type, type, type, type, type]:
+    """The `Plugin`, `Reconciler`, `Access`, `Release`, `Views`, `Composite` and `Clusters`
+    classes for the controller (a `Controller` or a `CompositeController`) the author's module
+    defines."""
     return exports_for(Runner(find_controller(app), WasmHost()))
 
 
-def exports_for(runner: Runner) -> tuple[type, type, type, type, type, type]:
+def exports_for(runner: Runner) -> tuple[type, type, type, type, type, type, type]:
     """The export classes over one runner (tests give it a fake host)."""
 
     def call(method: Method, request: wr.Request) -> wt.Action:
@@ -267,4 +315,8 @@ def exports_for(runner: Runner) -> tuple[type, type, type, type, type, type]:
         def finalize(self, request: wc.SyncRequest) -> wc.SyncResponse:
             return answer("finalize", request)
 
-    return Plugin, Reconciler, Access, Release, Views, Composite
+    class Clusters:
+        def scope(self) -> wcl.ClusterScope:
+            return _scope(runner.scope())
+
+    return Plugin, Reconciler, Access, Release, Views, Composite, Clusters

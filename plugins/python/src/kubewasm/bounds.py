@@ -15,6 +15,8 @@ from .errors import Invalid
 MAX_NAME = 253
 """`metadata.name` of keys and refs, and `name` arguments."""
 MAX_NAMESPACE = 63
+MAX_CLUSTER = 253
+"""A member cluster's name (`Context.in_cluster`)."""
 MAX_GROUP = 253
 MAX_VERSION = 63
 MAX_KIND = 63

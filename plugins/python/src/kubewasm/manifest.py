@@ -7,6 +7,10 @@
         .status_permission(FOO, ["patch"])
         .max_concurrency(2)
 
+A hub that writes into member clusters (contract 0.1.4) says which it reaches:
+
+    Manifest("fleet-propagation", "0.1.0").primary(kinds.CONFIG_MAP).reach_members(Members.matching("env=prod"))
+
 Each builder method returns the manifest, so calls chain. What was built is in `.spec`; what
 the plugin describes to the host is `.for_host()`.
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Literal, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 from .core import ChildSelector, Gvk, UpdateStrategy, Verb
 from .kinds import CLUSTER_ROLE
@@ -49,6 +53,48 @@ class Mapping:
     def map_related(cls) -> Mapping:
         """`Controller.map_related` decides."""
         return cls("map-related")
+
+
+@dataclass(frozen=True)
+class Members:
+    """A choice of member clusters (contract 0.1.4; the WIT `clusters.members` variant): the
+    clusters a host engages besides its own. `Members.NONE`, `Members.ALL` (every engaged
+    member) or `Members.matching("env=prod,region in (eu,us)")` (the members whose labels match
+    a Kubernetes label selector, at most 4096 bytes; the host refuses the plugin for an invalid
+    one, naming the field)."""
+
+    kind: Literal["none", "all", "matching"]
+    selector: str | None = None
+
+    NONE: ClassVar[Members]
+    ALL: ClassVar[Members]
+
+    @classmethod
+    def matching(cls, selector: str) -> Members:
+        """The engaged members whose labels match this label selector."""
+        if not isinstance(selector, str):
+            raise TypeError(f"a member selector is a label selector string, not {type(selector).__name__}")
+        return cls("matching", selector)
+
+    def __repr__(self) -> str:
+        return f"Members.matching({self.selector!r})" if self.kind == "matching" else f"Members.{self.kind.upper()}"
+
+
+Members.NONE = Members("none")
+Members.ALL = Members("all")
+
+
+@dataclass
+class ClusterScope:
+    """Which clusters a plugin serves and reaches: what the `clusters` export answers. The
+    default is what a plugin built before contract 0.1.4 gets: the host's own cluster only."""
+
+    serve_local: bool = True
+    """Whether it reconciles the primaries of the host's own cluster."""
+    serve: Members = Members.NONE
+    """The members whose primaries it reconciles too, each where it lives."""
+    reach: Members = Members.NONE
+    """The members it only reads and writes in, through `Context.in_cluster`."""
 
 
 @dataclass
@@ -108,9 +154,10 @@ class Composition:
 @dataclass
 class ManifestSpec:
     """The plain data of a manifest, field for field the WIT `manifest` record, plus `rules`
-    (the `access` export's answer), `metadata_only` (the `views` export's) and `composition`
+    (the `access` export's answer), `metadata_only` (the `views` export's), `composition`
     (the `composite.describe-composition` export's, for a `CompositeController`; None until
-    `child()` or `child_selector()` is called, and always None for a `Controller`)."""
+    `child()` or `child_selector()` is called, and always None for a `Controller`) and `scope`
+    (the `clusters` export's)."""
 
     name: str
     version: str
@@ -126,6 +173,7 @@ class ManifestSpec:
     permissions: list[Permission] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
     composition: Composition | None = None
+    scope: ClusterScope = field(default_factory=ClusterScope)
 
     def child_kinds(self) -> list[Gvk]:
         """A declarative controller's child kinds, in the order the host hands them
@@ -149,6 +197,12 @@ def _rbac_verb(verb: Verb | str) -> str:
     if name not in RBAC_VERBS:
         raise ValueError(f"{verb!r} is not an RBAC verb (one of: {', '.join(RBAC_VERBS)})")
     return name
+
+
+def _members(members: Members) -> Members:
+    if not isinstance(members, Members):
+        raise TypeError(f"expected Members.NONE, Members.ALL or Members.matching(selector), not {members!r}")
+    return members
 
 
 def _grants(permissions: Iterable[Permission], resource: Gvk, verb: Verb) -> bool:
@@ -221,6 +275,26 @@ class Manifest:
         reads and `map_related`), so the host may cache just their metadata. It must be an
         `owns` kind or the kind of a `watches` entry; writes are unaffected."""
         self.spec.metadata_only.append(resource)
+        return self
+
+    def serve_members(self, members: Members) -> Manifest:
+        """Also reconciles the primaries of these member clusters, each where it lives: the
+        reads, writes and Events of a call act in its object's cluster (`Context.cluster()`
+        names it). The plugin's identity needs the same RBAC in each."""
+        self.spec.scope.serve = _members(members)
+        return self
+
+    def serve_local(self, serve: bool) -> Manifest:
+        """Whether it reconciles the primaries of the host's own cluster (yes, unless said
+        here)."""
+        self.spec.scope.serve_local = bool(serve)
+        return self
+
+    def reach_members(self, members: Members) -> Manifest:
+        """Reads and writes in these member clusters through `Context.in_cluster`, reconciling
+        nothing there: a hub writing into members. When one is engaged, every primary is
+        reconciled once (so that the hub writes into the new member)."""
+        self.spec.scope.reach = _members(members)
         return self
 
     def finalizer(self, name: str) -> Manifest:

@@ -22,7 +22,7 @@ from .context import Context, Host
 from .controller import Controller
 from .core import DONE, Action, Gvk, ObjectKey
 from .errors import Invalid, KubewasmError, Other, SettingsError
-from .manifest import Composition, Manifest, ManifestSpec, Rule
+from .manifest import ClusterScope, Composition, Manifest, ManifestSpec, Rule
 from .objects import Object
 
 # The controller methods the host calls with a primary object.
@@ -150,6 +150,11 @@ class Runner:
     def metadata_only(self) -> list[Gvk]:
         """What the `views` export answers, right after `describe`: the manifest's metadata-only kinds."""
         return self.manifest.metadata_only if self.manifest is not None else []
+
+    def scope(self) -> ClusterScope:
+        """What the `clusters` export answers, right after `describe`: the clusters the plugin
+        serves and reaches (the host's own cluster only, unless the manifest says more)."""
+        return self.manifest.scope if self.manifest is not None else ClusterScope()
 
     def composition(self) -> Composition | None:
         """What the `composite` export's `describe-composition` answers, right after `describe`:

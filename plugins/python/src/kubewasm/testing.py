@@ -18,6 +18,18 @@ store (immediately: the real cache catches up a moment later) and are recorded, 
 are recorded. It is deliberately simple: server-side apply is a deep merge, and the
 manifest's permissions are not enforced (`kubewasm check` and the real host do that; for
 whole-plugin table tests on the built component use `kubewasm test`).
+
+Member clusters (contract 0.1.4) are fake hosts of their own, engaged with `add_member`: each
+has its own store, recorded writes, events and injected failures. `Context.in_cluster` reaches
+them as the host does (a member outside the manifest's `clusters` scope raises `Forbidden`, one
+not engaged `Unavailable`), and `Harness.reconcile(obj, cluster="eu")` runs a call for an
+object of a member the plugin serves:
+
+    def test_copies_into_members():
+        h = Harness(Propagation, objects=[source])
+        eu = h.host.add_member("eu", labels={"env": "prod"})
+        h.reconcile(source)
+        assert eu.applied()[0]["metadata"]["name"] == "config"
 """
 
 from __future__ import annotations
@@ -31,13 +43,13 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast, overload
 
 from .composite import CompositeController, RelatedRule, SyncResponse, decode
-from .context import Host
+from .context import Cluster, Host
 from .controller import Controller
 from .core import Action, EventType, Gvk, LogLevel, ObjectKey, PatchType
-from .errors import AlreadyExists, Conflict, Forbidden, Invalid, KubewasmError, NotFound
-from .manifest import Composition, ManifestSpec
+from .errors import AlreadyExists, Conflict, Forbidden, Invalid, KubewasmError, NotFound, Unavailable
+from .manifest import ClusterScope, Composition, ManifestSpec, Members
 from .objects import Object, is_controlled_by
-from .runtime import Runner, SyncMethod
+from .runtime import Refused, Runner, SyncMethod
 
 __all__ = ["COMPOSING", "Call", "FakeHost", "Harness", "match_labels", "parse_selector"]
 
@@ -265,11 +277,26 @@ def match_labels(labels: Mapping[str, str], selector: str | None) -> bool:
     return all(_satisfies(labels, r) for r in parse_selector(selector))
 
 
+def _chooses(members: Members, labels: Mapping[str, str]) -> bool:
+    """Whether a choice of members takes a member with these labels, as the host chooses."""
+    if members.kind == "all":
+        return True
+    if members.kind == "matching":
+        return match_labels(labels, members.selector or "")
+    return False
+
+
 class FakeHost(Host):
     """An in-memory host for unit tests: a store of objects, recorded writes, events, logs, and
-    errors to inject (`fail`)."""
+    errors to inject (`fail`); and member clusters, each a `FakeHost` of its own (`add_member`).
 
-    def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
+    The `fleet_` calls (`Context.in_cluster`) act in the named member (None: this host's own
+    cluster) with the member's own store, records and failures, and refuse as the host does: a
+    member not engaged (never added, or removed) raises `Unavailable` ("cluster \"eu\" is not
+    engaged by this host now"), one outside `scope` `Forbidden` ("cluster \"eu\" is not within
+    the plugin's clusters (its `clusters` scope)")."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]] = (), *, labels: Mapping[str, str] | None = None) -> None:
         self.objects: dict[tuple[str, str, str, str], Object] = {}
         # The kinds the plugin reads metadata-only (`Harness` sets the manifest's): see `handed`.
         self.metadata_only: list[Gvk] = []
@@ -284,6 +311,19 @@ class FakeHost(Host):
         self._failures: dict[str, list[KubewasmError]] = defaultdict(list)
         self._next_uid = 1
         self._next_version = 1
+        # Member clusters (contract 0.1.4), by name: each a fake host of its own.
+        self.members: dict[str, FakeHost] = {}
+        # A member's labels (what the host's cluster listing and member selectors see).
+        self.labels: dict[str, str] = dict(labels or {})
+        # The plugin's clusters (`Harness` sets the manifest's scope): the members `clusters()`
+        # lists and the fleet calls reach. None: every engaged member.
+        self.scope: ClusterScope | None = None
+        # The cluster of the call's object, what `fleet.current` answers: None for this host's
+        # own; `Harness` sets it during a call for an object of a member.
+        self.current: str | None = None
+        # The host that engaged this member (None for the host itself): its metadata-only kinds
+        # and cache-only rule hold here too.
+        self._hub: FakeHost | None = None
         self.add(*objects)
 
     # --- setting up ---
@@ -304,6 +344,44 @@ class FakeHost(Host):
         `error`."""
         self._failures[op].extend([error] * times)
 
+    def add_member(self, name: str, labels: Mapping[str, str] | None = None, objects: Iterable[Mapping[str, Any]] = ()) -> FakeHost:
+        """Engages a member cluster (replacing one of the same name) with these labels and
+        objects; returns its fake host, to add objects to, inject failures into (`fail`) and
+        assert on (`applied()`, `writes()`, `events`)."""
+        member = FakeHost(objects, labels=labels)
+        member._hub = self
+        self.members[name] = member
+        return member
+
+    def member(self, name: str) -> FakeHost:
+        """The fake host of an engaged member cluster."""
+        try:
+            return self.members[name]
+        except KeyError:
+            raise LookupError(f"no member cluster {name!r} in the fake host (add it with add_member)") from None
+
+    def remove_member(self, name: str) -> None:
+        """Disengages a member cluster: calls naming it raise `Unavailable` from now on."""
+        self.members.pop(name, None)
+
+    def reaches(self, name: str) -> bool:
+        """Whether the plugin's `scope` takes the engaged member `name` (it serves or reaches
+        it); every engaged member when `scope` is None."""
+        member = self.members.get(name)
+        if member is None:
+            return False
+        if self.scope is None:
+            return True
+        return _chooses(self.scope.serve, member.labels) or _chooses(self.scope.reach, member.labels)
+
+    def serves(self, name: str) -> bool:
+        """Whether the plugin's `scope` serves the engaged member `name` (reconciles its
+        primaries); every engaged member when `scope` is None."""
+        member = self.members.get(name)
+        if member is None:
+            return False
+        return self.scope is None or _chooses(self.scope.serve, member.labels)
+
     @contextmanager
     def only_cache(self, rule: str = COMPOSING) -> Iterator[None]:
         """While inside, every client and events call raises `Forbidden` with the host's message
@@ -317,9 +395,10 @@ class FakeHost(Host):
             self.cache_only = before
 
     def _refuse(self, what: str) -> None:
-        if self.cache_only is not None:
-            message = f"{what} refused: {self.cache_only}"
-            self.refused.append(message)
+        rule = self.cache_only if self._hub is None else (self.cache_only or self._hub.cache_only)
+        if rule is not None:
+            message = f"{what} refused: {rule}"
+            (self._hub or self).refused.append(message)
             raise Forbidden(message)
 
     def get(self, resource: Gvk, namespace: str | None, name: str) -> Object | None:
@@ -331,7 +410,8 @@ class FakeHost(Host):
         """`obj` as the host hands it to the plugin (cache reads, `map_related`): of a kind in
         `metadata_only`, only its `apiVersion`, `kind` and `metadata` (without `managedFields`).
         Not a copy: it shares `obj`'s values."""
-        return _metadata_of(obj) if resource in self.metadata_only else obj
+        kinds = self.metadata_only if self._hub is None else [*self.metadata_only, *self._hub.metadata_only]
+        return _metadata_of(obj) if resource in kinds else obj
 
     # --- what happened ---
 
@@ -524,6 +604,84 @@ class FakeHost(Host):
     def log(self, level: LogLevel, message: str, fields: Sequence[tuple[str, str]]) -> None:
         self.logs.append((level, message, dict(fields)))
 
+    # --- the fleet (contract 0.1.4) ---
+
+    def current_cluster(self) -> str | None:
+        return self.current
+
+    def clusters(self) -> list[Cluster]:
+        return [Cluster(name, dict(sorted(m.labels.items()))) for name, m in sorted(self.members.items()) if self.reaches(name)]
+
+    def _target(self, cluster: str | None) -> FakeHost:
+        """The fake host of the cluster a fleet call names, or the host's refusal."""
+        if cluster is None:
+            return self
+        if cluster == self.current and cluster in self.members:
+            return self.members[cluster]
+        named = f"cluster {json.dumps(cluster, ensure_ascii=False)}"
+        if cluster not in self.members:
+            raise Unavailable(f"{named} is not engaged by this host now")
+        if not self.reaches(cluster):
+            message = f"{named} is not within the plugin's clusters (its `clusters` scope)"
+            self.refused.append(message)
+            raise Forbidden(message)
+        return self.members[cluster]
+
+    def fleet_get(self, cluster: str | None, resource: Gvk, namespace: str | None, name: str) -> str | None:
+        return self._target(cluster).cache_get(resource, namespace, name)
+
+    def fleet_list(self, cluster: str | None, resource: Gvk, namespace: str | None, label_selector: str | None) -> list[str]:
+        return self._target(cluster).cache_list(resource, namespace, label_selector)
+
+    def fleet_apply(self, cluster: str | None, obj: str, force: bool) -> str:
+        return self._target(cluster).apply(obj, force)
+
+    def fleet_apply_status(self, cluster: str | None, obj: str, force: bool) -> str:
+        return self._target(cluster).apply_status(obj, force)
+
+    def fleet_create(self, cluster: str | None, obj: str) -> str:
+        return self._target(cluster).create(obj)
+
+    def fleet_update(self, cluster: str | None, obj: str) -> str:
+        return self._target(cluster).update(obj)
+
+    def fleet_update_status(self, cluster: str | None, obj: str) -> str:
+        return self._target(cluster).update_status(obj)
+
+    def fleet_patch(self, cluster: str | None, resource: Gvk, namespace: str | None, name: str, patch_type: PatchType, body: str) -> str:
+        return self._target(cluster).patch(resource, namespace, name, patch_type, body)
+
+    def fleet_delete(self, cluster: str | None, resource: Gvk, namespace: str | None, name: str) -> None:
+        self._target(cluster).delete(resource, namespace, name)
+
+
+def _checked(scope: ClusterScope) -> ClusterScope:
+    """The scope, its member selectors parsed as the host parses them: one that does not parse
+    refuses the plugin (`Refused`), naming the field, as the host does."""
+    for field, members in (("clusters.serve", scope.serve), ("clusters.reach", scope.reach)):
+        if members.kind == "matching":
+            try:
+                parse_selector(members.selector or "")
+            except Invalid as e:
+                raise Refused(f"manifest field `{field}`: {e.message}") from None
+    return scope
+
+
+class _Served:
+    """The host as a call for an object of a member cluster sees it: `cache`, `client` and
+    `events` act in the member, the fleet calls and the log are the host's."""
+
+    _HUB_CALLS = frozenset({"current_cluster", "clusters", "log"})
+
+    def __init__(self, hub: FakeHost, member: FakeHost) -> None:
+        self._hub = hub
+        self._member = member
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("fleet_") or attr in self._HUB_CALLS:
+            return getattr(self._hub, attr)
+        return getattr(self._member, attr)
+
 
 def _sorted(objects: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Objects sorted by namespace and name, as the host hands them."""
@@ -544,7 +702,8 @@ class Harness(Generic[C]):
     exports run it. `manifest` is what it describes to the host, `manifest.rules` what its
     `access` export answers, `manifest.metadata_only` what its `views` export answers (the host
     then hands those kinds as metadata: `FakeHost.handed`), `manifest.composition` what its
-    `composite` export's `describe-composition` answers (None for a `Controller`).
+    `composite` export's `describe-composition` answers (None for a `Controller`),
+    `manifest.scope` what its `clusters` export answers (the fake host reaches members by it).
 
     A `Controller` runs with `reconcile`, `finalize`, `released` and `map_related`; a
     `CompositeController` with `sync`, `finalize` and `customize`, during which the fake host
@@ -556,6 +715,7 @@ class Harness(Generic[C]):
         self.runner = Runner(cast("type[Controller | CompositeController]", controller_cls), self.host)
         self.manifest: ManifestSpec = self.runner.describe(json.dumps(dict(settings or {})))
         self.host.metadata_only = list(self.manifest.metadata_only)
+        self.host.scope = _checked(self.runner.scope())
 
     @property
     def controller(self) -> C:
@@ -567,26 +727,52 @@ class Harness(Generic[C]):
         """What the `composite.describe-composition` export answers."""
         return self.runner.composition()
 
-    def _object(self, obj_or_key: Mapping[str, Any] | ObjectKey) -> Mapping[str, Any]:
+    def _object(self, obj_or_key: Mapping[str, Any] | ObjectKey, cluster: str | None = None) -> Mapping[str, Any]:
         if isinstance(obj_or_key, ObjectKey):
             assert self.manifest.primary is not None
-            stored = self.host.get(self.manifest.primary, obj_or_key.namespace, obj_or_key.name)
+            store = self.host if cluster is None else self.host.member(cluster)
+            stored = store.get(self.manifest.primary, obj_or_key.namespace, obj_or_key.name)
             if stored is None:
-                raise LookupError(f"no {self.manifest.primary} {obj_or_key} in the fake host")
+                where = "" if cluster is None else f" of member cluster {cluster!r}"
+                raise LookupError(f"no {self.manifest.primary} {obj_or_key} in the fake host{where}")
             return stored
         return obj_or_key
 
-    def _primary(self, obj_or_key: Mapping[str, Any] | ObjectKey) -> tuple[ObjectKey, str]:
-        obj = self._object(obj_or_key)
+    def _primary(self, obj_or_key: Mapping[str, Any] | ObjectKey, cluster: str | None = None) -> tuple[ObjectKey, str]:
+        obj = self._object(obj_or_key, cluster)
         return (obj_or_key if isinstance(obj_or_key, ObjectKey) else ObjectKey.of(obj)), json.dumps(obj)
 
-    def reconcile(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action:
+    @contextmanager
+    def _serving(self, cluster: str | None) -> Iterator[None]:
+        """Runs a call for an object of `cluster` (None: the host's own), as the host does for a
+        plugin that serves it: `cache`, `client` and `events` act in the member, `ctx.cluster()`
+        names it. A cluster the plugin does not serve is a `ValueError` (the host never calls
+        it for one)."""
+        if cluster is None:
+            if not self.runner.scope().serve_local:
+                raise ValueError("the plugin does not serve the host's own cluster (serve_local(False)): pass cluster=")
+            yield
+            return
+        member = self.host.member(cluster)
+        if not self.host.serves(cluster):
+            raise ValueError(f"the plugin does not serve member cluster {cluster!r} (its manifest's serve_members)")
+        before = (self.runner.host, self.host.current)
+        self.runner.host, self.host.current = cast("Host", _Served(self.host, member)), cluster
+        try:
+            yield
+        finally:
+            self.runner.host, self.host.current = before
+
+    def reconcile(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0, *, cluster: str | None = None) -> Action:
         """Runs `reconcile` on an object (or the stored primary of a key). Raises
-        `KubewasmError` as the component would return it."""
-        return self.runner.call("reconcile", *self._primary(obj_or_key), retries)
+        `KubewasmError` as the component would return it. With `cluster`, the object lives in
+        that member cluster (and a key names a primary of its store): a plugin that serves it
+        reads, writes and records Events there, and `ctx.cluster()` names it."""
+        with self._serving(cluster):
+            return self.runner.call("reconcile", *self._primary(obj_or_key, cluster), retries)
 
     @overload
-    def finalize(self: Harness[Controller], obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action: ...
+    def finalize(self: Harness[Controller], obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0, *, cluster: str | None = None) -> Action: ...
 
     @overload
     def finalize(
@@ -604,16 +790,21 @@ class Harness(Generic[C]):
         *,
         children: Iterable[Mapping[str, Any]] | None = None,
         related: Iterable[Mapping[str, Any]] | None = None,
+        cluster: str | None = None,
     ) -> Action | SyncResponse:
-        """A `Controller`'s `finalize` (an `Action`), or a `CompositeController`'s (a
-        `SyncResponse`, with `request.finalizing` set; `children` and `related` as for `sync`)."""
+        """A `Controller`'s `finalize` (an `Action`; `cluster` as for `reconcile`), or a
+        `CompositeController`'s (a `SyncResponse`, with `request.finalizing` set; `children`
+        and `related` as for `sync`)."""
         if self.runner.declarative:
             return self._sync("finalize", obj_or_key, children, related)
-        return self.runner.call("finalize", *self._primary(obj_or_key), retries)
+        with self._serving(cluster):
+            return self.runner.call("finalize", *self._primary(obj_or_key, cluster), retries)
 
-    def released(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0) -> Action:
-        """Runs `released`, as the host does once a primary stops matching the primary selector."""
-        return self.runner.call("released", *self._primary(obj_or_key), retries)
+    def released(self, obj_or_key: Mapping[str, Any] | ObjectKey, retries: int = 0, *, cluster: str | None = None) -> Action:
+        """Runs `released`, as the host does once a primary stops matching the primary selector
+        (`cluster` as for `reconcile`)."""
+        with self._serving(cluster):
+            return self.runner.call("released", *self._primary(obj_or_key, cluster), retries)
 
     def map_related(self, resource: Gvk, obj: Mapping[str, Any]) -> list[ObjectKey]:
         """Runs `map_related` on `obj`, handed as the host hands it (`FakeHost.handed`)."""

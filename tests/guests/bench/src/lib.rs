@@ -5,7 +5,7 @@
 use kubewasm_sdk::bindings::exports::kubewasm::controller::access::{self, Rule};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::plugin::{self, Limits, Manifest, Permission, Verb};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::reconciler::{self, Request};
-use kubewasm_sdk::bindings::exports::kubewasm::controller::{composite, release, views};
+use kubewasm_sdk::bindings::exports::kubewasm::controller::{clusters, composite, release, views};
 use kubewasm_sdk::bindings::kubewasm::controller::types::{Action, Error, ErrorCode, Gvk, ObjectKey};
 use kubewasm_sdk::bindings::kubewasm::controller::{cache, client};
 
@@ -74,6 +74,12 @@ impl release::Guest for Bench {
 impl views::Guest for Bench {
     fn metadata_only() -> Vec<Gvk> {
         Vec::new()
+    }
+}
+
+impl clusters::Guest for Bench {
+    fn scope() -> clusters::ClusterScope {
+        clusters::ClusterScope { serve_local: true, serve: clusters::Members::None, reach: clusters::Members::None }
     }
 }
 

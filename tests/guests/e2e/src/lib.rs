@@ -105,6 +105,9 @@ struct Settings {
     /// Log `e2e-trace start NS/NAME` first and `e2e-trace end NS/NAME` last in each reconcile,
     /// for the tests' checker that no two hosts reconcile one object at once.
     trace: bool,
+    /// Also serve these member clusters: `all`, or a label selector over their labels; the
+    /// output then says in which cluster it was made (`cluster`, empty for the host's own).
+    serve_members: Option<String>,
 }
 
 struct E2e {
@@ -126,6 +129,7 @@ struct E2e {
     list_all: u32,
     owns: bool,
     trace: bool,
+    serve_members: Option<Members>,
 }
 
 fn annotation<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a str> {
@@ -194,6 +198,7 @@ impl Controller for E2e {
             list_all: settings.list_all,
             owns: settings.owns,
             trace: settings.trace,
+            serve_members: settings.serve_members.map(|m| if m == "all" { Members::All } else { Members::Matching(m) }),
         })
     }
 
@@ -216,6 +221,9 @@ impl Controller for E2e {
             if self.metadata_only {
                 manifest = manifest.metadata_only_gvk(&self.watched);
             }
+        }
+        if let Some(members) = &self.serve_members {
+            manifest = manifest.serve_members(members.clone());
         }
         if self.owns {
             let secret = Gvk::new("", "v1", "Secret");
@@ -390,6 +398,9 @@ impl E2e {
                 ]);
                 if self.list_all > 0 {
                     data.insert("listed", listed.to_string());
+                }
+                if self.serve_members.is_some() {
+                    data.insert("cluster", ctx.cluster().unwrap_or_default());
                 }
                 if let Some((related, with_data)) = related {
                     data.insert("related", related);

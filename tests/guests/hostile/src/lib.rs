@@ -28,6 +28,10 @@
 //!   `blind` that does not exist, hoping RBAC lets its identity create it; logs the outcome;
 //! - `get-loop`: declares only `get` on PodTemplates (so every read goes to the API server) and
 //!   reads one, again and again, for `loop-ms` (default 3000) of every reconcile.
+//! - `reach-out`: reaches only the member clusters labelled `env=dev`, and in every reconcile
+//!   writes a ConfigMap `stolen` into each member cluster named by `clusters` (straight through
+//!   the generated bindings: the SDK would check the names first), then into a cluster whose name
+//!   is 8 MiB long; logs each outcome as `reach attack: CLUSTER: CODE: MESSAGE`.
 
 use std::time::Duration;
 
@@ -55,6 +59,8 @@ struct Settings {
     loop_ms: Option<u64>,
     /// What `describe-memory` touches in `describe`.
     describe_memory_mib: Option<usize>,
+    /// The clusters `reach-out` writes into.
+    clusters: Vec<String>,
 }
 
 /// Every RBAC verb.
@@ -75,6 +81,8 @@ struct Hostile {
     namespaces: usize,
     names: usize,
     loop_ms: u64,
+    /// The clusters `reach-out` writes into.
+    clusters: Vec<String>,
 }
 
 /// A cheap pseudo-random sequence (the sandbox gives WASI random, but this is enough).
@@ -134,6 +142,7 @@ impl Controller for Hostile {
             namespaces: settings.namespaces.unwrap_or(if attack == "watch-flood" { 5000 } else { 100 }),
             names: settings.names.unwrap_or(100),
             loop_ms: settings.loop_ms.unwrap_or(3000),
+            clusters: settings.clusters,
         })
     }
 
@@ -173,6 +182,9 @@ impl Controller for Hostile {
             }
             "get-loop" => manifest = manifest.grant(&pod_template(), None, &[Verb::Get], &[]),
             "apply-blind" => manifest = manifest.grant(&secret(), None, &[Verb::Patch], &[]),
+            "reach-out" => {
+                manifest = manifest.reach_members(Members::Matching("env=dev".into())).grant(&configmap(), None, &[Verb::Create, Verb::Patch], &[]);
+            }
             _ => {}
         }
         manifest
@@ -267,6 +279,24 @@ impl Controller for Hostile {
             "hang" => {
                 std::thread::sleep(Duration::from_secs(3600));
                 Ok(Action::Done)
+            }
+            "reach-out" => {
+                use kubewasm_sdk::bindings::kubewasm::controller::fleet;
+                let stolen = kubewasm_sdk::serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "stolen", "namespace": primary.namespace()}, "data": {"k": "v"},
+                })
+                .to_string();
+                let huge = "c".repeat(8 << 20);
+                for cluster in self.clusters.iter().map(String::as_str).chain([huge.as_str()]) {
+                    let outcome = match fleet::apply(Some(cluster), &stolen, true) {
+                        Ok(_) => "applied".to_string(),
+                        Err(e) => format!("{:?}: {}", e.code, e.message),
+                    };
+                    let shown = if cluster.len() > 253 { "<8 MiB name>" } else { cluster };
+                    ctx.warn(&format!("reach attack: {shown}: {outcome}"));
+                }
+                Ok(Action::RequeueAfter(Duration::from_secs(1)))
             }
             _ => Ok(Action::Done),
         }

@@ -1,6 +1,6 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/client@0.1.3' {
+declare module 'kubewasm:controller/client@0.1.4' {
   /**
    * Server-side apply: makes the fields in `object` owned by this plugin's field manager and
    * equal to the given values; creates the object if it does not exist. Needs `patch`, and,
@@ -41,9 +41,9 @@ declare module 'kubewasm:controller/client@0.1.3' {
    */
   export { _delete as delete };
   function _delete(resource: Gvk, namespace: string | undefined, name: string): void;
-  export type Gvk = import('kubewasm:controller/types@0.1.3').Gvk;
-  export type Object = import('kubewasm:controller/types@0.1.3').Object;
-  export type Error = import('kubewasm:controller/types@0.1.3').Error;
+  export type Gvk = import('kubewasm:controller/types@0.1.4').Gvk;
+  export type Object = import('kubewasm:controller/types@0.1.4').Object;
+  export type Error = import('kubewasm:controller/types@0.1.4').Error;
   /**
    * The body of a patch.
    * # Variants

@@ -1,0 +1,325 @@
+//! Multi-cluster (issue 25) against real control planes: the hub (the shared one, where the host
+//! runs) and member clusters started by each test, engaged from a directory of kubeconfig files
+//! (`--clusters DIR`) while the host runs.
+//!
+//! `cargo test -p kubewasm-tests --test fleet`
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow, ensure};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kubewasm_tests::{ControlPlane, E2eSettings, Host, PluginDir, audit, eventually, guests, members};
+use support::*;
+
+const READY: Duration = Duration::from_secs(60);
+/// How soon a member engaged at run time must be served, its existing objects included.
+const ENGAGED: Duration = Duration::from_secs(30);
+
+/// A member cluster for one test, with the test's namespace.
+struct MemberCluster {
+    name: &'static str,
+    cp: ControlPlane,
+    cms: Api<ConfigMap>,
+}
+
+impl MemberCluster {
+    async fn start(name: &'static str, namespace: &str) -> Result<Self> {
+        let cp = ControlPlane::start().await?;
+        let client = cp.client().await?;
+        let ns = Namespace { metadata: ObjectMeta { name: Some(namespace.into()), ..Default::default() }, ..Default::default() };
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+        Ok(MemberCluster { name, cms: Api::namespaced(client, namespace), cp })
+    }
+
+    fn engage(&self, dir: &Path, labels: &[(&str, &str)]) -> Result<()> {
+        Ok(members::engage(dir, self.name, self.cp.kubeconfig_path(), labels)?)
+    }
+
+    fn disengage(&self, dir: &Path) -> Result<()> {
+        Ok(members::disengage(dir, self.name)?)
+    }
+}
+
+/// The `cluster` an output says it was made in.
+async fn output_cluster(cms: &Api<ConfigMap>, primary: &str, plugin: &str) -> Result<Option<String>> {
+    Ok(output(cms, primary, plugin).await?.and_then(|d| d.get("cluster").cloned()))
+}
+
+fn inputs(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// A plugin serving every member reconciles objects in the hub and in both members, each where
+/// it lives; a member engaged at run time is served within seconds, its existing objects
+/// included; a disengaged member's changes are no longer reconciled.
+#[tokio::test]
+async fn a_plugin_serves_its_members_and_one_engaged_at_run_time() -> Result<()> {
+    let hub = ControlPlane::shared().await;
+    let ns = hub.namespace("fleet").await?;
+    let (m1, m2) = tokio::try_join!(MemberCluster::start("m1", ns.name()), MemberCluster::start("m2", ns.name()))?;
+    let clusters = tempfile::tempdir()?;
+    m1.engage(clusters.path(), &[])?;
+    create_primaries(&m1.cms, &inputs(&[("a", "1"), ("b", "1")])).await?;
+    create_primaries(&m2.cms, &inputs(&[("c", "1")])).await?;
+    let hub_cms: Api<ConfigMap> = ns.api();
+    create_primaries(&hub_cms, &inputs(&[("h", "1")])).await?;
+
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("spread").serve_members("all"), "v01");
+    let config = host_config("fleet", dir.path(), hub.kubeconfig_path(), ns.name()).arg(format!("--clusters={}", clusters.path().display()));
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+
+    wait_outputs(&hub_cms, "spread", &inputs(&[("h", "1")]), Want::default()).await?;
+    wait_outputs(&m1.cms, "spread", &inputs(&[("a", "1"), ("b", "1")]), Want::default()).await?;
+    ensure!(output_cluster(&hub_cms, "h", "spread").await?.as_deref() == Some(""), "the hub's output names a member");
+    ensure!(output_cluster(&m1.cms, "a", "spread").await?.as_deref() == Some("m1"), "m1's output does not say m1");
+    ensure!(output(&m2.cms, "c", "spread").await?.is_none(), "m2 is served before it is engaged");
+
+    // m2 is engaged while the host runs: its existing object is reconciled, as an initial list.
+    let engaged = Instant::now();
+    m2.engage(clusters.path(), &[])?;
+    wait_outputs_within(&m2.cms, "spread", &inputs(&[("c", "1")]), Want::default(), ENGAGED).await?;
+    println!("a member engaged at run time was served, its existing object included, in {:?}", engaged.elapsed());
+    ensure!(output_cluster(&m2.cms, "c", "spread").await?.as_deref() == Some("m2"), "m2's output does not say m2");
+    set_input(&m2.cms, "c", "2").await?;
+    wait_outputs(&m2.cms, "spread", &inputs(&[("c", "2")]), Want::default()).await?;
+
+    // Disengaged: m2's changes stay unreconciled while the others' are.
+    m2.disengage(clusters.path())?;
+    eventually("m2 to be disengaged", Duration::from_secs(20), || async {
+        ensure!(host.log_text().contains("disengaged cluster"), "not yet");
+        Ok(())
+    })
+    .await?;
+    set_input(&m2.cms, "c", "3").await?;
+    set_input(&m1.cms, "a", "3").await?;
+    wait_outputs(&m1.cms, "spread", &inputs(&[("a", "3")]), Want::default()).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let c = output(&m2.cms, "c", "spread").await?.and_then(|d| d.get("input").cloned());
+    ensure!(c.as_deref() == Some("2"), "a disengaged member's change was reconciled: {c:?}");
+    host.stop().await?;
+    Ok(())
+}
+
+/// A member whose API server stops delays only its own keys: the other member's and the hub's
+/// changes are reconciled as fast as before; once it is back, its changes are caught up.
+#[tokio::test]
+async fn a_member_that_stops_answering_delays_only_its_own_work() -> Result<()> {
+    let hub = ControlPlane::shared().await;
+    let ns = hub.namespace("outage").await?;
+    let (mut m1, m2) = tokio::try_join!(MemberCluster::start("m1", ns.name()), MemberCluster::start("m2", ns.name()))?;
+    let clusters = tempfile::tempdir()?;
+    m1.engage(clusters.path(), &[])?;
+    m2.engage(clusters.path(), &[])?;
+    create_primaries(&m1.cms, &inputs(&[("a", "1")])).await?;
+    create_primaries(&m2.cms, &inputs(&[("b", "1")])).await?;
+    let hub_cms: Api<ConfigMap> = ns.api();
+    create_primaries(&hub_cms, &inputs(&[("h", "1")])).await?;
+
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("spread").serve_members("all"), "v01");
+    let config = host_config("outage", dir.path(), hub.kubeconfig_path(), ns.name()).arg(format!("--clusters={}", clusters.path().display()));
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+    wait_outputs(&m1.cms, "spread", &inputs(&[("a", "1")]), Want::default()).await?;
+    wait_outputs(&m2.cms, "spread", &inputs(&[("b", "1")]), Want::default()).await?;
+
+    // How long a change takes with every member up.
+    let before = Instant::now();
+    set_input(&m2.cms, "b", "2").await?;
+    wait_outputs(&m2.cms, "spread", &inputs(&[("b", "2")]), Want::default()).await?;
+    let up = before.elapsed();
+
+    m1.cp.stop().await?;
+    // Changes in m2 and the hub while m1 is down, each timed.
+    let mut during = Vec::new();
+    for round in 3..6 {
+        let input = round.to_string();
+        let started = Instant::now();
+        set_input(&m2.cms, "b", &input).await?;
+        set_input(&hub_cms, "h", &input).await?;
+        wait_outputs_within(&m2.cms, "spread", &inputs(&[("b", &input)]), Want::default(), Duration::from_secs(10)).await?;
+        wait_outputs_within(&hub_cms, "spread", &inputs(&[("h", &input)]), Want::default(), Duration::from_secs(10)).await?;
+        during.push(started.elapsed());
+    }
+    println!("a change in m2 and the hub: {up:?} with every member up; {during:?} with m1 down");
+    ensure!(host.try_status().is_none(), "the host exited while a member was down:\n{}", host.log_tail(40));
+
+    m1.cp.restart().await?;
+    let m1_cms: Api<ConfigMap> = Api::namespaced(m1.cp.client().await?, ns.name());
+    set_input(&m1_cms, "a", "2").await?;
+    wait_outputs(&m1_cms, "spread", &inputs(&[("a", "2")]), Want::default()).await?;
+    let log = host.log_text();
+    ensure!(!log.contains("Quarantined") && !log.contains("panicked"), "m1's outage faulted or quarantined:\n{}", host.log_tail(40));
+    host.stop().await?;
+    Ok(())
+}
+
+/// A hub plugin (the Rust example) copies a ConfigMap into every member labelled env=prod, as
+/// its own identity in each (the members' audit logs say so); a prod member where that identity
+/// lacks RBAC is refused by admission — the cluster and the rule named — and gets its copy once
+/// the rule is applied there; a dev member gets none; deleting the source deletes the copies.
+#[tokio::test]
+async fn a_hub_plugin_propagates_into_prod_members_as_its_own_identity() -> Result<()> {
+    propagation("rust", true).await
+}
+
+/// The same example written in Go behaves alike (without the refused member).
+#[tokio::test]
+async fn the_go_propagation_example_propagates_alike() -> Result<()> {
+    propagation("go", false).await
+}
+
+async fn propagation(lang: &str, refused_member: bool) -> Result<()> {
+    let hub = ControlPlane::shared().await;
+    let ns = hub.namespace(&format!("propagate-{lang}")).await?;
+    let (m1, m2, m3) = tokio::try_join!(MemberCluster::start("m1", ns.name()), MemberCluster::start("m2", ns.name()), MemberCluster::start("m3", ns.name()))?;
+    let dir = PluginDir::new();
+    std::fs::copy(guests::example("fleet-propagation", lang), dir.path().join("fleet-propagation.wasm"))?;
+    let grants = rbac(&rbac_args(dir.path(), ns.name())).await?;
+    apply(hub, &grants).await?;
+    apply(&m1.cp, &grants).await?;
+    apply(&m3.cp, &grants).await?;
+    if !refused_member {
+        apply(&m2.cp, &grants).await?;
+    }
+    let clusters = tempfile::tempdir()?;
+    m1.engage(clusters.path(), &[("env", "prod")])?;
+    m2.engage(clusters.path(), &[("env", "prod")])?;
+    m3.engage(clusters.path(), &[("env", "dev")])?;
+    let config = host_config("propagate", dir.path(), hub.kubeconfig_path(), ns.name())
+        .service_accounts(ns.name())
+        .arg(format!("--clusters={}", clusters.path().display()));
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+
+    let hub_cms: Api<ConfigMap> = ns.api();
+    let source = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("settings".into()),
+            labels: Some([("fleet.kubewasm.io/propagate".to_string(), "true".to_string())].into()),
+            ..Default::default()
+        },
+        data: Some([("level".to_string(), "debug".to_string())].into()),
+        ..Default::default()
+    };
+    hub_cms.create(&PostParams::default(), &source).await?;
+    let copied = |cms: Api<ConfigMap>| async move { Ok::<_, anyhow::Error>(cms.get_opt("settings").await?.and_then(|cm| cm.data).unwrap_or_default()) };
+    eventually("the copy in m1", CONVERGE, || async {
+        ensure!(copied(m1.cms.clone()).await?.get("level").map(String::as_str) == Some("debug"), "not yet");
+        Ok(())
+    })
+    .await
+    .map_err(|e| anyhow!("{e}\n{}", host.log_tail(60)))?;
+
+    if refused_member {
+        // m2: refused by admission, with the cluster and the missing rule named.
+        eventually("m2's refusal", Duration::from_secs(30), || async {
+            let log = host.log_text();
+            let line = log.lines().find(|l| l.contains(r#"not running in cluster "m2""#)).unwrap_or_default().to_string();
+            ensure!(line.contains(r#"admission in cluster "m2""#) && line.contains("kubewasm-plugin-fleet-propagation lacks"), "not yet: {line:?}");
+            ensure!(line.contains(r#"resources: ["configmaps"]"#), "the rule is not named: {line}");
+            Ok(())
+        })
+        .await?;
+        ensure!(m2.cms.get_opt("settings").await?.is_none(), "a copy in m2, whose RBAC refuses the plugin");
+    }
+    ensure!(m3.cms.get_opt("settings").await?.is_none(), "a copy in m3, which is not env=prod");
+
+    // Every write in m1 was the plugin's identity's, impersonated with m1's credentials.
+    let plugin_user = format!("system:serviceaccount:{}:kubewasm-plugin-fleet-propagation", ns.name());
+    let writes: Vec<audit::AuditEvent> = audit::read(m1.cp.data_dir())
+        .into_iter()
+        .filter(|e| e.namespace() == Some(ns.name()) && e.resource() == "configmaps" && matches!(e.verb.as_str(), "create" | "patch" | "update"))
+        .collect();
+    ensure!(!writes.is_empty(), "no write of the copy in m1's audit log");
+    ensure!(
+        writes.iter().all(|e| e.acting_as() == plugin_user),
+        "writes in m1 not as {plugin_user}: {:?}",
+        writes.iter().map(|e| e.acting_as()).collect::<Vec<_>>()
+    );
+
+    // RBAC applied in m2: the host's next try admits the plugin there, and the copy follows.
+    if refused_member {
+        apply(&m2.cp, &grants).await?;
+    }
+    eventually("the copy in m2", CONVERGE, || async {
+        ensure!(copied(m2.cms.clone()).await?.get("level").map(String::as_str) == Some("debug"), "not yet");
+        Ok(())
+    })
+    .await?;
+    ensure!(m3.cms.get_opt("settings").await?.is_none(), "a copy in m3, which is not env=prod");
+
+    // Deleting the source deletes the copies first (the finalizer).
+    hub_cms.delete("settings", &DeleteParams::default()).await?;
+    eventually("the copies gone", CONVERGE, || async {
+        ensure!(m1.cms.get_opt("settings").await?.is_none() && m2.cms.get_opt("settings").await?.is_none(), "not yet");
+        ensure!(hub_cms.get_opt("settings").await?.is_none(), "the source is still there");
+        Ok(())
+    })
+    .await?;
+    host.stop().await?;
+    Ok(())
+}
+
+/// Members engaged from kubeconfig Secrets (`--cluster-secrets`): a labelled Secret engages its
+/// cluster, with the Secret's labels; one whose credentials may not impersonate the plugin's
+/// identity is refused for that plugin, the cluster and the reason named, while the other is
+/// served; deleting a Secret disengages its cluster.
+#[tokio::test]
+async fn members_from_secrets_and_one_whose_credentials_cannot_impersonate() -> Result<()> {
+    let hub = ControlPlane::shared().await;
+    let ns = hub.namespace("secrets").await?;
+    let member = MemberCluster::start("m1", ns.name()).await?;
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("spread").serve_members("env=prod"), "v01");
+    let grants = rbac(&rbac_args(dir.path(), ns.name())).await?;
+    apply(hub, &grants).await?;
+    apply(&member.cp, &grants).await?;
+    create_primaries(&member.cms, &inputs(&[("a", "1")])).await?;
+
+    let config = host_config("secrets", dir.path(), hub.kubeconfig_path(), ns.name()).service_accounts(ns.name()).arg("--cluster-secrets");
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+
+    // The same API server twice: as its admin (m1), and as a user who may not impersonate (m2).
+    let secrets: Api<Secret> = ns.api();
+    let kubeconfig_secret = |name: &str, kubeconfig: &Path| -> Result<Secret> {
+        let labels = [("kubewasm.io/cluster", "true"), ("env", "prod")].map(|(k, v)| (k.to_string(), v.to_string()));
+        Ok(Secret {
+            metadata: ObjectMeta { name: Some(name.into()), labels: Some(labels.into()), ..Default::default() },
+            string_data: Some([("value".to_string(), std::fs::read_to_string(kubeconfig)?)].into()),
+            ..Default::default()
+        })
+    };
+    secrets.create(&PostParams::default(), &kubeconfig_secret("m1", member.cp.kubeconfig_path())?).await?;
+    secrets.create(&PostParams::default(), &kubeconfig_secret("m2", member.cp.unprivileged_kubeconfig_path())?).await?;
+    wait_outputs(&member.cms, "spread", &inputs(&[("a", "1")]), Want::default()).await?;
+    ensure!(output_cluster(&member.cms, "a", "spread").await?.as_deref() == Some("m1"), "m1's output does not say m1");
+    let refusal = eventually("m2's refusal", Duration::from_secs(30), || async {
+        let log = host.log_text();
+        log.lines().find(|l| l.contains(r#"not running in cluster "m2""#)).map(String::from).ok_or_else(|| anyhow!("not yet"))
+    })
+    .await?;
+    ensure!(refusal.contains(r#"admission in cluster "m2""#) && refusal.contains("impersonate"), "the refusal does not say why: {refusal}");
+    let refusals = host.metric("kubewasm_plugin_cluster_refusals_total", &[("plugin", "spread"), ("cluster", "m2")]).await?;
+    ensure!(refusals >= 1.0, "m2's refusal is not counted");
+
+    secrets.delete("m1", &DeleteParams::default()).await?;
+    eventually("m1 to be disengaged", Duration::from_secs(20), || async {
+        ensure!(host.log_text().lines().any(|l| l.contains("disengaged cluster") && l.contains("m1")), "not yet");
+        Ok(())
+    })
+    .await?;
+    set_input(&member.cms, "a", "2").await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let a = output(&member.cms, "a", "spread").await?.and_then(|d| d.get("input").cloned());
+    ensure!(a.as_deref() == Some("1"), "a disengaged member's change was reconciled: {a:?}");
+    host.stop().await?;
+    Ok(())
+}
