@@ -158,6 +158,7 @@ table_tests! {
     table_tests_fleet_propagation_go: "fleet-propagation", "go";
     table_tests_fleet_propagation_python: "fleet-propagation", "python";
     table_tests_fleet_propagation_js: "fleet-propagation", "js";
+    table_tests_fleet_propagation_c: "fleet-propagation", "c";
 }
 
 macro_rules! conformance_tests {
