@@ -726,7 +726,30 @@ impl PluginRunner {
     }
 
     /// A new instance, instantiated and described within one deadline of its own time.
+    ///
+    /// A module's first instantiation makes its memory image, a memfd sealed read-only. The
+    /// kernel refuses the seal (EBUSY) while something else briefly holds a reference to the fresh
+    /// pages — seen once under full load in CI — and wasmtime makes the image again at the next
+    /// instantiation: that refusal alone is tried again, on a fresh store, a few times.
     async fn instantiate(&self) -> Result<(Instance, Result<plugin_exports::Manifest, String>), Fault> {
+        let mut attempt = 0;
+        loop {
+            match self.instantiate_once().await {
+                Err(Fault::Instantiate(message)) if attempt < 3 && message.contains(SEAL_REFUSED) => {
+                    attempt += 1;
+                    tracing::debug!(plugin = %self.host.plugin, attempt, "instantiating again: {message}");
+                    tokio::time::sleep(Duration::from_millis(10 << attempt)).await;
+                }
+                Err(fault) => {
+                    fault.count(&self.host.metrics.faults);
+                    return Err(fault);
+                }
+                Ok(instance) => return Ok(instance),
+            }
+        }
+    }
+
+    async fn instantiate_once(&self) -> Result<(Instance, Result<plugin_exports::Manifest, String>), Fault> {
         let mut store = Instance::new_store(&self.engine, self.host.clone(), self.limits.memory_bytes, self.limits.deadline);
         let clock = store.data().clock.clone();
         let indices = &self.prepared.0.indices;
@@ -750,14 +773,13 @@ impl PluginRunner {
                 self.host.metrics.instances.inc();
                 Ok((Instance { store, exports, calls: 0, idle_since: Instant::now() }, described))
             }
-            Err(error) => {
-                let fault = self.classify(error, &store);
-                fault.count(&self.host.metrics.faults);
-                Err(fault)
-            }
+            Err(error) => Err(self.classify(error, &store)),
         }
     }
 }
+
+/// wasmtime's error when the kernel refuses to seal a memory image (see `instantiate`).
+const SEAL_REFUSED: &str = "cannot add seals to the memfd";
 
 /// The runner as the declarative reconcile sees it: the plugin's manifest, reads and guest calls.
 impl composite::Plugin for PluginRunner {
