@@ -99,6 +99,27 @@ async fn the_chart_lints_with_its_defaults_and_with_plugins() -> Result<()> {
     // Every template: plugins, registry credentials, the ServiceMonitor.
     let values = two_plugins("registry.example.com/team/writer:0.1.0", "team-a");
     helm_with_values(&["lint", "--strict", chart, "--set", "serviceMonitor.enabled=true"], &values).await?;
+    helm(&["lint", "--strict", chart, "--set", "memberClusters.fromSecrets=true"]).await?;
+    Ok(())
+}
+
+/// Member clusters from Secrets: the flag, and the one rule it needs (listing and watching the
+/// Secrets of the release namespace); neither without the value.
+#[tokio::test]
+async fn member_clusters_from_secrets_get_the_flag_and_the_rule() -> Result<()> {
+    for on in [false, true] {
+        let yaml = template("fleet", &format!("memberClusters: {{fromSecrets: {on}}}\n")).await?;
+        let objects = objects(&yaml)?;
+        let args = &find(&objects, "Deployment", RELEASE)?["spec"]["template"]["spec"]["containers"][0]["args"];
+        let flag = args.as_array().context("args")?.iter().any(|a| a == "--cluster-secrets");
+        let role = find(&objects, "Role", RELEASE)?;
+        let rule = role["rules"]
+            .as_array()
+            .context("rules")?
+            .iter()
+            .any(|r| r["resources"] == serde_json::json!(["secrets"]) && r["verbs"] == serde_json::json!(["list", "watch"]));
+        ensure!(flag == on && rule == on, "fromSecrets={on}: flag {flag}, rule {rule}");
+    }
     Ok(())
 }
 
