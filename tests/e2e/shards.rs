@@ -56,7 +56,12 @@ impl Replica {
             settings = settings.option(line);
         }
         dir.install_e2e(&settings, "v01");
-        let mut config = host_config(name, dir.path(), kubeconfig, ns.name()).instance(name).shard_ring(ns.name(), LEADER, RING);
+        // The plugin's info records only (the trace), so that its log budget (100 records a
+        // second) keeps every trace line: a dropped `end` would leave an interval open.
+        let mut config = host_config(name, dir.path(), kubeconfig, ns.name())
+            .instance(name)
+            .shard_ring(ns.name(), LEADER, RING)
+            .arg(format!("--plugin-log-level={PLUGIN}=info"));
         for arg in extra {
             config = config.arg(*arg);
         }
@@ -139,8 +144,14 @@ async fn wait_outputs_on_shards(ns: &TestNamespace, inputs: &BTreeMap<String, St
     Ok(())
 }
 
-/// The trace checker over every replica that ran in the test.
-fn assert_never_two_at_once(replicas: &[&Replica]) -> Result<usize> {
+/// The trace checker over every replica that ran in the test. A replica that dropped records of
+/// the plugin (over its log budget) may have lost a trace line: that is said instead of a verdict.
+async fn assert_never_two_at_once(replicas: &[&Replica]) -> Result<usize> {
+    for replica in replicas.iter().filter(|r| r.killed.is_none()) {
+        if let Ok(dropped) = replica.host.metric("kubewasm_plugin_log_records_dropped_total", &[("plugin", PLUGIN)]).await {
+            ensure!(dropped == 0.0, "{} dropped {dropped} log records of the plugin: the trace is incomplete", replica.host.instance());
+        }
+    }
     let all: Vec<Interval> = replicas.iter().flat_map(|r| r.intervals()).collect();
     ensure!(!all.is_empty(), "no reconcile traced: the checker would find nothing");
     let overlaps = trace::overlaps(&all);
@@ -225,7 +236,7 @@ async fn three_replicas_share_the_primaries_each_caching_and_reconciling_a_third
             "{name} in:\n{table}"
         );
     }
-    let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>())?;
+    let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>()).await?;
     eprintln!("cached per replica {cached:?}; {done} reconciles for 300 changes ({per_replica:?}); {traced} reconciles traced, none at once\n{table}");
     for r in replicas {
         r.host.stop().await?;
@@ -274,7 +285,7 @@ async fn a_killed_replicas_objects_move_within_the_lease_and_nothing_is_lost() -
         cached.push(r.objects().await?);
     }
     ensure!(cached.iter().sum::<f64>() == 90.0, "the survivors cache {cached:?} of 90 primaries");
-    let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>())?;
+    let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>()).await?;
     eprintln!("SIGKILL to reassignment of every object: {moved:?}; survivors cache {cached:?}; {traced} reconciles traced, none at once");
     let mut replicas = replicas.into_iter();
     for r in replicas.by_ref().take(2) {
@@ -333,7 +344,7 @@ async fn scaling_three_to_four_to_two_hands_objects_over_without_overlap_or_loss
         set_input(&cms, name, "final").await?;
     }
     wait_outputs_on_shards(&ns, &last, &remaining).await?;
-    let traced = assert_never_two_at_once(&replicas.iter().chain(&stopped).collect::<Vec<_>>())?;
+    let traced = assert_never_two_at_once(&replicas.iter().chain(&stopped).collect::<Vec<_>>()).await?;
     eprintln!("3 → 4: {handovers} handovers; 4 → 2: objects of the stopped replicas placed {moved:?} after SIGTERM; {traced} reconciles traced");
     for r in replicas {
         r.host.stop().await?;
@@ -410,7 +421,7 @@ async fn a_partitioned_replica_stops_writing_before_its_objects_move() -> Result
         .collect();
     ensure!(late.is_empty(), "the cut-off replica wrote after its Lease was taken at {taken}: {late:?}");
     let last_write = all.iter().filter(|e| mine(e) && e.request_received_timestamp < taken).map(|e| e.request_received_timestamp).max().context("no writes")?;
-    let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>())?;
+    let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>()).await?;
     eprintln!(
         "cut off: {victims} objects moved {moved:?} after the cut; its last write {:?} before its Lease was taken; {traced} reconciles traced",
         taken.duration_since(last_write)
@@ -489,7 +500,7 @@ async fn the_shard_contract_holds_when_the_test_plays_the_external_sharder() -> 
     wait_outputs_on_shards(&ns, &second, &names).await?;
     let assigned = wait_assigned(&cms, &names, CONVERGE).await?;
     ensure!(moving.iter().all(|m| assigned[m] == "ext-b"), "the drained objects are ext-b's now");
-    let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>())?;
+    let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>()).await?;
     eprintln!("{} objects drained from ext-a and assigned to ext-b by the test's sharder; {traced} reconciles traced", moving.len());
     for r in replicas {
         r.host.stop().await?;
