@@ -16,7 +16,7 @@ use crate::events::ObjectEvent;
 use crate::informer::{CacheView, ParsedObject, Writer, store::ParseError};
 use crate::manifest::ClusterScope;
 use crate::resource::{Gvk, ObjectKey, Scope};
-use crate::runtime::host::{Alone, Api, Clock, ClusterInfo, EventSink, Fleet, Services, Target, Unreached};
+use crate::runtime::host::{Alone, Api, ClusterInfo, EventSink, Fleet, Services, Target, Unreached};
 
 /// An in-memory cache: one store per resource, filled by hand.
 #[derive(Default)]
@@ -160,8 +160,7 @@ impl Api for FixtureApi {
 /// Services for a plugin run offline: reads from `cache`, writes and events into `recorder`;
 /// writes also into `cache` when they are [`Writes::Stored`].
 pub fn services(cache: &FixtureCache, recorder: &Arc<Recorder>, writes: Writes) -> Services {
-    let Target { cache, api, events } = target(cache, recorder, writes, None);
-    Services { cache, api, events, clock: Clock::System, fleet: Arc::new(Alone) }
+    Services::new(target(cache, recorder, writes, None), Arc::new(Alone))
 }
 
 /// What calls into one cluster of an offline fleet reach: its fixture cache, its writes recorded

@@ -263,7 +263,7 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
     };
     let here = targets[&case.cluster].0.clone();
     let fleet = OfflineFleet { here: case.cluster.clone(), scope: described.manifest.clusters.clone(), targets };
-    let mut services = Services { cache: here.cache, api: here.api, events: here.events, clock: Clock::System, fleet: Arc::new(fleet) };
+    let mut services = Services::new(here, Arc::new(fleet));
     if let Some(now) = &case.now {
         services.clock = Clock::Fixed(now_of(now)?);
     }

@@ -78,7 +78,6 @@ pub struct Settings {
 pub struct Member {
     pub name: String,
     pub labels: BTreeMap<String, String>,
-    pub client: kube::Client,
     pub discovery: Arc<Discovery>,
     pub informers: Arc<Informers>,
     /// Who the plugins act as there, and their admission (access reviews in that cluster).
@@ -87,13 +86,6 @@ pub struct Member {
     digest: u64,
     /// Stops its informers.
     stop: CancellationToken,
-}
-
-impl Member {
-    /// Where it came from (a file, a Secret).
-    pub fn source(&self) -> &str {
-        &self.source
-    }
 }
 
 impl Drop for Member {
@@ -159,7 +151,7 @@ impl Fleet {
             s.request_timeout,
             s.admission,
         );
-        let member = Arc::new(Member { name: name.clone(), labels, client, discovery, informers, identities, source, digest, stop });
+        let member = Arc::new(Member { name: name.clone(), labels, discovery, informers, identities, source, digest, stop });
         tracing::info!(cluster = %name, source = %member.source, labels = ?member.labels, "engaged cluster");
         self.engaged.send_modify(|engaged| {
             engaged.insert(name, member);

@@ -31,7 +31,6 @@ use super::{Controller, Environment};
 use crate::cluster::{Fleet as ClusterFleet, Member};
 use crate::manifest::{ClusterScope, Role};
 use crate::plugin::LoadedPlugin;
-use crate::queue::Reason;
 use crate::runtime::host::{ClusterInfo, Fleet, Target, Unreached};
 
 /// How long a member the plugin could not start in waits before it is tried again.
@@ -96,6 +95,11 @@ impl Fleet for PluginFleet {
             None => Err(Unreached::NotEngaged),
         }
     }
+}
+
+/// Asks `member` whether the plugin's identity may do there all that `plugin` declares.
+async fn admit(member: &Member, plugin: &LoadedPlugin) -> Result<(), String> {
+    member.identities.admit(&plugin.described.manifest).await.map_err(|e| format!("admission in cluster {:?}: {e}", member.name))
 }
 
 /// A controller of the plugin in one member.
@@ -208,10 +212,10 @@ impl Members {
 
     /// Admits the plugin in `member` and starts its controller there.
     async fn start(&self, local: &Arc<Controller>, member: &Arc<Member>, role: Role, plugin: LoadedPlugin) -> Result<(), String> {
-        member.identities.admit(&plugin.described.manifest).await.map_err(|e| format!("admission in cluster {:?}: {e}", member.name))?;
+        admit(member, &plugin).await?;
         let stop = CancellationToken::new();
         let env = Arc::new(self.env.in_member(member));
-        let controller = Controller::start_in(env, plugin, role, Some(self.targets.clone()), stop.clone()).await.map_err(|e| {
+        let controller = Controller::start_member(env, plugin, role, self.targets.clone(), stop.clone()).await.map_err(|e| {
             stop.cancel();
             format!("cluster {:?}: {e}", member.name)
         })?;
@@ -227,9 +231,7 @@ impl Members {
                     _ = stop.cancelled() => {}
                     synced = controller.first_sync() => if synced.is_ok() {
                         for controller in serving.iter().filter_map(Weak::upgrade) {
-                            for key in controller.version().primary_keys() {
-                                controller.queue.add_for(key, Reason::Resync);
-                            }
+                            controller.enqueue_primaries();
                         }
                     },
                 }
@@ -240,7 +242,7 @@ impl Members {
 
     /// Admits a new version in `member` and hands it to the controller there.
     async fn swap(&self, member: &Arc<Member>, controller: &Arc<Controller>, plugin: LoadedPlugin) -> Result<(), String> {
-        member.identities.admit(&plugin.described.manifest).await.map_err(|e| format!("admission in cluster {:?}: {e}", member.name))?;
+        admit(member, &plugin).await?;
         controller.swap(plugin).await.map(drop).map_err(|e| format!("cluster {:?}: {e}", member.name))
     }
 

@@ -60,7 +60,7 @@ use crate::metrics::{ControllerMetrics, Metrics, PluginMetrics};
 use crate::plugin::LoadedPlugin;
 use crate::queue::{QueueError, RateLimitConfig, Reason, WorkQueue};
 use crate::resource::{ObjectKey, Scope};
-use crate::runtime::host::{Api, Clock, EventSink, Services, Target};
+use crate::runtime::host::{Api, EventSink, Services, Target};
 use crate::runtime::{CallError, PluginRunner, Runtime};
 use crate::shard::{Claim, ClaimGuard, Shard};
 
@@ -70,6 +70,7 @@ const MAP_BACKLOG: usize = 10_000;
 const IDLE_SWEEP: Duration = Duration::from_secs(10);
 
 /// What every controller of a host shares.
+#[derive(Clone)]
 pub struct Environment {
     pub discovery: Arc<Discovery>,
     pub informers: Arc<Informers>,
@@ -118,22 +119,12 @@ impl Environment {
         Environment {
             discovery: member.discovery.clone(),
             informers: member.informers.clone(),
-            runtime: self.runtime.clone(),
             identities: member.identities.clone(),
             // The host's own objects live in its own cluster.
             fence: Fence { host_objects: Arc::new([]), ..self.fence.clone() },
-            metrics: self.metrics.clone(),
-            instance: self.instance.clone(),
-            request_timeout: self.request_timeout,
-            client_ceiling: self.client_ceiling,
-            sync_timeout: self.sync_timeout,
-            idle_instances: self.idle_instances,
-            quarantine_after: self.quarantine_after,
-            max_queue_wait: self.max_queue_wait,
-            budget: self.budget.clone(),
             shard: None,
-            fleet: self.fleet.clone(),
             member: Some(member.clone()),
+            ..self.clone()
         }
     }
 
@@ -254,121 +245,137 @@ impl Controller {
 
     /// Starts the controller of `plugin` in `env`'s cluster, doing `role` there; a member
     /// cluster's shares the `targets` of the plugin's controller in the host's own.
-    fn start_in(
+    async fn start_in(
         env: Arc<Environment>,
         plugin: LoadedPlugin,
         role: Role,
         targets: Option<Arc<Targets>>,
         shutdown: CancellationToken,
-    ) -> futures::future::BoxFuture<'static, Result<Arc<Self>, ControllerError>> {
-        // Boxed and named `Send`: a member's controller is started from the task of the plugin's
-        // controller in the host's own cluster, which this starts.
-        Box::pin(async move {
-            let plugin_name = plugin.described.manifest.name.clone();
-            let here = env.member.as_ref().map(|m| m.name.clone());
-            let name = match &here {
-                Some(cluster) => format!("{plugin_name}@{cluster}"),
-                None => plugin_name.clone(),
-            };
-            let targets = targets.unwrap_or_default();
-            let shard = env.shard.clone().filter(|_| plugin.options.sharding != Some(false));
-            // A sharded plugin reconciles and writes under this replica's membership, not the
-            // leadership.
-            let term = shard.as_ref().map_or_else(|| env.fence.leadership.clone(), |s| s.membership().clone());
-            let fence = Fence { leadership: term.clone(), ..env.fence.clone() };
-            let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?.with_max_wait(env.max_queue_wait);
-            let limits = env.client_limits(&plugin);
-            let kube = env.identities.client_for(&plugin_name);
-            let api = Arc::new(ApiClient::new(
-                kube.clone(),
-                env.discovery.clone(),
-                env.informers.clone(),
-                plugin.described.manifest.field_manager(),
-                limits.bucket(),
-                fence,
-                env.request_timeout,
-            ));
-            // The recorder stops after the workers (below), so that their last Events are sent.
-            let events_stop = CancellationToken::new();
-            let reporting = Reporting { controller: format!("kubewasm/{plugin_name}"), instance: env.instance.clone() };
-            let (events, events_task) =
-                EventRecorder::start(kube, reporting, api.bucket().clone(), term, env.metrics.events_dropped(&name), env.request_timeout, events_stop.clone());
-            let events = events.serving(env.fence.namespaces.clone());
-            let map_queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&format!("{name}-map-related")))?;
-            let mapper = Arc::new(MapBacklog::new(map_queue, MAP_BACKLOG, env.metrics.mapped_dropped(&name)));
-            let plugin_metrics = env.metrics.plugin(&name);
-            let released = Released::default();
-            let parts = Parts {
-                queue: &queue,
-                mapper: &mapper,
-                released: &released,
-                api: api.clone(),
-                events: Arc::new(events.clone()),
-                metrics: &plugin_metrics,
-                inert: role == Role::Reach,
-                shard: shard.as_ref(),
-                targets: &targets,
-                here: here.clone(),
-            };
-            let version = build_version(&env, &parts, plugin, Vec::new()).await?;
-            let synced = watch::channel(false).0;
-            let labels = env.member.as_ref().map(|m| m.labels.clone()).unwrap_or_default();
-            targets.publish(here.clone(), version.target.clone(), labels, synced.subscribe());
-            let members = match (&env.fleet, &env.member) {
-                (Some(fleet), None) => Some(Members::new(env.clone(), fleet.clone(), targets.clone())),
-                _ => None,
-            };
-            let controller = Arc::new(Controller {
-                role,
-                targets,
-                members,
-                metrics: env.metrics.controller(&name),
-                quarantine: Quarantine::new(env.quarantine_after, env.metrics.quarantine(&name)),
-                workers: Workers::new(version.workers),
-                name,
-                env,
-                queue,
-                api,
-                events,
-                plugin_metrics,
-                current: RwLock::new(Arc::new(version)),
-                mapper,
-                released,
-                synced,
-                finished: watch::channel(false).0,
-                shard,
-                shadow: RwLock::new(None),
-                shutdown: shutdown.clone(),
-            });
-            let members = controller.members.clone().map(|m| tokio::spawn(m.run(Arc::downgrade(&controller), shutdown.clone())));
-            tokio::spawn({
-                let controller = controller.clone();
-                async move {
-                    controller.clone().run(shutdown).await;
-                    if let Some(members) = members {
-                        let _ = members.await;
-                    }
-                    // Gone with the controller: its gauges must not claim objects for it.
-                    controller.quarantine.clear();
-                    if let Some(shard) = &controller.shard {
-                        shard.publish(&controller.name, None);
-                    }
-                    events_stop.cancel();
-                    let _ = events_task.await;
-                    controller.finished.send_replace(true);
+    ) -> Result<Arc<Self>, ControllerError> {
+        let plugin_name = plugin.described.manifest.name.clone();
+        let name = match &env.member {
+            Some(member) => format!("{plugin_name}@{}", member.name),
+            None => plugin_name.clone(),
+        };
+        let targets = targets.unwrap_or_default();
+        let shard = env.shard.clone().filter(|_| plugin.options.sharding != Some(false));
+        // A sharded plugin reconciles and writes under this replica's membership, not the
+        // leadership.
+        let term = shard.as_ref().map_or_else(|| env.fence.leadership.clone(), |s| s.membership().clone());
+        let fence = Fence { leadership: term.clone(), ..env.fence.clone() };
+        let queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&name))?.with_max_wait(env.max_queue_wait);
+        let limits = env.client_limits(&plugin);
+        let kube = env.identities.client_for(&plugin_name);
+        let api = Arc::new(ApiClient::new(
+            kube.clone(),
+            env.discovery.clone(),
+            env.informers.clone(),
+            plugin.described.manifest.field_manager(),
+            limits.bucket(),
+            fence,
+            env.request_timeout,
+        ));
+        // The recorder stops after the workers (below), so that their last Events are sent.
+        let events_stop = CancellationToken::new();
+        let reporting = Reporting { controller: format!("kubewasm/{plugin_name}"), instance: env.instance.clone() };
+        let (events, events_task) =
+            EventRecorder::start(kube, reporting, api.bucket().clone(), term, env.metrics.events_dropped(&name), env.request_timeout, events_stop.clone());
+        let events = events.serving(env.fence.namespaces.clone());
+        let map_queue = WorkQueue::new(RateLimitConfig::default(), env.metrics.workqueue(&format!("{name}-map-related")))?;
+        let mapper = Arc::new(MapBacklog::new(map_queue, MAP_BACKLOG, env.metrics.mapped_dropped(&name)));
+        let plugin_metrics = env.metrics.plugin(&name);
+        let released = Released::default();
+        let parts = Parts {
+            queue: &queue,
+            mapper: &mapper,
+            released: &released,
+            api: api.clone(),
+            events: Arc::new(events.clone()),
+            metrics: &plugin_metrics,
+            inert: role == Role::Reach,
+            shard: shard.as_ref(),
+            targets: &targets,
+        };
+        let version = build_version(&env, &parts, plugin, Vec::new()).await?;
+        let members = match (&env.fleet, &env.member) {
+            (Some(fleet), None) => Some(Members::new(env.clone(), fleet.clone(), targets.clone())),
+            _ => None,
+        };
+        let controller = Arc::new(Controller {
+            role,
+            targets,
+            members,
+            metrics: env.metrics.controller(&name),
+            quarantine: Quarantine::new(env.quarantine_after, env.metrics.quarantine(&name)),
+            workers: Workers::new(version.workers),
+            name,
+            env,
+            queue,
+            api,
+            events,
+            plugin_metrics,
+            current: RwLock::new(Arc::new(version)),
+            mapper,
+            released,
+            synced: watch::channel(false).0,
+            finished: watch::channel(false).0,
+            shard,
+            shadow: RwLock::new(None),
+            shutdown: shutdown.clone(),
+        });
+        controller.publish_target();
+        let members = controller.members.clone().map(|m| tokio::spawn(m.run(Arc::downgrade(&controller), shutdown.clone())));
+        tokio::spawn({
+            let controller = controller.clone();
+            async move {
+                controller.clone().run(shutdown).await;
+                if let Some(members) = members {
+                    let _ = members.await;
                 }
-            });
-            Ok(controller)
-        })
+                // Gone with the controller: its gauges must not claim objects for it.
+                controller.quarantine.clear();
+                if let Some(shard) = &controller.shard {
+                    shard.publish(&controller.name, None);
+                }
+                events_stop.cancel();
+                let _ = events_task.await;
+                controller.finished.send_replace(true);
+            }
+        });
+        Ok(controller)
+    }
+
+    /// [`Controller::start_in`] in a member cluster, boxed and named `Send`: it is started from the
+    /// task of the plugin's controller in the host's own cluster, which `start_in` starts.
+    fn start_member(
+        env: Arc<Environment>,
+        plugin: LoadedPlugin,
+        role: Role,
+        targets: Arc<Targets>,
+        shutdown: CancellationToken,
+    ) -> futures::future::BoxFuture<'static, Result<Arc<Self>, ControllerError>> {
+        Box::pin(Controller::start_in(env, plugin, role, Some(targets), shutdown))
     }
 
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// The member cluster it works in; `None` for the host's own.
-    fn here(&self) -> Option<String> {
-        self.env.member.as_ref().map(|m| m.name.clone())
+    /// Tells the plugin's other clusters what its `fleet` calls into this one reach now.
+    fn publish_target(&self) {
+        let member = self.env.member.as_ref();
+        let labels = member.map(|m| m.labels.clone()).unwrap_or_default();
+        self.targets.publish(member.map(|m| m.name.clone()), self.version().target.clone(), labels, self.synced.subscribe());
+    }
+
+    /// Enqueues every cached primary once (a resync); how many.
+    fn enqueue_primaries(&self) -> usize {
+        let keys = self.version().primary_keys();
+        let count = keys.len();
+        for key in keys {
+            self.queue.add_for(key, Reason::Resync);
+        }
+        count
     }
 
     /// The status listing's entries of the plugin's member clusters: running there, or why not.
@@ -427,15 +434,13 @@ impl Controller {
             inert: self.role == Role::Reach,
             shard: self.shard.as_ref(),
             targets: &self.targets,
-            here: self.here(),
         };
         let limits = self.env.client_limits(&plugin);
         let version = build_version(&self.env, &parts, plugin, previous).await?;
         version.synced(self.env.sync_timeout).await?;
         let version = Arc::new(version);
         *self.current.write() = version.clone();
-        let labels = self.env.member.as_ref().map(|m| m.labels.clone()).unwrap_or_default();
-        self.targets.publish(self.here(), version.target.clone(), labels, self.synced.subscribe());
+        self.publish_target();
         if let Some(members) = &self.members {
             members.version_changed();
         }
@@ -446,9 +451,7 @@ impl Controller {
         self.metrics.max_concurrent.set(limit as i64);
         drop(old);
         self.quarantine.clear();
-        for key in version.primary_keys() {
-            self.queue.add_for(key, Reason::Resync);
-        }
+        self.enqueue_primaries();
         Ok(version)
     }
 
@@ -471,7 +474,6 @@ impl Controller {
             inert: true,
             shard: self.shard.as_ref(),
             targets: &self.targets,
-            here: self.here(),
         };
         let version = build_version(&self.env, &parts, plugin, Vec::new()).await?;
         version.synced(self.env.sync_timeout).await?;
@@ -676,15 +678,12 @@ impl Controller {
         if !self.mapper.take_overflow() {
             return;
         }
-        let keys = self.version().primary_keys();
+        let primaries = self.enqueue_primaries();
         tracing::warn!(
             plugin = %self.name,
-            primaries = keys.len(),
+            primaries,
             "more watched objects waited for map-related than the host keeps ({MAP_BACKLOG}): reconciling every primary instead"
         );
-        for key in keys {
-            self.queue.add_for(key, Reason::Resync);
-        }
     }
 
     /// Maps one watched object in the state it waits in.
@@ -755,9 +754,7 @@ impl Controller {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(period) => {}
             }
-            for key in self.version().primary_keys() {
-                self.queue.add_for(key, Reason::Resync);
-            }
+            self.enqueue_primaries();
         }
     }
 
@@ -814,8 +811,6 @@ struct Parts<'a> {
     shard: Option<&'a Arc<Shard>>,
     /// What the plugin's `fleet` calls reach in each of its clusters.
     targets: &'a Arc<Targets>,
-    /// The member cluster the version works in; `None` for the host's own.
-    here: Option<String>,
 }
 
 /// The Event sink of a shadow candidate: its Events are compared, never sent.
@@ -909,9 +904,9 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
         None => (parts.api.clone(), None),
     };
     let target = Target { cache: Arc::new(cache), api, events: parts.events.clone() };
-    let fleet =
-        Arc::new(PluginFleet { here: parts.here.clone(), targets: parts.targets.clone(), scope: manifest.clusters.clone(), engaged: env.fleet.clone() });
-    let services = Services { cache: target.cache.clone(), api: target.api.clone(), events: target.events.clone(), clock: Clock::System, fleet };
+    let here = env.member.as_ref().map(|m| m.name.clone());
+    let fleet = Arc::new(PluginFleet { here, targets: parts.targets.clone(), scope: manifest.clusters.clone(), engaged: env.fleet.clone() });
+    let services = Services::new(target.clone(), fleet);
     let runner =
         env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings).with_budget(env.budget.clone());
     let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency) as usize;

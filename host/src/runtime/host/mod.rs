@@ -57,6 +57,13 @@ pub struct Services {
 }
 
 impl Services {
+    /// Services reaching `target`, with `fleet` for the plugin's other clusters, on the system
+    /// clock.
+    pub fn new(target: Target, fleet: Arc<dyn Fleet>) -> Self {
+        let Target { cache, api, events } = target;
+        Services { cache, api, events, clock: Clock::System, fleet }
+    }
+
     /// Services for a plugin that has not described itself yet: every call is refused before it
     /// gets here, so these are never reached.
     pub fn unreachable() -> Self {
