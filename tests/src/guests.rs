@@ -103,12 +103,21 @@ fn requirements_of(app: &Path) -> Option<PathBuf> {
 
 /// The packages of the `requirements.txt` beside the Python app `app` (None without one),
 /// installed with `python3 -m pip install --target` (the venv's pip, from `PATH`) into
-/// `target/kubewasm-tests/python-deps/<digest of the requirements>`, once: the directory that
-/// `kubewasm-py build -p` bundles from.
+/// `target/kubewasm-tests/python-deps/<digest>`, once: the directory that
+/// `kubewasm-py build -p` bundles from. The digest covers the requirements and the sources of
+/// every local directory they name (a scaffold's names the SDK by its path): a path whose
+/// contents changed must not be served from an install of its old contents.
 fn python_requirements(app: &Path) -> Option<PathBuf> {
     let requirements = requirements_of(app)?;
-    let text = std::fs::read(&requirements).unwrap_or_else(|e| panic!("read {}: {e}", requirements.display()));
-    let digest = hex(&Sha256::digest(text)[..8]);
+    let text = std::fs::read_to_string(&requirements).unwrap_or_else(|e| panic!("read {}: {e}", requirements.display()));
+    let mut local = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let dir = requirements.parent().unwrap_or(Path::new(".")).join(line);
+        if dir.is_dir() {
+            files_under(&dir, &["py", "toml", "cfg"], &mut local);
+        }
+    }
+    let digest = inputs_digest(&requirements, &local);
     let parent = target_dir().join("kubewasm-tests/python-deps");
     let dir = parent.join(&digest);
     static INSTALLS: Mutex<()> = Mutex::new(());
@@ -161,14 +170,16 @@ pub fn kubewasm_built_plugin(lang: &str, src: &Path, out: &Path) {
     assert!(out.is_file(), "kubewasm build built {}, but {} is missing", src.display(), out.display());
 }
 
-/// Every file under `dir` with one of `extensions`, sorted (skipping `node_modules` and caches).
+/// Every file under `dir` with one of `extensions`, sorted (skipping installed packages, caches and
+/// build outputs).
 fn files_under(dir: &Path, extensions: &[&str], found: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name();
         if path.is_dir() {
-            if name != "node_modules" && name != "__pycache__" {
+            // Installed packages, bytecode and setuptools' in-tree `build/` are outputs.
+            if !["node_modules", "__pycache__", "build"].iter().any(|skip| name == *skip) {
                 files_under(&path, extensions, found);
             }
         } else if path.extension().is_some_and(|x| extensions.iter().any(|e| x == *e)) {
