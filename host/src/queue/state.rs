@@ -48,6 +48,13 @@ pub(crate) struct Done {
     pub(crate) drained: bool,
 }
 
+/// Whether a table or lane holds far more room than keys: a queue that worked off an initial list
+/// of 100 k keys would otherwise keep room for them for good (~100 bytes a key, per plugin) while
+/// it idles. Shrinking to twice the keys once they fill an eighth keeps the cost amortized O(1).
+fn oversized(len: usize, capacity: usize) -> bool {
+    capacity > 1024 && len * 8 < capacity
+}
+
 #[derive(Debug)]
 pub(crate) struct State<K: Key> {
     items: HashMap<K, Item>,
@@ -228,7 +235,12 @@ impl<K: Key> State<K> {
         if background.is_some() && live {
             self.last_live = lane == Priority::Live;
         }
-        self.lanes[lane as usize].pop_front().map(|(key, _)| (key, lane))
+        let queue = &mut self.lanes[lane as usize];
+        let next = queue.pop_front().map(|(key, _)| (key, lane));
+        if oversized(queue.len(), queue.capacity()) {
+            queue.shrink_to(queue.len() * 2);
+        }
+        next
     }
 
     /// Releases a key a worker took; queues it again if it was added meanwhile.
@@ -242,6 +254,8 @@ impl<K: Key> State<K> {
             item.place = Some(self.enter(&key, item.reasons.priority()));
             self.ready += 1;
             self.items.insert(key, item);
+        } else if oversized(self.items.len(), self.items.capacity()) {
+            self.items.shrink_to(self.items.len() * 2);
         }
         Done { requeued, drained: self.shutting_down && self.processing == 0 }
     }
@@ -256,6 +270,12 @@ impl<K: Key> State<K> {
 
     pub(crate) fn len(&self) -> usize {
         self.ready
+    }
+
+    /// The keys its tables and lanes have room for.
+    #[cfg(test)]
+    pub(crate) fn room(&self) -> usize {
+        self.items.capacity() + self.lanes.iter().map(|lane| lane.capacity()).sum::<usize>()
     }
 
     pub(crate) fn processing(&self) -> usize {

@@ -424,3 +424,23 @@ async fn live_changes_go_before_background_work_which_ages_into_turns() {
     assert_eq!(order(4).await, ["b1", "l2", "b2", "l3"], "aged, they take turns with the live lane");
     assert_eq!(sample(&metrics.encode(), "workqueue_starved_total"), 2.0);
 }
+
+#[tokio::test]
+async fn a_queue_that_worked_off_a_big_list_gives_its_room_back() {
+    let metrics = Metrics::new();
+    let q: WorkQueue<String> = WorkQueue::new(RateLimitConfig::default(), metrics.workqueue("test")).unwrap();
+    for i in 0..100_000 {
+        q.add_for(format!("key-{i}"), if i % 2 == 0 { Reason::Listed } else { Reason::Changed });
+    }
+    let full = q.shared.state.lock().room();
+    assert!(full >= 200_000, "room for every key in the table and its lane: {full}");
+    for _ in 0..99_990 {
+        drop(q.get().await.unwrap());
+    }
+    let idle = q.shared.state.lock().room();
+    assert!(idle < 5_000, "ten keys left, room for {idle}");
+    for _ in 0..10 {
+        drop(q.get().await.unwrap());
+    }
+    assert_eq!(q.len(), 0);
+}
