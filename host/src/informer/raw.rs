@@ -38,7 +38,10 @@ impl RawObject {
     /// `kind` the API server leaves out of list items: a plugin is always handed whole objects,
     /// however the informer came by them.
     pub fn into_cached(self, resource: &Gvk) -> Result<ParsedObject, ParseError> {
-        let json: Arc<str> = if !self.typed || self.json.get().contains("\"managedFields\"") {
+        let json: Arc<str> = if let Some(trimmed) = trimmed_in_place(self.json.get(), self.typed, resource) {
+            trimmed.as_str().into()
+        } else if !self.typed || self.json.get().contains("\"managedFields\"") {
+            // Text no API server writes (an escaped key, duplicate members): the slow way.
             let mut value: serde_json::Value = serde_json::from_str(self.json.get()).map_err(ParseError::Metadata)?;
             if let Some(object) = value.as_object_mut() {
                 if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
@@ -53,6 +56,66 @@ impl RawObject {
         };
         ParsedObject::from_json(json)
     }
+}
+
+/// What [`RawObject::into_cached`] makes of `json`, made by cutting and splicing its text, as
+/// an API server writes it: `metadata.managedFields` cut out, and for a list item (not `typed`)
+/// `apiVersion` and `kind` put first. No tree of the object is built, and no other byte of it
+/// changes. `None` when there is nothing to do or the text is not that plain (then the caller
+/// takes the slow way through a `Value`).
+fn trimmed_in_place(json: &str, typed: bool, resource: &Gvk) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        metadata: Option<&'a RawValue>,
+        #[serde(rename = "apiVersion", default)]
+        api_version: Option<serde::de::IgnoredAny>,
+        #[serde(default)]
+        kind: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(Deserialize)]
+    struct Meta<'a> {
+        #[serde(rename = "managedFields", borrow)]
+        managed_fields: Option<&'a RawValue>,
+    }
+    let head: Head = serde_json::from_str(json).ok()?;
+    let typing = match (typed, head.api_version.is_some(), head.kind.is_some()) {
+        (true, ..) => None,
+        (false, false, false) => Some(format!(
+            "\"apiVersion\":{},\"kind\":{},",
+            serde_json::to_string(&resource.api_version()).ok()?,
+            serde_json::to_string(&resource.kind).ok()?
+        )),
+        // One of the two present: rare enough for the slow way.
+        (false, ..) => return None,
+    };
+    let managed = serde_json::from_str::<Meta>(head.metadata?.get()).ok()?.managed_fields;
+    let (from, to) = match managed {
+        Some(value) => {
+            let start = value.get().as_ptr() as usize - json.as_ptr() as usize;
+            let end = start + value.get().len();
+            let key = json[..start].trim_end().strip_suffix(':')?.trim_end().strip_suffix("\"managedFields\"")?.len();
+            match json[..key].trim_end().strip_suffix(',') {
+                // After another member: cut from its comma.
+                Some(before) => (before.len(), end),
+                // The first member: cut through the comma after it, if any.
+                None => {
+                    let after = json[end..].trim_start();
+                    (key, after.strip_prefix(',').map_or(end, |rest| json.len() - rest.len()))
+                }
+            }
+        }
+        None if typing.is_some() => (json.len(), json.len()),
+        None => return None,
+    };
+    let body = json.strip_prefix('{')?;
+    let typing = typing.unwrap_or_default();
+    let mut out = String::with_capacity(json.len() + typing.len() - (to - from));
+    out.push('{');
+    out.push_str(&typing);
+    out.push_str(&body[..from - 1]);
+    out.push_str(&json[to..]);
+    Some(out)
 }
 
 /// An object as a metadata-only watch reports it: `metadata` alone, typed as the API server's
@@ -160,6 +223,46 @@ mod tests {
         assert!(!cached.entry.json().contains("managedFields"));
         assert!(cached.entry.json().contains(r#""data":{"k":"v"}"#));
         assert_eq!(cached.entry.label("x"), Some("y"));
+    }
+
+    /// The text cut and spliced is the text the slow way (a `Value` tree) gives, member for
+    /// member, wherever `managedFields` stands and however the text is spaced.
+    #[test]
+    fn trimming_in_place_gives_what_the_tree_gives() {
+        let deployment = Gvk::new("apps", "v1", "Deployment");
+        let slow = |json: &str, typed: bool| {
+            let mut value: serde_json::Value = serde_json::from_str(json).unwrap();
+            let object = value.as_object_mut().unwrap();
+            object["metadata"].as_object_mut().unwrap().remove("managedFields");
+            if !typed {
+                object.insert("apiVersion".into(), "apps/v1".into());
+                object.insert("kind".into(), "Deployment".into());
+            }
+            value
+        };
+        let mf = r#""managedFields": [{"manager":"kubectl","fieldsV1":{"f:metadata":{}}}]"#;
+        let metas = [
+            format!(r#"{{"name":"a",{mf},"labels":{{"x":"y"}}}}"#),
+            format!(r#"{{{mf},"name":"a"}}"#),
+            format!(r#"{{ {mf} , "name":"a" }}"#),
+            format!(r#"{{"name":"a" , {mf} }}"#),
+            format!(r#"{{{mf}}}"#),
+            r#"{"name":"a"}"#.to_string(),
+        ];
+        for meta in &metas {
+            for (typed, head) in [(true, r#""apiVersion":"apps/v1","kind":"Deployment","#), (false, "")] {
+                let json = format!(r#"{{{head}"metadata":{meta},"spec":{{"managedFields":1}}}}"#);
+                let Some(cut) = trimmed_in_place(&json, typed, &deployment) else {
+                    assert!(typed && !json.contains(r#""managedFields": ["#), "only an object with nothing to do takes no cut: {json}");
+                    continue;
+                };
+                let cut: serde_json::Value = serde_json::from_str(&cut).unwrap_or_else(|e| panic!("{cut} from {json}: {e}"));
+                assert_eq!(cut, slow(&json, typed), "{json}");
+            }
+        }
+        // Text an API server does not write goes the slow way.
+        assert!(trimmed_in_place(r#"{"metadata":{"managed\u0046ields":[]}}"#, true, &deployment).is_none());
+        assert!(trimmed_in_place(r#"{"kind":"Deployment","metadata":{}}"#, false, &deployment).is_none());
     }
 
     #[test]
