@@ -98,6 +98,14 @@ struct Joined {
     /// The late plugin's reconciles by the end of the changes, and its keys served by aging.
     late_reconciled: f64,
     late_starved: f64,
+    /// Where a slow live change went, over the changes: `c1`'s reconciles that took over a
+    /// second and those that failed, and the requests the API server's priority and fairness
+    /// turned away (429).
+    c1_slow_reconciles: f64,
+    c1_errors: f64,
+    rejected: f64,
+    /// Which of the changes (counted from 0) took longest.
+    slowest: usize,
 }
 
 enum Running {
@@ -262,7 +270,15 @@ async fn late_joiner(host: &mut Host, dir: &PluginDir, api: &Api<ConfigMap>, n: 
             prom::sum(text, "workqueue_queue_duration_seconds_bucket", &[c1[0], c1[1], ("le", "0.1")]),
         )
     };
-    let before = waits(&host.metrics().await.unwrap());
+    let reconciles = |text: &str| {
+        let c1 = [("controller", "c1")];
+        let over_a_second = prom::sum(text, "controller_runtime_reconcile_time_seconds_count", &c1)
+            - prom::sum(text, "controller_runtime_reconcile_time_seconds_bucket", &[c1[0], ("le", "1.0")]);
+        (over_a_second, prom::sum(text, "controller_runtime_reconcile_errors_total", &c1))
+    };
+    let rejected = || async { prom::sum(&prom::apiserver_metrics(&api.clone().into_client()).await.unwrap_or_default(), "apiserver_flowcontrol_rejected_requests_total", &[]) };
+    let text = host.metrics().await.unwrap();
+    let (before, reconciles_before, rejected_before) = (waits(&text), reconciles(&text), rejected().await);
     let dropped = Instant::now();
     dir.install_e2e(&E2eSettings::new(LATE).selector(SELECTOR), "v01");
     host.wait_metric("workqueue_adds_total", &[("name", LATE)], TIMEOUT, |adds| adds >= n as f64).await.expect("the late plugin is handed its list");
@@ -281,13 +297,25 @@ async fn late_joiner(host: &mut Host, dir: &PluginDir, api: &Api<ConfigMap>, n: 
         }
         live.push(changed.elapsed());
     }
+    let slowest = (0..live.len()).max_by_key(|&k| live[k]).unwrap_or(0);
     live.sort();
     let text = host.metrics().await.unwrap();
     let after = waits(&text);
+    let reconciles_after = reconciles(&text);
     let late_reconciled = prom::sum(&text, "controller_runtime_reconcile_total", &[("controller", LATE)]);
     let late_starved = prom::sum(&text, "workqueue_starved_total", &[("name", LATE)]);
     dir.remove(LATE);
-    Joined { handed_list, live, live_waits: (after.0 - before.0, after.1 - before.1), late_reconciled, late_starved }
+    Joined {
+        handed_list,
+        live,
+        live_waits: (after.0 - before.0, after.1 - before.1),
+        late_reconciled,
+        late_starved,
+        c1_slow_reconciles: reconciles_after.0 - reconciles_before.0,
+        c1_errors: reconciles_after.1 - reconciles_before.1,
+        rejected: rejected().await - rejected_before,
+        slowest,
+    }
 }
 
 /// Deletes every output, a controller's at a time, and waits until none is left.
@@ -398,6 +426,10 @@ fn print_table(rows: &[(usize, [Measured; 2])]) {
             );
             println!("| {n} | c1's live queue waits ≤ 100 ms | {:.0} of {:.0} | | |", j.live_waits.1, j.live_waits.0);
             println!("| {n} | the late plugin: reconciled meanwhile, keys served by aging | {:.0}, {:.0} | | |", j.late_reconciled, j.late_starved);
+            println!(
+                "| {n} | meanwhile: c1's reconciles over 1 s, c1's failed reconciles, requests the API server turned away; the slowest change | {:.0}, {:.0}, {:.0}; #{} | | |",
+                j.c1_slow_reconciles, j.c1_errors, j.rejected, j.slowest
+            );
         }
     }
     if let ([(n0, [k0, m0]), ..], [.., (n1, [k1, m1])]) = (rows, rows)
