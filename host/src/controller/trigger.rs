@@ -179,6 +179,10 @@ impl Trigger {
 
 /// Names of the owners of kind `primary` in the object's `ownerReferences`.
 fn owners(entry: &Entry, primary: &Gvk, controller_only: bool) -> Vec<String> {
+    // The cache knows already whether it has a controller: no parse for the many that don't.
+    if controller_only && entry.is_orphan() {
+        return Vec::new();
+    }
     #[derive(Deserialize)]
     struct Object {
         metadata: Meta,

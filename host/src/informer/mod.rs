@@ -122,6 +122,30 @@ pub enum Event<'a> {
     Deleted { key: &'a ObjectKey, object: &'a Entry },
 }
 
+impl Event<'_> {
+    fn to_owned(self) -> OwnedEvent {
+        match self {
+            Event::Applied { key, object, old, listed } => OwnedEvent::Applied { key: key.clone(), object: object.clone(), old: old.cloned(), listed },
+            Event::Deleted { key, object } => OwnedEvent::Deleted { key: key.clone(), object: object.clone() },
+        }
+    }
+}
+
+/// An [`Event`] kept for later: handles to the key and states, not copies of them.
+enum OwnedEvent {
+    Applied { key: ObjectKey, object: Entry, old: Option<Entry>, listed: bool },
+    Deleted { key: ObjectKey, object: Entry },
+}
+
+impl OwnedEvent {
+    fn as_event(&self) -> Event<'_> {
+        match self {
+            OwnedEvent::Applied { key, object, old, listed } => Event::Applied { key, object, old: old.as_ref(), listed: *listed },
+            OwnedEvent::Deleted { key, object } => Event::Deleted { key, object },
+        }
+    }
+}
+
 /// Takes events from an informer. Called on the informer's task: must not block.
 pub trait Subscriber: Send + Sync {
     fn on_event(&self, event: Event<'_>);
@@ -148,7 +172,7 @@ pub struct Informer {
     lists: watch::Sender<ListRound>,
     /// Asks the watch task to list again.
     relist: Notify,
-    subscribers: RwLock<Vec<Subscribed>>,
+    subscribers: RwLock<Vec<Arc<Subscribed>>>,
     stop: CancellationToken,
 }
 
@@ -162,9 +186,40 @@ struct Subscribed {
     id: u64,
     selector: Option<LabelSelector>,
     subscriber: Arc<dyn Subscriber>,
+    /// While the cache is handed to it as its initial list (outside the informer's lock: the
+    /// watch and the other subscribers go on meanwhile), the events that arrive wait here, in
+    /// order, and follow the list.
+    catching_up: Mutex<Option<Vec<OwnedEvent>>>,
 }
 
 impl Subscribed {
+    fn new(id: u64, selector: Option<LabelSelector>, subscriber: Arc<dyn Subscriber>) -> Self {
+        Subscribed { id, selector, subscriber, catching_up: Mutex::new(Some(Vec::new())) }
+    }
+
+    /// An event from the watch: delivered, or held while the initial list is handed over.
+    fn take(&self, event: Event<'_>) {
+        if let Some(held) = self.catching_up.lock().as_mut() {
+            held.push(event.to_owned());
+            return;
+        }
+        self.deliver(event);
+    }
+
+    /// Hands it `cached` as its initial list, then the events held meanwhile; from then on it
+    /// takes events as they come.
+    fn catch_up(&self, cached: Vec<(ObjectKey, Entry)>) {
+        for (key, entry) in &cached {
+            self.deliver(Event::Applied { key, object: entry, old: None, listed: true });
+        }
+        drop(cached);
+        // Locked while the held events go: one arriving meanwhile waits and follows them.
+        let mut held = self.catching_up.lock();
+        for event in held.take().into_iter().flatten() {
+            self.deliver(event.as_event());
+        }
+    }
+
     /// Passes the event on as this subscriber's own filtered watch would have reported it.
     fn deliver(&self, event: Event<'_>) {
         let Some(selector) = &self.selector else { return self.subscriber.on_event(event) };
@@ -190,8 +245,21 @@ impl Subscribed {
 impl Informer {
     fn notify(&self, event: Event<'_>) {
         for subscribed in self.subscribers.read().iter() {
-            subscribed.deliver(event);
+            subscribed.take(event);
         }
+    }
+
+    /// Adds a subscriber and hands it the cache as its initial list. The informer's lock is held
+    /// only to take a snapshot (handles, not copies); the list itself is handed without it, so a
+    /// slow subscriber joining a big cache stalls neither the watch nor anyone else.
+    fn add(&self, subscribed: Subscribed) {
+        let subscribed = Arc::new(subscribed);
+        let cached = {
+            let mut subscribers = self.subscribers.write();
+            subscribers.push(subscribed.clone());
+            self.store.store().entries()
+        };
+        subscribed.catch_up(cached);
     }
 
     /// Applies one watcher event to the store and tells the subscribers. A (re)list is applied
@@ -345,14 +413,7 @@ impl Informers {
             }
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        {
-            let mut subscribers = informer.subscribers.write();
-            let subscribed = Subscribed { id, selector: selector.clone(), subscriber };
-            for (key, entry) in informer.store.store().entries() {
-                subscribed.deliver(Event::Applied { key: &key, object: &entry, old: None, listed: true });
-            }
-            subscribers.push(subscribed);
-        }
+        informer.add(Subscribed::new(id, selector.clone(), subscriber));
         Ok(Subscription { informer, id, selector, registry: Arc::downgrade(self) })
     }
 
@@ -749,7 +810,7 @@ mod tests {
     #[test]
     fn a_selector_sees_its_objects_come_and_go_as_through_its_own_watch() {
         let seen = Arc::new(Seen::default());
-        let subscribed = Subscribed { id: 1, selector: Some("app=web".parse().unwrap()), subscriber: seen.clone() };
+        let subscribed = Subscribed::new(1, Some("app=web".parse().unwrap()), seen.clone());
         let (web, db) = (entry("a", "web"), entry("a", "db"));
         let key = &web.key;
         subscribed.deliver(Event::Applied { key, object: &web.entry, old: None, listed: false });
@@ -760,6 +821,72 @@ mod tests {
         subscribed.deliver(Event::Deleted { key, object: &web.entry });
         subscribed.deliver(Event::Deleted { key, object: &db.entry });
         assert_eq!(*seen.0.lock(), ["applied a old=false", "applied a old=true", "deleted a", "applied a old=false", "deleted a"]);
+    }
+
+    /// Records names like [`Seen`], but blocks in its first event until released.
+    struct Slow {
+        seen: Seen,
+        started: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+        release: Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl Subscriber for Slow {
+        fn on_event(&self, event: Event<'_>) {
+            if let Some(started) = self.started.lock().take() {
+                started.send(()).unwrap();
+                self.release.lock().recv().unwrap();
+            }
+            self.seen.on_event(event);
+        }
+    }
+
+    /// A subscriber joining a cache is handed it outside the informer's lock: a change the watch
+    /// sees meanwhile reaches the others at once, and the joiner right after its list.
+    #[test]
+    fn a_late_subscriber_slow_to_take_its_list_holds_up_nobody() {
+        let resource = Gvk::new("", "v1", "ConfigMap");
+        let informer = Arc::new(Informer {
+            key: WatchKey::new(resource.clone(), None),
+            store: Writer::new(resource, Scope::Namespaced, None),
+            synced: watch::channel(true).0,
+            lists: watch::channel(ListRound::default()).0,
+            relist: Notify::new(),
+            subscribers: RwLock::default(),
+            stop: CancellationToken::new(),
+        });
+        for name in ["o1", "o2", "o3"] {
+            informer.store.insert(entry(name, "web"));
+        }
+        let seen = Arc::new(Seen::default());
+        informer.add(Subscribed::new(1, None, seen.clone()));
+        seen.0.lock().clear();
+        let (started, on_its_list) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel();
+        let slow = Arc::new(Slow { seen: Seen::default(), started: Mutex::new(Some(started)), release: Mutex::new(released) });
+        let joining = std::thread::spawn({
+            let (informer, slow) = (informer.clone(), slow.clone());
+            move || informer.add(Subscribed::new(2, None, slow))
+        });
+        on_its_list.recv().unwrap();
+        // The watch sees a change while the joiner is still on its list.
+        let changed = entry("o9", "web");
+        informer.store.insert(changed.clone());
+        let watch = std::thread::spawn({
+            let informer = informer.clone();
+            move || informer.notify(Event::Applied { key: &changed.key, object: &changed.entry, old: None, listed: false })
+        });
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while seen.0.lock().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let heard = seen.0.lock().clone();
+        release.send(()).unwrap();
+        assert_eq!(heard, ["applied o9 old=false"], "the others hear of the change while the joiner takes its list");
+        watch.join().unwrap();
+        joining.join().unwrap();
+        let joiner = slow.seen.0.lock().clone();
+        assert_eq!(joiner.len(), 4, "{joiner:?}");
+        assert_eq!(joiner[3], "applied o9 old=false", "the change follows the list it missed: {joiner:?}");
     }
 
     #[test]
