@@ -81,11 +81,9 @@ fn trimmed_in_place(json: &str, typed: bool, resource: &Gvk) -> Option<String> {
     let head: Head = serde_json::from_str(json).ok()?;
     let typing = match (typed, head.api_version.is_some(), head.kind.is_some()) {
         (true, ..) => None,
-        (false, false, false) => Some(format!(
-            "\"apiVersion\":{},\"kind\":{},",
-            serde_json::to_string(&resource.api_version()).ok()?,
-            serde_json::to_string(&resource.kind).ok()?
-        )),
+        (false, false, false) => {
+            Some(format!("\"apiVersion\":{},\"kind\":{},", serde_json::to_string(&resource.api_version()).ok()?, serde_json::to_string(&resource.kind).ok()?))
+        }
         // One of the two present: rare enough for the slow way.
         (false, ..) => return None,
     };

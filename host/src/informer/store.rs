@@ -146,7 +146,10 @@ fn uid_hash(uid: &str) -> u64 {
 #[derive(Debug, Clone)]
 enum Labels {
     /// The byte range of the `{...}` of `metadata.labels` in the entry's text (empty: none).
-    InText { start: u32, len: u32 },
+    InText {
+        start: u32,
+        len: u32,
+    },
     Packed(Box<str>),
 }
 
