@@ -38,9 +38,12 @@ impl RawObject {
     /// `kind` the API server leaves out of list items: a plugin is always handed whole objects,
     /// however the informer came by them.
     pub fn into_cached(self, resource: &Gvk) -> Result<ParsedObject, ParseError> {
-        let json: Arc<str> = if let Some(trimmed) = trimmed_in_place(self.json.get(), self.typed, resource) {
+        let json: Arc<str> = if self.typed && !self.json.get().contains("\"managedFields\"") {
+            // Nothing to cut or add: kept as it came, without a parse.
+            Box::<str>::from(self.json).into()
+        } else if let Some(trimmed) = trimmed_in_place(self.json.get(), self.typed, resource) {
             trimmed.as_str().into()
-        } else if !self.typed || self.json.get().contains("\"managedFields\"") {
+        } else {
             // Text no API server writes (an escaped key, duplicate members): the slow way.
             let mut value: serde_json::Value = serde_json::from_str(self.json.get()).map_err(ParseError::Metadata)?;
             if let Some(object) = value.as_object_mut() {
@@ -51,8 +54,6 @@ impl RawObject {
                 object.entry("kind").or_insert_with(|| resource.kind.clone().into());
             }
             value.to_string().into()
-        } else {
-            Box::<str>::from(self.json).into()
         };
         ParsedObject::from_json(json)
     }

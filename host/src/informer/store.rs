@@ -186,23 +186,9 @@ impl Labels {
             Labels::InText { start, len } => {
                 let text = json.get(*start as usize..(*start + *len) as usize)?;
                 // `{"k":"v","k2":"v2"}`: every string is a key or a value, none holds a quote.
-                let mut strings = text.split('"').skip(1).step_by(2);
-                while let (Some(k), Some(v)) = (strings.next(), strings.next()) {
-                    if k == key {
-                        return Some(v);
-                    }
-                }
-                None
+                value_of(text.split('"').skip(1).step_by(2), key)
             }
-            Labels::Packed(packed) => {
-                let mut parts = packed.split('\0');
-                while let (Some(k), Some(v)) = (parts.next(), parts.next()) {
-                    if k == key {
-                        return Some(v);
-                    }
-                }
-                None
-            }
+            Labels::Packed(packed) => value_of(packed.split('\0'), key),
         }
     }
 
@@ -212,6 +198,16 @@ impl Labels {
             Labels::Packed(packed) => packed.len(),
         }
     }
+}
+
+/// The value after `key` in `key, value, key, value, ...`.
+fn value_of<'a>(mut pairs: impl Iterator<Item = &'a str>, key: &str) -> Option<&'a str> {
+    while let (Some(k), Some(v)) = (pairs.next(), pairs.next()) {
+        if k == key {
+            return Some(v);
+        }
+    }
+    None
 }
 
 /// An object parsed just enough to be cached.
