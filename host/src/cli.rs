@@ -525,7 +525,7 @@ struct TenancyArgs {
     #[arg(long, value_name = "N", default_value_t = crate::identity::AdmissionLimits::default().max_reviews)]
     max_admission_reviews: usize,
 
-    /// Access reviews per second, all admissions together (twice as many at once)
+    /// Access and rules reviews per second, all admissions together (twice as many at once)
     #[arg(long, value_name = "QPS", default_value_t = crate::identity::AdmissionLimits::default().qps, value_parser = parse_rate)]
     admission_qps: f64,
 

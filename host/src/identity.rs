@@ -71,7 +71,7 @@ pub struct AdmissionLimits {
     /// Watches (informers: one per resource and namespace) one plugin may open
     /// (`--max-plugin-watches`).
     pub max_watches: usize,
-    /// Access reviews per second, all admissions together (`--admission-qps`); twice as many at
+    /// Access and rules reviews per second, all admissions together (`--admission-qps`); twice as many at
     /// once.
     pub qps: f64,
 }

@@ -10,7 +10,10 @@
 //!
 //! The watch itself is kube-rs's `watcher` (re-list on 410 Gone, bookmarks, backoff); the
 //! reflector store is ours, because kube's keeps a typed object per entry, and the cache here
-//! keeps JSON text that a guest can be handed without re-serializing (see [`store`]).
+//! keeps JSON text that a guest can be handed without re-serializing (see [`store`]). A re-list
+//! tells subscribers only what changed while the watch was away (new, changed, gone, or written
+//! by a plugin and never heard of), not every object again: after an API server restart the
+//! plugins reconcile what moved, not the whole cache ([`store::Writer::relisted`]).
 //!
 //! A key may also carry a selector for the API server ([`WatchKey::server_selector`]): that
 //! informer lists and watches only what it selects, and caches only that — a shard's share of a
@@ -279,7 +282,7 @@ impl Informer {
                 if let Some(object) = parse(raw) {
                     let key = object.key.clone();
                     listed.insert(key.clone());
-                    if let Some(Inserted::Cached { now, old }) = self.store.relisted(object) {
+                    if let Inserted::Cached { now, old } = self.store.relisted(object) {
                         self.notify(Event::Applied { key: &key, object: &now, old: old.as_ref(), listed: true });
                     }
                 }
@@ -297,7 +300,7 @@ impl Informer {
                         Inserted::Cached { now, old } => self.notify(Event::Applied { key: &key, object: &now, old: old.as_ref(), listed: false }),
                         // Still worth a look: level-triggered subscribers read the cache anyway.
                         Inserted::Stale(kept) => self.notify(Event::Applied { key: &key, object: &kept, old: None, listed: false }),
-                        Inserted::Buried => {}
+                        Inserted::Buried | Inserted::Unchanged => {}
                     }
                 }
             }
@@ -449,7 +452,7 @@ impl Informers {
             match &informer.key.server_selector {
                 // Written out of this watch's selection: gone from it now, as the watch will say.
                 Some(selector) if !cached.entry.matches(selector) => drop(informer.store.left(&cached.key, &cached.entry)),
-                _ => drop(informer.store.insert_newer(cached)),
+                _ => drop(informer.store.written(cached)),
             }
         }
         answer

@@ -290,6 +290,10 @@ struct Inner {
     /// The tombstones in the order they were laid, so that the expired ones go from the front
     /// one by one: a delete never scans them all (50 k deletes in a TTL would be O(n²)).
     buried_order: VecDeque<(ObjectKey, Instant)>,
+    /// Objects put in from their writer's answer whose watch event has not come yet: a relist
+    /// that finds one as cached must still announce it, since nobody has heard of it. Only keys
+    /// written since the last event of each, so few.
+    unannounced: HashSet<ObjectKey>,
 }
 
 /// The keys one controller owns. Most own one object of a kind (a ConfigMap per parent, one
@@ -416,6 +420,21 @@ impl Inner {
         }
         self.tombstones.insert(key.clone(), Tombstone { uid, version, at: now });
         self.buried_order.push_back((key.clone(), now));
+    }
+
+    /// Caches `object` unless it was deleted or the cache holds a newer state of it.
+    fn newer(&mut self, object: ParsedObject) -> Inserted {
+        if self.buried(&object) {
+            return Inserted::Buried;
+        }
+        if let Some(cached) = self.objects.get(&object.key)
+            && object.entry.version != 0
+            && cached.version > object.entry.version
+        {
+            return Inserted::Stale(cached.clone());
+        }
+        let old = self.put(object.key, object.entry.clone());
+        Inserted::Cached { now: object.entry, old }
     }
 
     /// Whether `object` was deleted already; a newer object under the key clears the tombstone.
@@ -545,7 +564,7 @@ pub struct Writer {
     store: Arc<Store>,
 }
 
-/// What [`Writer::insert_newer`] did.
+/// What [`Writer::insert_newer`] (or [`Writer::written`], [`Writer::relisted`]) did.
 pub enum Inserted {
     /// The object is cached now; `old` is the state it replaced.
     Cached { now: Entry, old: Option<Entry> },
@@ -553,6 +572,9 @@ pub enum Inserted {
     Stale(Entry),
     /// The object was deleted already.
     Buried,
+    /// A list found it as the cache held it, and its subscribers have heard of that state: no
+    /// news.
+    Unchanged,
 }
 
 impl Writer {
@@ -588,23 +610,28 @@ impl Writer {
     /// (version 0) the newest arrival wins, as in a plain reflector.
     pub fn insert_newer(&self, object: ParsedObject) -> Inserted {
         let mut inner = self.store.inner.write();
-        if inner.buried(&object) {
-            return Inserted::Buried;
+        // The watch's event: whatever comes of it, its subscribers hear of it.
+        inner.unannounced.remove(&object.key);
+        inner.newer(object)
+    }
+
+    /// Like [`Writer::insert_newer`], for an object its writer just wrote (the API server's
+    /// answer): cached now, announced when its watch event comes (or a relist finds it).
+    pub fn written(&self, object: ParsedObject) -> Inserted {
+        let mut inner = self.store.inner.write();
+        let key = object.key.clone();
+        let inserted = inner.newer(object);
+        if matches!(inserted, Inserted::Cached { .. }) {
+            inner.unannounced.insert(key);
         }
-        if let Some(cached) = inner.objects.get(&object.key)
-            && object.entry.version != 0
-            && cached.version > object.entry.version
-        {
-            return Inserted::Stale(cached.clone());
-        }
-        let old = inner.put(object.key, object.entry.clone());
-        Inserted::Cached { now: object.entry, old }
+        inserted
     }
 
     /// Removes an object the watch saw deleted (`last` is its final state) and returns the
     /// entry the cache held.
     pub fn remove(&self, key: &ObjectKey, last: &Entry) -> Option<Entry> {
         let mut inner = self.store.inner.write();
+        inner.unannounced.remove(key);
         let cached = inner.take(key);
         let uid = if last.uid != 0 { last.uid } else { cached.as_ref().map_or(0, |c| c.uid) };
         let version = last.version.max(cached.as_ref().map_or(0, |c| c.version));
@@ -617,6 +644,7 @@ impl Writer {
     /// cannot return but a newer one can.
     pub fn left(&self, key: &ObjectKey, last: &Entry) -> Option<Entry> {
         let mut inner = self.store.inner.write();
+        inner.unannounced.remove(key);
         let cached = inner.take(key);
         let version = last.version.max(cached.as_ref().map_or(0, |c| c.version));
         inner.bury(key, 0, version);
@@ -636,13 +664,24 @@ impl Writer {
     /// from a lagging cache may still hold it. A relist goes through here object by object, as
     /// the list's pages arrive, so that it never holds the old cache and the whole new list at
     /// once (twice the memory after an API server restart, audit M10).
-    pub fn relisted(&self, object: ParsedObject) -> Option<Inserted> {
+    ///
+    /// An object found as the cache holds it (same uid and resourceVersion, its subscribers told)
+    /// is no news: `Unchanged`, so a relist after a broken watch announces only what changed
+    /// meanwhile. Announcing every object again (as client-go's and kube-rs's reflectors do)
+    /// had every plugin reconcile the whole cache after each API server restart: 100 k writes
+    /// for the API server to answer while it served the list, and live changes waiting behind
+    /// the list.
+    pub fn relisted(&self, object: ParsedObject) -> Inserted {
         let mut inner = self.store.inner.write();
         if inner.buried(&object) {
-            return None;
+            return Inserted::Buried;
         }
-        let old = inner.put(object.key, object.entry.clone());
-        Some(Inserted::Cached { now: object.entry, old })
+        let announced = !inner.unannounced.remove(&object.key);
+        let same = |old: &Entry| old.version != 0 && old.version == object.entry.version && old.uid == object.entry.uid;
+        match inner.put(object.key, object.entry.clone()) {
+            Some(old) if announced && same(&old) => Inserted::Unchanged,
+            old => Inserted::Cached { now: object.entry, old },
+        }
     }
 
     /// Ends a full list: removes what it did not hold and returns those entries.
@@ -733,6 +772,34 @@ mod tests {
         assert!(writer.store().get(&ObjectKey::new(Some("a"), "new")).is_some());
     }
 
+    /// A relist announces what changed while the watch was away, what is new, and what a writer
+    /// put in whose watch event never came; not what the cache held as listed.
+    #[test]
+    fn a_relist_announces_only_news() {
+        let writer = Writer::new(Gvk::new("", "v1", "ConfigMap"), Scope::Namespaced, None);
+        let named = |name: &str, version: &str, uid: &str| {
+            let json = format!(r#"{{"metadata":{{"name":"{name}","namespace":"n","resourceVersion":"{version}","uid":"{uid}"}}}}"#);
+            ParsedObject::from_json(json.into()).unwrap()
+        };
+        for object in
+            [named("same", "5", "u1"), named("changed", "5", "u2"), named("recreated", "5", "u3"), named("opaque", "x", "u4"), named("heard", "5", "u5")]
+        {
+            drop(writer.insert_newer(object));
+        }
+        drop(writer.written(named("written", "9", "u6")));
+        drop(writer.written(named("heard", "9", "u5")));
+        drop(writer.insert_newer(named("heard", "9", "u5")));
+        let relisted = |object: ParsedObject| cached(writer.relisted(object)).split(' ').next().unwrap().to_string();
+        assert_eq!(relisted(named("same", "5", "u1")), "unchanged");
+        assert_eq!(relisted(named("changed", "7", "u2")), "cached");
+        assert_eq!(relisted(named("recreated", "5", "u9")), "cached", "another object under the name");
+        assert_eq!(relisted(named("opaque", "x", "u4")), "cached", "a version that is not a number says nothing");
+        assert_eq!(relisted(named("new", "8", "u7")), "cached");
+        assert_eq!(relisted(named("written", "9", "u6")), "cached", "its writer's answer was cached, its watch event never came");
+        assert_eq!(relisted(named("written", "9", "u6")), "unchanged", "announced once");
+        assert_eq!(relisted(named("heard", "9", "u5")), "unchanged", "its watch event came after the answer");
+    }
+
     fn at(version: &str, uid: &str, data: &str) -> ParsedObject {
         let json = format!(r#"{{"metadata":{{"name":"a","namespace":"n","resourceVersion":"{version}","uid":"{uid}"}},"data":{{"v":"{data}"}}}}"#);
         ParsedObject::from_json(json.into()).unwrap()
@@ -743,6 +810,7 @@ mod tests {
             Inserted::Cached { now, .. } => format!("cached {}", now.json()),
             Inserted::Stale(kept) => format!("stale, kept {}", kept.json()),
             Inserted::Buried => "buried".into(),
+            Inserted::Unchanged => "unchanged".into(),
         }
     }
 
