@@ -688,6 +688,10 @@ impl Writer {
     pub fn relist_done(&self, listed: &HashSet<ObjectKey>) -> Vec<(ObjectKey, Entry)> {
         let mut inner = self.store.inner.write();
         let gone: Vec<ObjectKey> = inner.objects.keys().filter(|key| !listed.contains(*key)).cloned().collect();
+        for key in &gone {
+            // Announced now, as gone.
+            inner.unannounced.remove(key);
+        }
         gone.into_iter().filter_map(|key| inner.take(&key).map(|entry| (key, entry))).collect()
     }
 }
@@ -798,6 +802,11 @@ mod tests {
         assert_eq!(relisted(named("written", "9", "u6")), "cached", "its writer's answer was cached, its watch event never came");
         assert_eq!(relisted(named("written", "9", "u6")), "unchanged", "announced once");
         assert_eq!(relisted(named("heard", "9", "u5")), "unchanged", "its watch event came after the answer");
+        // Written, then gone while the watch was away: reported gone, and its mark goes with it.
+        drop(writer.written(named("vanished", "10", "u8")));
+        let gone = writer.relist_done(&["same", "changed", "recreated", "opaque", "new", "written", "heard"].map(|n| ObjectKey::new(Some("n"), n)).into());
+        assert_eq!(gone.iter().map(|(key, _)| key.name()).collect::<Vec<_>>(), ["vanished"]);
+        assert!(writer.store.inner.read().unannounced.is_empty());
     }
 
     fn at(version: &str, uid: &str, data: &str) -> ParsedObject {
