@@ -23,8 +23,9 @@
 //! whether it may do everything its manifest declares and everything the host will do for it
 //! (one SelfSubjectRulesReview per namespace first, then a SelfSubjectAccessReview for each
 //! request those rules do not show allowed, all under a rate limit shared by all admissions);
-//! anything missing refuses it, naming the missing rules. With `--plugin-identity=host` plugins act as the host
-//! itself, as before 0.1.1: quick for local use, no reviews (watches are still counted).
+//! anything missing refuses it, naming the missing rules. With `--plugin-identity=host` plugins
+//! act as the host itself, as before 0.1.1: quick for local use, no reviews (watches are still
+//! counted).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -71,8 +72,8 @@ pub struct AdmissionLimits {
     /// Watches (informers: one per resource and namespace) one plugin may open
     /// (`--max-plugin-watches`).
     pub max_watches: usize,
-    /// Access and rules reviews per second, all admissions together (`--admission-qps`); twice as many at
-    /// once.
+    /// Access and rules reviews per second, all admissions together (`--admission-qps`); twice
+    /// as many at once.
     pub qps: f64,
 }
 
@@ -523,23 +524,20 @@ impl Identities {
 /// Whether `rule` (as a rules review lists it) allows `check`: RBAC's matching — `*` for any
 /// group, resource or verb, `*/SUB` for a subresource of any resource, no names for any name.
 fn grants(rule: &ResourceRule, check: &Check) -> bool {
-    let any_of = |values: &Option<Vec<String>>, wanted: &str| values.iter().flatten().any(|v| v == "*" || v == wanted);
-    let resource = match &check.subresource {
-        Some(sub) => format!("{}/{sub}", check.resource),
-        None => check.resource.clone(),
+    // `RESOURCE` or `RESOURCE/SUB`, where a rule's RESOURCE may be `*` for a subresource.
+    let names_resource = |r: &str| match &check.subresource {
+        None => r == check.resource,
+        Some(sub) => r.strip_suffix(sub.as_str()).and_then(|r| r.strip_suffix('/')).is_some_and(|r| r == check.resource || r == "*"),
     };
-    let resource_matches = rule
-        .resources
-        .iter()
-        .flatten()
-        .any(|r| r == "*" || *r == resource || check.subresource.as_ref().is_some_and(|sub| r.strip_prefix("*/") == Some(sub.as_str())));
+    let resource_matches = rule.resources.iter().flatten().any(|r| r == "*" || names_resource(r));
     let name_matches = match (&rule.resource_names, &check.name) {
         (None, _) => true,
         (Some(names), _) if names.is_empty() => true,
         (Some(names), Some(name)) => names.contains(name),
         (Some(_), None) => false,
     };
-    rule.verbs.iter().any(|v| v == "*" || v == check.verb.as_str()) && any_of(&rule.api_groups, &check.group) && resource_matches && name_matches
+    let group_matches = rule.api_groups.iter().flatten().any(|g| g == "*" || *g == check.group);
+    rule.verbs.iter().any(|v| v == "*" || v == check.verb.as_str()) && group_matches && resource_matches && name_matches
 }
 
 /// The single requests a rule stands for.

@@ -379,8 +379,11 @@ impl Inner {
         old
     }
 
-    /// Takes `key` out of the cache and the controller index.
+    /// Takes `key` out of the cache and the controller index. Whatever took it out tells the
+    /// subscribers (the watch's delete, a relist's end) or was their doing (a writer's delete), so
+    /// its write is no longer unannounced.
     fn take(&mut self, key: &ObjectKey) -> Option<Entry> {
+        self.unannounced.remove(key);
         let entry = self.objects.remove(key)?;
         self.unindex(key, entry.controller);
         Some(entry)
@@ -631,7 +634,6 @@ impl Writer {
     /// entry the cache held.
     pub fn remove(&self, key: &ObjectKey, last: &Entry) -> Option<Entry> {
         let mut inner = self.store.inner.write();
-        inner.unannounced.remove(key);
         let cached = inner.take(key);
         let uid = if last.uid != 0 { last.uid } else { cached.as_ref().map_or(0, |c| c.uid) };
         let version = last.version.max(cached.as_ref().map_or(0, |c| c.version));
@@ -644,7 +646,6 @@ impl Writer {
     /// cannot return but a newer one can.
     pub fn left(&self, key: &ObjectKey, last: &Entry) -> Option<Entry> {
         let mut inner = self.store.inner.write();
-        inner.unannounced.remove(key);
         let cached = inner.take(key);
         let version = last.version.max(cached.as_ref().map_or(0, |c| c.version));
         inner.bury(key, 0, version);
@@ -688,10 +689,6 @@ impl Writer {
     pub fn relist_done(&self, listed: &HashSet<ObjectKey>) -> Vec<(ObjectKey, Entry)> {
         let mut inner = self.store.inner.write();
         let gone: Vec<ObjectKey> = inner.objects.keys().filter(|key| !listed.contains(*key)).cloned().collect();
-        for key in &gone {
-            // Announced now, as gone.
-            inner.unannounced.remove(key);
-        }
         gone.into_iter().filter_map(|key| inner.take(&key).map(|entry| (key, entry))).collect()
     }
 }
