@@ -627,6 +627,7 @@ mod tests {
             limits: RequestedLimits::default(),
             permissions,
             metadata_only: vec![],
+            projections: vec![],
             composition: None,
             clusters: Default::default(),
         }

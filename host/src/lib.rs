@@ -39,7 +39,8 @@
 //!   election, fenced by time. [`shard`]: scale-out across replicas — membership Leases, the
 //!   consistent-hash ring, the built-in assigner, handovers.
 //! - [`discovery`], [`resource`], [`selector`], [`duration`], [`bucket`]: kinds, keys, label selectors,
-//!   durations and the token bucket every pacer shares. [`allocator`]: freed memory handed back.
+//!   durations and the token bucket every pacer shares. [`projection`]: what of an object a
+//!   plugin is handed. [`allocator`]: freed memory handed back.
 //! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`logging`]: the host's
 //!   log and its levels, per plugin for plugins' records. [`offline`]: running
 //!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
@@ -49,6 +50,7 @@
 //!
 //! Imports run downward: cli/app → delivery → supervisor → controller → runtime, shard, cluster → informer,
 //! queue, client, events, identity, leader → discovery → manifest, resource, selector, duration, metrics;
+//! projection is a leaf below manifest, informer and runtime;
 //! oci stands alone below delivery and cli; budget and allocator are leaves below the supervisor and app,
 //! cache_dir one below plugin, oci and app; logging is a leaf below cli and runtime.
 
@@ -79,6 +81,7 @@ pub mod metrics;
 pub mod oci;
 pub mod offline;
 pub mod plugin;
+pub mod projection;
 pub mod queue;
 pub mod rbac;
 pub mod recording;

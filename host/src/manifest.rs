@@ -9,6 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use crate::projection::Fields;
 use crate::resource::{Gvk, is_dns_label, is_dns_subdomain};
 use crate::selector::LabelSelector;
 
@@ -409,12 +412,26 @@ pub struct Manifest {
     pub permissions: Vec<Permission>,
     /// Owned or watched kinds the plugin is handed only the metadata of (`views.metadata-only`).
     pub metadata_only: Vec<Gvk>,
+    /// Kinds the plugin is handed only some fields of (`projections.fields`).
+    pub projections: Vec<Projection>,
     /// A declarative plugin's children (`composite.describe-composition`); `None` for a
     /// plugin that reconciles itself.
     pub composition: Option<Composition>,
     /// The clusters it serves and reaches (`clusters.scope`).
     pub clusters: ClusterScope,
 }
+
+/// The fields of one kind a plugin reads (`projections.fields`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Projection {
+    pub resource: Gvk,
+    pub fields: Arc<Fields>,
+}
+
+/// Projections a plugin may declare, paths per projection, field names per path.
+pub const MAX_PROJECTIONS: usize = 100;
+pub const MAX_PROJECTED_PATHS: usize = 64;
+pub const MAX_PATH_NAMES: usize = 8;
 
 /// A manifest field that is not acceptable. The message names the field and what to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -440,6 +457,7 @@ impl Manifest {
             ("watches", self.watches.len(), MAX_ENTRIES),
             ("permissions", self.permissions.len(), MAX_PERMISSIONS),
             ("views.metadata-only", self.metadata_only.len(), MAX_ENTRIES),
+            ("projections.fields", self.projections.len(), MAX_PROJECTIONS),
         ] {
             if len > max {
                 return Err(invalid(field, format!("{len} entries; at most {max}")));
@@ -471,6 +489,24 @@ impl Manifest {
             }
             if !self.owns.contains(gvk) && !self.watches.iter().any(|w| w.resource == *gvk) {
                 return Err(invalid(format!("views.metadata-only[{i}]"), format!("{gvk} is neither an `owns` kind nor the kind of a `watches` entry")));
+            }
+        }
+        // Projections are of kinds the plugin is handed: what it reconciles, owns or watches.
+        let mut projected = BTreeSet::new();
+        for (i, Projection { resource: gvk, .. }) in self.projections.iter().enumerate() {
+            let field = format!("projections.fields[{i}]");
+            validate_gvk(&field, gvk)?;
+            if *gvk != self.primary && !self.owns.contains(gvk) && !self.watches.iter().any(|w| w.resource == *gvk) {
+                return Err(invalid(field, format!("{gvk} is neither the primary kind, an `owns` kind nor the kind of a `watches` entry")));
+            }
+            if self.metadata_only.contains(gvk) {
+                return Err(invalid(field, format!("{gvk} is metadata-only (`views.metadata-only`), a projection to no fields already")));
+            }
+            if !projected.insert(gvk) {
+                return Err(invalid(field, format!("{gvk} has a projection already")));
+            }
+            if self.composition.is_some() {
+                return Err(invalid(field, "a declarative plugin is handed whole objects: the host compares its parents and children whole"));
             }
         }
         if let Some(composition) = &self.composition {
@@ -555,6 +591,11 @@ impl Manifest {
         all.extend(self.watches.iter().map(|w| &w.resource));
         all.extend(self.permissions.iter().filter(|p| p.lists()).map(|p| &p.resource));
         all
+    }
+
+    /// The fields of `resource` the plugin reads, when it declared a projection of the kind.
+    pub fn projection(&self, resource: &Gvk) -> Option<&Arc<Fields>> {
+        self.projections.iter().find(|p| p.resource == *resource).map(|p| &p.fields)
     }
 
     /// The namespaces the host caches `resource` in for this plugin: `None` for every served
@@ -808,6 +849,7 @@ mod tests {
                 },
             ],
             metadata_only: vec![],
+            projections: vec![],
             composition: None,
             clusters: Default::default(),
         }
@@ -832,6 +874,30 @@ mod tests {
         assert!(err.problem.contains("the primary kind"), "{err}");
         let plan = valid.watch_plan();
         assert!(plan.iter().all(|w| w.metadata_only == (w.role == WatchRole::Owned)), "only the owned watch is planned metadata-only");
+    }
+
+    #[test]
+    fn projections_are_of_handed_kinds_once_and_never_metadata_only() {
+        let deployment = Gvk::new("apps", "v1", "Deployment");
+        let fields = Arc::new(Fields::new([["status", "availableReplicas"]]));
+        let projection = |resource: &Gvk| Projection { resource: resource.clone(), fields: fields.clone() };
+        let valid = Manifest { projections: vec![projection(&sample().primary), projection(&deployment)], ..sample() };
+        assert!(valid.validate(&LimitPolicy::default()).is_ok(), "the primary and an owned kind");
+        assert_eq!(valid.projection(&deployment), Some(&fields));
+        assert!(valid.watch_plan().iter().all(|w| !w.metadata_only), "projected kinds are watched whole");
+        for (manifest, field, problem) in [
+            (Manifest { projections: vec![projection(&Gvk::new("", "v1", "Pod"))], ..sample() }, "projections.fields[0]", "neither the primary kind"),
+            (Manifest { projections: vec![projection(&deployment), projection(&deployment)], ..sample() }, "projections.fields[1]", "has a projection already"),
+            (
+                Manifest { projections: vec![projection(&deployment)], metadata_only: vec![deployment.clone()], ..sample() },
+                "projections.fields[0]",
+                "metadata-only",
+            ),
+        ] {
+            let err = manifest.validate(&LimitPolicy::default()).unwrap_err();
+            assert_eq!(err.field, field);
+            assert!(err.problem.contains(problem), "{err}");
+        }
     }
 
     #[test]

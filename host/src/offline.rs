@@ -65,12 +65,10 @@ impl FixtureCache {
         &self.view
     }
 
-    /// Hands out only the metadata of these kinds, as the host does for a plugin declaring them
-    /// (`views.metadata-only`).
-    pub fn metadata_only(&mut self, kinds: &[Gvk]) {
-        for kind in kinds {
-            self.view.metadata_only(kind);
-        }
+    /// Hands out what `manifest` reads of each kind, as the host does for the plugin
+    /// (`views.metadata-only`, `projections`).
+    pub fn hand_as(&mut self, manifest: &crate::manifest::Manifest) {
+        self.view.hand_as(manifest);
     }
 }
 

@@ -327,6 +327,7 @@ mod tests {
                 permission(Gvk::new("rbac.authorization.k8s.io", "v1", "ClusterRole"), None, &[Verb::Bind], &[], &["edit"]),
             ],
             metadata_only: vec![],
+            projections: vec![],
             composition: None,
             clusters: Default::default(),
         }

@@ -73,8 +73,9 @@ pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Clie
                 cache.insert_parsed(resource, object.clone());
             }
         }
-        cache.metadata_only(&manifest.metadata_only);
+        // The primary as the cache holds it: the request hands it as the plugin reads it.
         let object = cache.view().get(&manifest.primary, key).ok_or_else(|| RecordError::NotFound { key: key.clone(), primary: manifest.primary.clone() })?;
+        cache.hand_as(manifest);
         let now = stopped_clock();
         let recorder = Arc::new(Recorder::default());
         let mut services = crate::offline::services(&cache, &recorder, crate::offline::Writes::Stored);

@@ -379,7 +379,7 @@ pub fn fixture(manifest: &crate::manifest::Manifest, objects: &[Value]) -> Resul
         let gvk = gvk_of(object).ok_or("every cache object needs apiVersion and kind")?;
         cache.insert(&gvk, &object.to_string()).map_err(|e| format!("cache object: {e}"))?;
     }
-    cache.metadata_only(&manifest.metadata_only);
+    cache.hand_as(manifest);
     Ok(cache)
 }
 

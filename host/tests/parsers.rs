@@ -12,7 +12,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use kubewasm::delivery::read_plugin;
-use kubewasm::manifest::{ChildRule, ChildSelector, Composition, LimitPolicy, Manifest, Mapping, Permission, RequestedLimits, UpdateStrategy, Verb, Watch};
+use kubewasm::manifest::{
+    ChildRule, ChildSelector, Composition, LimitPolicy, Manifest, Mapping, Permission, Projection, RequestedLimits, UpdateStrategy, Verb, Watch,
+};
+use kubewasm::projection::Fields;
 use kubewasm::resource::Gvk;
 use kubewasm::selector::LabelSelector;
 use proptest::prelude::*;
@@ -98,6 +101,12 @@ fn manifest() -> impl Strategy<Value = Manifest> {
         .prop_map(|((name, version, primary, selector), (owns, watches, finalizer, resync), (max_concurrency, deadline, memory, permissions))| Manifest {
             name,
             version,
+            // Before `primary` moves: its spec, read projected, when nothing else is declared.
+            projections: if owns.is_empty() {
+                vec![Projection { resource: primary.clone(), fields: std::sync::Arc::new(Fields::new([["spec"]])) }]
+            } else {
+                vec![]
+            },
             primary,
             primary_selector: selector.and_then(|s| LabelSelector::from_str(&s).ok()),
             // Before `owns` moves: an owned kind read as metadata (valid), or none; and a

@@ -3,15 +3,15 @@
 // fails type checking.
 /// <reference path="./types/wit/controller.d.ts" />
 
-import type * as wit from 'kubewasm:controller/types@0.1.4';
-import type * as witPlugin from 'kubewasm:controller/plugin@0.1.4';
-import type * as witAccess from 'kubewasm:controller/access@0.1.4';
-import type * as witClient from 'kubewasm:controller/client@0.1.4';
-import type * as witEvents from 'kubewasm:controller/events@0.1.4';
-import type * as witLog from 'kubewasm:controller/log@0.1.4';
-import type * as witComposite from 'kubewasm:controller/composite@0.1.4';
-import type * as witClusters from 'kubewasm:controller/clusters@0.1.4';
-import type * as witFleet from 'kubewasm:controller/fleet@0.1.4';
+import type * as wit from 'kubewasm:controller/types@0.1.5';
+import type * as witPlugin from 'kubewasm:controller/plugin@0.1.5';
+import type * as witAccess from 'kubewasm:controller/access@0.1.5';
+import type * as witClient from 'kubewasm:controller/client@0.1.5';
+import type * as witEvents from 'kubewasm:controller/events@0.1.5';
+import type * as witLog from 'kubewasm:controller/log@0.1.5';
+import type * as witComposite from 'kubewasm:controller/composite@0.1.5';
+import type * as witClusters from 'kubewasm:controller/clusters@0.1.5';
+import type * as witFleet from 'kubewasm:controller/fleet@0.1.5';
 import type * as k8s from './k8s.js';
 
 // --- values -----------------------------------------------------------------------------------
@@ -232,7 +232,8 @@ export interface Rule extends Omit<witAccess.Rule, 'verbs'> {
 
 /**
  * The plain data of a manifest: the WIT `manifest` record, with `memoryBytes` as a number, plus
- * `rules` (the `access` export's answer), `metadataOnly` (the `views` export's),
+ * `rules` (the `access` export's answer), `metadataOnly` (the `views` export's), `readsFields`
+ * (the `projections` export's),
  * `composition` (a declarative controller's `describe-composition` answer) and `scope` (the
  * `clusters` export's).
  */
@@ -242,6 +243,8 @@ export interface ManifestSpec extends Omit<witPlugin.Manifest, 'limits' | 'prima
   rules: Rule[];
   /** Owned or watched kinds the plugin is handed only the metadata of. */
   metadataOnly: witPlugin.Manifest['owns'];
+  /** Kinds the plugin is handed only these dotted fields of (`readsFields()`): the `projections` export's answer. */
+  readsFields: { resource: Gvk; fields: string[] }[];
   /** The child kinds (`child()`) and selector (`childSelector()`); used by a `Composite` only. */
   composition: Composition;
   /** The clusters it serves and reaches (`serveMembers()`, `serveLocal()`, `reachMembers()`). */
@@ -275,6 +278,15 @@ export class Manifest {
    * kind of a `watches` entry; writes are unaffected.
    */
   metadataOnly(resource: Gvk): this;
+  /**
+   * Hands the plugin only these fields of this kind's objects (the primary kind, an `owns` kind
+   * or the kind of a `watches` entry; contract 0.1.5), each a dotted path:
+   * `readsFields(kinds.DEPLOYMENT, 'status.availableReplicas')`. Every object of the kind it is
+   * handed (the one it reconciles, cache reads, `mapRelated`'s, its writes' answers) carries
+   * `apiVersion`, `kind`, `metadata` and only these fields of the rest. `ctx.update` of the kind
+   * is then refused: apply or patch it.
+   */
+  readsFields(resource: Gvk, ...fields: string[]): this;
   /**
    * Also reconciles the primaries of these member clusters, each where it lives: the reads,
    * writes and Events of a call act in its object's cluster (`ctx.cluster()` names it). The

@@ -88,8 +88,12 @@ export class FakeHost implements Host {
    * during a declarative controller's calls): client and events calls throw `Forbidden`.
    */
   cacheOnly: string | undefined;
-  /** `obj` as the host hands it to the plugin: of a `metadataOnly` kind, only apiVersion, kind and metadata (without managedFields). Shares `obj`'s values. */
+  /** The fields the plugin reads of projected kinds (`Harness` sets the manifest's `readsFields`). */
+  readsFields: { resource: Gvk; fields: string[] }[];
+  /** `obj` as the host hands it to the plugin: of a `metadataOnly` kind, only apiVersion, kind and metadata (without managedFields); of a `readsFields` kind, as `answered`. Shares `obj`'s values. */
   handed(resource: Gvk, obj: KubeObject): KubeObject;
+  /** `obj` as the host hands it in a request or a write's answer: of a `readsFields` kind, its metadata and those fields alone. */
+  answered(resource: Gvk, obj: KubeObject): KubeObject;
   /** Puts objects in the store, replacing same-named ones. */
   add(...objects: KubeObject[]): void;
   /** Makes the next `times` calls of `op` throw `error`. */

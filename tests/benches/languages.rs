@@ -2,7 +2,9 @@
 //! - per reconcile: the sample-controller in Rust, Python, JavaScript and Go as plugins, against
 //!   the same logic compiled natively into this benchmark — a new Foo (no Deployment yet) and the
 //!   steady state (the Foo's Deployment in the cache); each does one cache read and two applies
-//!   into an in-process recorder;
+//!   into an in-process recorder; each plugin as built (the examples declare the fields they
+//!   read: `projections`, contract 0.1.5) and handed whole objects, as before 0.1.5, in the same
+//!   rounds;
 //! - memory per instance: the linear memory of one instance after its first reconcile and after
 //!   5 000;
 //! - a fresh instance per call (instantiate + describe + reconcile), for scale;
@@ -25,7 +27,7 @@ use kubewasm::plugin::{LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
 use kubewasm::runtime::{PluginRunner, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::guests;
-use kubewasm_tests::timing::{measure, side_by_side};
+use kubewasm_tests::timing::{measure, three_ways};
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -203,6 +205,14 @@ fn runner(runtime: &Runtime, plugin: &LoadedPlugin, cache: &FixtureCache, record
     runtime.runner(plugin.prepared.clone(), &plugin.described, services, metrics, &plugin.settings)
 }
 
+/// `runner`, handing the plugin whole objects whatever fields it declared it reads.
+fn whole_objects_runner(runtime: &Runtime, plugin: &LoadedPlugin, cache: &FixtureCache, recorder: &Arc<Recorder>) -> PluginRunner {
+    let services = kubewasm::offline::services(cache, recorder, kubewasm::offline::Writes::Recorded);
+    let mut described = plugin.described.clone();
+    described.manifest.projections.clear();
+    runtime.runner(plugin.prepared.clone(), &described, services, PluginMetrics::default(), &plugin.settings)
+}
+
 async fn reconcile(runner: &PluginRunner, recorder: &Recorder, object: &Arc<str>) {
     runner
         .reconcile(Request { key: ObjectKey::new(Some("bench"), "example"), object: object.clone(), retries: 0 })
@@ -273,19 +283,34 @@ async fn main() {
     // Per reconcile, against the native logic.
     let object: Arc<str> = foo().into();
     for (scenario, with_deployment) in [("new Foo: no Deployment yet", false), ("steady state: the Foo's Deployment in the cache", true)] {
-        println!("\nper reconcile, {scenario} (one cache read, two applies)");
+        println!("\nper reconcile, {scenario} (one cache read, two applies; handed the fields it reads, and whole objects)");
         let native = NativeHost { cache: fixture(with_deployment), recorded: Mutex::default() };
-        println!("{:<8} {:>12} {:>12} {:>10} {:>10}", "", "per call", "native", "vs native", "vs Rust");
+        println!("{:<8} {:>12} {:>12} {:>10} {:>10} {:>14} {:>10}", "", "per call", "native", "vs native", "vs Rust", "whole objects", "vs native");
         let mut rust_ratio = None;
         for (lang, plugin) in &plugins {
             let cache = fixture(with_deployment);
             let recorder = Arc::new(Recorder::default());
             let wasm = runner(&runtime, plugin, &cache, &recorder, PluginMetrics::default());
-            let (native_time, time) =
-                side_by_side(2 * budget, async || native_reconcile(&object, &native).unwrap(), async || reconcile(&wasm, &recorder, &object).await).await;
+            let whole = whole_objects_runner(&runtime, plugin, &cache, &recorder);
+            let (native_time, time, whole_time) = three_ways(
+                3 * budget,
+                async || native_reconcile(&object, &native).unwrap(),
+                async || reconcile(&wasm, &recorder, &object).await,
+                async || reconcile(&whole, &recorder, &object).await,
+            )
+            .await;
             let ratio = time.as_secs_f64() / native_time.as_secs_f64();
             let rust = *rust_ratio.get_or_insert(ratio);
-            println!("{lang:<8} {:>12} {:>12} {:>9.1}x {:>9.1}x", micros(time), micros(native_time), ratio, ratio / rust);
+            let whole_ratio = whole_time.as_secs_f64() / native_time.as_secs_f64();
+            println!(
+                "{lang:<8} {:>12} {:>12} {:>9.1}x {:>9.1}x {:>14} {:>9.1}x",
+                micros(time),
+                micros(native_time),
+                ratio,
+                ratio / rust,
+                micros(whole_time),
+                whole_ratio
+            );
         }
     }
 

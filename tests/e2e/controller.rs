@@ -1193,6 +1193,44 @@ async fn a_metadata_only_kind_is_watched_as_metadata_and_shares_one_watch_with_a
     Ok(())
 }
 
+/// A plugin that declares a projection of its primary's kind (`projections`, contract 0.1.5) is
+/// handed only the declared fields of its objects beside their metadata — in the request, read
+/// back from the cache and in the answer of its apply — while the host caches whole objects; an
+/// `update` of a projected kind, which would wipe what the plugin was not handed, is refused
+/// with a Warning Event, and the object is left as it was.
+#[tokio::test]
+async fn a_projected_kind_is_handed_with_only_the_declared_fields() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("projections").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("narrow").option(r#"reads-fields = ["data.keep", "data.output.gone", "binaryData"]"#), "v01");
+    dir.install_e2e(&E2eSettings::new("updater").mode("update").option(r#"reads-fields = ["data"]"#), "v01");
+    let mut host = Host::start(host_config("projections", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+
+    let mut p = primary("p", "1");
+    p.data = Some([("keep", "k"), ("drop", "d"), ("output", "o")].map(|(k, v)| (k.to_string(), v.to_string())).into());
+    cms.create(&PostParams::default(), &p).await?;
+    let data = eventually("narrow's output", CONVERGE, || async {
+        output(&cms, "p", "narrow").await?.filter(|d| d.contains_key("answered")).ok_or_else(|| anyhow!("not yet"))
+    })
+    .await?;
+    // The primary: `data.output.gone` reaches a string, which is kept whole.
+    ensure!(data["handed"] == "data(keep,output)", "the request's primary was handed as {:?}", data["handed"]);
+    ensure!(data["read"] == "data(keep,output)", "the primary read back from the cache was handed as {:?}", data["read"]);
+    // The output ConfigMap's own data keys are the guest's, of which `keep` is none.
+    ensure!(data["answered"] == "data()", "the apply's answer was handed as {:?}", data["answered"]);
+    let stored = cms.get("p").await?;
+    ensure!(stored.data.as_ref().is_some_and(|d| d.len() == 3), "the primary changed: {:?}", stored.data);
+
+    wait_event(ns.client(), ns.name(), "p", "ReconcileFailed", "update replaces the whole ConfigMap").await?;
+    let after = cms.get("p").await?;
+    ensure!(after.data == stored.data && !after.annotations().contains_key(OUTPUT), "the refused update changed the primary: {after:?}");
+    host.stop().await?;
+    Ok(())
+}
+
 /// `list-controlled` answers a primary's children from the host's controller index: the Secrets
 /// whose controller reference names it — not one it owns without controlling, nor another
 /// primary's — and follows a child whose controller changes.

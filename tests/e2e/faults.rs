@@ -398,6 +398,15 @@ async fn a_broken_describe_is_refused_at_load() {
     let err = one_line(load("unwatched", "describe = \"metadata-unwatched\"").await.unwrap_err());
     assert!(err.contains("`views.metadata-only[0]`: Secret.v1 is neither an `owns` kind nor the kind of a `watches` entry"), "{err}");
 
+    // `projections.fields`: paths counted and measured before they are converted, each kind
+    // checked against the manifest.
+    let err = one_line(load("fields-flood", "describe = \"fields-flood\"").await.unwrap_err());
+    assert!(err.ends_with("manifest field `projections.fields[0].fields`: 65 paths; at most 64"), "{err}");
+    let err = one_line(load("fields-deep", "describe = \"fields-deep\"").await.unwrap_err());
+    assert!(err.ends_with("manifest field `projections.fields[0].fields[0]`: 9 field names; 1 to 8"), "{err}");
+    let err = one_line(load("fields-unwatched", "describe = \"fields-unwatched\"").await.unwrap_err());
+    assert!(err.contains("`projections.fields[0]`: Secret.v1 is neither the primary kind, an `owns` kind nor the kind of a `watches` entry"), "{err}");
+
     let err = load("trapper", "describe = \"trap\"").await.unwrap_err();
     assert!(matches!(err, LoadError::Describe(DescribeError::Call(Fault::Trap(_)))), "{err}");
     assert_eq!(err.to_string(), "describe failed: trapped: wasm trap: wasm `unreachable` instruction executed");

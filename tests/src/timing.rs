@@ -31,6 +31,22 @@ pub async fn side_by_side<A: AsyncFnMut(), B: AsyncFnMut()>(budget: Duration, mu
     (median(a_rounds), median(b_rounds))
 }
 
+/// `side_by_side` of three operations: each round runs all three in turn.
+pub async fn three_ways<A: AsyncFnMut(), B: AsyncFnMut(), C: AsyncFnMut()>(budget: Duration, mut a: A, mut b: B, mut c: C) -> (Duration, Duration, Duration) {
+    warm_up(&mut a).await;
+    warm_up(&mut b).await;
+    warm_up(&mut c).await;
+    let round = budget / ROUNDS;
+    let mut rounds: [Vec<Duration>; 3] = Default::default();
+    for _ in 0..ROUNDS {
+        rounds[0].push(mean(round, &mut a).await);
+        rounds[1].push(mean(round, &mut b).await);
+        rounds[2].push(mean(round, &mut c).await);
+    }
+    let [a, b, c] = rounds.map(median);
+    (a, b, c)
+}
+
 async fn warm_up<F: AsyncFnMut()>(op: &mut F) {
     for _ in 0..WARM_UP {
         op().await;

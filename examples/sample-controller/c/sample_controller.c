@@ -17,6 +17,10 @@ static const char *describe(kw_manifest *m, kw_settings *settings) {
     kw_manifest_owns(m, KW_DEPLOYMENT);
     kw_manifest_permission(m, KW_DEPLOYMENT, NULL, KW_CREATE | KW_PATCH);
     kw_manifest_permission(m, FOO, "status", KW_PATCH);
+    /* Parse only what is read: a Foo's spec, a Deployment's available replicas (and, of both,
+     * the metadata, which every object keeps). */
+    kw_manifest_reads_fields(m, FOO, "spec");
+    kw_manifest_reads_fields(m, KW_DEPLOYMENT, "status.availableReplicas");
     kw_manifest_max_concurrency(m, 2);
     return NULL;
 }

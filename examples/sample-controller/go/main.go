@@ -33,6 +33,10 @@ func (*SampleController) Manifest() *kubewasm.Manifest {
 		Owns(kinds.Deployment).
 		Permission(kinds.Deployment, kubewasm.VerbCreate, kubewasm.VerbPatch).
 		StatusPermission(Foo, kubewasm.VerbPatch).
+		// Parse only what is read: a Foo's spec, a Deployment's available replicas (and, of
+		// both, the metadata, which every object keeps).
+		ReadsFields(Foo, "spec").
+		ReadsFields(kinds.Deployment, "status.availableReplicas").
 		MaxConcurrency(2)
 }
 

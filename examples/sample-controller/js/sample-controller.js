@@ -12,11 +12,15 @@ export const FOO = gvk('samplecontroller.k8s.io', 'v1alpha1', 'Foo');
 
 export default class SampleController extends Controller {
   manifest() {
+    // readsFields: parse only what is read, a Foo's spec and a Deployment's available replicas
+    // (and, of both, the metadata, which every object keeps).
     return new Manifest('sample-controller', '0.1.0')
       .primary(FOO)
       .owns(kinds.DEPLOYMENT)
       .permission(kinds.DEPLOYMENT, ['create', 'patch'])
       .statusPermission(FOO, ['patch'])
+      .readsFields(FOO, 'spec')
+      .readsFields(kinds.DEPLOYMENT, 'status.availableReplicas')
       .maxConcurrency(2);
   }
 

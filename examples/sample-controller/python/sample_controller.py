@@ -21,6 +21,10 @@ class SampleController(Controller):
             .owns(kinds.DEPLOYMENT)
             .permission(kinds.DEPLOYMENT, ["create", "patch"])
             .status_permission(FOO, ["patch"])
+            # Parse only what is read: a Foo's spec, a Deployment's available replicas (and,
+            # of both, the metadata, which every object keeps).
+            .reads_fields(FOO, "spec")
+            .reads_fields(kinds.DEPLOYMENT, "status.availableReplicas")
             .max_concurrency(2)
         )
 

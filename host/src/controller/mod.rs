@@ -884,9 +884,7 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
     for subscription in &subscriptions {
         cache.insert(subscription.store().clone(), subscription.selector().cloned());
     }
-    for kind in &manifest.metadata_only {
-        cache.metadata_only(kind);
-    }
+    cache.hand_as(&manifest);
     // A sharded plugin's children are labelled for this shard as they are written, and the
     // assigner places its primaries and children (not a shadow candidate's: it runs on the
     // live version's objects).

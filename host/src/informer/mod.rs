@@ -52,7 +52,9 @@ pub use store::{Entry, Inserted, Owner, ParsedObject, Store, Writer};
 
 use self::raw::{RawMetadata, RawObject};
 use crate::discovery::{Discovery, DiscoveryError};
+use crate::manifest::Manifest;
 use crate::metrics::{InformerMetrics, Refresh};
+use crate::projection::Fields;
 use crate::resource::{Gvk, ObjectKey, Scope};
 use crate::selector::LabelSelector;
 
@@ -620,12 +622,12 @@ pub struct CacheView {
 }
 
 /// Part of a store: the objects matching any of `selectors`, or all when `None`; of each only
-/// its metadata when `metadata_only`.
+/// `fields` when given (see [`crate::projection`]).
 #[derive(Clone)]
 pub struct StoreView {
     store: Arc<Store>,
     selectors: Option<Vec<LabelSelector>>,
-    metadata_only: bool,
+    fields: Option<Arc<Fields>>,
 }
 
 impl StoreView {
@@ -637,14 +639,23 @@ impl StoreView {
         self.selectors.as_ref().is_none_or(|all| all.iter().any(|s| entry.matches(s)))
     }
 
-    /// Whether what it hands out must be cut down to metadata (the store holding more).
-    fn projects(&self) -> bool {
-        self.metadata_only && self.store.holds_objects()
+    /// What of each object it hands out, when that is less than the store holds (a store of
+    /// metadata holds what a metadata-only view hands).
+    fn projection(&self) -> Option<&Fields> {
+        self.fields.as_deref().filter(|f| !f.is_metadata_only() || self.store.holds_objects())
+    }
+
+    /// An entry's object as handed.
+    fn handed(&self, entry: &Entry) -> Arc<str> {
+        match self.projection() {
+            Some(fields) => crate::projection::project(entry.json(), fields).into(),
+            None => entry.json().clone(),
+        }
     }
 
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<str>> {
         let entry = self.store.entry(key).filter(|e| self.admits(e))?;
-        Some(if self.projects() { entry.metadata() } else { entry.json().clone() })
+        Some(self.handed(&entry))
     }
 
     /// How many objects it admits.
@@ -669,17 +680,17 @@ impl StoreView {
     /// as [`Store::list_bounded`].
     pub fn list(&self, namespace: Option<&str>, selector: Option<&LabelSelector>, max_bytes: usize) -> Result<Vec<(ObjectKey, Arc<str>)>, usize> {
         let admits = |e: &Entry| self.admits(e) && selector.is_none_or(|s| e.matches(s));
-        if !self.projects() {
+        if self.projection().is_none() {
             return self.store.list_where(namespace, admits, max_bytes);
         }
-        // Bounded by what it hands out, the metadata: the whole objects are only handles here.
+        // Bounded by what it hands out: the whole objects are only handles here.
         let mut listed = Vec::new();
         let mut bytes = 0usize;
-        for entry in self.store.entries_where(namespace, admits) {
-            let metadata = entry.1.metadata();
-            bytes = bytes.saturating_add(metadata.len());
+        for (key, entry) in self.store.entries_where(namespace, admits) {
+            let handed = self.handed(&entry);
+            bytes = bytes.saturating_add(handed.len());
             if bytes <= max_bytes {
-                listed.push((entry.0, metadata));
+                listed.push((key, handed));
             }
         }
         if bytes > max_bytes {
@@ -699,8 +710,7 @@ impl StoreView {
         if let Some(selector) = orphans {
             found.extend(self.store.entries_where(namespace, |e| self.admits(e) && e.is_orphan() && e.matches(selector)));
         }
-        let projects = self.projects();
-        found.into_iter().map(|(key, entry)| (key, if projects { entry.metadata() } else { entry.json().clone() })).collect()
+        found.into_iter().map(|(key, entry)| (key, self.handed(&entry))).collect()
     }
 }
 
@@ -713,14 +723,24 @@ impl CacheView {
                 (Some(all), Some(selector)) => all.push(selector),
                 (selectors, _) => *selectors = None,
             },
-            None => views.push(StoreView { store, selectors: selector.map(|s| vec![s]), metadata_only: false }),
+            None => views.push(StoreView { store, selectors: selector.map(|s| vec![s]), fields: None }),
         }
     }
 
-    /// Hands out only the metadata of `resource`'s objects (a plugin's `views.metadata-only`).
-    pub fn metadata_only(&mut self, resource: &Gvk) {
+    /// Hands out what `manifest` reads of each kind: only the metadata of its metadata-only
+    /// kinds (`views.metadata-only`), only the fields of its projected ones (`projections`).
+    pub fn hand_as(&mut self, manifest: &Manifest) {
+        let metadata_only = Arc::new(Fields::metadata_only());
+        let kinds = manifest.metadata_only.iter().map(|kind| (kind, &metadata_only));
+        for (resource, fields) in kinds.chain(manifest.projections.iter().map(|p| (&p.resource, &p.fields))) {
+            self.project(resource, fields);
+        }
+    }
+
+    /// Hands out only `fields` of `resource`'s objects.
+    pub fn project(&mut self, resource: &Gvk, fields: &Arc<Fields>) {
         for view in self.stores.get_mut(resource).into_iter().flatten() {
-            view.metadata_only = true;
+            view.fields = Some(fields.clone());
         }
     }
 
@@ -905,7 +925,7 @@ mod tests {
         writer.insert(big("b"));
         let mut view = CacheView::default();
         view.insert(writer.store().clone(), None);
-        view.metadata_only(&resource);
+        view.project(&resource, &Arc::new(Fields::metadata_only()));
         let a = view.get(&resource, &ObjectKey::new(Some("n"), "a")).unwrap();
         assert_eq!(&*a, r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n"}}"#);
         let listed = view.list(&resource, None, None, 2 * a.len()).expect("two objects' metadata fit where one whole object would not");
@@ -915,6 +935,13 @@ mod tests {
         // A store a metadata-only watch fills is handed as it is.
         writer.set_holds_objects(false);
         assert!(view.get(&resource, &ObjectKey::new(Some("n"), "a")).unwrap().contains(r#""data":"#), "not cut again");
+        // Declared fields are handed, and bound the answer by their size.
+        writer.set_holds_objects(true);
+        view.project(&resource, &Arc::new(Fields::new([["data", "other"]])));
+        let a = view.get(&resource, &ObjectKey::new(Some("n"), "a")).unwrap();
+        assert_eq!(&*a, r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n"},"data":{}}"#);
+        assert_eq!(view.list(&resource, None, None, 2 * a.len()).unwrap().len(), 2);
+        assert_eq!(view.children(&resource, None, "no-such-owner", None).len(), 0);
     }
 
     #[test]

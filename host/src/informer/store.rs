@@ -10,7 +10,7 @@
 //! writer deleted it) cannot bring it back.
 //!
 //! A store holds whole objects or, fed by a metadata-only watch, their metadata alone
-//! ([`Store::holds_objects`]); [`Entry::metadata`] gives a whole object's metadata the same shape.
+//! ([`Store::holds_objects`]); [`metadata_of`] gives a whole object's metadata the same shape.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque, hash_map};
 use std::hash::{Hash, Hasher};
@@ -70,12 +70,6 @@ impl Entry {
         self.controller == 0
     }
 
-    /// The object with only its `apiVersion`, `kind` and `metadata`: what a plugin reading the
-    /// kind metadata-only is handed ([`metadata_of`]).
-    pub fn metadata(&self) -> Arc<str> {
-        metadata_of(&self.json)
-    }
-
     /// Bytes this entry holds on the heap (for the cache-size benchmark).
     pub fn heap_bytes(&self) -> usize {
         // Arc header (two counters) + text, and the labels' own copy if they have one.
@@ -87,38 +81,7 @@ impl Entry {
 /// `metadata.managedFields` (which cached objects never carry). Text that is not an object gives
 /// `{}`: nothing of it is handed on.
 pub fn metadata_of(json: &str) -> Arc<str> {
-    #[derive(Deserialize)]
-    struct Head<'a> {
-        #[serde(rename = "apiVersion", borrow)]
-        api_version: Option<&'a RawValue>,
-        #[serde(borrow)]
-        kind: Option<&'a RawValue>,
-        #[serde(borrow)]
-        metadata: Option<&'a RawValue>,
-    }
-    let Ok(head) = serde_json::from_str::<Head>(json) else { return "{}".into() };
-    if json.contains("\"managedFields\"") {
-        // Not from a cache (an object a case hands `map-related`, say): the slow way.
-        let Ok(serde_json::Value::Object(mut object)) = serde_json::from_str(json) else { return "{}".into() };
-        object.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
-        if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            meta.remove("managedFields");
-        }
-        return serde_json::Value::Object(object).to_string().into();
-    }
-    let mut out = String::from("{");
-    for (name, value) in [("apiVersion", head.api_version), ("kind", head.kind), ("metadata", head.metadata)] {
-        let Some(value) = value else { continue };
-        if out.len() > 1 {
-            out.push(',');
-        }
-        out.push('"');
-        out.push_str(name);
-        out.push_str("\":");
-        out.push_str(value.get());
-    }
-    out.push('}');
-    out.into()
+    crate::projection::project(json, &crate::projection::Fields::metadata_only()).into()
 }
 
 /// An object that may control others, by its uid, as entries keep it.

@@ -23,6 +23,7 @@ use super::bindings::access_exports::Rule as WitRule;
 use super::bindings::clusters_exports::ClusterScope as WitScope;
 use super::bindings::composite_exports::{ChildRule as WitChildRule, RelatedRule as WitRelatedRule, SyncResponse as WitSyncResponse};
 use super::bindings::plugin_exports::{Gvk as WitGvk, Permission as WitPermission, Verb as WitVerb, Watch as WitWatch};
+use super::bindings::projections_exports::Projection as WitProjection;
 use super::bindings::types::{Error as GuestError, ErrorCode, ObjectKey as WitKey};
 
 /// `metadata.name` of an object (a DNS subdomain at most).
@@ -51,12 +52,15 @@ pub const MAX_DESIRED_BYTES: usize = 32 << 20;
 /// Rules one `customize` may answer, and names per rule.
 pub const MAX_RELATED_RULES: usize = 100;
 pub const MAX_RELATED_NAMES: usize = 100;
+/// A field name in a projection's path: a map key (a ConfigMap's, say) may be as long as a name.
+pub const MAX_FIELD_NAME: usize = 253;
 
+pub use crate::manifest::{MAX_ENTRIES, MAX_PERMISSION_NAMES as MAX_RULE_NAMES, MAX_PERMISSION_NAMESPACES as MAX_RULE_NAMESPACES};
 /// Entries in any list of a manifest (`owns`, `watches`, `permissions`, `access.rules`,
 /// `views.metadata-only`), and per
 /// permission or rule namespaces and resource names: the manifest's own bounds, so a manifest
 /// lifted whole is one the host may admit.
-pub use crate::manifest::{MAX_ENTRIES, MAX_PERMISSION_NAMES as MAX_RULE_NAMES, MAX_PERMISSION_NAMESPACES as MAX_RULE_NAMESPACES};
+pub use crate::manifest::{MAX_PATH_NAMES, MAX_PROJECTED_PATHS, MAX_PROJECTIONS};
 /// Verbs per permission or rule (RBAC has 14).
 pub const MAX_RULE_VERBS: usize = crate::manifest::Verb::ALL.len();
 /// The other strings of a manifest: its name (a DNS label), its version, label keys and
@@ -103,6 +107,8 @@ pub(super) enum Export {
     Rules,
     /// `views.metadata-only`.
     MetadataOnly,
+    /// `projections.fields`.
+    Projections,
     /// `composite.describe-composition`.
     Composition,
     /// `clusters.scope`.
@@ -129,6 +135,10 @@ impl Export {
                         + MAX_RULE_NAMES * (STRING + MAX_NAME))
             }
             Export::MetadataOnly => MAX_ENTRIES * (size_of::<WitGvk>() + GVK_TEXT),
+            Export::Projections => {
+                MAX_PROJECTIONS
+                    * (size_of::<WitProjection>() + GVK_TEXT + MAX_PROJECTED_PATHS * (size_of::<Vec<String>>() + MAX_PATH_NAMES * (STRING + MAX_FIELD_NAME)))
+            }
             Export::Composition => MAX_ENTRIES * (size_of::<WitChildRule>() + GVK_TEXT),
             Export::Scope => size_of::<WitScope>() + 2 * MAX_SELECTOR,
             Export::Customize => max(
@@ -147,6 +157,7 @@ impl Export {
             Export::Describe => "describe",
             Export::Rules => "access.rules",
             Export::MetadataOnly => "views.metadata-only",
+            Export::Projections => "projections.fields",
             Export::Composition => "composite.describe-composition",
             Export::Scope => "clusters.scope",
             Export::Customize => "customize",
@@ -240,6 +251,7 @@ mod tests {
             (Export::MapRelated, 40 << 20),
             (Export::Describe, 16 << 20),
             (Export::Rules, 40 << 20),
+            (Export::Projections, 16 << 20),
             (Export::Customize, 4 << 20),
             (Export::Sync, 33 << 20),
         ] {

@@ -1,7 +1,7 @@
 //! Turns the manifest a guest returns from `describe` (and, since 0.1.1, the rules of its
 //! `access` export; since 0.1.2, the kinds of its `views` export; since 0.1.3, a declarative
 //! plugin's composition, with the grants managing its children takes; since 0.1.4, the clusters
-//! of its `clusters` export) into the host's
+//! of its `clusters` export; since 0.1.5, the fields of its `projections` export) into the host's
 //! [`Manifest`], rejecting what cannot be represented (an
 //! unknown verb, a list or a string over its bound, with the field named). What the bounds
 //! leave to judge (names, formats, counts per rule) is the manifest's validation.
@@ -12,11 +12,13 @@ use super::bindings::access_exports::Rule as WitRule;
 use super::bindings::clusters_exports::{ClusterScope as WitScope, Members as WitMembers};
 use super::bindings::composite_exports::{ChildSelector as WitChildSelector, Composition as WitComposition, UpdateStrategy as WitUpdateStrategy};
 use super::bindings::plugin_exports::{self as wit, Gvk as WitGvk, Mapping as WitMapping, Verb as WitVerb};
-use super::boundary::{MAX_ENTRIES, MAX_GROUP, MAX_KIND, MAX_SELECTOR, MAX_VERSION, too_long};
+use super::bindings::projections_exports::Projection as WitProjection;
+use super::boundary::{MAX_ENTRIES, MAX_FIELD_NAME, MAX_GROUP, MAX_KIND, MAX_SELECTOR, MAX_VERSION, too_long};
 use crate::manifest::{
-    ChildRule, ChildSelector, ClusterScope, Composition, DEFAULT_RESYNC, Manifest, ManifestError, Mapping, Members, Permission, RequestedLimits,
-    UpdateStrategy, Verb, Watch,
+    ChildRule, ChildSelector, ClusterScope, Composition, DEFAULT_RESYNC, MAX_PATH_NAMES, MAX_PROJECTED_PATHS, MAX_PROJECTIONS, Manifest, ManifestError,
+    Mapping, Members, Permission, Projection, RequestedLimits, UpdateStrategy, Verb, Watch,
 };
+use crate::projection::Fields;
 use crate::resource::Gvk;
 use crate::selector::LabelSelector;
 
@@ -53,17 +55,45 @@ fn clusters(scope: WitScope) -> Result<ClusterScope, ManifestError> {
     Ok(ClusterScope { serve_local: scope.serve_local, serve: members("clusters.serve", scope.serve)?, reach: members("clusters.reach", scope.reach)? })
 }
 
+/// The projections of `projections.fields`, each path within its bounds.
+fn projections(declared: Vec<WitProjection>) -> Result<Vec<Projection>, ManifestError> {
+    if declared.len() > MAX_PROJECTIONS {
+        return Err(invalid("projections.fields", format!("{} entries; at most {MAX_PROJECTIONS}", declared.len())));
+    }
+    declared
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let field = format!("projections.fields[{i}]");
+            if p.fields.len() > MAX_PROJECTED_PATHS {
+                return Err(invalid(format!("{field}.fields"), format!("{} paths; at most {MAX_PROJECTED_PATHS}", p.fields.len())));
+            }
+            for (j, path) in p.fields.iter().enumerate() {
+                let field = format!("{field}.fields[{j}]");
+                if path.is_empty() || path.len() > MAX_PATH_NAMES {
+                    return Err(invalid(field, format!("{} field names; 1 to {MAX_PATH_NAMES}", path.len())));
+                }
+                if let Some(name) = path.iter().find(|name| name.is_empty() || name.len() > MAX_FIELD_NAME) {
+                    return Err(invalid(field, format!("a field name of {} bytes; 1 to {MAX_FIELD_NAME}", name.len())));
+                }
+            }
+            Ok(Projection { resource: gvk(&field, p.resource)?, fields: Fields::new(&p.fields).into() })
+        })
+        .collect()
+}
+
 /// What a plugin declared: its manifest, and what its later exports add to it.
 pub(super) struct Declared {
     pub manifest: wit::Manifest,
     pub rules: Vec<WitRule>,
     pub metadata_only: Vec<WitGvk>,
+    pub projections: Vec<WitProjection>,
     pub composition: Option<WitComposition>,
     pub scope: Option<WitScope>,
 }
 
 pub(super) fn manifest(declared: Declared) -> Result<Manifest, ManifestError> {
-    let Declared { manifest: m, rules, metadata_only, composition, scope } = declared;
+    let Declared { manifest: m, rules, metadata_only, projections: projected, composition, scope } = declared;
     for (field, len) in [
         ("owns", m.owns.len()),
         ("watches", m.watches.len()),
@@ -157,6 +187,7 @@ pub(super) fn manifest(declared: Declared) -> Result<Manifest, ManifestError> {
         limits: RequestedLimits { deadline: m.limits.deadline_ms.map(|ms| Duration::from_millis(ms.into())), memory_bytes: m.limits.memory_bytes },
         permissions,
         metadata_only: metadata_only.into_iter().enumerate().map(|(i, g)| gvk(&format!("views.metadata-only[{i}]"), g)).collect::<Result<_, _>>()?,
+        projections: projections(projected)?,
         composition: None,
         clusters: scope.map(clusters).transpose()?.unwrap_or_default(),
     };
@@ -177,5 +208,35 @@ fn verb(v: WitVerb) -> Verb {
         WitVerb::Update => Verb::Update,
         WitVerb::Patch => Verb::Patch,
         WitVerb::Delete => Verb::Delete,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn projection(fields: Vec<Vec<String>>) -> WitProjection {
+        WitProjection { resource: WitGvk { group: "apps".into(), version: "v1".into(), kind: "Deployment".into() }, fields }
+    }
+
+    fn path(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn projections_past_their_bounds_name_the_field() {
+        let ok = projections(vec![projection(vec![path(&["status", "availableReplicas"]), path(&["spec"])])]).unwrap();
+        assert_eq!(ok[0].fields.paths(), vec![vec!["spec"], vec!["status", "availableReplicas"]]);
+        for (declared, field, problem) in [
+            (vec![projection(vec![]); MAX_PROJECTIONS + 1], "projections.fields", "101 entries; at most 100"),
+            (vec![projection(vec![path(&["a"]); MAX_PROJECTED_PATHS + 1])], "projections.fields[0].fields", "65 paths; at most 64"),
+            (vec![projection(vec![]), projection(vec![path(&[])])], "projections.fields[1].fields[0]", "0 field names; 1 to 8"),
+            (vec![projection(vec![path(&["a"; 9])])], "projections.fields[0].fields[0]", "9 field names; 1 to 8"),
+            (vec![projection(vec![path(&["spec", ""])])], "projections.fields[0].fields[0]", "a field name of 0 bytes; 1 to 253"),
+            (vec![projection(vec![vec!["x".repeat(254)]])], "projections.fields[0].fields[0]", "a field name of 254 bytes; 1 to 253"),
+        ] {
+            let err = projections(declared).unwrap_err();
+            assert_eq!((err.field.as_str(), err.problem.as_str()), (field, problem));
+        }
     }
 }

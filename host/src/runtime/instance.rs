@@ -9,7 +9,9 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::{access_exports, clusters_exports, composite_exports, plugin_exports, reconciler_exports, release_exports, views_exports};
+use super::bindings::{
+    access_exports, clusters_exports, composite_exports, plugin_exports, projections_exports, reconciler_exports, release_exports, views_exports,
+};
 use super::boundary::Transfer;
 use super::cpu::{self, CallClock};
 use super::host::{HostContext, HostState, Services};
@@ -140,8 +142,8 @@ impl Drop for MemoryCap {
 }
 
 /// The interfaces an instance exports: `access` and `release` only when built for 0.1.1 or later,
-/// `views` for 0.1.2 or later, `composite` for 0.1.3 or later, `clusters` for 0.1.4 or later; `reconciler` unless built for the
-/// `declarative` world.
+/// `views` for 0.1.2 or later, `composite` for 0.1.3 or later, `clusters` for 0.1.4 or later,
+/// `projections` for 0.1.5 or later; `reconciler` unless built for the `declarative` world.
 pub(super) struct Exports {
     pub(super) plugin: plugin_exports::Guest,
     pub(super) reconciler: Option<reconciler_exports::Guest>,
@@ -150,6 +152,7 @@ pub(super) struct Exports {
     pub(super) release: Option<release_exports::Guest>,
     pub(super) views: Option<views_exports::Guest>,
     pub(super) clusters: Option<clusters_exports::Guest>,
+    pub(super) projections: Option<projections_exports::Guest>,
 }
 
 /// A live instance and its exports.

@@ -37,7 +37,8 @@ use wasmtime::{Engine, Trap};
 use self::bindings::reconciler_exports::Request as WitRequest;
 use self::bindings::types::{Action as WitAction, ObjectKey as WitKey};
 use self::bindings::{
-    PACKAGE, PACKAGE_VERSION, access_exports, clusters_exports, composite_exports, plugin_exports, reconciler_exports, release_exports, views_exports,
+    PACKAGE, PACKAGE_VERSION, access_exports, clusters_exports, composite_exports, plugin_exports, projections_exports, reconciler_exports, release_exports,
+    views_exports,
 };
 use self::boundary::{Export, MAX_ERROR_MESSAGE, MAX_MAPPED_KEYS, MAX_NAME, MAX_NAMESPACE, Transfer};
 use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Stalled};
@@ -142,6 +143,7 @@ struct ExportIndices {
     release: Option<release_exports::GuestIndices>,
     views: Option<views_exports::GuestIndices>,
     clusters: Option<clusters_exports::GuestIndices>,
+    projections: Option<projections_exports::GuestIndices>,
 }
 
 impl Prepared {
@@ -236,6 +238,7 @@ impl Runtime {
             release: exported("release").then(|| release_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
             views: exported("views").then(|| views_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
             clusters: exported("clusters").then(|| clusters_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
+            projections: exported("projections").then(|| projections_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
         };
         Ok(Prepared(Arc::new(PreparedParts { pre, indices })))
     }
@@ -274,6 +277,10 @@ impl Runtime {
             Some(views) => runner.declared(store, Export::MetadataOnly, async |store| views.call_metadata_only(store).await).await?,
             None => Vec::new(),
         };
+        let projections = match &exports.projections {
+            Some(projections) => runner.declared(store, Export::Projections, async |store| projections.call_fields(store).await).await?,
+            None => Vec::new(),
+        };
         let scope = match &exports.clusters {
             Some(clusters) => Some(runner.declared(store, Export::Scope, async |store| clusters.call_scope(store).await).await?),
             None => None,
@@ -287,7 +294,7 @@ impl Runtime {
                 "it exports no reconciler, so describe-composition must answer a composition (a declarative-world plugin is declarative)".into(),
             ));
         }
-        let manifest = describe::manifest(describe::Declared { manifest, rules, metadata_only, composition, scope })?;
+        let manifest = describe::manifest(describe::Declared { manifest, rules, metadata_only, projections, composition, scope })?;
         let limits = manifest.validate(policy)?;
         Ok(Described { manifest, limits })
     }
@@ -510,7 +517,7 @@ impl PluginRunner {
     /// a plugin may return up to [`boundary::MAX_MAPPED_KEYS`] of them per call, and doing that
     /// in one go would hold an executor worker for tens of milliseconds, outside the plugin's
     /// CPU share, while every other plugin's calls wait for it.
-    /// An object of a kind the plugin reads metadata-only is handed as its metadata.
+    /// An object of a kind the plugin reads metadata-only or projected is handed as such.
     ///
     /// For a declarative plugin, the host maps: the parents whose `customize` rules select the
     /// object.
@@ -518,10 +525,7 @@ impl PluginRunner {
         if self.declarative() {
             return Ok(self.related.parents_selecting(resource, &object, keep));
         }
-        let object = match &self.host.manifest {
-            Some(manifest) if manifest.metadata_only.contains(resource) => crate::informer::store::metadata_of(&object),
-            _ => object,
-        };
+        let object = self.host.as_read(resource, object);
         let Output::Keys(returned) = self.invoke(Call::MapRelated(resource.clone(), object), None).await? else { unreachable!("map-related returns keys") };
         let mut kept = Vec::new();
         let mut returned = returned.into_iter().peekable();
@@ -532,6 +536,15 @@ impl PluginRunner {
             }
         }
         Ok(kept)
+    }
+
+    /// A request as the plugin is handed it: its primary projected if the plugin said so.
+    fn wit_request(&self, r: Request) -> WitRequest {
+        let object = match self.host.manifest.as_deref() {
+            Some(manifest) => self.host.as_answered(&manifest.primary, &r.object),
+            None => r.object.to_string(),
+        };
+        WitRequest { key: WitKey { namespace: r.key.namespace().map(str::to_owned), name: r.key.name().to_owned() }, object, retries: r.retries }
     }
 
     fn action(&self, output: Output) -> Result<Action, CallError> {
@@ -586,11 +599,11 @@ impl PluginRunner {
         let Instance { store, exports, .. } = instance;
         let call = async {
             Ok(match (call, &exports.reconciler, &exports.composite) {
-                (Call::Reconcile(r), Some(reconciler), _) => Output::Action(reconciler.call_reconcile(&mut *store, &wit_request(r)).await?),
-                (Call::Finalize(r), Some(reconciler), _) => Output::Action(reconciler.call_finalize(&mut *store, &wit_request(r)).await?),
+                (Call::Reconcile(r), Some(reconciler), _) => Output::Action(reconciler.call_reconcile(&mut *store, &self.wit_request(r)).await?),
+                (Call::Finalize(r), Some(reconciler), _) => Output::Action(reconciler.call_finalize(&mut *store, &self.wit_request(r)).await?),
                 (Call::Released(r), ..) => {
                     let release = exports.release.as_ref().expect("released() checks the export");
-                    Output::Action(release.call_released(&mut *store, &wit_request(r)).await?)
+                    Output::Action(release.call_released(&mut *store, &self.wit_request(r)).await?)
                 }
                 (Call::MapRelated(gvk, object), Some(reconciler), _) => {
                     Output::Keys(reconciler.call_map_related(&mut *store, &(&gvk).into(), &object.to_string()).await?)
@@ -762,6 +775,7 @@ impl PluginRunner {
                 access: indices.access.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 views: indices.views.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 clusters: indices.clusters.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
+                projections: indices.projections.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 release: indices.release.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
             };
             Transfer::expect(&mut store, Export::Describe);
@@ -852,14 +866,6 @@ fn check_size(output: &Output) -> Result<(), Fault> {
             Err(Fault::Oversized(format!("an error message of {} bytes; at most {MAX_ERROR_MESSAGE}", e.message.len())))
         }
         _ => Ok(()),
-    }
-}
-
-fn wit_request(r: Request) -> WitRequest {
-    WitRequest {
-        key: WitKey { namespace: r.key.namespace().map(str::to_owned), name: r.key.name().to_owned() },
-        object: r.object.to_string(),
-        retries: r.retries,
     }
 }
 

@@ -67,6 +67,7 @@ fn plugin(name: &str, version: &str) -> FakePlugin {
             limits: RequestedLimits::default(),
             permissions: vec![],
             metadata_only: vec![],
+            projections: vec![],
             composition: None,
             clusters: Default::default(),
         },

@@ -3,88 +3,88 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Imported Functions from `kubewasm:controller/cache@0.1.4`
+// Imported Functions from `kubewasm:controller/cache@0.1.5`
 
-__attribute__((__import_module__("kubewasm:controller/cache@0.1.4"), __import_name__("get")))
+__attribute__((__import_module__("kubewasm:controller/cache@0.1.5"), __import_name__("get")))
 extern void __wasm_import_kubewasm_controller_cache_get(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/cache@0.1.4"), __import_name__("list-objects")))
+__attribute__((__import_module__("kubewasm:controller/cache@0.1.5"), __import_name__("list-objects")))
 extern void __wasm_import_kubewasm_controller_cache_list_objects(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/cache@0.1.4"), __import_name__("list-controlled")))
+__attribute__((__import_module__("kubewasm:controller/cache@0.1.5"), __import_name__("list-controlled")))
 extern void __wasm_import_kubewasm_controller_cache_list_controlled(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-// Imported Functions from `kubewasm:controller/client@0.1.4`
+// Imported Functions from `kubewasm:controller/client@0.1.5`
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("apply")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("apply")))
 extern void __wasm_import_kubewasm_controller_client_apply(uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("apply-status")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("apply-status")))
 extern void __wasm_import_kubewasm_controller_client_apply_status(uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("create")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("create")))
 extern void __wasm_import_kubewasm_controller_client_create(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("update")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("update")))
 extern void __wasm_import_kubewasm_controller_client_update(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("update-status")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("update-status")))
 extern void __wasm_import_kubewasm_controller_client_update_status(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("patch")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("patch")))
 extern void __wasm_import_kubewasm_controller_client_patch(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.4"), __import_name__("delete")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("delete")))
 extern void __wasm_import_kubewasm_controller_client_delete(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-// Imported Functions from `kubewasm:controller/events@0.1.4`
+// Imported Functions from `kubewasm:controller/events@0.1.5`
 
-__attribute__((__import_module__("kubewasm:controller/events@0.1.4"), __import_name__("publish")))
+__attribute__((__import_module__("kubewasm:controller/events@0.1.5"), __import_name__("publish")))
 extern void __wasm_import_kubewasm_controller_events_publish(uint8_t *, uint8_t *);
 
-// Imported Functions from `kubewasm:controller/log@0.1.4`
+// Imported Functions from `kubewasm:controller/log@0.1.5`
 
-__attribute__((__import_module__("kubewasm:controller/log@0.1.4"), __import_name__("emit")))
+__attribute__((__import_module__("kubewasm:controller/log@0.1.5"), __import_name__("emit")))
 extern void __wasm_import_kubewasm_controller_log_emit(int32_t, uint8_t *, size_t, uint8_t *, size_t);
 
-// Imported Functions from `kubewasm:controller/fleet@0.1.4`
+// Imported Functions from `kubewasm:controller/fleet@0.1.5`
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("current")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("current")))
 extern void __wasm_import_kubewasm_controller_fleet_current(uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("clusters")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("clusters")))
 extern void __wasm_import_kubewasm_controller_fleet_clusters(uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("get")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("get")))
 extern void __wasm_import_kubewasm_controller_fleet_get(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("list-objects")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("list-objects")))
 extern void __wasm_import_kubewasm_controller_fleet_list_objects(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("apply")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("apply")))
 extern void __wasm_import_kubewasm_controller_fleet_apply(int32_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("apply-status")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("apply-status")))
 extern void __wasm_import_kubewasm_controller_fleet_apply_status(int32_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("create")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("create")))
 extern void __wasm_import_kubewasm_controller_fleet_create(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("update")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("update")))
 extern void __wasm_import_kubewasm_controller_fleet_update(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("update-status")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("update-status")))
 extern void __wasm_import_kubewasm_controller_fleet_update_status(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("patch")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("patch")))
 extern void __wasm_import_kubewasm_controller_fleet_patch(uint8_t *, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.4"), __import_name__("delete")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("delete")))
 extern void __wasm_import_kubewasm_controller_fleet_delete(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-// Exported Functions from `kubewasm:controller/plugin@0.1.4`
+// Exported Functions from `kubewasm:controller/plugin@0.1.5`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/plugin@0.1.4#describe")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/plugin@0.1.5#describe")))
 void __wasm_export_exports_kubewasm_controller_plugin_describe_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -247,9 +247,9 @@ void __wasm_export_exports_kubewasm_controller_plugin_describe_post_return(uint8
   }
 }
 
-// Exported Functions from `kubewasm:controller/reconciler@0.1.4`
+// Exported Functions from `kubewasm:controller/reconciler@0.1.5`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.4#reconcile")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.5#reconcile")))
 void __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -264,7 +264,7 @@ void __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return(
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.4#finalize")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.5#finalize")))
 void __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -279,7 +279,7 @@ void __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return(u
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.4#map-related")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.5#map-related")))
 void __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return(uint8_t * arg0) {
   size_t len = *((size_t*) (arg0 + sizeof(void*)));
   if (len > 0) {
@@ -306,9 +306,9 @@ void __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_retur
   }
 }
 
-// Exported Functions from `kubewasm:controller/access@0.1.4`
+// Exported Functions from `kubewasm:controller/access@0.1.5`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/access@0.1.4#rules")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/access@0.1.5#rules")))
 void __wasm_export_exports_kubewasm_controller_access_rules_post_return(uint8_t * arg0) {
   size_t len6 = *((size_t*) (arg0 + sizeof(void*)));
   if (len6 > 0) {
@@ -377,9 +377,9 @@ void __wasm_export_exports_kubewasm_controller_access_rules_post_return(uint8_t 
   }
 }
 
-// Exported Functions from `kubewasm:controller/release@0.1.4`
+// Exported Functions from `kubewasm:controller/release@0.1.5`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/release@0.1.4#released")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/release@0.1.5#released")))
 void __wasm_export_exports_kubewasm_controller_release_released_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -394,9 +394,9 @@ void __wasm_export_exports_kubewasm_controller_release_released_post_return(uint
   }
 }
 
-// Exported Functions from `kubewasm:controller/views@0.1.4`
+// Exported Functions from `kubewasm:controller/views@0.1.5`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/views@0.1.4#metadata-only")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/views@0.1.5#metadata-only")))
 void __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return(uint8_t * arg0) {
   size_t len = *((size_t*) (arg0 + sizeof(void*)));
   if (len > 0) {
@@ -418,9 +418,9 @@ void __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return(u
   }
 }
 
-// Exported Functions from `kubewasm:controller/composite@0.1.4`
+// Exported Functions from `kubewasm:controller/composite@0.1.5`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.4#describe-composition")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.5#describe-composition")))
 void __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -450,7 +450,7 @@ void __wasm_export_exports_kubewasm_controller_composite_describe_composition_po
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.4#customize")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.5#customize")))
 void __wasm_export_exports_kubewasm_controller_composite_customize_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -517,7 +517,7 @@ void __wasm_export_exports_kubewasm_controller_composite_customize_post_return(u
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.4#sync")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.5#sync")))
 void __wasm_export_exports_kubewasm_controller_composite_sync_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -555,7 +555,7 @@ void __wasm_export_exports_kubewasm_controller_composite_sync_post_return(uint8_
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.4#finalize")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.5#finalize")))
 void __wasm_export_exports_kubewasm_controller_composite_finalize_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -593,9 +593,9 @@ void __wasm_export_exports_kubewasm_controller_composite_finalize_post_return(ui
   }
 }
 
-// Exported Functions from `kubewasm:controller/clusters@0.1.4`
+// Exported Functions from `kubewasm:controller/clusters@0.1.5`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/clusters@0.1.4#scope")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/clusters@0.1.5#scope")))
 void __wasm_export_exports_kubewasm_controller_clusters_scope_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + sizeof(void*)))) {
     case 0: {
@@ -624,6 +624,51 @@ void __wasm_export_exports_kubewasm_controller_clusters_scope_post_return(uint8_
       }
       break;
     }
+  }
+}
+
+// Exported Functions from `kubewasm:controller/projections@0.1.5`
+
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/projections@0.1.5#fields")))
+void __wasm_export_exports_kubewasm_controller_projections_fields_post_return(uint8_t * arg0) {
+  size_t len3 = *((size_t*) (arg0 + sizeof(void*)));
+  if (len3 > 0) {
+    uint8_t *ptr4 = *((uint8_t **) (arg0 + 0));
+    for (size_t i5 = 0; i5 < len3; i5++) {
+      uint8_t *base = ptr4 + i5 * (8*sizeof(void*));
+      (void) base;
+      if ((*((size_t*) (base + sizeof(void*)))) > 0) {
+        free(*((uint8_t **) (base + 0)));
+      }
+      if ((*((size_t*) (base + (3*sizeof(void*))))) > 0) {
+        free(*((uint8_t **) (base + (2*sizeof(void*)))));
+      }
+      if ((*((size_t*) (base + (5*sizeof(void*))))) > 0) {
+        free(*((uint8_t **) (base + (4*sizeof(void*)))));
+      }
+      size_t len0 = *((size_t*) (base + (7*sizeof(void*))));
+      if (len0 > 0) {
+        uint8_t *ptr1 = *((uint8_t **) (base + (6*sizeof(void*))));
+        for (size_t i2 = 0; i2 < len0; i2++) {
+          uint8_t *base = ptr1 + i2 * (2*sizeof(void*));
+          (void) base;
+          size_t len = *((size_t*) (base + sizeof(void*)));
+          if (len > 0) {
+            uint8_t *ptr = *((uint8_t **) (base + 0));
+            for (size_t i = 0; i < len; i++) {
+              uint8_t *base = ptr + i * (2*sizeof(void*));
+              (void) base;
+              if ((*((size_t*) (base + sizeof(void*)))) > 0) {
+                free(*((uint8_t **) (base + 0)));
+              }
+            }
+            free(ptr);
+          }
+        }
+        free(ptr1);
+      }
+    }
+    free(ptr4);
   }
 }
 
@@ -1230,6 +1275,37 @@ void exports_kubewasm_controller_clusters_members_free(exports_kubewasm_controll
 void exports_kubewasm_controller_clusters_cluster_scope_free(exports_kubewasm_controller_clusters_cluster_scope_t *ptr) {
   exports_kubewasm_controller_clusters_members_free(&ptr->serve);
   exports_kubewasm_controller_clusters_members_free(&ptr->reach);
+}
+
+void exports_kubewasm_controller_projections_gvk_free(exports_kubewasm_controller_projections_gvk_t *ptr) {
+  kubewasm_controller_types_gvk_free(ptr);
+}
+
+void controller_list_list_string_free(controller_list_list_string_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    controller_list_string_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      controller_list_string_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void exports_kubewasm_controller_projections_projection_free(exports_kubewasm_controller_projections_projection_t *ptr) {
+  exports_kubewasm_controller_projections_gvk_free(&ptr->resource);
+  controller_list_list_string_free(&ptr->fields);
+}
+
+void exports_kubewasm_controller_projections_list_projection_free(exports_kubewasm_controller_projections_list_projection_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    exports_kubewasm_controller_projections_projection_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      exports_kubewasm_controller_projections_projection_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
 }
 
 void controller_string_set(controller_string_t *ret, const char*s) {
@@ -2278,7 +2354,7 @@ bool kubewasm_controller_fleet_delete(controller_string_t *maybe_cluster, kubewa
   }
 }
 
-__attribute__((__export_name__("kubewasm:controller/plugin@0.1.4#describe")))
+__attribute__((__export_name__("kubewasm:controller/plugin@0.1.5#describe")))
 uint8_t * __wasm_export_exports_kubewasm_controller_plugin_describe(uint8_t * arg, size_t arg0) {
   controller_string_t arg1 = (controller_string_t) { (uint8_t*)(arg), (arg0) };
   exports_kubewasm_controller_plugin_result_manifest_string_t ret;
@@ -2356,7 +2432,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_plugin_describe(uint8_t * ar
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.4#reconcile")))
+__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.5#reconcile")))
 uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_reconcile(int32_t arg, uint8_t * arg0, size_t arg1, uint8_t * arg2, size_t arg3, uint8_t * arg4, size_t arg5, int32_t arg6) {
   controller_option_string_t option;
   switch (arg) {
@@ -2412,7 +2488,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_reconcile(int32_t
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.4#finalize")))
+__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.5#finalize")))
 uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_finalize(int32_t arg, uint8_t * arg0, size_t arg1, uint8_t * arg2, size_t arg3, uint8_t * arg4, size_t arg5, int32_t arg6) {
   controller_option_string_t option;
   switch (arg) {
@@ -2468,7 +2544,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_finalize(int32_t 
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.4#map-related")))
+__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.5#map-related")))
 uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_map_related(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, uint8_t * arg3, size_t arg4, uint8_t * arg5, size_t arg6) {
   exports_kubewasm_controller_reconciler_gvk_t arg7 = (kubewasm_controller_types_gvk_t) {
     (controller_string_t) (controller_string_t) { (uint8_t*)(arg), (arg0) },
@@ -2484,7 +2560,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_map_related(uint8
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/access@0.1.4#rules")))
+__attribute__((__export_name__("kubewasm:controller/access@0.1.5#rules")))
 uint8_t * __wasm_export_exports_kubewasm_controller_access_rules(void) {
   exports_kubewasm_controller_access_list_rule_t ret;
   exports_kubewasm_controller_access_rules(&ret);
@@ -2494,7 +2570,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_access_rules(void) {
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/release@0.1.4#released")))
+__attribute__((__export_name__("kubewasm:controller/release@0.1.5#released")))
 uint8_t * __wasm_export_exports_kubewasm_controller_release_released(int32_t arg, uint8_t * arg0, size_t arg1, uint8_t * arg2, size_t arg3, uint8_t * arg4, size_t arg5, int32_t arg6) {
   controller_option_string_t option;
   switch (arg) {
@@ -2550,7 +2626,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_release_released(int32_t arg
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/views@0.1.4#metadata-only")))
+__attribute__((__export_name__("kubewasm:controller/views@0.1.5#metadata-only")))
 uint8_t * __wasm_export_exports_kubewasm_controller_views_metadata_only(void) {
   exports_kubewasm_controller_views_list_gvk_t ret;
   exports_kubewasm_controller_views_metadata_only(&ret);
@@ -2560,7 +2636,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_views_metadata_only(void) {
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.4#describe-composition")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.5#describe-composition")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_describe_composition(void) {
   exports_kubewasm_controller_composite_composition_t val;
   bool ret = exports_kubewasm_controller_composite_describe_composition(&val);
@@ -2581,7 +2657,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_describe_compositi
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.4#customize")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.5#customize")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_customize(uint8_t * arg, size_t arg0) {
   exports_kubewasm_controller_composite_object_t arg1 = (controller_string_t) { (uint8_t*)(arg), (arg0) };
   exports_kubewasm_controller_composite_result_list_related_rule_error_t ret;
@@ -2608,7 +2684,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_customize(uint8_t 
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.4#sync")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.5#sync")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_sync(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, uint8_t * arg3, size_t arg4, int32_t arg5) {
   exports_kubewasm_controller_composite_sync_request_t arg6 = (exports_kubewasm_controller_composite_sync_request_t) {
     (exports_kubewasm_controller_composite_object_t) (controller_string_t) { (uint8_t*)(arg), (arg0) },
@@ -2656,7 +2732,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_sync(uint8_t * arg
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.4#finalize")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.5#finalize")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_finalize(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, uint8_t * arg3, size_t arg4, int32_t arg5) {
   exports_kubewasm_controller_composite_sync_request_t arg6 = (exports_kubewasm_controller_composite_sync_request_t) {
     (exports_kubewasm_controller_composite_object_t) (controller_string_t) { (uint8_t*)(arg), (arg0) },
@@ -2704,7 +2780,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_finalize(uint8_t *
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/clusters@0.1.4#scope")))
+__attribute__((__export_name__("kubewasm:controller/clusters@0.1.5#scope")))
 uint8_t * __wasm_export_exports_kubewasm_controller_clusters_scope(void) {
   exports_kubewasm_controller_clusters_cluster_scope_t ret;
   exports_kubewasm_controller_clusters_scope(&ret);
@@ -2744,6 +2820,16 @@ uint8_t * __wasm_export_exports_kubewasm_controller_clusters_scope(void) {
       break;
     }
   }
+  return ptr;
+}
+
+__attribute__((__export_name__("kubewasm:controller/projections@0.1.5#fields")))
+uint8_t * __wasm_export_exports_kubewasm_controller_projections_fields(void) {
+  exports_kubewasm_controller_projections_list_projection_t ret;
+  exports_kubewasm_controller_projections_fields(&ret);
+  uint8_t *ptr = (uint8_t *) &RET_AREA;
+  *((size_t*)(ptr + sizeof(void*))) = (ret).len;
+  *((uint8_t **)(ptr + 0)) = (uint8_t *) (ret).ptr;
   return ptr;
 }
 

@@ -706,7 +706,35 @@ typedef struct exports_kubewasm_controller_clusters_cluster_scope_t {
   exports_kubewasm_controller_clusters_members_t   reach;
 } exports_kubewasm_controller_clusters_cluster_scope_t;
 
-// Imported Functions from `kubewasm:controller/cache@0.1.4`
+typedef kubewasm_controller_types_gvk_t exports_kubewasm_controller_projections_gvk_t;
+
+typedef struct {
+  controller_list_string_t *ptr;
+  size_t len;
+} controller_list_list_string_t;
+
+// The fields of one kind the plugin reads.
+typedef struct exports_kubewasm_controller_projections_projection_t {
+  // The primary kind, or one of the manifest's `owns` kinds or `watches` kinds. Not a kind
+  // of `views.metadata-only` (that is a projection to no fields already), nor a kind of a
+  // declarative plugin (whose children the host compares whole). At most one projection
+  // per kind.
+  exports_kubewasm_controller_projections_gvk_t   resource;
+  // Paths from the object's top, each a list of field names: `["spec", "replicas"]`,
+  // `["status"]`, `["data", "config.yaml"]`. A path keeps the whole value it reaches; a
+  // path through a value that is not an object (a list) keeps that value whole. Paths
+  // into `apiVersion`, `kind` or `metadata` add nothing (those are always handed whole).
+  // Empty means metadata only. At most 64 paths, each of 1 to 8 names, each name 1 to 253
+  // bytes.
+  controller_list_list_string_t   fields;
+} exports_kubewasm_controller_projections_projection_t;
+
+typedef struct {
+  exports_kubewasm_controller_projections_projection_t *ptr;
+  size_t len;
+} exports_kubewasm_controller_projections_list_projection_t;
+
+// Imported Functions from `kubewasm:controller/cache@0.1.5`
 // One object, or `none` if there is none of that name.
 // 
 // `name` is at most 253 bytes and `namespace` at most 63, like every name and namespace.
@@ -742,7 +770,7 @@ extern bool kubewasm_controller_cache_list_objects(kubewasm_controller_cache_gvk
 // `list-objects` (the same quarter of the plugin's memory limit).
 extern bool kubewasm_controller_cache_list_controlled(kubewasm_controller_cache_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *owner, kubewasm_controller_cache_list_object_t *ret, kubewasm_controller_cache_error_t *err);
 
-// Imported Functions from `kubewasm:controller/client@0.1.4`
+// Imported Functions from `kubewasm:controller/client@0.1.5`
 // Server-side apply: makes the fields in `object` owned by this plugin's field manager and
 // equal to the given values; creates the object if it does not exist. Needs `patch`, and,
 // when the object does not exist yet, `create` (`forbidden` otherwise; without `create`,
@@ -755,9 +783,12 @@ extern bool kubewasm_controller_client_apply_status(kubewasm_controller_client_o
 // Creates the object. Needs `create`. `already-exists` if the name is taken.
 extern bool kubewasm_controller_client_create(kubewasm_controller_client_object_t *object, kubewasm_controller_client_object_t *ret, kubewasm_controller_client_error_t *err);
 // Replaces the object. Needs `update`. `metadata.resourceVersion` is required and must be
-// current: otherwise `conflict`. `not-found` if the object is gone.
+// current: otherwise `conflict`. `not-found` if the object is gone. `invalid` for a kind
+// the plugin declared a projection of (the object it was handed lacks fields).
 extern bool kubewasm_controller_client_update(kubewasm_controller_client_object_t *object, kubewasm_controller_client_object_t *ret, kubewasm_controller_client_error_t *err);
 // Replaces the status subresource. Needs `update` on `status`. Conflicts as for `update`.
+// `invalid` for a kind the plugin declared a projection of that does not keep the whole
+// `status`.
 extern bool kubewasm_controller_client_update_status(kubewasm_controller_client_object_t *object, kubewasm_controller_client_object_t *ret, kubewasm_controller_client_error_t *err);
 // Patches the object. Needs `patch`. `not-found` if it does not exist. A patch that sets
 // `metadata.resourceVersion` is applied only if that version is current, else `conflict`;
@@ -769,17 +800,17 @@ extern bool kubewasm_controller_client_patch(kubewasm_controller_client_gvk_t *r
 // it with its deletion timestamp).
 extern bool kubewasm_controller_client_delete(kubewasm_controller_client_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *name, kubewasm_controller_client_error_t *err);
 
-// Imported Functions from `kubewasm:controller/events@0.1.4`
+// Imported Functions from `kubewasm:controller/events@0.1.5`
 // Queues an event. Errors: `invalid` for an empty or too long reason or action, a note over
 // 1024 bytes, or a `regarding` name over 253 bytes or namespace over 63 (checked before
 // anything is copied or queued); `forbidden` for an object the plugin may not read.
 extern bool kubewasm_controller_events_publish(kubewasm_controller_events_event_t *event, kubewasm_controller_events_error_t *err);
 
-// Imported Functions from `kubewasm:controller/log@0.1.4`
+// Imported Functions from `kubewasm:controller/log@0.1.5`
 // Writes one log record. Never fails; records below the host's level are dropped cheaply.
 extern void kubewasm_controller_log_emit(kubewasm_controller_log_level_t level, controller_string_t *message, kubewasm_controller_log_list_field_t *fields);
 
-// Imported Functions from `kubewasm:controller/fleet@0.1.4`
+// Imported Functions from `kubewasm:controller/fleet@0.1.5`
 // The cluster the object of the current call lives in: `none` for the host's own cluster
 // (always, in a plugin that serves no member cluster).
 extern bool kubewasm_controller_fleet_current(controller_string_t *ret);
@@ -806,31 +837,34 @@ extern bool kubewasm_controller_fleet_patch(controller_string_t *maybe_cluster, 
 // `client.delete` in `cluster`.
 extern bool kubewasm_controller_fleet_delete(controller_string_t *maybe_cluster, kubewasm_controller_fleet_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *name, kubewasm_controller_fleet_error_t *err);
 
-// Exported Functions from `kubewasm:controller/plugin@0.1.4`
+// Exported Functions from `kubewasm:controller/plugin@0.1.5`
 bool exports_kubewasm_controller_plugin_describe(controller_string_t *settings, exports_kubewasm_controller_plugin_manifest_t *ret, controller_string_t *err);
 
-// Exported Functions from `kubewasm:controller/reconciler@0.1.4`
+// Exported Functions from `kubewasm:controller/reconciler@0.1.5`
 bool exports_kubewasm_controller_reconciler_reconcile(exports_kubewasm_controller_reconciler_request_t *request, exports_kubewasm_controller_reconciler_action_t *ret, exports_kubewasm_controller_reconciler_error_t *err);
 bool exports_kubewasm_controller_reconciler_finalize(exports_kubewasm_controller_reconciler_request_t *request, exports_kubewasm_controller_reconciler_action_t *ret, exports_kubewasm_controller_reconciler_error_t *err);
 void exports_kubewasm_controller_reconciler_map_related(exports_kubewasm_controller_reconciler_gvk_t *resource, exports_kubewasm_controller_reconciler_object_t *object, exports_kubewasm_controller_reconciler_list_object_key_t *ret);
 
-// Exported Functions from `kubewasm:controller/access@0.1.4`
+// Exported Functions from `kubewasm:controller/access@0.1.5`
 void exports_kubewasm_controller_access_rules(exports_kubewasm_controller_access_list_rule_t *ret);
 
-// Exported Functions from `kubewasm:controller/release@0.1.4`
+// Exported Functions from `kubewasm:controller/release@0.1.5`
 bool exports_kubewasm_controller_release_released(exports_kubewasm_controller_release_request_t *request, exports_kubewasm_controller_release_action_t *ret, exports_kubewasm_controller_release_error_t *err);
 
-// Exported Functions from `kubewasm:controller/views@0.1.4`
+// Exported Functions from `kubewasm:controller/views@0.1.5`
 void exports_kubewasm_controller_views_metadata_only(exports_kubewasm_controller_views_list_gvk_t *ret);
 
-// Exported Functions from `kubewasm:controller/composite@0.1.4`
+// Exported Functions from `kubewasm:controller/composite@0.1.5`
 bool exports_kubewasm_controller_composite_describe_composition(exports_kubewasm_controller_composite_composition_t *ret);
 bool exports_kubewasm_controller_composite_customize(exports_kubewasm_controller_composite_object_t *parent, exports_kubewasm_controller_composite_list_related_rule_t *ret, exports_kubewasm_controller_composite_error_t *err);
 bool exports_kubewasm_controller_composite_sync(exports_kubewasm_controller_composite_sync_request_t *request, exports_kubewasm_controller_composite_sync_response_t *ret, exports_kubewasm_controller_composite_error_t *err);
 bool exports_kubewasm_controller_composite_finalize(exports_kubewasm_controller_composite_sync_request_t *request, exports_kubewasm_controller_composite_sync_response_t *ret, exports_kubewasm_controller_composite_error_t *err);
 
-// Exported Functions from `kubewasm:controller/clusters@0.1.4`
+// Exported Functions from `kubewasm:controller/clusters@0.1.5`
 void exports_kubewasm_controller_clusters_scope(exports_kubewasm_controller_clusters_cluster_scope_t *ret);
+
+// Exported Functions from `kubewasm:controller/projections@0.1.5`
+void exports_kubewasm_controller_projections_fields(exports_kubewasm_controller_projections_list_projection_t *ret);
 
 // Helper Functions
 
@@ -1009,6 +1043,14 @@ void exports_kubewasm_controller_composite_result_sync_response_error_free(expor
 void exports_kubewasm_controller_clusters_members_free(exports_kubewasm_controller_clusters_members_t *ptr);
 
 void exports_kubewasm_controller_clusters_cluster_scope_free(exports_kubewasm_controller_clusters_cluster_scope_t *ptr);
+
+void exports_kubewasm_controller_projections_gvk_free(exports_kubewasm_controller_projections_gvk_t *ptr);
+
+void controller_list_list_string_free(controller_list_list_string_t *ptr);
+
+void exports_kubewasm_controller_projections_projection_free(exports_kubewasm_controller_projections_projection_t *ptr);
+
+void exports_kubewasm_controller_projections_list_projection_free(exports_kubewasm_controller_projections_list_projection_t *ptr);
 
 // Sets the string `ret` to reference the input string `s` without copying it
 void controller_string_set(controller_string_t *ret, const char*s);

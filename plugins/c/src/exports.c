@@ -35,6 +35,11 @@ struct kw_manifest {
 static kubewasm_controller_types_gvk_t *metadata_only;
 static size_t metadata_only_len;
 
+/* The fields it reads of projected kinds, for the `projections` export the host calls after
+ * describe: kept out of the arena too. */
+static exports_kubewasm_controller_projections_projection_t *projections;
+static size_t projections_len;
+
 /* The clusters it serves and reaches, for the `clusters` export the host calls after describe
  * (its selectors kept out of the arena too). */
 static exports_kubewasm_controller_clusters_cluster_scope_t scope;
@@ -125,6 +130,41 @@ kw_manifest *kw_manifest_metadata_only(kw_manifest *m, kw_gvk resource) {
     return m;
 }
 
+/* A dotted path as its field names, kept out of the arena. */
+static controller_list_string_t kept_path(const char *path) {
+    size_t count = 1;
+    for (const char *c = path; *c; c++) count += *c == '.';
+    controller_string_t *names = calloc(count, sizeof *names);
+    if (!names) abort();
+    const char *start = path;
+    for (size_t i = 0; i < count; i++) {
+        const char *dot = strchr(start, '.');
+        size_t len = dot ? (size_t)(dot - start) : strlen(start);
+        char *name = malloc(len + 1);
+        if (!name) abort();
+        memcpy(name, start, len);
+        name[len] = '\0';
+        names[i] = wit_str(name);
+        start += len + (dot != NULL);
+    }
+    return (controller_list_string_t){names, count};
+}
+
+kw_manifest *kw_manifest_reads_field_list(kw_manifest *m, kw_gvk resource, const char *const *fields) {
+    size_t count = 0;
+    while (fields[count]) count++;
+    controller_list_string_t *paths = calloc(count ? count : 1, sizeof *paths);
+    exports_kubewasm_controller_projections_projection_t *bigger = realloc(projections, (projections_len + 1) * sizeof *projections);
+    if (!paths || !bigger) abort();
+    for (size_t i = 0; i < count; i++) paths[i] = kept_path(fields[i]);
+    projections = bigger;
+    projections[projections_len++] = (exports_kubewasm_controller_projections_projection_t){
+        .resource = {kept(resource.group), kept(resource.version), kept(resource.kind)},
+        .fields = {paths, count},
+    };
+    return m;
+}
+
 static exports_kubewasm_controller_clusters_members_t wit_members(kw_members members) {
     exports_kubewasm_controller_clusters_members_t wit = {.tag = EXPORTS_KUBEWASM_CONTROLLER_CLUSTERS_MEMBERS_NONE};
     switch (members.kind) {
@@ -195,6 +235,9 @@ bool exports_kubewasm_controller_plugin_describe(controller_string_t *settings_t
     free(metadata_only);
     metadata_only = NULL;
     metadata_only_len = 0;
+    free(projections);
+    projections = NULL;
+    projections_len = 0;
     scope = (exports_kubewasm_controller_clusters_cluster_scope_t){.serve_local = true};
     const char *refused = plugin->describe(&m, &settings);
     if (refused) {
@@ -272,6 +315,10 @@ void exports_kubewasm_controller_views_metadata_only(exports_kubewasm_controller
     *ret = (exports_kubewasm_controller_views_list_gvk_t){metadata_only, metadata_only_len};
 }
 
+void exports_kubewasm_controller_projections_fields(exports_kubewasm_controller_projections_list_projection_t *ret) {
+    *ret = (exports_kubewasm_controller_projections_list_projection_t){projections, projections_len};
+}
+
 void exports_kubewasm_controller_clusters_scope(exports_kubewasm_controller_clusters_cluster_scope_t *ret) {
     *ret = scope;
 }
@@ -332,15 +379,16 @@ __attribute__((__export_name__("cabi_import_realloc"))) void *kubewasm_import_re
         kw_arena_reset();                                                                \
     }
 
-POST_RETURN("plugin@0.1.4#describe", __wasm_export_exports_kubewasm_controller_plugin_describe_post_return)
-POST_RETURN("reconciler@0.1.4#reconcile", __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return)
-POST_RETURN("reconciler@0.1.4#finalize", __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return)
-POST_RETURN("reconciler@0.1.4#map-related", __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return)
-POST_RETURN("access@0.1.4#rules", __wasm_export_exports_kubewasm_controller_access_rules_post_return)
-POST_RETURN("release@0.1.4#released", __wasm_export_exports_kubewasm_controller_release_released_post_return)
-POST_RETURN("views@0.1.4#metadata-only", __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return)
-POST_RETURN("clusters@0.1.4#scope", __wasm_export_exports_kubewasm_controller_clusters_scope_post_return)
-POST_RETURN("composite@0.1.4#describe-composition", __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return)
-POST_RETURN("composite@0.1.4#customize", __wasm_export_exports_kubewasm_controller_composite_customize_post_return)
-POST_RETURN("composite@0.1.4#sync", __wasm_export_exports_kubewasm_controller_composite_sync_post_return)
-POST_RETURN("composite@0.1.4#finalize", __wasm_export_exports_kubewasm_controller_composite_finalize_post_return)
+POST_RETURN("plugin@0.1.5#describe", __wasm_export_exports_kubewasm_controller_plugin_describe_post_return)
+POST_RETURN("reconciler@0.1.5#reconcile", __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return)
+POST_RETURN("reconciler@0.1.5#finalize", __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return)
+POST_RETURN("reconciler@0.1.5#map-related", __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return)
+POST_RETURN("access@0.1.5#rules", __wasm_export_exports_kubewasm_controller_access_rules_post_return)
+POST_RETURN("release@0.1.5#released", __wasm_export_exports_kubewasm_controller_release_released_post_return)
+POST_RETURN("views@0.1.5#metadata-only", __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return)
+POST_RETURN("projections@0.1.5#fields", __wasm_export_exports_kubewasm_controller_projections_fields_post_return)
+POST_RETURN("clusters@0.1.5#scope", __wasm_export_exports_kubewasm_controller_clusters_scope_post_return)
+POST_RETURN("composite@0.1.5#describe-composition", __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return)
+POST_RETURN("composite@0.1.5#customize", __wasm_export_exports_kubewasm_controller_composite_customize_post_return)
+POST_RETURN("composite@0.1.5#sync", __wasm_export_exports_kubewasm_controller_composite_sync_post_return)
+POST_RETURN("composite@0.1.5#finalize", __wasm_export_exports_kubewasm_controller_composite_finalize_post_return)

@@ -148,6 +148,16 @@ kw_manifest *kw_manifest_deadline_ms(kw_manifest *m, uint32_t milliseconds);
 kw_manifest *kw_manifest_memory_bytes(kw_manifest *m, uint64_t bytes);
 /* The host caches only the metadata of this kind's objects (wit/views.wit). */
 kw_manifest *kw_manifest_metadata_only(kw_manifest *m, kw_gvk resource);
+/* The plugin is handed only these fields of this kind's objects (the primary kind, an owned or
+ * a watched kind; contract 0.1.5, wit/projections.wit), each a dotted path from the object's
+ * top: kw_manifest_reads_fields(m, KW_DEPLOYMENT, "status.availableReplicas"). Every object of
+ * the kind it is handed (the one it reconciles, cache reads, map_related's, its writes'
+ * answers) carries apiVersion, kind, metadata and only these fields of the rest: it parses
+ * nothing it never reads. A path through a list keeps the list. kw_update of the kind is then
+ * refused (the object lacks fields): apply or patch it. */
+#define kw_manifest_reads_fields(m, resource, ...) kw_manifest_reads_field_list((m), (resource), (const char *const[]){__VA_ARGS__, NULL})
+/* kw_manifest_reads_fields with the paths in a NULL-terminated array. */
+kw_manifest *kw_manifest_reads_field_list(kw_manifest *m, kw_gvk resource, const char *const *fields);
 
 /* A choice of member clusters (contract 0.1.4, wit/clusters.wit): KW_NO_MEMBERS, KW_ALL_MEMBERS,
  * or kw_members_matching("env=prod") (a label selector over the members' labels). */

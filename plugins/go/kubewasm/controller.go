@@ -242,6 +242,10 @@ func (p *Plugin) Rules() []Rule { return p.spec.Rules }
 // metadata-only kinds.
 func (p *Plugin) MetadataOnly() []GVK { return p.spec.MetadataOnly }
 
+// ReadsFields is what the projections export answers, right after Describe: the fields the
+// plugin reads of each kind it declared them for.
+func (p *Plugin) ReadsFields() []FieldsRead { return p.spec.ReadsFields }
+
 // ClusterScope is what the clusters export answers, right after Describe: the clusters the
 // manifest serves and reaches.
 func (p *Plugin) ClusterScope() ClusterScope { return p.spec.Clusters }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -345,5 +346,25 @@ func TestContextConvenience(t *testing.T) {
 	}
 	if _, err := ctx.Patch(GVK{Version: "v1", Kind: "Node"}, "", "n", MergePatch, []byte(`{"a":1}`)); err != nil {
 		t.Error(err)
+	}
+}
+
+// projectingController is testController reading only the spec of its Deployments.
+type projectingController struct{ testController }
+
+func (c *projectingController) Manifest() *Manifest {
+	return c.testController.Manifest().ReadsFields(deployment, "spec.replicas").ReadsFields(deployment, "status")
+}
+
+func TestTheProjectionsExportAnswersTheFieldsReadAsPaths(t *testing.T) {
+	p := NewPlugin(func(s settings) (*projectingController, error) {
+		return &projectingController{testController{s: s}}, nil
+	}, &recordingHost{})
+	if _, err := p.Describe("{}"); err != nil {
+		t.Fatal(err)
+	}
+	want := []FieldsRead{{GVK: deployment, Fields: []string{"spec.replicas", "status"}}}
+	if got := p.ReadsFields(); !reflect.DeepEqual(got, want) {
+		t.Errorf("%v", got)
 	}
 }

@@ -6,11 +6,14 @@ package kubewasm
 // guard and the trap.
 
 import (
+	"strings"
+
 	"github.com/kubewasm/kubewasm/plugins/go/internal/dispatch"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_access"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_clusters"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_composite"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_plugin"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_projections"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
 	wit "github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_types"
 	witTypes "github.com/kubewasm/kubewasm/plugins/go/internal/witpkg/types"
@@ -181,6 +184,24 @@ func (c *exports) MetadataOnly() []wit.Gvk {
 		return nil
 	}
 	return witGVKs(c.plugin.MetadataOnly())
+}
+
+func (c *exports) Projections() []kubewasm_controller_projections.Projection {
+	c.enter()
+	defer c.leave()
+	if c.plugin == nil {
+		return nil
+	}
+	read := c.plugin.ReadsFields()
+	out := make([]kubewasm_controller_projections.Projection, len(read))
+	for i, r := range read {
+		paths := make([][]string, len(r.Fields))
+		for j, f := range r.Fields {
+			paths[j] = strings.Split(f, ".")
+		}
+		out[i] = kubewasm_controller_projections.Projection{Resource: witGVK(r.GVK), Fields: paths}
+	}
+	return out
 }
 
 func witMembers(m Members) kubewasm_controller_clusters.Members {

@@ -159,8 +159,8 @@ type Limits struct {
 }
 
 // ManifestSpec is the plain data of a manifest, field for field the WIT manifest record, plus
-// Rules, MetadataOnly and Clusters (the access, views and clusters exports' answers). Read it in tests
-// (kubewasmtest.Harness.Manifest).
+// Rules, MetadataOnly, ReadsFields and Clusters (the access, views, projections and clusters
+// exports' answers). Read it in tests (kubewasmtest.Harness.Manifest).
 type ManifestSpec struct {
 	Name            string
 	Version         string
@@ -170,7 +170,9 @@ type ManifestSpec struct {
 	Watches         []Watch
 	// MetadataOnly are owned or watched kinds the plugin is handed only the metadata of.
 	MetadataOnly []GVK
-	Finalizer    string
+	// ReadsFields are kinds the plugin is handed only some fields of.
+	ReadsFields []FieldsRead
+	Finalizer   string
 	// Resync is nil for the host's default (10 hours); 0 disables resync.
 	Resync         *time.Duration
 	MaxConcurrency uint32
@@ -272,6 +274,31 @@ func (m *Manifest) WatchesSelected(gvk GVK, mapping Mapping, labelSelector strin
 // the kind of a Watches entry; writes are unaffected.
 func (m *Manifest) MetadataOnly(gvk GVK) *Manifest {
 	m.spec.MetadataOnly = append(m.spec.MetadataOnly, gvk)
+	return m
+}
+
+// FieldsRead is what a plugin reads of one kind (contract 0.1.5): its dotted field paths.
+type FieldsRead struct {
+	GVK    GVK
+	Fields []string
+}
+
+// ReadsFields hands the plugin only these fields of this kind's objects (the primary kind, an
+// Owns kind or the kind of a Watches entry; contract 0.1.5), each a dotted path from the
+// object's top: ReadsFields(kinds.Deployment, "status.availableReplicas"). Every object of the
+// kind the plugin is handed — the one it reconciles, cache reads, MapRelated's, and the answers
+// of its writes — carries apiVersion, kind, metadata and, of the rest, only these fields: the
+// plugin does not parse what it never reads. A path through a list keeps the list; a field
+// whose name holds a dot is named by its parent. Context.Update of the kind is then refused
+// (the object lacks fields): apply or patch it.
+func (m *Manifest) ReadsFields(gvk GVK, fields ...string) *Manifest {
+	for i := range m.spec.ReadsFields {
+		if m.spec.ReadsFields[i].GVK == gvk {
+			m.spec.ReadsFields[i].Fields = append(m.spec.ReadsFields[i].Fields, fields...)
+			return m
+		}
+	}
+	m.spec.ReadsFields = append(m.spec.ReadsFields, FieldsRead{GVK: gvk, Fields: slices.Clone(fields)})
 	return m
 }
 

@@ -87,6 +87,9 @@ type FakeHost struct {
 	// MetadataOnly are the kinds the plugin reads metadata-only (Harness sets the manifest's):
 	// see Handed.
 	MetadataOnly []kubewasm.GVK
+	// ReadsFields are the fields the plugin reads of projected kinds (Harness sets the
+	// manifest's): see Answered.
+	ReadsFields []kubewasm.FieldsRead
 	// CacheOnly, when set, refuses every write and Event with code forbidden, the message
 	// ending with it, as the host refuses them during a declarative controller's Customize, Sync
 	// and Finalize (CompositeHarness sets it for those calls). Refused writes are recorded.
@@ -315,8 +318,66 @@ func (h *FakeHost) Reset() {
 // metadata (without managedFields). Not a copy: it shares obj's values.
 func (h *FakeHost) Handed(gvk kubewasm.GVK, obj kubewasm.Object) kubewasm.Object {
 	if !slices.Contains(h.own().MetadataOnly, gvk) {
+		return h.Answered(gvk, obj)
+	}
+	return metadataOf(obj)
+}
+
+// Answered is obj as the host hands it in a request or a write's answer: of a kind in
+// ReadsFields (the host's own cluster's, in a member too), its apiVersion, kind, metadata
+// (without managedFields) and, of the rest, those fields alone; a path through a value that is
+// not an object keeps that value whole. Not a copy: it shares obj's values.
+func (h *FakeHost) Answered(gvk kubewasm.GVK, obj kubewasm.Object) kubewasm.Object {
+	i := slices.IndexFunc(h.own().ReadsFields, func(r kubewasm.FieldsRead) bool { return r.GVK == gvk })
+	if i < 0 {
 		return obj
 	}
+	// A name's subtree, or nil to keep its whole value.
+	tree := map[string]any{}
+	for _, path := range h.own().ReadsFields[i].Fields {
+		names := strings.Split(path, ".")
+		node, whole := tree, false
+		for _, name := range names[:len(names)-1] {
+			child, seen := node[name]
+			if seen && child == nil {
+				whole = true
+				break
+			}
+			if !seen {
+				child = map[string]any{}
+				node[name] = child
+			}
+			node = child.(map[string]any)
+		}
+		if !whole {
+			node[names[len(names)-1]] = nil
+		}
+	}
+	var within func(value any, sub any) any
+	within = func(value any, sub any) any {
+		members, isObject := value.(map[string]any)
+		if sub == nil || !isObject {
+			return value
+		}
+		out := map[string]any{}
+		for name, s := range sub.(map[string]any) {
+			if v, ok := members[name]; ok {
+				out[name] = within(v, s)
+			}
+		}
+		return out
+	}
+	head := metadataOf(obj)
+	for name, sub := range tree {
+		if v, ok := obj[name]; ok && name != "apiVersion" && name != "kind" && name != "metadata" {
+			head[name] = within(v, sub)
+		}
+	}
+	return head
+}
+
+// metadataOf is what the host hands of an object of a metadata-only kind.
+func metadataOf(obj kubewasm.Object) kubewasm.Object {
 	head := kubewasm.Object{}
 	for _, field := range []string{"apiVersion", "kind", "metadata"} {
 		if v, ok := obj[field]; ok {
@@ -407,7 +468,7 @@ func (h *FakeHost) store(obj kubewasm.Object, isNew, specChanged bool) string {
 	}
 	obj.SetField(h.version(), "metadata", "resourceVersion")
 	h.objects[keyOf(obj.GVK(), obj.Namespace(), obj.Name())] = obj
-	return dump(obj)
+	return dump(h.Answered(obj.GVK(), obj))
 }
 
 func (h *FakeHost) CacheGet(gvk kubewasm.GVK, namespace, name string) (string, bool, error) {
@@ -564,6 +625,15 @@ func (h *FakeHost) replace(op, text string, statusOnly bool) (string, error) {
 	h.record(op, obj, false)
 	if err := h.refuseWrite("update", obj.GVK()); err != nil {
 		return "", err
+	}
+	if i := slices.IndexFunc(h.own().ReadsFields, func(r kubewasm.FieldsRead) bool { return r.GVK == obj.GVK() }); i >= 0 {
+		what := "the whole"
+		if statusOnly {
+			what = "the status of"
+		}
+		if !statusOnly || !slices.Contains(h.own().ReadsFields[i].Fields, "status") {
+			return "", errorf(kubewasm.CodeInvalid, "update replaces %s %s, and the plugin is handed projected objects of it (ReadsFields): write it with apply or patch", what, obj.GVK())
+		}
 	}
 	if err := h.maybeFail(op); err != nil {
 		return "", err

@@ -383,3 +383,31 @@ func TestTheFakeHostHandsMetadataOnlyKindsAsTheHostDoes(t *testing.T) {
 		t.Errorf("a kind not declared is mapped whole: %v %v", c.mapped, err)
 	}
 }
+
+// A projected kind is handed as the host hands it: the request, reads and write answers carry
+// the metadata and the declared fields alone, the store keeps whole objects, and Update of the
+// kind is refused.
+func TestTheFakeHostHandsAProjectedKindAsTheHostDoes(t *testing.T) {
+	h := NewFakeHost()
+	h.ReadsFields = []kubewasm.FieldsRead{{GVK: kinds.ConfigMap, Fields: []string{"data.keep", "data.keep.deeper", "spec"}}}
+	ctx := ctxOf(h)
+	whole := cm("a", "x", nil)
+	whole["data"] = map[string]any{"keep": "k", "drop": "d"}
+	answer, err := ctx.Apply(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := answer.Map("data"); len(got) != 1 || got["keep"] != "k" {
+		t.Errorf("the apply's answer is projected: %v", answer)
+	}
+	read, err := ctx.Get(kinds.ConfigMap, "a", "x")
+	if err != nil || len(read.Map("data")) != 1 || read.Name() != "x" {
+		t.Errorf("a read is projected, the metadata kept: %v %v", read, err)
+	}
+	if stored, _ := h.Object(kinds.ConfigMap, "a", "x"); len(stored.Map("data")) != 2 {
+		t.Errorf("the store keeps the whole object: %v", stored)
+	}
+	if _, err := ctx.Update(read); kubewasm.CodeOf(err) != kubewasm.CodeInvalid || !strings.Contains(err.Error(), "update replaces the whole") {
+		t.Errorf("an update of a projected kind: %v", err)
+	}
+}

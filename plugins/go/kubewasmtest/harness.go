@@ -96,6 +96,7 @@ func describe(newPlugin func(kubewasm.Host) *kubewasm.Plugin, opts []Option) (*F
 		return nil, nil, kubewasm.ManifestSpec{}, err
 	}
 	host.MetadataOnly = slices.Clone(manifest.MetadataOnly)
+	host.ReadsFields = slices.Clone(manifest.ReadsFields)
 	scope := manifest.Clusters
 	host.Scope = &scope
 	return host, plugin, manifest, nil
@@ -112,7 +113,7 @@ func New[S any, C kubewasm.Controller](t testing.TB, newController func(S) (C, e
 }
 
 func (h *Harness) call(method kubewasm.Method, obj kubewasm.Object, retries int) (kubewasm.Result, error) {
-	text, err := json.Marshal(obj)
+	text, err := json.Marshal(h.Host.Answered(obj.GVK(), obj))
 	if err != nil {
 		panic(fmt.Sprintf("kubewasmtest: object is not JSON: %v", err))
 	}

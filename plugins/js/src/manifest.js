@@ -14,6 +14,7 @@
 // Each builder method returns the manifest, so calls chain. What was built is in `.spec`, shaped
 // like the WIT `manifest` record (memoryBytes as a number; the glue makes it the u64 BigInt the
 // WIT wants) plus `rules`, the `access` export's answer, `metadataOnly`, the `views` export's,
+// `readsFields` (`{ resource, fields }` with dotted paths), the `projections` export's,
 // `composition`, a declarative plugin's `composite.describe-composition` answer (`.child()`,
 // `.childSelector()`), and `scope`, the `clusters` export's (`.serveMembers()`, `.serveLocal()`,
 // `.reachMembers()`); what the plugin describes to the host is `.forHost()`.
@@ -102,6 +103,7 @@ export class Manifest {
       owns: [],
       watches: [],
       metadataOnly: [],
+      readsFields: [],
       finalizer: undefined,
       resyncSeconds: undefined,
       maxConcurrency: 1,
@@ -173,6 +175,23 @@ export class Manifest {
    */
   metadataOnly(resource) {
     this.spec.metadataOnly.push(resource);
+    return this;
+  }
+
+  /**
+   * Hands the plugin only these fields of this kind's objects (the primary kind, an `owns` kind
+   * or the kind of a `watches` entry; contract 0.1.5), each a dotted path from the object's top:
+   * `readsFields(kinds.DEPLOYMENT, 'status.availableReplicas')`. Every object of the kind the
+   * plugin is handed — the one it reconciles, cache reads, `mapRelated`'s, and the answers of its
+   * writes — carries `apiVersion`, `kind`, `metadata` and, of the rest, only these fields: the
+   * plugin does not parse what it never reads. A path through a list keeps the list; a field
+   * whose name holds a dot is named by its parent. `ctx.update` of the kind is then refused (the
+   * object lacks fields): apply or patch it.
+   */
+  readsFields(resource, ...fields) {
+    const entry = this.spec.readsFields.find((p) => sameGvk(p.resource, resource));
+    if (entry) entry.fields.push(...fields);
+    else this.spec.readsFields.push({ resource, fields: [...fields] });
     return this;
   }
 

@@ -170,6 +170,14 @@ export class Runner {
   }
 
   /**
+   * What the `projections` export answers, right after `describe`: the fields the plugin reads
+   * of each kind it declared them for, each path as its field names (the WIT `projection`).
+   */
+  projections() {
+    return (this.manifest?.readsFields ?? []).map(({ resource, fields }) => ({ resource, fields: fields.map((f) => f.split('.')) }));
+  }
+
+  /**
    * What the `clusters` export answers, right after `describe`: the clusters the plugin serves
    * and reaches, the WIT `cluster-scope` (the host's own cluster only, unless the manifest says
    * more).

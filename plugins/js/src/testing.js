@@ -80,6 +80,41 @@ function metadataOf(obj) {
   return head;
 }
 
+/**
+ * What the host hands of an object of a kind the plugin reads projected: its metadata (as
+ * `metadataOf`) and, of the rest, the dotted `fields` it has; a path through a value that is not
+ * an object keeps that value whole.
+ */
+function projected(obj, fields) {
+  const tree = {}; // a name's subtree, or null to keep its whole value
+  for (const path of fields) {
+    const names = path.split('.');
+    const last = names.pop();
+    let node = tree;
+    let whole = false;
+    for (const name of names) {
+      if (node[name] === null) {
+        whole = true;
+        break;
+      }
+      node[name] ??= {};
+      node = node[name];
+    }
+    if (!whole) node[last] = null;
+  }
+  const within = (value, sub) => {
+    if (sub === null || !isObject(value)) return value;
+    const out = {};
+    for (const [name, s] of Object.entries(sub)) if (Object.hasOwn(value, name)) out[name] = within(value[name], s);
+    return out;
+  };
+  const head = metadataOf(obj);
+  for (const [name, sub] of Object.entries(tree)) {
+    if (!['apiVersion', 'kind', 'metadata'].includes(name) && Object.hasOwn(obj, name)) head[name] = within(obj[name], sub);
+  }
+  return head;
+}
+
 /** Deep merge (RFC 7386 when `deleteNulls`): objects merge, anything else replaces. */
 function merge(into, patch, deleteNulls) {
   for (const [k, v] of Object.entries(patch)) {
@@ -285,6 +320,8 @@ export class FakeHost {
     this.objects = new Map();
     /** The kinds the plugin reads metadata-only (`Harness` sets the manifest's): see `handed`. */
     this.metadataOnly = [];
+    /** The fields it reads of others, `{ resource, fields }` (`Harness` sets the manifest's): see `answered`. */
+    this.readsFields = [];
     /** Recorded writes: `{ op, object, resource, namespace, name, force, patchType }`. */
     this.calls = [];
     this.events = [];
@@ -386,7 +423,16 @@ export class FakeHost {
    */
   handed(resource, obj) {
     const kinds = this.#hub === undefined ? this.metadataOnly : [...this.metadataOnly, ...this.#hub.metadataOnly];
-    return kinds.some((g) => sameGvk(g, resource)) ? metadataOf(obj) : obj;
+    return kinds.some((g) => sameGvk(g, resource)) ? metadataOf(obj) : this.answered(resource, obj);
+  }
+
+  /**
+   * `obj` as the host hands it in a request or a write's answer: of a kind in `readsFields`, its
+   * metadata and those fields alone. Not a copy.
+   */
+  answered(resource, obj) {
+    const declared = (this.#hub ?? this).readsFields.find((p) => sameGvk(p.resource, resource));
+    return declared === undefined ? obj : projected(obj, declared.fields);
   }
 
   // --- what happened ---
@@ -450,7 +496,7 @@ export class FakeHost {
     }
     obj.metadata.resourceVersion = this.#version();
     this.objects.set(objKey(obj), obj);
-    return JSON.stringify(obj);
+    return JSON.stringify(this.answered(gvkOf(obj), obj));
   }
 
   #describe(obj) {
@@ -529,6 +575,13 @@ export class FakeHost {
   #replace(op, text, statusOnly) {
     const obj = this.#parse(text);
     this.#refuse(`update ${gvkString(gvkOf(obj))}`);
+    const declared = (this.#hub ?? this).readsFields.find((p) => sameGvk(p.resource, gvkOf(obj)));
+    if (declared !== undefined && !(statusOnly && declared.fields.includes('status'))) {
+      const what = statusOnly ? 'the status of' : 'the whole';
+      throw new Invalid(
+        `update replaces ${what} ${gvkString(gvkOf(obj))}, and the plugin is handed projected objects of it (readsFields): write it with apply or patch`,
+      );
+    }
     this.calls.push({ op, object: obj });
     this.#maybeFail(op);
     const current = this.objects.get(objKey(obj));
@@ -719,6 +772,7 @@ export class Harness {
      */
     this.manifest = this.runner.describe(JSON.stringify(settings));
     this.host.metadataOnly = [...this.manifest.metadataOnly];
+    this.host.readsFields = this.manifest.readsFields.map((p) => ({ ...p, fields: [...p.fields] }));
     /** What its `clusters` export answers; the fake host reaches members by it. */
     this.host.scope = checked(this.runner.scope());
   }
@@ -740,9 +794,9 @@ export class Harness {
         const where = cluster === undefined ? '' : ` of member cluster ${JSON.stringify(cluster)}`;
         throw new Error(`no ${gvkString(this.manifest.primary)} ${keyString(objOrKey)} in the fake host${where}`);
       }
-      return [objectKey(objOrKey.namespace, objOrKey.name), JSON.stringify(stored)];
+      return [objectKey(objOrKey.namespace, objOrKey.name), JSON.stringify(this.host.answered(this.manifest.primary, stored))];
     }
-    return [objectKey(objOrKey.metadata?.namespace, objOrKey.metadata?.name ?? ''), JSON.stringify(objOrKey)];
+    return [objectKey(objOrKey.metadata?.namespace, objOrKey.metadata?.name ?? ''), JSON.stringify(this.host.answered(this.manifest.primary, objOrKey))];
   }
 
   /**

@@ -96,6 +96,7 @@ test('manifest builder', () => {
       { resource: kinds.NODE, mapping: { tag: 'map-related' }, labelSelector: undefined },
     ],
     metadataOnly: [],
+    readsFields: [],
     finalizer: 'example.com/cleanup',
     resyncSeconds: 300,
     maxConcurrency: 3,

@@ -131,6 +131,7 @@ test('a plain controller answers describe-composition with none, and traps in co
   assert.deepEqual(exports.reconciler.reconcile({ key: { namespace: 'default', name: 'a' }, object: JSON.stringify(site()), retries: 0 }), { tag: 'done' });
   assert.deepEqual(exports.access.rules(), []);
   assert.deepEqual(exports.views.metadataOnly(), []);
+  assert.deepEqual(exports.projections.fields(), [], 'nothing declared: whole objects');
   assert.throws(() => exports.composite.sync(request(site())), traps);
   assert.throws(() => exports.composite.finalize(request(site(), true)), traps);
   assert.throws(() => exports.composite.customize(JSON.stringify(site())), traps);

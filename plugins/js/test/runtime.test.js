@@ -509,3 +509,52 @@ describe('Context against the fake host', () => {
     assert.throws(() => ctx.apply(undefined), Invalid);
   });
 });
+
+/** Reads only `data.keep` of its ConfigMaps and says what it was handed of each. */
+class Narrow extends Controller {
+  manifest() {
+    return new Manifest('narrow', '0.1.0')
+      .primary(kinds.CONFIG_MAP)
+      .permission(kinds.CONFIG_MAP, ['create', 'patch', 'update'])
+      .readsFields(kinds.CONFIG_MAP, 'data.keep', 'data.keep.deeper');
+  }
+
+  reconcile(obj, ctx) {
+    const read = ctx.get(kinds.CONFIG_MAP, obj.metadata.namespace, obj.metadata.name);
+    const out = o.newObject(kinds.CONFIG_MAP, `${obj.metadata.name}-out`, obj.metadata.namespace);
+    out.data = {
+      handed: Object.keys(obj.data ?? {})
+        .sort()
+        .join(','),
+      read: Object.keys(read.data ?? {})
+        .sort()
+        .join(','),
+      keep: 'x',
+      other: 'y',
+    };
+    const answer = ctx.apply(out);
+    if (Object.keys(answer.data).join(',') !== 'keep') throw new Invalid(`the answer carried ${Object.keys(answer.data)}`);
+    ctx.update(obj);
+    return DONE;
+  }
+}
+
+test('the fake host hands a projected kind as the host does', () => {
+  const cm = o.newObject(kinds.CONFIG_MAP, 'p', 'default');
+  cm.data = { keep: 'k', drop: 'd' };
+  const h = new Harness(Narrow, { objects: [cm] });
+  assert.deepEqual(h.runner.projections(), [
+    {
+      resource: kinds.CONFIG_MAP,
+      fields: [
+        ['data', 'keep'],
+        ['data', 'keep', 'deeper'],
+      ],
+    },
+  ]);
+  assert.throws(() => h.reconcile(cm), /update replaces the whole ConfigMap/);
+  const out = h.host.writes('apply')[0].object;
+  assert.deepEqual([out.data.handed, out.data.read], ['keep', 'keep'], 'the request and the cache read are projected');
+  const stored = h.host.get(kinds.CONFIG_MAP, 'default', 'p-out');
+  assert.deepEqual(Object.keys(stored.data).sort(), ['handed', 'keep', 'other', 'read'], 'the store keeps whole objects');
+});

@@ -16,7 +16,7 @@ from kubewasm.build import bindings
 from kubewasm.runtime import Runner
 from kubewasm.testing import FakeHost
 
-NAMES = ["Plugin", "Reconciler", "Access", "Release", "Views", "Composite", "Clusters"]
+NAMES = ["Plugin", "Reconciler", "Access", "Release", "Views", "Composite", "Clusters", "Projections"]
 FOO = Gvk("example.com", "v1", "Foo")
 
 
@@ -78,6 +78,21 @@ def test_a_plain_controller_describes_no_composition_and_traps_in_composite(gues
         p.Composite.customize("{}")
     key = wit.wt.ObjectKey("default", "a")
     assert isinstance(p.Reconciler.reconcile(guest.wr.Request(key, json.dumps(o.new_object(FOO, "a", "default")), 0)), wit.wt.Action_Done)
+
+
+def test_the_projections_export_answers_the_fields_read_as_paths(guest, wit):
+    class Narrow(Plain):
+        def manifest(self):
+            return super().manifest().reads_fields(FOO, "spec", "status.ready").reads_fields(kinds.CONFIG_MAP, "data.config.yaml")
+
+    d = described(guest, Narrow)
+    from wit_world.exports import projections as wpj
+
+    assert d.Projections.fields() == [
+        wpj.Projection(wit.wt.Gvk("example.com", "v1", "Foo"), [["spec"], ["status", "ready"]]),
+        wpj.Projection(wit.wt.Gvk("", "v1", "ConfigMap"), [["data", "config", "yaml"]]),
+    ]
+    assert described(guest, Plain).Projections.fields() == [], "nothing declared: whole objects"
 
 
 def test_a_declarative_controller_describes_its_composition(guest, wit):

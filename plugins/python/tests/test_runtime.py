@@ -532,3 +532,38 @@ class TestContextAgainstFakeHost:
 
 def test_gvk_str_in_errors():
     assert "Foo.v1.example.com" in str(NotFound(f"{Gvk('example.com', 'v1', 'Foo')} gone"))
+
+
+class Narrow(Controller):
+    """Reads only `data.keep` of its ConfigMaps and says what it was handed of each."""
+
+    def manifest(self):
+        return (
+            Manifest("narrow", "0.1.0")
+            .primary(kinds.CONFIG_MAP)
+            .permission(kinds.CONFIG_MAP, ["create", "patch", "update"])
+            .reads_fields(kinds.CONFIG_MAP, "data.keep", "data.keep.deeper")
+        )
+
+    def reconcile(self, obj, ctx):
+        read = ctx.get(kinds.CONFIG_MAP, o.namespace(obj), o.name(obj))
+        out = o.new_object(kinds.CONFIG_MAP, o.name(obj) + "-out", o.namespace(obj))
+        out["data"] = {"handed": ",".join(sorted(obj.get("data", {}))), "read": ",".join(sorted(read.get("data", {}))), "keep": "x", "other": "y"}
+        answer = ctx.apply(out)
+        if sorted(answer["data"]) != ["keep"]:
+            raise Invalid(f"the answer carried {sorted(answer['data'])}")
+        ctx.update(obj)
+        return DONE
+
+
+def test_the_fake_host_hands_a_projected_kind_as_the_host_does():
+    cm = o.new_object(kinds.CONFIG_MAP, "p", "default")
+    cm["data"] = {"keep": "k", "drop": "d"}
+    h = Harness(Narrow, objects=[cm])
+    assert h.runner.reads_fields() == {kinds.CONFIG_MAP: ["data.keep", "data.keep.deeper"]}
+    with pytest.raises(Invalid, match="update replaces the whole ConfigMap"):
+        h.reconcile(cm)
+    out = h.host.writes("apply")[0].object
+    assert (out["data"]["handed"], out["data"]["read"]) == ("keep", "keep"), "the request and the cache read are projected"
+    stored = h.host.objects[("", "ConfigMap", "default", "p-out")]
+    assert sorted(stored["data"]) == ["handed", "keep", "other", "read"], "the store keeps whole objects"

@@ -223,7 +223,7 @@ macro_rules! export_controller {
     };
 }
 
-/// The exports every plugin answers alike (`access`, `views`, `clusters`), and the bindings'
+/// The exports every plugin answers alike (`access`, `views`, `projections`, `clusters`), and the bindings'
 /// export.
 #[doc(hidden)]
 #[macro_export]
@@ -238,6 +238,12 @@ macro_rules! __export_common {
         impl $crate::bindings::exports::kubewasm::controller::views::Guest for __KubewasmGuest {
             fn metadata_only() -> Vec<$crate::bindings::kubewasm::controller::types::Gvk> {
                 $crate::__private::metadata_only()
+            }
+        }
+
+        impl $crate::bindings::exports::kubewasm::controller::projections::Guest for __KubewasmGuest {
+            fn fields() -> Vec<$crate::bindings::exports::kubewasm::controller::projections::Projection> {
+                $crate::__private::projections()
             }
         }
 
@@ -332,17 +338,18 @@ pub mod __private {
     use super::bindings::exports::kubewasm::controller::clusters::{ClusterScope, Members};
     use super::bindings::exports::kubewasm::controller::composite as wit_composite;
     use super::bindings::exports::kubewasm::controller::plugin::Manifest as WitManifest;
+    use super::bindings::exports::kubewasm::controller::projections::Projection;
     use super::bindings::exports::kubewasm::controller::reconciler::Request;
     use super::bindings::kubewasm::controller::types as wit;
+    use super::manifest::Declared;
     use super::{Action, Composite, Context, Controller, DynamicObject, Error, ErrorCode, Gvk, SyncRequest};
 
     thread_local! {
         /// The controller built by `describe` in this instance.
         static CONTROLLER: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
-        /// The manifest's rules beyond `permissions`, for `access.rules` right after.
-        static RULES: RefCell<Vec<Rule>> = const { RefCell::new(Vec::new()) };
-        /// The manifest's metadata-only kinds, for `views.metadata-only` right after.
-        static METADATA_ONLY: RefCell<Vec<wit::Gvk>> = const { RefCell::new(Vec::new()) };
+        /// The manifest's rules beyond `permissions`, metadata-only kinds and projections, for
+        /// `access.rules`, `views.metadata-only` and `projections.fields` right after.
+        static DECLARED: RefCell<Declared> = RefCell::default();
         /// The clusters it serves and reaches, for `clusters.scope` right after.
         static SCOPE: RefCell<ClusterScope> = const { RefCell::new(ClusterScope { serve_local: true, serve: Members::None, reach: Members::None }) };
         /// A declarative plugin's composition, for `composite.describe-composition` right after.
@@ -362,10 +369,9 @@ pub mod __private {
         let controller = C::new(settings).map_err(super::error::cut)?;
         let manifest = controller.manifest();
         SCOPE.with(|slot| *slot.borrow_mut() = manifest.cluster_scope());
-        let (manifest, rules, metadata_only) = manifest.into_wit();
+        let (manifest, declared) = manifest.into_wit();
         CONTROLLER.with(|slot| *slot.borrow_mut() = Some(Box::new(controller)));
-        RULES.with(|slot| *slot.borrow_mut() = rules);
-        METADATA_ONLY.with(|slot| *slot.borrow_mut() = metadata_only);
+        DECLARED.with(|slot| *slot.borrow_mut() = declared);
         Ok(manifest)
     }
 
@@ -376,10 +382,9 @@ pub mod __private {
         let composite = C::new(settings).map_err(super::error::cut)?;
         let manifest = composite.manifest();
         SCOPE.with(|slot| *slot.borrow_mut() = manifest.cluster_scope());
-        let (manifest, rules, metadata_only, composition) = manifest.into_wit_composite();
+        let (manifest, declared, composition) = manifest.into_wit_composite();
         CONTROLLER.with(|slot| *slot.borrow_mut() = Some(Box::new(composite)));
-        RULES.with(|slot| *slot.borrow_mut() = rules);
-        METADATA_ONLY.with(|slot| *slot.borrow_mut() = metadata_only);
+        DECLARED.with(|slot| *slot.borrow_mut() = declared);
         COMPOSITION.with(|slot| *slot.borrow_mut() = Some(composition));
         Ok(manifest)
     }
@@ -420,11 +425,15 @@ pub mod __private {
     }
 
     pub fn rules() -> Vec<Rule> {
-        RULES.with(|slot| slot.borrow().clone())
+        DECLARED.with(|slot| slot.borrow().rules.clone())
     }
 
     pub fn metadata_only() -> Vec<wit::Gvk> {
-        METADATA_ONLY.with(|slot| slot.borrow().clone())
+        DECLARED.with(|slot| slot.borrow().metadata_only.clone())
+    }
+
+    pub fn projections() -> Vec<Projection> {
+        DECLARED.with(|slot| slot.borrow().projections.clone())
     }
 
     pub fn scope() -> ClusterScope {

@@ -6,6 +6,7 @@ use crate::bindings::exports::kubewasm::controller::access::Rule;
 use crate::bindings::exports::kubewasm::controller::clusters::{ClusterScope, Members as WitMembers};
 use crate::bindings::exports::kubewasm::controller::composite::{ChildRule, ChildSelector, Composition, UpdateStrategy};
 use crate::bindings::exports::kubewasm::controller::plugin as wit;
+use crate::bindings::exports::kubewasm::controller::projections::Projection;
 use crate::bindings::kubewasm::controller::types::Gvk as WitGvk;
 use crate::object::{Gvk, gvk_of};
 
@@ -42,6 +43,16 @@ impl From<Members> for WitMembers {
     }
 }
 
+/// What the exports the host calls right after `describe` answer: `access.rules`,
+/// `views.metadata-only`, `projections.fields`.
+#[doc(hidden)]
+#[derive(Debug, Clone, Default)]
+pub struct Declared {
+    pub rules: Vec<Rule>,
+    pub metadata_only: Vec<WitGvk>,
+    pub projections: Vec<Projection>,
+}
+
 /// Limits the plugin asks for; `None` takes the host's default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
@@ -60,6 +71,8 @@ pub struct Manifest {
     rules: Vec<Rule>,
     /// Owned or watched kinds read as metadata only (`views.metadata-only`).
     metadata_only: Vec<WitGvk>,
+    /// Kinds read projected to some fields (`projections.fields`).
+    projections: Vec<Projection>,
     /// A declarative plugin's child kinds and selector (`composite.describe-composition`).
     composition: Composition,
     /// The clusters it serves and reaches (`clusters.scope`).
@@ -89,6 +102,7 @@ impl Manifest {
             },
             rules: Vec::new(),
             metadata_only: Vec::new(),
+            projections: Vec::new(),
             composition: Composition { children: Vec::new(), selector: ChildSelector::Generated },
             scope: ClusterScope { serve_local: true, serve: WitMembers::None, reach: WitMembers::None },
         }
@@ -186,6 +200,25 @@ impl Manifest {
 
     pub fn metadata_only_gvk(mut self, gvk: &Gvk) -> Self {
         self.metadata_only.push(wit_gvk(gvk));
+        self
+    }
+
+    /// Hand this plugin only these fields of `K`'s objects (the primary kind, an owned or a
+    /// watched kind; contract 0.1.5), each a dotted path from the object's top:
+    /// `&["spec.replicas", "status"]`. Every object of `K` the plugin is handed — the object it
+    /// reconciles, cache reads, `map_related`'s, and the answers of its writes — carries
+    /// `apiVersion`, `kind`, `metadata` and, of the rest, only these fields; typed reads get
+    /// defaults for the others. It spares the plugin parsing what it never reads. A path
+    /// through a list keeps the list; a field whose name holds a dot is named by its parent.
+    /// The host then refuses [`crate::Context::update`] of `K` (the object lacks fields):
+    /// apply or patch it.
+    pub fn reads_fields<K: k8s_openapi::Resource>(self, fields: &[&str]) -> Self {
+        self.reads_fields_gvk(&gvk_of::<K>(), fields)
+    }
+
+    pub fn reads_fields_gvk(mut self, gvk: &Gvk, fields: &[&str]) -> Self {
+        let fields = fields.iter().map(|path| path.split('.').map(String::from).collect()).collect();
+        self.projections.push(Projection { resource: wit_gvk(gvk), fields });
         self
     }
 
@@ -292,18 +325,18 @@ impl Manifest {
         self.inner.owns.iter().map(|g| (Gvk::from(g.clone()), deletes(g))).collect()
     }
 
-    /// What a declarative plugin's `describe`, `access.rules`, `views.metadata-only` and
+    /// What a declarative plugin's `describe`, the exports called right after it and
     /// `composite.describe-composition` answer.
     #[doc(hidden)]
-    pub fn into_wit_composite(self) -> (wit::Manifest, Vec<Rule>, Vec<WitGvk>, Composition) {
+    pub fn into_wit_composite(self) -> (wit::Manifest, Declared, Composition) {
         let composition = self.composition.clone();
-        let (manifest, rules, metadata_only) = self.into_wit();
-        (manifest, rules, metadata_only, composition)
+        let (manifest, declared) = self.into_wit();
+        (manifest, declared, composition)
     }
 
-    /// What `describe`, `access.rules` and `views.metadata-only` answer.
+    /// What `describe` and the exports called right after it answer.
     #[doc(hidden)]
-    pub fn into_wit(mut self) -> (wit::Manifest, Vec<Rule>, Vec<WitGvk>) {
+    pub fn into_wit(mut self) -> (wit::Manifest, Declared) {
         let primary = self.inner.primary.clone();
         let patches_primary = self
             .inner
@@ -313,6 +346,6 @@ impl Manifest {
         if self.inner.finalizer.is_some() && !patches_primary {
             self = self.grant(&Gvk::from(primary), None, &[Verb::Patch], &[]);
         }
-        (self.inner, self.rules, self.metadata_only)
+        (self.inner, Declared { rules: self.rules, metadata_only: self.metadata_only, projections: self.projections })
     }
 }

@@ -34,6 +34,10 @@ impl Controller for SampleController {
             .owns::<Deployment>()
             .permission::<Deployment>(&[Verb::Create, Verb::Patch])
             .grant(&foo_kind(), Some("status"), &[Verb::Patch], &[])
+            // Parse only what is read: a Foo's spec, a Deployment's available replicas (and,
+            // of both, the metadata, which every object keeps).
+            .reads_fields_gvk(&foo_kind(), &["spec"])
+            .reads_fields::<Deployment>(&["status.availableReplicas"])
             .max_concurrency(2)
     }
 

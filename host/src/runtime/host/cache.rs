@@ -135,7 +135,8 @@ impl<'a> CacheCtx<'a> {
         let manifest = self.host.check(Verb::Get, resource, None, namespace, Some(name))?;
         if manifest.reads_live(resource) {
             self.host.cache_only(&format!("a live read of {resource} (not cached)"))?;
-            return self.services.api.get(resource, namespace, name).await.map_err(super::client::guest_error);
+            let found = self.services.api.get(resource, namespace, name).await.map_err(super::client::guest_error)?;
+            return Ok(found.map(|json| self.host.as_answered(resource, &json)));
         }
         self.scope_check(resource, namespace, Some(name))?;
         let key = ObjectKey::new(namespace, name);

@@ -151,7 +151,23 @@ impl ClientCtx<'_> {
         {
             return Ok(Err(e));
         }
-        Ok(self.services.api.write(request).await.map(|stored| stored.map(|s| s.to_string()).unwrap_or_default()).map_err(guest_error))
+        // A replace of what the plugin was handed projected would wipe what it never saw.
+        let wipes = match (&request.op, manifest.projection(resource)) {
+            (WriteOp::Update { status: false, .. }, Some(_)) => Some("the whole"),
+            (WriteOp::Update { status: true, .. }, Some(fields)) if !fields.keeps_whole("status") => Some("the status of"),
+            _ => None,
+        };
+        if let Some(what) = wipes {
+            return Ok(Err(error(
+                ErrorCode::Invalid,
+                format!(
+                    "update replaces {what} {resource}, and the plugin is handed projected {resource} objects (`projections`): write it with apply or patch"
+                ),
+            )));
+        }
+        let resource = request.resource.clone();
+        let stored = self.services.api.write(request).await.map_err(guest_error);
+        Ok(stored.map(|stored| stored.map(|json| self.host.as_answered(&resource, &json)).unwrap_or_default()))
     }
 
     /// Refuses an apply that would create the object when the plugin may not `create`. The

@@ -119,6 +119,29 @@ impl HostContext {
         }
     }
 
+    /// `json`, an object of `resource`, as the plugin is handed it by a request, a write's
+    /// answer or a read from the API server: projected if it declared a projection of the kind.
+    /// (Those of a metadata-only kind are handed whole: `views.metadata-only` covers reads.)
+    pub(crate) fn as_answered(&self, resource: &Gvk, json: &str) -> String {
+        match self.manifest.as_deref().and_then(|m| m.projection(resource)) {
+            Some(fields) => crate::projection::project(json, fields),
+            None => json.to_owned(),
+        }
+    }
+
+    /// `json`, an object of `resource` from a cache, as `map-related` hands it: its metadata for
+    /// a metadata-only kind, projected for a projected one.
+    pub(crate) fn as_read(&self, resource: &Gvk, json: Arc<str>) -> Arc<str> {
+        let Some(manifest) = self.manifest.as_deref() else { return json };
+        if manifest.metadata_only.contains(resource) {
+            return crate::informer::store::metadata_of(&json);
+        }
+        match manifest.projection(resource) {
+            Some(fields) => crate::projection::project(&json, fields).into(),
+            None => json,
+        }
+    }
+
     fn refuse(&self, message: String) -> GuestError {
         tracing::warn!(plugin = %self.plugin, "forbidden host call: {message}");
         self.metrics.forbidden_calls.inc();

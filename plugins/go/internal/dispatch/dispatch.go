@@ -8,6 +8,7 @@ import (
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_clusters"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_composite"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_plugin"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_projections"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_types"
 	witTypes "github.com/kubewasm/kubewasm/plugins/go/internal/witpkg/types"
@@ -22,6 +23,7 @@ type Exports interface {
 	Rules() []kubewasm_controller_access.Rule
 	Released(request kubewasm_controller_reconciler.Request) witTypes.Result[kubewasm_controller_types.Action, kubewasm_controller_types.Error]
 	MetadataOnly() []kubewasm_controller_types.Gvk
+	Projections() []kubewasm_controller_projections.Projection
 	Scope() kubewasm_controller_clusters.ClusterScope
 	DescribeComposition() witTypes.Option[kubewasm_controller_composite.Composition]
 	Customize(parent string) witTypes.Result[[]kubewasm_controller_composite.RelatedRule, kubewasm_controller_types.Error]

@@ -8,22 +8,24 @@
 /// <reference path="./interfaces/kubewasm-controller-fleet.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-log.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-plugin.d.ts" />
+/// <reference path="./interfaces/kubewasm-controller-projections.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-reconciler.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-release.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-types.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-views.d.ts" />
-declare module 'kubewasm:controller/controller@0.1.4' {
-  export type * as KubewasmControllerCache014 from 'kubewasm:controller/cache@0.1.4'; // import kubewasm:controller/cache@0.1.4
-  export type * as KubewasmControllerClient014 from 'kubewasm:controller/client@0.1.4'; // import kubewasm:controller/client@0.1.4
-  export type * as KubewasmControllerEvents014 from 'kubewasm:controller/events@0.1.4'; // import kubewasm:controller/events@0.1.4
-  export type * as KubewasmControllerFleet014 from 'kubewasm:controller/fleet@0.1.4'; // import kubewasm:controller/fleet@0.1.4
-  export type * as KubewasmControllerLog014 from 'kubewasm:controller/log@0.1.4'; // import kubewasm:controller/log@0.1.4
-  export type * as KubewasmControllerTypes014 from 'kubewasm:controller/types@0.1.4'; // import kubewasm:controller/types@0.1.4
-  export * as plugin from 'kubewasm:controller/plugin@0.1.4'; // export kubewasm:controller/plugin@0.1.4
-  export * as reconciler from 'kubewasm:controller/reconciler@0.1.4'; // export kubewasm:controller/reconciler@0.1.4
-  export * as access from 'kubewasm:controller/access@0.1.4'; // export kubewasm:controller/access@0.1.4
-  export * as release from 'kubewasm:controller/release@0.1.4'; // export kubewasm:controller/release@0.1.4
-  export * as views from 'kubewasm:controller/views@0.1.4'; // export kubewasm:controller/views@0.1.4
-  export * as composite from 'kubewasm:controller/composite@0.1.4'; // export kubewasm:controller/composite@0.1.4
-  export * as clusters from 'kubewasm:controller/clusters@0.1.4'; // export kubewasm:controller/clusters@0.1.4
+declare module 'kubewasm:controller/controller@0.1.5' {
+  export type * as KubewasmControllerCache015 from 'kubewasm:controller/cache@0.1.5'; // import kubewasm:controller/cache@0.1.5
+  export type * as KubewasmControllerClient015 from 'kubewasm:controller/client@0.1.5'; // import kubewasm:controller/client@0.1.5
+  export type * as KubewasmControllerEvents015 from 'kubewasm:controller/events@0.1.5'; // import kubewasm:controller/events@0.1.5
+  export type * as KubewasmControllerFleet015 from 'kubewasm:controller/fleet@0.1.5'; // import kubewasm:controller/fleet@0.1.5
+  export type * as KubewasmControllerLog015 from 'kubewasm:controller/log@0.1.5'; // import kubewasm:controller/log@0.1.5
+  export type * as KubewasmControllerTypes015 from 'kubewasm:controller/types@0.1.5'; // import kubewasm:controller/types@0.1.5
+  export * as plugin from 'kubewasm:controller/plugin@0.1.5'; // export kubewasm:controller/plugin@0.1.5
+  export * as reconciler from 'kubewasm:controller/reconciler@0.1.5'; // export kubewasm:controller/reconciler@0.1.5
+  export * as access from 'kubewasm:controller/access@0.1.5'; // export kubewasm:controller/access@0.1.5
+  export * as release from 'kubewasm:controller/release@0.1.5'; // export kubewasm:controller/release@0.1.5
+  export * as views from 'kubewasm:controller/views@0.1.5'; // export kubewasm:controller/views@0.1.5
+  export * as composite from 'kubewasm:controller/composite@0.1.5'; // export kubewasm:controller/composite@0.1.5
+  export * as clusters from 'kubewasm:controller/clusters@0.1.5'; // export kubewasm:controller/clusters@0.1.5
+  export * as projections from 'kubewasm:controller/projections@0.1.5'; // export kubewasm:controller/projections@0.1.5
 }

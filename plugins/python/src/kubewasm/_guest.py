@@ -1,5 +1,6 @@
 """The component glue: the WIT imports as a `Host`, and the `Plugin`, `Reconciler`, `Access`,
-`Release`, `Views`, `Composite` and `Clusters` export classes componentize-py looks for.
+`Release`, `Views`, `Composite`, `Clusters` and `Projections` export classes componentize-py
+looks for.
 Imported only inside a component (by the module `kubewasm-py build` generates), because
 `wit_world` and `componentize_py_types` exist only there.
 
@@ -20,6 +21,7 @@ from wit_world.exports import access as wa
 from wit_world.exports import clusters as wcl
 from wit_world.exports import composite as wc
 from wit_world.exports import plugin as wp
+from wit_world.exports import projections as wpj
 from wit_world.exports import reconciler as wr
 from wit_world.imports import cache, client, events, fleet, log
 from wit_world.imports import types as wt
@@ -239,14 +241,14 @@ def _key(k: wt.ObjectKey) -> ObjectKey:
     return ObjectKey(k.namespace, k.name)
 
 
-def exports(app: ModuleType) -> tuple[type, type, type, type, type, type, type]:
-    """The `Plugin`, `Reconciler`, `Access`, `Release`, `Views`, `Composite` and `Clusters`
-    classes for the controller (a `Controller` or a `CompositeController`) the author's module
+def exports(app: ModuleType) -> tuple[type, type, type, type, type, type, type, type]:
+    """The `Plugin`, `Reconciler`, `Access`, `Release`, `Views`, `Composite`, `Clusters` and
+    `Projections` classes for the controller (a `Controller` or a `CompositeController`) the author's module
     defines."""
     return exports_for(Runner(find_controller(app), WasmHost()))
 
 
-def exports_for(runner: Runner) -> tuple[type, type, type, type, type, type, type]:
+def exports_for(runner: Runner) -> tuple[type, type, type, type, type, type, type, type]:
     """The export classes over one runner (tests give it a fake host)."""
 
     def call(method: Method, request: wr.Request) -> wt.Action:
@@ -319,4 +321,8 @@ def exports_for(runner: Runner) -> tuple[type, type, type, type, type, type, typ
         def scope(self) -> wcl.ClusterScope:
             return _scope(runner.scope())
 
-    return Plugin, Reconciler, Access, Release, Views, Composite, Clusters
+    class Projections:
+        def fields(self) -> list[wpj.Projection]:
+            return [wpj.Projection(_gvk(g), [f.split(".") for f in fields]) for g, fields in runner.reads_fields().items()]
+
+    return Plugin, Reconciler, Access, Release, Views, Composite, Clusters, Projections

@@ -154,7 +154,8 @@ class Composition:
 @dataclass
 class ManifestSpec:
     """The plain data of a manifest, field for field the WIT `manifest` record, plus `rules`
-    (the `access` export's answer), `metadata_only` (the `views` export's), `composition`
+    (the `access` export's answer), `metadata_only` (the `views` export's), `reads_fields`
+    (the `projections` export's: dotted paths per kind), `composition`
     (the `composite.describe-composition` export's, for a `CompositeController`; None until
     `child()` or `child_selector()` is called, and always None for a `Controller`) and `scope`
     (the `clusters` export's)."""
@@ -166,6 +167,7 @@ class ManifestSpec:
     owns: list[Gvk] = field(default_factory=list)
     watches: list[Watch] = field(default_factory=list)
     metadata_only: list[Gvk] = field(default_factory=list)
+    reads_fields: dict[Gvk, list[str]] = field(default_factory=dict)
     finalizer: str | None = None
     resync_seconds: int | None = None
     max_concurrency: int = 1
@@ -275,6 +277,19 @@ class Manifest:
         reads and `map_related`), so the host may cache just their metadata. It must be an
         `owns` kind or the kind of a `watches` entry; writes are unaffected."""
         self.spec.metadata_only.append(resource)
+        return self
+
+    def reads_fields(self, resource: Gvk, *fields: str) -> Manifest:
+        """Hands the plugin only these fields of this kind's objects (the primary kind, an
+        `owns` kind or the kind of a `watches` entry; contract 0.1.5), each a dotted path from
+        the object's top: `reads_fields(kinds.DEPLOYMENT, "status.availableReplicas")`. Every
+        object of the kind the plugin is handed — the one it reconciles, cache reads,
+        `map_related`'s, and the answers of its writes — carries `apiVersion`, `kind`,
+        `metadata` and, of the rest, only these fields: the plugin does not parse what it never
+        reads. A path through a list keeps the list; a field whose name holds a dot is named by
+        its parent. `ctx.update` of the kind is then refused (the object lacks fields): apply
+        or patch it."""
+        self.spec.reads_fields.setdefault(resource, []).extend(fields)
         return self
 
     def serve_members(self, members: Members) -> Manifest:

@@ -151,6 +151,11 @@ class Runner:
         """What the `views` export answers, right after `describe`: the manifest's metadata-only kinds."""
         return self.manifest.metadata_only if self.manifest is not None else []
 
+    def reads_fields(self) -> dict[Gvk, list[str]]:
+        """What the `projections` export answers, right after `describe`: the dotted fields the
+        plugin reads of each kind it declared them for."""
+        return self.manifest.reads_fields if self.manifest is not None else {}
+
     def scope(self) -> ClusterScope:
         """What the `clusters` export answers, right after `describe`: the clusters the plugin
         serves and reaches (the host's own cluster only, unless the manifest says more)."""

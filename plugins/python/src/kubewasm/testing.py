@@ -91,6 +91,33 @@ def _metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return head
 
 
+def _projected(obj: Mapping[str, Any], fields: Sequence[str]) -> Mapping[str, Any]:
+    """What the host hands of an object of a kind the plugin reads projected: its metadata (as
+    `_metadata_of`) and, of the rest, the dotted `fields` it has; a path through a value that is
+    not an object keeps that value whole."""
+    tree: dict[str, Any] = {}  # a name's subtree, or None to keep its whole value
+    for path in fields:
+        node = tree
+        *parents, last = path.split(".")
+        for name in parents:
+            if node.get(name, {}) is None:
+                break  # kept whole already
+            node = node.setdefault(name, {})
+        else:
+            node[last] = None
+
+    def within(value: Any, sub: dict[str, Any] | None) -> Any:
+        if sub is None or not isinstance(value, Mapping):
+            return value
+        return {k: within(value[k], s) for k, s in sub.items() if k in value}
+
+    head = dict(_metadata_of(obj))
+    for key, sub in tree.items():
+        if key not in head and key not in ("apiVersion", "kind", "metadata") and key in obj:
+            head[key] = within(obj[key], sub)
+    return head
+
+
 def _controller_uid(obj: Mapping[str, Any]) -> str | None:
     """The uid of `obj`'s controller owner reference (`controller: true`), as the host indexes it."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
@@ -298,8 +325,10 @@ class FakeHost(Host):
 
     def __init__(self, objects: Iterable[Mapping[str, Any]] = (), *, labels: Mapping[str, str] | None = None) -> None:
         self.objects: dict[tuple[str, str, str, str], Object] = {}
-        # The kinds the plugin reads metadata-only (`Harness` sets the manifest's): see `handed`.
+        # The kinds the plugin reads metadata-only, and the fields it reads of others
+        # (`Harness` sets the manifest's): see `handed` and `answered`.
         self.metadata_only: list[Gvk] = []
+        self.reads_fields: dict[Gvk, list[str]] = {}
         self.calls: list[Call] = []
         self.events: list[dict[str, Any]] = []
         self.logs: list[tuple[LogLevel, str, dict[str, str]]] = []
@@ -408,10 +437,16 @@ class FakeHost(Host):
 
     def handed(self, resource: Gvk, obj: Mapping[str, Any]) -> Mapping[str, Any]:
         """`obj` as the host hands it to the plugin (cache reads, `map_related`): of a kind in
-        `metadata_only`, only its `apiVersion`, `kind` and `metadata` (without `managedFields`).
-        Not a copy: it shares `obj`'s values."""
+        `metadata_only`, only its `apiVersion`, `kind` and `metadata` (without `managedFields`);
+        of a kind in `reads_fields`, as `answered`. Not a copy: it shares `obj`'s values."""
         kinds = self.metadata_only if self._hub is None else [*self.metadata_only, *self._hub.metadata_only]
-        return _metadata_of(obj) if resource in kinds else obj
+        return _metadata_of(obj) if resource in kinds else self.answered(resource, obj)
+
+    def answered(self, resource: Gvk, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`obj` as the host hands it in a request or a write's answer: of a kind in
+        `reads_fields`, its metadata and those fields alone. Not a copy."""
+        fields = self.reads_fields.get(resource) if self._hub is None else self._hub.reads_fields.get(resource)
+        return obj if fields is None else _projected(obj, fields)
 
     # --- what happened ---
 
@@ -468,7 +503,7 @@ class FakeHost(Host):
             meta["generation"] = int(meta.get("generation") or 1) + 1
         meta["resourceVersion"] = self._version()
         self.objects[_obj_key(obj)] = obj
-        return json.dumps(obj)
+        return json.dumps(self.answered(Gvk.of(obj), obj))
 
     def cache_get(self, resource: Gvk, namespace: str | None, name: str) -> str | None:
         self._maybe_fail("cache_get")
@@ -532,6 +567,12 @@ class FakeHost(Host):
     def _replace(self, op: str, obj: str, status_only: bool) -> str:
         parsed = self._parse(obj)
         self._refuse(f"update {Gvk.of(parsed)}")
+        fields = (self if self._hub is None else self._hub).reads_fields.get(Gvk.of(parsed))
+        if fields is not None and not (status_only and "status" in fields):
+            what = "the status of" if status_only else "the whole"
+            raise Invalid(
+                f"update replaces {what} {Gvk.of(parsed)}, and the plugin is handed projected objects of it (reads_fields): write it with apply or patch"
+            )
         self.calls.append(Call(op, parsed))
         self._maybe_fail(op)
         current = self.objects.get(_obj_key(parsed))
@@ -715,6 +756,7 @@ class Harness(Generic[C]):
         self.runner = Runner(cast("type[Controller | CompositeController]", controller_cls), self.host)
         self.manifest: ManifestSpec = self.runner.describe(json.dumps(dict(settings or {})))
         self.host.metadata_only = list(self.manifest.metadata_only)
+        self.host.reads_fields = dict(self.manifest.reads_fields)
         self.host.scope = _checked(self.runner.scope())
 
     @property
@@ -740,7 +782,7 @@ class Harness(Generic[C]):
 
     def _primary(self, obj_or_key: Mapping[str, Any] | ObjectKey, cluster: str | None = None) -> tuple[ObjectKey, str]:
         obj = self._object(obj_or_key, cluster)
-        return (obj_or_key if isinstance(obj_or_key, ObjectKey) else ObjectKey.of(obj)), json.dumps(obj)
+        return (obj_or_key if isinstance(obj_or_key, ObjectKey) else ObjectKey.of(obj)), json.dumps(self.host.answered(Gvk.of(obj), obj))
 
     @contextmanager
     def _serving(self, cluster: str | None) -> Iterator[None]:

@@ -5,7 +5,7 @@
 use kubewasm_sdk::bindings::exports::kubewasm::controller::access::{self, Rule};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::plugin::{self, Limits, Manifest, Permission, Verb};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::reconciler::{self, Request};
-use kubewasm_sdk::bindings::exports::kubewasm::controller::{clusters, composite, release, views};
+use kubewasm_sdk::bindings::exports::kubewasm::controller::{clusters, composite, projections, release, views};
 use kubewasm_sdk::bindings::kubewasm::controller::types::{Action, Error, ErrorCode, Gvk, ObjectKey};
 use kubewasm_sdk::bindings::kubewasm::controller::{cache, client};
 
@@ -73,6 +73,12 @@ impl release::Guest for Bench {
 
 impl views::Guest for Bench {
     fn metadata_only() -> Vec<Gvk> {
+        Vec::new()
+    }
+}
+
+impl projections::Guest for Bench {
+    fn fields() -> Vec<projections::Projection> {
         Vec::new()
     }
 }

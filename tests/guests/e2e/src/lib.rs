@@ -108,6 +108,11 @@ struct Settings {
     /// Also serve these member clusters: `all`, or a label selector over their labels; the
     /// output then says in which cluster it was made (`cluster`, empty for the host's own).
     serve_members: Option<String>,
+    /// Read the primary's kind projected to these dotted fields (`projections`); the output
+    /// then says what the plugin was handed of the primary (`handed`), of it read back from the
+    /// cache (`read`) and of the output ConfigMap's first apply's answer (`answered`), each as
+    /// its fields beyond the metadata, an object's with its keys (`data(a,b)`).
+    reads_fields: Vec<String>,
 }
 
 struct E2e {
@@ -130,6 +135,25 @@ struct E2e {
     owns: bool,
     trace: bool,
     serve_members: Option<Members>,
+    reads_fields: Vec<String>,
+}
+
+/// An object's fields beyond its metadata, sorted, an object's with its keys: `data(a,b)`.
+fn shape(object: &DynamicObject) -> String {
+    let mut fields: Vec<String> = object
+        .data
+        .iter()
+        .map(|(name, value)| match value.as_object() {
+            Some(members) => {
+                let mut keys: Vec<&str> = members.keys().map(String::as_str).collect();
+                keys.sort_unstable();
+                format!("{name}({})", keys.join(","))
+            }
+            None => name.clone(),
+        })
+        .collect();
+    fields.sort();
+    fields.join(" ")
 }
 
 fn annotation<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a str> {
@@ -141,7 +165,14 @@ impl E2e {
         format!("{}.{}", primary.name(), self.name)
     }
 
-    fn apply_configmap(&self, ctx: &Context, name: String, namespace: Option<&str>, owner: Option<&DynamicObject>, data: BTreeMap<&str, String>) -> Result<()> {
+    fn apply_configmap(
+        &self,
+        ctx: &Context,
+        name: String,
+        namespace: Option<&str>,
+        owner: Option<&DynamicObject>,
+        data: BTreeMap<&str, String>,
+    ) -> Result<DynamicObject> {
         self.apply_output(ctx, "ConfigMap", "data", name, namespace, owner, data)
     }
 
@@ -156,14 +187,13 @@ impl E2e {
         namespace: Option<&str>,
         owner: Option<&DynamicObject>,
         data: BTreeMap<&str, String>,
-    ) -> Result<()> {
+    ) -> Result<DynamicObject> {
         let mut metadata = json!({"name": name, "namespace": namespace, "labels": {"e2e.kubewasm.io/plugin": self.name}});
         if let Some(owner) = owner {
             metadata["ownerReferences"] = json!([owner.controller_owner_ref()]);
         }
         let object: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": kind, "metadata": metadata, field: data}))?;
-        ctx.apply(&object)?;
-        Ok(())
+        ctx.apply(&object)
     }
 }
 
@@ -199,6 +229,7 @@ impl Controller for E2e {
             owns: settings.owns,
             trace: settings.trace,
             serve_members: settings.serve_members.map(|m| if m == "all" { Members::All } else { Members::Matching(m) }),
+            reads_fields: settings.reads_fields,
         })
     }
 
@@ -224,6 +255,10 @@ impl Controller for E2e {
         }
         if let Some(members) = &self.serve_members {
             manifest = manifest.serve_members(members.clone());
+        }
+        if !self.reads_fields.is_empty() {
+            let fields: Vec<&str> = self.reads_fields.iter().map(String::as_str).collect();
+            manifest = manifest.reads_fields_gvk(&self.primary, &fields);
         }
         if self.owns {
             let secret = Gvk::new("", "v1", "Secret");
@@ -406,10 +441,19 @@ impl E2e {
                     data.insert("related", related);
                     data.insert("related-data", with_data);
                 }
+                if !self.reads_fields.is_empty() {
+                    data.insert("handed", shape(&primary));
+                    let read = ctx.get_dynamic(&self.primary, primary.namespace(), primary.name())?.ok_or_else(|| Error::other("the primary is gone"))?;
+                    data.insert("read", shape(&read));
+                }
                 if self.owns {
                     self.apply_output(ctx, "Secret", "stringData", self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
                 } else {
-                    self.apply_configmap(ctx, self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
+                    let answer = self.apply_configmap(ctx, self.output_name(&primary), primary.namespace(), Some(&primary), data.clone())?;
+                    if !self.reads_fields.is_empty() {
+                        data.insert("answered", shape(&answer));
+                        self.apply_configmap(ctx, self.output_name(&primary), primary.namespace(), Some(&primary), data)?;
+                    }
                 }
             }
         }

@@ -15,7 +15,8 @@ struct Settings {
     name: Option<String>,
     /// "invalid-manifest", "trap" or "refuse" make describe misbehave; "metadata-flood" declares
     /// 1001 metadata-only kinds, "metadata-unwatched" a metadata-only kind it neither owns nor
-    /// watches.
+    /// watches; "fields-flood" a projection of 65 paths, "fields-deep" one path of 9 field
+    /// names, "fields-unwatched" a projection of a kind it neither reconciles, owns nor watches.
     describe: Option<String>,
 }
 
@@ -51,6 +52,9 @@ impl Controller for Faulty {
         match self.describe.as_deref() {
             Some("metadata-flood") => (0..1001).fold(manifest, |m, _| m.metadata_only::<Secret>()),
             Some("metadata-unwatched") => manifest.metadata_only::<Secret>(),
+            Some("fields-flood") => manifest.reads_fields::<ConfigMap>(&["data"; 65]),
+            Some("fields-deep") => manifest.reads_fields::<ConfigMap>(&["a.b.c.d.e.f.g.h.i"]),
+            Some("fields-unwatched") => manifest.reads_fields::<Secret>(&["data"]),
             _ => manifest,
         }
     }

@@ -1,6 +1,6 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/client@0.1.4' {
+declare module 'kubewasm:controller/client@0.1.5' {
   /**
    * Server-side apply: makes the fields in `object` owned by this plugin's field manager and
    * equal to the given values; creates the object if it does not exist. Needs `patch`, and,
@@ -20,11 +20,14 @@ declare module 'kubewasm:controller/client@0.1.4' {
   export function create(object: Object): Object;
   /**
    * Replaces the object. Needs `update`. `metadata.resourceVersion` is required and must be
-   * current: otherwise `conflict`. `not-found` if the object is gone.
+   * current: otherwise `conflict`. `not-found` if the object is gone. `invalid` for a kind
+   * the plugin declared a projection of (the object it was handed lacks fields).
    */
   export function update(object: Object): Object;
   /**
    * Replaces the status subresource. Needs `update` on `status`. Conflicts as for `update`.
+   * `invalid` for a kind the plugin declared a projection of that does not keep the whole
+   * `status`.
    */
   export function updateStatus(object: Object): Object;
   /**
@@ -41,9 +44,9 @@ declare module 'kubewasm:controller/client@0.1.4' {
    */
   export { _delete as delete };
   function _delete(resource: Gvk, namespace: string | undefined, name: string): void;
-  export type Gvk = import('kubewasm:controller/types@0.1.4').Gvk;
-  export type Object = import('kubewasm:controller/types@0.1.4').Object;
-  export type Error = import('kubewasm:controller/types@0.1.4').Error;
+  export type Gvk = import('kubewasm:controller/types@0.1.5').Gvk;
+  export type Object = import('kubewasm:controller/types@0.1.5').Object;
+  export type Error = import('kubewasm:controller/types@0.1.5').Error;
   /**
    * The body of a patch.
    * # Variants
