@@ -31,6 +31,7 @@ const WIT: &[(&str, &str)] = &[
     ("fleet.wit", include_str!("../../../wit/fleet.wit")),
     ("log.wit", include_str!("../../../wit/log.wit")),
     ("plugin.wit", include_str!("../../../wit/plugin.wit")),
+    ("projections.wit", include_str!("../../../wit/projections.wit")),
     ("reconciler.wit", include_str!("../../../wit/reconciler.wit")),
     ("release.wit", include_str!("../../../wit/release.wit")),
     ("types.wit", include_str!("../../../wit/types.wit")),
