@@ -1204,8 +1204,8 @@ async fn a_projected_kind_is_handed_with_only_the_declared_fields() -> Result<()
     let ns = cp.namespace("projections").await?;
     let cms: Api<ConfigMap> = ns.api();
     let dir = PluginDir::new();
-    dir.install_e2e(&E2eSettings::new("narrow").option(r#"reads-fields = ["data.keep", "data.output.gone", "binaryData"]"#), "v01");
-    dir.install_e2e(&E2eSettings::new("updater").mode("update").option(r#"reads-fields = ["data"]"#), "v01");
+    dir.install_e2e(&E2eSettings::new("narrow").reads_fields(&["data.keep", "data.output.gone", "binaryData"]), "v01");
+    dir.install_e2e(&E2eSettings::new("updater").mode("update").reads_fields(&["data"]), "v01");
     let mut host = Host::start(host_config("projections", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
     host.wait_ready(READY).await?;
 

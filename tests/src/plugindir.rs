@@ -68,6 +68,7 @@ pub struct E2eSettings {
     pub owns: bool,
     pub trace: bool,
     pub serve_members: Option<String>,
+    pub reads_fields: Vec<String>,
     /// The `[kubewasm]` table of host options, as TOML lines (e.g. `sharding = false`).
     pub options: Vec<String>,
 }
@@ -167,6 +168,12 @@ impl E2eSettings {
         self.serve_members = Some(members.into());
         self
     }
+    /// Read the primary's kind projected to these dotted fields; the output then says what the
+    /// plugin was handed (`handed`, `read`, `answered`: see the guest).
+    pub fn reads_fields(mut self, fields: &[&str]) -> Self {
+        self.reads_fields = fields.iter().map(|f| f.to_string()).collect();
+        self
+    }
     /// One line of the `[kubewasm]` host options, e.g. `sharding = false`.
     pub fn option(mut self, line: &str) -> Self {
         self.options.push(line.into());
@@ -204,6 +211,9 @@ impl E2eSettings {
         }
         if !self.extra.is_empty() {
             out.push_str(&format!("extra = {:?}\n", self.extra));
+        }
+        if !self.reads_fields.is_empty() {
+            out.push_str(&format!("reads-fields = {:?}\n", self.reads_fields));
         }
         let flags = [("related", self.related), ("metadata-only", self.metadata_only), ("events", self.events), ("owns", self.owns), ("trace", self.trace)];
         for (key, _) in flags.into_iter().filter(|(_, on)| *on) {

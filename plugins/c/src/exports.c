@@ -150,18 +150,33 @@ static controller_list_string_t kept_path(const char *path) {
     return (controller_list_string_t){names, count};
 }
 
+static bool is_text(controller_string_t text, const char *s) {
+    s = s ? s : "";
+    return text.len == strlen(s) && memcmp(text.ptr, s, text.len) == 0;
+}
+
 kw_manifest *kw_manifest_reads_field_list(kw_manifest *m, kw_gvk resource, const char *const *fields) {
     size_t count = 0;
     while (fields[count]) count++;
-    controller_list_string_t *paths = calloc(count ? count : 1, sizeof *paths);
-    exports_kubewasm_controller_projections_projection_t *bigger = realloc(projections, (projections_len + 1) * sizeof *projections);
-    if (!paths || !bigger) abort();
-    for (size_t i = 0; i < count; i++) paths[i] = kept_path(fields[i]);
-    projections = bigger;
-    projections[projections_len++] = (exports_kubewasm_controller_projections_projection_t){
-        .resource = {kept(resource.group), kept(resource.version), kept(resource.kind)},
-        .fields = {paths, count},
-    };
+    exports_kubewasm_controller_projections_projection_t *declared = NULL;
+    for (size_t i = 0; i < projections_len && !declared; i++) {
+        kubewasm_controller_types_gvk_t *g = &projections[i].resource;
+        if (is_text(g->group, resource.group) && is_text(g->version, resource.version) && is_text(g->kind, resource.kind)) declared = &projections[i];
+    }
+    if (!declared) {
+        /* Another call for the same kind adds to its paths: one projection per kind. */
+        exports_kubewasm_controller_projections_projection_t *bigger = realloc(projections, (projections_len + 1) * sizeof *projections);
+        if (!bigger) abort();
+        projections = bigger;
+        declared = &projections[projections_len++];
+        *declared = (exports_kubewasm_controller_projections_projection_t){
+            .resource = {kept(resource.group), kept(resource.version), kept(resource.kind)},
+        };
+    }
+    controller_list_string_t *paths = realloc(declared->fields.ptr, (declared->fields.len + count + 1) * sizeof *paths);
+    if (!paths) abort();
+    for (size_t i = 0; i < count; i++) paths[declared->fields.len + i] = kept_path(fields[i]);
+    declared->fields = (controller_list_list_string_t){paths, declared->fields.len + count};
     return m;
 }
 

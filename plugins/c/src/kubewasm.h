@@ -154,7 +154,8 @@ kw_manifest *kw_manifest_metadata_only(kw_manifest *m, kw_gvk resource);
  * the kind it is handed (the one it reconciles, cache reads, map_related's, its writes'
  * answers) carries apiVersion, kind, metadata and only these fields of the rest: it parses
  * nothing it never reads. A path through a list keeps the list. kw_update of the kind is then
- * refused (the object lacks fields): apply or patch it. */
+ * refused (the object lacks fields): apply or patch it, sending only the fields it sets. At least
+ * one path; again for a kind adds to its paths. */
 #define kw_manifest_reads_fields(m, resource, ...) kw_manifest_reads_field_list((m), (resource), (const char *const[]){__VA_ARGS__, NULL})
 /* kw_manifest_reads_fields with the paths in a NULL-terminated array. */
 kw_manifest *kw_manifest_reads_field_list(kw_manifest *m, kw_gvk resource, const char *const *fields);

@@ -86,7 +86,9 @@ function metadataOf(obj) {
  * an object keeps that value whole.
  */
 function projected(obj, fields) {
-  const tree = {}; // a name's subtree, or null to keep its whole value
+  // A name's subtree, or null to keep its whole value; without a prototype, so that a field
+  // named `constructor` is a field.
+  const tree = Object.create(null);
   for (const path of fields) {
     const names = path.split('.');
     const last = names.pop();
@@ -97,7 +99,7 @@ function projected(obj, fields) {
         whole = true;
         break;
       }
-      node[name] ??= {};
+      node[name] ??= Object.create(null);
       node = node[name];
     }
     if (!whole) node[last] = null;

@@ -217,8 +217,13 @@ impl Manifest {
     }
 
     pub fn reads_fields_gvk(mut self, gvk: &Gvk, fields: &[&str]) -> Self {
-        let fields = fields.iter().map(|path| path.split('.').map(String::from).collect()).collect();
-        self.projections.push(Projection { resource: wit_gvk(gvk), fields });
+        let fields = fields.iter().map(|path| path.split('.').map(String::from).collect());
+        let resource = wit_gvk(gvk);
+        let same = |g: &WitGvk| (&g.group, &g.version, &g.kind) == (&resource.group, &resource.version, &resource.kind);
+        match self.projections.iter_mut().find(|p| same(&p.resource)) {
+            Some(declared) => declared.fields.extend(fields),
+            None => self.projections.push(Projection { resource, fields: fields.collect() }),
+        }
         self
     }
 
@@ -347,5 +352,19 @@ impl Manifest {
             self = self.grant(&Gvk::from(primary), None, &[Verb::Patch], &[]);
         }
         (self.inner, Declared { rules: self.rules, metadata_only: self.metadata_only, projections: self.projections })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_read_of_one_kind_make_one_projection_of_split_paths() {
+        let deployment = Gvk::new("apps", "v1", "Deployment");
+        let manifest = Manifest::new("p", "0.1.0").reads_fields_gvk(&deployment, &["spec.replicas"]).reads_fields_gvk(&deployment, &["status"]);
+        let (_, declared) = manifest.into_wit();
+        let projections: Vec<(String, Vec<Vec<String>>)> = declared.projections.into_iter().map(|p| (p.resource.kind, p.fields)).collect();
+        assert_eq!(projections, [("Deployment".to_string(), vec![vec!["spec".to_string(), "replicas".to_string()], vec!["status".to_string()]])]);
     }
 }
