@@ -598,6 +598,16 @@ impl Manifest {
         self.projections.iter().find(|p| p.resource == *resource).map(|p| &p.fields)
     }
 
+    /// What the plugin reads of `resource`'s objects, when not the whole: no fields for a
+    /// metadata-only kind, the declared ones for a projected kind. What cache reads and
+    /// `map-related` hand it.
+    pub fn reads(&self, resource: &Gvk) -> Option<&Fields> {
+        if self.metadata_only.contains(resource) {
+            return Some(&crate::projection::METADATA_ONLY);
+        }
+        self.projection(resource).map(|fields| &**fields)
+    }
+
     /// The namespaces the host caches `resource` in for this plugin: `None` for every served
     /// namespace; `Some(set)` when only namespace-limited `list`/`watch` grants ask for it.
     pub fn cached_namespaces(&self, resource: &Gvk) -> Option<BTreeSet<&str>> {

@@ -22,15 +22,13 @@ pub struct Fields {
     children: BTreeMap<String, Fields>,
 }
 
+/// No field beyond what is always kept: a metadata-only projection.
+pub static METADATA_ONLY: Fields = Fields { children: BTreeMap::new() };
+
 /// The top-level fields every projection keeps.
 const ALWAYS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
 impl Fields {
-    /// No field beyond what is always kept: a metadata-only projection.
-    pub fn metadata_only() -> Self {
-        Fields::default()
-    }
-
     /// The fields of `paths`, each a list of field names from the object's top (`["spec",
     /// "replicas"]`). A path within another adds nothing: the shorter one keeps its whole value.
     /// Paths into what is always kept (`metadata`, ...) and empty paths add nothing either.
@@ -62,7 +60,12 @@ impl Fields {
 
     /// Whether the top-level field `name` is kept whole.
     pub fn keeps_whole(&self, name: &str) -> bool {
-        self.children.get(name).is_some_and(|node| node.children.is_empty())
+        matches!(self.child(name), Some(Kept::Whole))
+    }
+
+    /// What is kept of the member `name`, if anything.
+    fn child(&self, name: &str) -> Option<Kept<'_>> {
+        self.children.get(name).map(|node| if node.children.is_empty() { Kept::Whole } else { Kept::Within(node) })
     }
 
     /// Whether nothing beyond the metadata is kept.
@@ -72,6 +75,7 @@ impl Fields {
 
     /// The paths, each as its field names, in order: what `new` was given, without the paths
     /// another one covers.
+    #[cfg(test)]
     pub fn paths(&self) -> Vec<Vec<&str>> {
         let mut all = Vec::new();
         let mut stack: Vec<(Vec<&str>, &Fields)> = vec![(Vec::new(), self)];
@@ -97,58 +101,50 @@ impl Fields {
 pub fn project(json: &str, fields: &Fields) -> String {
     let Ok(top) = entries(json) else { return "{}".into() };
     let mut out = String::with_capacity(json.len().min(4096));
-    out.push('{');
-    for (key, value) in top {
-        let kept = match &*key {
-            "metadata" => Kept::WithoutManagedFields,
-            "apiVersion" | "kind" => Kept::Whole,
-            other => match fields.children.get(other) {
-                None => continue,
-                Some(node) if node.children.is_empty() => Kept::Whole,
-                Some(node) => Kept::Within(node),
-            },
-        };
-        push_key(&mut out, &key);
-        push_value(&mut out, value, kept);
-    }
-    out.push('}');
+    push_members(&mut out, top, |key| match key {
+        "metadata" => Some(Kept::WithoutManagedFields),
+        "apiVersion" | "kind" => Some(Kept::Whole),
+        other => fields.child(other),
+    });
     out
 }
 
+/// What of a member's value is kept.
+#[derive(Clone, Copy)]
 enum Kept<'f> {
     Whole,
     Within(&'f Fields),
     WithoutManagedFields,
 }
 
-fn push_value(out: &mut String, value: &RawValue, kept: Kept) {
-    let text = value.get();
-    let within = match kept {
-        Kept::Whole => None,
-        // Cached objects never carry managedFields: copied as they are, unless they do.
-        Kept::WithoutManagedFields if !text.contains("\"managedFields\"") => None,
-        Kept::WithoutManagedFields => Some(Err(())),
-        Kept::Within(node) => Some(Ok(node)),
-    };
-    let entries = match within.map(|w| (w, entries(text))) {
-        None | Some((_, Err(_))) => return out.push_str(text),
-        Some((w, Ok(entries))) => (w, entries),
-    };
+/// Appends an object of the `members` that `pick` keeps, each as it says.
+fn push_members<'f>(out: &mut String, members: Vec<(Cow<'_, str>, &RawValue)>, pick: impl Fn(&str) -> Option<Kept<'f>>) {
     out.push('{');
-    for (key, value) in entries.1 {
-        let child = match entries.0 {
-            Err(()) if &*key == "managedFields" => continue,
-            Err(()) => Kept::Whole,
-            Ok(node) => match node.children.get(&*key) {
-                None => continue,
-                Some(child) if child.children.is_empty() => Kept::Whole,
-                Some(child) => Kept::Within(child),
-            },
-        };
+    for (key, value) in members {
+        let Some(kept) = pick(&key) else { continue };
         push_key(out, &key);
-        push_value(out, value, child);
+        push_value(out, value, kept);
     }
     out.push('}');
+}
+
+fn push_value(out: &mut String, value: &RawValue, kept: Kept) {
+    let text = value.get();
+    let cut = match kept {
+        Kept::Whole => false,
+        // Cached objects never carry managedFields: copied as they are, unless they do.
+        Kept::WithoutManagedFields => text.contains("\"managedFields\""),
+        Kept::Within(_) => true,
+    };
+    // A value that is not an object is kept whole.
+    if cut && let Ok(members) = entries(text) {
+        push_members(out, members, |key| match kept {
+            Kept::Within(node) => node.child(key),
+            _ => (key != "managedFields").then_some(Kept::Whole),
+        });
+    } else {
+        out.push_str(text);
+    }
 }
 
 /// Appends `"key":`, after a comma unless it is the object's first member.
@@ -251,11 +247,11 @@ mod tests {
     #[test]
     fn metadata_only_drops_managed_fields_and_keeps_odd_names() {
         let listed = r#"{"kind":"ConfigMap","metadata":{"name":"a","managedFields":[{"manager":"m"}],"labels":{"managedFields":"x"}},"data":{"k":"v"},"we\"ird":{"a\\b":1}}"#;
-        let text = project(listed, &Fields::metadata_only());
+        let text = project(listed, &METADATA_ONLY);
         assert_eq!(text, r#"{"kind":"ConfigMap","metadata":{"name":"a","labels":{"managedFields":"x"}}}"#);
         let text = project(listed, &Fields::new([vec!["we\"ird", "a\\b"]]));
         assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap()["we\"ird"], serde_json::json!({"a\\b":1}));
-        assert_eq!(project("[1]", &Fields::metadata_only()), "{}");
-        assert_eq!(project("{\"kind\":1} trailing", &Fields::metadata_only()), "{}");
+        assert_eq!(project("[1]", &METADATA_ONLY), "{}");
+        assert_eq!(project("{\"kind\":1} trailing", &METADATA_ONLY), "{}");
     }
 }

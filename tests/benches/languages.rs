@@ -25,7 +25,7 @@ use kubewasm::offline::{FixtureCache, Recorder};
 use kubewasm::plugin::artifact::ArtifactCache;
 use kubewasm::plugin::{LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
-use kubewasm::runtime::{PluginRunner, Request, Runtime, RuntimeConfig};
+use kubewasm::runtime::{Described, PluginRunner, Request, Runtime, RuntimeConfig};
 use kubewasm_tests::guests;
 use kubewasm_tests::timing::{measure, three_ways};
 use parking_lot::Mutex;
@@ -201,16 +201,26 @@ fn native_reconcile(request: &str, host: &NativeHost) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------------
 
 fn runner(runtime: &Runtime, plugin: &LoadedPlugin, cache: &FixtureCache, recorder: &Arc<Recorder>, metrics: PluginMetrics) -> PluginRunner {
-    let services = kubewasm::offline::services(cache, recorder, kubewasm::offline::Writes::Recorded);
-    runtime.runner(plugin.prepared.clone(), &plugin.described, services, metrics, &plugin.settings)
+    runner_as(runtime, plugin, &plugin.described, cache, recorder, metrics)
 }
 
 /// `runner`, handing the plugin whole objects whatever fields it declared it reads.
 fn whole_objects_runner(runtime: &Runtime, plugin: &LoadedPlugin, cache: &FixtureCache, recorder: &Arc<Recorder>) -> PluginRunner {
-    let services = kubewasm::offline::services(cache, recorder, kubewasm::offline::Writes::Recorded);
     let mut described = plugin.described.clone();
     described.manifest.projections.clear();
-    runtime.runner(plugin.prepared.clone(), &described, services, PluginMetrics::default(), &plugin.settings)
+    runner_as(runtime, plugin, &described, cache, recorder, PluginMetrics::default())
+}
+
+fn runner_as(
+    runtime: &Runtime,
+    plugin: &LoadedPlugin,
+    described: &Described,
+    cache: &FixtureCache,
+    recorder: &Arc<Recorder>,
+    metrics: PluginMetrics,
+) -> PluginRunner {
+    let services = kubewasm::offline::services(cache, recorder, kubewasm::offline::Writes::Recorded);
+    runtime.runner(plugin.prepared.clone(), described, services, metrics, &plugin.settings)
 }
 
 async fn reconcile(runner: &PluginRunner, recorder: &Recorder, object: &Arc<str>) {

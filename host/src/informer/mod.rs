@@ -730,15 +730,17 @@ impl CacheView {
     /// Hands out what `manifest` reads of each kind: only the metadata of its metadata-only
     /// kinds (`views.metadata-only`), only the fields of its projected ones (`projections`).
     pub fn hand_as(&mut self, manifest: &Manifest) {
-        let metadata_only = Arc::new(Fields::metadata_only());
-        let kinds = manifest.metadata_only.iter().map(|kind| (kind, &metadata_only));
-        for (resource, fields) in kinds.chain(manifest.projections.iter().map(|p| (&p.resource, &p.fields))) {
-            self.project(resource, fields);
+        for (resource, views) in &mut self.stores {
+            if let Some(fields) = manifest.reads(resource) {
+                let fields = Arc::new(fields.clone());
+                views.iter_mut().for_each(|view| view.fields = Some(fields.clone()));
+            }
         }
     }
 
     /// Hands out only `fields` of `resource`'s objects.
-    pub fn project(&mut self, resource: &Gvk, fields: &Arc<Fields>) {
+    #[cfg(test)]
+    fn project(&mut self, resource: &Gvk, fields: &Arc<Fields>) {
         for view in self.stores.get_mut(resource).into_iter().flatten() {
             view.fields = Some(fields.clone());
         }
@@ -925,7 +927,7 @@ mod tests {
         writer.insert(big("b"));
         let mut view = CacheView::default();
         view.insert(writer.store().clone(), None);
-        view.project(&resource, &Arc::new(Fields::metadata_only()));
+        view.project(&resource, &Arc::new(crate::projection::METADATA_ONLY.clone()));
         let a = view.get(&resource, &ObjectKey::new(Some("n"), "a")).unwrap();
         assert_eq!(&*a, r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n"}}"#);
         let listed = view.list(&resource, None, None, 2 * a.len()).expect("two objects' metadata fit where one whole object would not");

@@ -81,7 +81,7 @@ impl Entry {
 /// `metadata.managedFields` (which cached objects never carry). Text that is not an object gives
 /// `{}`: nothing of it is handed on.
 pub fn metadata_of(json: &str) -> Arc<str> {
-    crate::projection::project(json, &crate::projection::Fields::metadata_only()).into()
+    crate::projection::project(json, &crate::projection::METADATA_ONLY).into()
 }
 
 /// An object that may control others, by its uid, as entries keep it.

@@ -132,11 +132,7 @@ impl HostContext {
     /// `json`, an object of `resource` from a cache, as `map-related` hands it: its metadata for
     /// a metadata-only kind, projected for a projected one.
     pub(crate) fn as_read(&self, resource: &Gvk, json: Arc<str>) -> Arc<str> {
-        let Some(manifest) = self.manifest.as_deref() else { return json };
-        if manifest.metadata_only.contains(resource) {
-            return crate::informer::store::metadata_of(&json);
-        }
-        match manifest.projection(resource) {
+        match self.manifest.as_deref().and_then(|m| m.reads(resource)) {
             Some(fields) => crate::projection::project(&json, fields).into(),
             None => json,
         }
