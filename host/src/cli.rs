@@ -999,10 +999,10 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
 
 async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
     let grantee = match args.user {
-        Some(user) => crate::rbac::Grantee::User(user),
+        Some(user) => crate::tools::rbac::Grantee::User(user),
         None => match args.service_account.split_once(':') {
             Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
-                crate::rbac::Grantee::ServiceAccount { namespace: namespace.into(), name: name.into() }
+                crate::tools::rbac::Grantee::ServiceAccount { namespace: namespace.into(), name: name.into() }
             }
             _ => return Err(format!("--service-account {:?}: write it as NAMESPACE:NAME", args.service_account)),
         },
@@ -1016,7 +1016,7 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
         }
     }
     let per_plugin = args.identity.plugin_identity == crate::identity::IdentityMode::ServiceAccount;
-    let host = crate::rbac::HostNeeds {
+    let host = crate::tools::rbac::HostNeeds {
         lease: args.lease.as_deref().map(|l| namespaced_name("lease", l)).transpose()?,
         status: Some(namespaced_name("status-configmap", &args.status_configmap)?),
         identity_namespace: per_plugin.then(|| args.identity.identity_namespace.clone()),
@@ -1033,11 +1033,11 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
     }
     let output = match (&args.plugin, args.values) {
         (_, true) if !per_plugin => return Err("--values prints the chart's per-plugin identities: it needs --plugin-identity=serviceaccount".into()),
-        (_, true) => crate::rbac::render_values(&manifests, &host.namespaces),
-        (Some(_), false) => crate::rbac::render_plugin(&manifests[0], &host),
-        (None, false) => crate::rbac::render(&manifests, &host, &grantee, &args.name),
+        (_, true) => crate::tools::rbac::render_values(&manifests, &host.namespaces),
+        (Some(_), false) => crate::tools::rbac::render_plugin(&manifests[0], &host),
+        (None, false) => crate::tools::rbac::render(&manifests, &host, &grantee, &args.name),
     };
-    for warning in crate::rbac::host_object_overlaps(&manifests, &host) {
+    for warning in crate::tools::rbac::host_object_overlaps(&manifests, &host) {
         eprintln!("warning: {warning}");
     }
     print!("{output}");
@@ -1049,11 +1049,11 @@ async fn release_finalizers(args: ReleaseArgs) -> Result<ExitCode, String> {
     let client = crate::client::connect(args.cluster.kubeconfig.as_deref(), "finalizers-release").await.map_err(|e| e.to_string())?;
     let target = match (args.finalizer, args.resource) {
         (Some(finalizer), Some(resource)) => {
-            crate::finalizers::Leftover { finalizer, primary: resource.parse().map_err(|e: String| format!("--resource: {e}"))? }
+            crate::tools::finalizers::Leftover { finalizer, primary: resource.parse().map_err(|e: String| format!("--resource: {e}"))? }
         }
-        _ => crate::finalizers::recorded(&client, &namespace, &name, &args.plugin).await.map_err(|e| e.to_string())?,
+        _ => crate::tools::finalizers::recorded(&client, &namespace, &name, &args.plugin).await.map_err(|e| e.to_string())?,
     };
-    let released = crate::finalizers::release(&client, &target).await.map_err(|e| e.to_string())?;
+    let released = crate::tools::finalizers::release(&client, &target).await.map_err(|e| e.to_string())?;
     for key in &released {
         println!("released {} {key}", target.primary.kind);
     }
@@ -1108,7 +1108,7 @@ async fn promote(args: PromoteArgs) -> Result<ExitCode, String> {
 }
 
 fn new(args: NewArgs) -> Result<ExitCode, String> {
-    use crate::scaffold;
+    use crate::tools::scaffold;
     let lang: scaffold::Lang = args.lang.parse().map_err(|e: scaffold::ScaffoldError| e.to_string())?;
     let mode: scaffold::Mode = args.mode.parse().map_err(|e: scaffold::ScaffoldError| e.to_string())?;
     let options = scaffold::Options {
@@ -1133,10 +1133,10 @@ fn build(args: BuildArgs) -> Result<ExitCode, String> {
         }
     };
     let (bytes, toolchain, took) = if args.lang == "c" {
-        let built = crate::build::c::build(&crate::build::c::CBuild::new(&args.dir, &output)).map_err(|e| e.to_string())?;
+        let built = crate::tools::build::c::build(&crate::tools::build::c::CBuild::new(&args.dir, &output)).map_err(|e| e.to_string())?;
         (built.component_bytes, "clang".to_string(), built.compile + built.componentize)
     } else {
-        let built = crate::build::go::build(&crate::build::go::GoBuild::new(&args.dir, &output)).map_err(|e| e.to_string())?;
+        let built = crate::tools::build::go::build(&crate::tools::build::go::GoBuild::new(&args.dir, &output)).map_err(|e| e.to_string())?;
         (built.component_bytes, built.go_version, built.go_build + built.componentize)
     };
     println!("built {} ({} KiB) with {toolchain} in {:.1}s", output.display(), bytes.div_ceil(1024), took.as_secs_f64());
@@ -1147,7 +1147,7 @@ async fn test(args: TestArgs) -> Result<ExitCode, String> {
     let loader = new_loader(&args.cache)?;
     let plugin = loader.load(&args.plugin).await.map_err(|e| format!("{}: {e}", args.plugin.display()))?;
     let mut report = String::new();
-    let outcome = crate::tabletest::run_dir(loader.runtime(), &plugin, &LimitPolicy::default(), &args.cases, &mut report).await;
+    let outcome = crate::tools::tabletest::run_dir(loader.runtime(), &plugin, &LimitPolicy::default(), &args.cases, &mut report).await;
     print!("{report}");
     let (_, failed) = outcome.map_err(|e| e.to_string())?;
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
@@ -1167,7 +1167,7 @@ async fn record(args: RecordArgs) -> Result<ExitCode, String> {
     let loader = new_loader(&args.cache)?;
     let plugin = loader.load(&args.plugin).await.map_err(|e| format!("{}: {e}", args.plugin.display()))?;
     let client = crate::client::connect(args.cluster.kubeconfig.as_deref(), "record").await.map_err(|e| e.to_string())?;
-    let written = crate::recording::record(loader.runtime(), &plugin, client, &keys, &args.out).await.map_err(|e| e.to_string())?;
+    let written = crate::tools::recording::record(loader.runtime(), &plugin, client, &keys, &args.out).await.map_err(|e| e.to_string())?;
     for path in &written {
         println!("recorded {}", path.display());
     }

@@ -42,23 +42,35 @@
 //!   durations and the token bucket every pacer shares. [`projection`]: what of an object a
 //!   plugin is handed. [`allocator`]: freed memory handed back.
 //! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`logging`]: the host's
-//!   log and its levels, per plugin for plugins' records. [`offline`]: running
-//!   plugins without a cluster; [`tabletest`]: `kubewasm test`. [`rbac`]: `kubewasm rbac`.
-//!   [`recording`]: `kubewasm record`. [`case`]: how cases spell calls, Events and results,
-//!   and their diffs. [`finalizers`]: `kubewasm finalizers release`. [`scaffold`]: `kubewasm new`.
-//!   [`build`]: `kubewasm build --lang go|c`.
+//!   log and its levels, per plugin for plugins' records. [`case`]: how cases spell calls,
+//!   Events and results, and their diffs (table tests, recordings and shadow runs).
+//! - [`tools`]: the other subcommands — running plugins without a cluster, `kubewasm test`,
+//!   `record`, `rbac`, `finalizers release`, `new` and `build --lang go|c`.
 //!
-//! Imports run downward: cli/app → delivery → supervisor → controller → runtime, shard, cluster → informer,
-//! queue, client, events, identity, leader → discovery → manifest, resource, selector, duration, metrics;
-//! projection is a leaf below manifest, informer and runtime;
-//! oci stands alone below delivery and cli; budget and allocator are leaves below the supervisor and app,
-//! cache_dir one below plugin, oci and app; logging is a leaf below cli and runtime.
+//! ## Import rule
+//!
+//! A module names only modules on lines below its own (`imports::tests` checks every module
+//! against these lines, which place every module of the crate):
+//!
+//! 1. cli
+//! 2. tools
+//! 3. app
+//! 4. delivery
+//! 5. supervisor
+//! 6. controller
+//! 7. case, plugin
+//! 8. runtime, shard, cluster
+//! 9. identity, events
+//! 10. client, queue, server, oci
+//! 11. informer, leader
+//! 12. discovery, manifest
+//! 13. selector, projection
+//! 14. resource, duration, metrics, bucket, budget, allocator, cache_dir, logging
 
 pub mod allocator;
 pub mod app;
 pub mod bucket;
 pub mod budget;
-pub mod build;
 pub mod cache_dir;
 pub mod case;
 pub mod cli;
@@ -71,25 +83,22 @@ pub mod duration;
 pub mod events;
 #[cfg(test)]
 mod fake_api;
-pub mod finalizers;
 pub mod identity;
+#[cfg(test)]
+mod imports;
 pub mod informer;
 pub mod leader;
 pub mod logging;
 pub mod manifest;
 pub mod metrics;
 pub mod oci;
-pub mod offline;
 pub mod plugin;
 pub mod projection;
 pub mod queue;
-pub mod rbac;
-pub mod recording;
 pub mod resource;
 pub mod runtime;
-pub mod scaffold;
 pub mod selector;
 pub mod server;
 pub mod shard;
 pub mod supervisor;
-pub mod tabletest;
+pub mod tools;

@@ -21,11 +21,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kubewasm::manifest::LimitPolicy;
 use kubewasm::metrics::PluginMetrics;
-use kubewasm::offline::{FixtureCache, Recorder};
 use kubewasm::plugin::artifact::ArtifactCache;
 use kubewasm::plugin::{LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
 use kubewasm::runtime::{Described, PluginRunner, Request, Runtime, RuntimeConfig};
+use kubewasm::tools::offline::{FixtureCache, Recorder};
 use kubewasm_tests::guests;
 use kubewasm_tests::timing::{measure, three_ways};
 use parking_lot::Mutex;
@@ -219,7 +219,7 @@ fn runner_as(
     recorder: &Arc<Recorder>,
     metrics: PluginMetrics,
 ) -> PluginRunner {
-    let services = kubewasm::offline::services(cache, recorder, kubewasm::offline::Writes::Recorded);
+    let services = kubewasm::tools::offline::services(cache, recorder, kubewasm::tools::offline::Writes::Recorded);
     runtime.runner(plugin.prepared.clone(), described, services, metrics, &plugin.settings)
 }
 

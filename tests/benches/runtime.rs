@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use kubewasm::manifest::LimitPolicy;
 use kubewasm::metrics::PluginMetrics;
-use kubewasm::offline::{FixtureCache, Recorder};
 use kubewasm::plugin::artifact::ArtifactCache;
 use kubewasm::plugin::{LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
 use kubewasm::runtime::{PluginRunner, Request, Runtime, RuntimeConfig};
+use kubewasm::tools::offline::{FixtureCache, Recorder};
 use kubewasm_tests::guests;
 use kubewasm_tests::timing::{measure, side_by_side};
 use parking_lot::Mutex;
@@ -64,7 +64,7 @@ fn fixture() -> FixtureCache {
 }
 
 fn runner(runtime: &Runtime, plugin: &LoadedPlugin, recorder: &Arc<Recorder>) -> PluginRunner {
-    let services = kubewasm::offline::services(&fixture(), recorder, kubewasm::offline::Writes::Recorded);
+    let services = kubewasm::tools::offline::services(&fixture(), recorder, kubewasm::tools::offline::Writes::Recorded);
     runtime.runner(plugin.prepared.clone(), &plugin.described, services, PluginMetrics::default(), &plugin.settings)
 }
 

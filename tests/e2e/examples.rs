@@ -1,7 +1,7 @@
 //! The examples in every language (issues 6 and 12), and the scaffolder:
 //!
 //! - table tests: every example in Rust, Python, JavaScript, Go and C runs its shared `cases/`
-//!   through the kubewasm library (`kubewasm::tabletest`, what `kubewasm test` runs);
+//!   through the kubewasm library (`kubewasm::tools::tabletest`, what `kubewasm test` runs);
 //! - SDK conformance: the conformance plugin of `tests/conformance`, one per language with the
 //!   same behaviour, passes the same cases in every language — a panic or exception in
 //!   reconcile or map-related is a fault, an unknown setting is refused, requeue delays arrive
@@ -112,7 +112,7 @@ async fn run_cases(what: &str, wasm: &Path, cases: &Path) -> Result<()> {
     let loader = Loader::new(runtime, Some(ArtifactCache::new(artifact_cache_dir())), LimitPolicy::default());
     let plugin = loader.load(wasm).await.with_context(|| format!("loading {}", wasm.display()))?;
     let mut report = String::new();
-    let (passed, failed) = kubewasm::tabletest::run_dir(loader.runtime(), &plugin, &LimitPolicy::default(), cases, &mut report).await?;
+    let (passed, failed) = kubewasm::tools::tabletest::run_dir(loader.runtime(), &plugin, &LimitPolicy::default(), cases, &mut report).await?;
     let report = quoted(&report);
     ensure!(failed == 0, "{what}: {failed} of {} cases failed:{report}", passed + failed);
     ensure!(passed > 0, "{what}: no cases in {}", cases.display());
@@ -211,7 +211,7 @@ expect:
     let loader = Loader::new(runtime, Some(ArtifactCache::new(artifact_cache_dir())), LimitPolicy::default());
     let plugin = loader.load(&wasm).await?;
     let mut report = String::new();
-    let (passed, failed) = kubewasm::tabletest::run_dir(loader.runtime(), &plugin, &LimitPolicy::default(), cases.path(), &mut report).await?;
+    let (passed, failed) = kubewasm::tools::tabletest::run_dir(loader.runtime(), &plugin, &LimitPolicy::default(), cases.path(), &mut report).await?;
     let report = quoted(&report);
     ensure!((passed, failed) == (1, 2), "only the case comparing the given fields at the right time passes:{report}");
     ensure!(report.contains("case 1-fields ... ok") && report.contains("case 2-exact ... FAILED"), "{report}");
@@ -1100,7 +1100,7 @@ fn build_scaffold(lang: &str, mode: &str, project: &Path, name: &str) -> Result<
                 .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
                 .output()?;
             ensure!(output.status.success(), "cargo build of the Rust scaffold failed:\n{}", String::from_utf8_lossy(&output.stderr));
-            std::fs::copy(target.join(kubewasm::scaffold::artifact(kubewasm::scaffold::Lang::Rust, name)), &wasm)?;
+            std::fs::copy(target.join(kubewasm::tools::scaffold::artifact(kubewasm::tools::scaffold::Lang::Rust, name)), &wasm)?;
         }
         // Built as the README says (`kubewasm-py build app.py`, `kubewasm-js build app.js`);
         // kept by digest, so an unchanged scaffold and SDK are not rebuilt on every run.

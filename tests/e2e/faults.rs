@@ -5,7 +5,7 @@
 //! faulting instance discarded, and the same plugin and another loaded plugin still serving.
 //!
 //! No cluster needed: plugins run against the in-memory cache and recorder of
-//! `kubewasm::offline`.
+//! `kubewasm::tools::offline`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use kubewasm::client::WriteOp;
 use kubewasm::manifest::LimitPolicy;
 use kubewasm::metrics::PluginMetrics;
-use kubewasm::offline::{FixtureCache, Recorder};
 use kubewasm::plugin::artifact::ArtifactCache;
 use kubewasm::plugin::{LoadError, LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
 use kubewasm::runtime::{Action, CallError, DescribeError, Fault, GuestErrorCode, PluginRunner, Request, Runtime, RuntimeConfig};
+use kubewasm::tools::offline::{FixtureCache, Recorder};
 use kubewasm_tests::{components, guests};
 
 fn faulty_wasm() -> PathBuf {
@@ -59,7 +59,7 @@ async fn plugin_with(name: &str, options: &str) -> Plugin {
     cache.insert(&configmap_gvk(), &configmap("default", "seed", "ok")).unwrap();
     let recorder = Arc::new(Recorder::default());
     let metrics = PluginMetrics::default();
-    let services = kubewasm::offline::services(&cache, &recorder, kubewasm::offline::Writes::Recorded);
+    let services = kubewasm::tools::offline::services(&cache, &recorder, kubewasm::tools::offline::Writes::Recorded);
     let runner = loader().runtime().runner(loaded.prepared, &loaded.described, services, metrics.clone(), &loaded.settings);
     Plugin { runner, recorder, metrics }
 }
@@ -259,7 +259,7 @@ fn runner_of(loaded: LoadedPlugin) -> (PluginRunner, PluginMetrics) {
     let cache = FixtureCache::default();
     let recorder = Arc::new(Recorder::default());
     let metrics = PluginMetrics::default();
-    let services = kubewasm::offline::services(&cache, &recorder, kubewasm::offline::Writes::Recorded);
+    let services = kubewasm::tools::offline::services(&cache, &recorder, kubewasm::tools::offline::Writes::Recorded);
     (loader().runtime().runner(loaded.prepared, &loaded.described, services, metrics.clone(), &loaded.settings), metrics)
 }
 
@@ -494,7 +494,7 @@ async fn a_plugin_built_for_contract_0_1_0_still_loads_and_reconciles() {
     let mut cache = FixtureCache::default();
     cache.insert(&configmap_gvk(), &configmap("default", "p", "ok")).unwrap();
     let recorder = Arc::new(Recorder::default());
-    let services = kubewasm::offline::services(&cache, &recorder, kubewasm::offline::Writes::Recorded);
+    let services = kubewasm::tools::offline::services(&cache, &recorder, kubewasm::tools::offline::Writes::Recorded);
     let runner = loader().runtime().runner(loaded.prepared, &loaded.described, services, PluginMetrics::default(), &loaded.settings);
     let request = || Request { key: ObjectKey::new(Some("default"), "p"), object: configmap("default", "p", "ok").into(), retries: 0 };
     assert_eq!(runner.reconcile(request()).await, Ok(Action::Done));

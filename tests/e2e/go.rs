@@ -10,7 +10,7 @@
 //!   (a table test) never shows it;
 //! - `kubewasm build --lang go` refuses what is not a Go plugin with a message that says why.
 //!
-//! No cluster needed: plugins run against `kubewasm::offline`. `cargo test -p kubewasm-tests
+//! No cluster needed: plugins run against `kubewasm::tools::offline`. `cargo test -p kubewasm-tests
 //! --test go`; needs Go 1.26 on `PATH` (the Go plugins are built with the workspace's
 //! `kubewasm build --lang go`, and kept by digest in the target directory).
 
@@ -19,11 +19,11 @@ use std::time::Instant;
 
 use kubewasm::manifest::LimitPolicy;
 use kubewasm::metrics::PluginMetrics;
-use kubewasm::offline::{FixtureCache, Recorder};
 use kubewasm::plugin::artifact::ArtifactCache;
 use kubewasm::plugin::{LoadedPlugin, Loader};
 use kubewasm::resource::{Gvk, ObjectKey};
 use kubewasm::runtime::{Action, PluginRunner, Request, Runtime, RuntimeConfig};
+use kubewasm::tools::offline::{FixtureCache, Recorder};
 use kubewasm_tests::guests;
 use serde_json::json;
 
@@ -54,7 +54,7 @@ async fn load(loader: &Loader, example: &'static str, settings: Option<&str>) ->
 }
 
 fn runner(loader: &Loader, plugin: &LoadedPlugin, cache: &FixtureCache, recorder: &Arc<Recorder>, metrics: &PluginMetrics) -> PluginRunner {
-    let services = kubewasm::offline::services(cache, recorder, kubewasm::offline::Writes::Recorded);
+    let services = kubewasm::tools::offline::services(cache, recorder, kubewasm::tools::offline::Writes::Recorded);
     loader.runtime().runner(plugin.prepared.clone(), &plugin.described, services, metrics.clone(), &plugin.settings)
 }
 

@@ -9,7 +9,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, ensure};
@@ -20,10 +19,6 @@ use kubewasm_tests::{ControlPlane, E2eSettings, Host, PluginDir, accounts, audit
 use support::*;
 
 const READY: Duration = Duration::from_secs(60);
-
-fn inputs(names: &[&str], input: &str) -> BTreeMap<String, String> {
-    names.iter().map(|n| (n.to_string(), input.to_string())).collect()
-}
 
 /// The host runs with only what `kubewasm rbac` printed — as a ServiceAccount whose token comes
 /// from the TokenRequest API, as in a cluster — and every write it makes for the plugin

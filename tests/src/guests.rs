@@ -219,7 +219,7 @@ fn hex(bytes: &[u8]) -> String {
 /// [`python_plugin`], [`js_plugin`] or [`kubewasm_built_plugin`] and kept in
 /// `target/kubewasm-tests/plugins/` as `<stem>-<digest>.wasm`, the digest covering the app, its
 /// SDK and the WIT (for Python also the `requirements.txt` beside the app, for Go and C the
-/// host's build recipe, `host/src/build/`):
+/// host's build recipe, `host/src/tools/build/`):
 /// rebuilt only when one of them changes.
 pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
     let root = workspace_root();
@@ -237,13 +237,13 @@ pub fn cached_plugin(lang: &str, app: &Path, stem: &str) -> PathBuf {
             sdk
         }
         "go" => {
-            let mut sdk = vec![root.join("host/src/build/mod.rs"), root.join("host/src/build/go.rs")];
+            let mut sdk = vec![root.join("host/src/tools/build/mod.rs"), root.join("host/src/tools/build/go.rs")];
             files_under(&root.join("plugins/go"), &["go", "s", "mod"], &mut sdk);
             files_under(app, &["go", "mod", "sum"], &mut sdk);
             sdk
         }
         "c" => {
-            let mut sdk = vec![root.join("host/src/build/mod.rs"), root.join("host/src/build/c.rs")];
+            let mut sdk = vec![root.join("host/src/tools/build/mod.rs"), root.join("host/src/tools/build/c.rs")];
             files_under(&root.join("plugins/c/src"), &["c", "h"], &mut sdk);
             files_under(app, &["c", "h"], &mut sdk);
             sdk

@@ -32,6 +32,9 @@ pub const SPIN: &str = "e2e.kubewasm.io/spin";
 /// `"true"` lets `finalize` finish.
 pub const RELEASE: &str = "e2e.kubewasm.io/release";
 
+/// How long a host may take to be ready.
+pub const READY: Duration = Duration::from_secs(60);
+
 /// How long a state may take to converge.
 pub const CONVERGE: Duration = Duration::from_secs(60);
 
@@ -61,6 +64,11 @@ pub fn host_config(name: &str, plugins: &Path, kubeconfig: &Path, ns: &str) -> H
 }
 
 /// A primary ConfigMap of the guest with `input`.
+/// The same input for every named primary.
+pub fn inputs(names: &[&str], input: &str) -> BTreeMap<String, String> {
+    names.iter().map(|n| (n.to_string(), input.to_string())).collect()
+}
+
 pub fn primary(name: &str, input: &str) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {

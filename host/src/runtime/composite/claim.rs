@@ -181,10 +181,10 @@ pub(super) async fn claim(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offline::{FixtureCache, Recorder};
     use crate::resource::Scope;
     use crate::runtime::composite::test_parent;
     use crate::runtime::host::Services;
+    use crate::tools::offline::{FixtureCache, Recorder};
 
     fn config_maps() -> Gvk {
         Gvk::new("", "v1", "ConfigMap")
@@ -198,7 +198,7 @@ mod tests {
             cache.insert(&config_maps(), &object.to_string()).unwrap();
         }
         let recorder = Arc::new(Recorder::default());
-        (crate::offline::services(&cache, &recorder, crate::offline::Writes::Recorded), recorder, cache)
+        (crate::tools::offline::services(&cache, &recorder, crate::tools::offline::Writes::Recorded), recorder, cache)
     }
 
     fn child(name: &str, labels: Value, controller: Option<&str>) -> Value {

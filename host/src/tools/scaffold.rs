@@ -183,7 +183,7 @@ struct Template {
 
 macro_rules! template {
     ($path:literal, $file:literal) => {
-        Template { path: $path, text: include_str!(concat!("../templates/", $file)) }
+        Template { path: $path, text: include_str!(concat!("../../templates/", $file)) }
     };
 }
 

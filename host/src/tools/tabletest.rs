@@ -1,7 +1,7 @@
 //! `kubewasm test`: table tests for plugin authors, without a cluster. A case is a YAML file —
 //! the cache's contents, the key to reconcile (or finalize), and the expected client calls,
 //! events and result — run against the plugin with an in-memory cache and a recorder
-//! ([`crate::offline`]). The same harness serves every language: it only sees the component.
+//! ([`crate::tools::offline`]). The same harness serves every language: it only sees the component.
 //!
 //! ```yaml
 //! description: A Foo gets a Deployment it owns
@@ -45,7 +45,7 @@
 //! ```
 //!
 //! The plugin's writes are stored in the case's cache as an API server would store them
-//! ([`crate::offline::Writes::Stored`]): a read after a write sees it, a create of an existing
+//! ([`crate::tools::offline::Writes::Stored`]): a read after a write sees it, a create of an existing
 //! object is refused, a stale update conflicts.
 //!
 //! A declarative plugin's case may instead expect what the plugin answers for the parent (its
@@ -72,11 +72,11 @@ use crate::case;
 use crate::events::ObjectEvent;
 use crate::manifest::LimitPolicy;
 use crate::metrics::PluginMetrics;
-use crate::offline::{FixtureCache, OfflineFleet, Recorder};
 use crate::plugin::LoadedPlugin;
 use crate::resource::{Gvk, ObjectKey};
 use crate::runtime::host::{Clock, Services};
 use crate::runtime::{Action, CallError, Described, Request, Runtime};
+use crate::tools::offline::{FixtureCache, OfflineFleet, Recorder};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -251,10 +251,10 @@ pub async fn run_case(runtime: &Runtime, plugin: &LoadedPlugin, policy: &LimitPo
     for (name, member) in &case.clusters {
         members.insert(name.clone(), (fixture(&described.manifest, &member.cache)?, member.labels.clone()));
     }
-    let stored = crate::offline::Writes::Stored;
-    let mut targets = BTreeMap::from([(None, (crate::offline::target(&own, &recorder, stored, None), BTreeMap::new()))]);
+    let stored = crate::tools::offline::Writes::Stored;
+    let mut targets = BTreeMap::from([(None, (crate::tools::offline::target(&own, &recorder, stored, None), BTreeMap::new()))]);
     for (name, (cache, labels)) in &members {
-        targets.insert(Some(name.clone()), (crate::offline::target(cache, &recorder, stored, Some(name)), labels.clone()));
+        targets.insert(Some(name.clone()), (crate::tools::offline::target(cache, &recorder, stored, Some(name)), labels.clone()));
     }
     // The call's own cluster: its cache holds the object, and the plain calls act there.
     let cache = match &case.cluster {

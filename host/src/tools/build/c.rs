@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 /// The C SDK: its header, its sources and the bindings `wit-bindgen c` generated from `wit/`
 /// (`plugins/c/scripts/generate.sh`). Every file of `plugins/c/src` is listed (a test checks).
 const SDK: &[(&str, &str)] = &[
-    ("boundary.h", include_str!("../../../plugins/c/src/boundary.h")),
-    ("call.c", include_str!("../../../plugins/c/src/call.c")),
-    ("controller.c", include_str!("../../../plugins/c/src/controller.c")),
-    ("controller.h", include_str!("../../../plugins/c/src/controller.h")),
-    ("exports.c", include_str!("../../../plugins/c/src/exports.c")),
-    ("host.c", include_str!("../../../plugins/c/src/host.c")),
-    ("json.c", include_str!("../../../plugins/c/src/json.c")),
-    ("json.h", include_str!("../../../plugins/c/src/json.h")),
-    ("kubewasm.h", include_str!("../../../plugins/c/src/kubewasm.h")),
+    ("boundary.h", include_str!("../../../../plugins/c/src/boundary.h")),
+    ("call.c", include_str!("../../../../plugins/c/src/call.c")),
+    ("controller.c", include_str!("../../../../plugins/c/src/controller.c")),
+    ("controller.h", include_str!("../../../../plugins/c/src/controller.h")),
+    ("exports.c", include_str!("../../../../plugins/c/src/exports.c")),
+    ("host.c", include_str!("../../../../plugins/c/src/host.c")),
+    ("json.c", include_str!("../../../../plugins/c/src/json.c")),
+    ("json.h", include_str!("../../../../plugins/c/src/json.h")),
+    ("kubewasm.h", include_str!("../../../../plugins/c/src/kubewasm.h")),
 ];
 
 /// The compilers tried, in order, when `$CC` is not set: Debian's versioned clang first (the one

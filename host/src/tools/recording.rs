@@ -25,12 +25,12 @@ use crate::discovery::{Discovery, DiscoveryError};
 use crate::informer::ParsedObject;
 use crate::informer::raw::RawObject;
 use crate::metrics::PluginMetrics;
-use crate::offline::{FixtureCache, Recorder};
 use crate::plugin::LoadedPlugin;
 use crate::resource::{Gvk, ObjectKey};
 use crate::runtime::host::Clock;
 use crate::runtime::journal::{Journal, Read};
 use crate::runtime::{Request, Runtime};
+use crate::tools::offline::{FixtureCache, Recorder};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -78,7 +78,7 @@ pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Clie
         cache.hand_as(manifest);
         let now = stopped_clock();
         let recorder = Arc::new(Recorder::default());
-        let mut services = crate::offline::services(&cache, &recorder, crate::offline::Writes::Stored);
+        let mut services = crate::tools::offline::services(&cache, &recorder, crate::tools::offline::Writes::Stored);
         services.clock = Clock::Fixed(now);
         let journal = Journal::new(services);
         let runner = runtime.runner(plugin.prepared.clone(), &plugin.described, journal.services(), PluginMetrics::default(), &plugin.settings);
@@ -105,9 +105,9 @@ pub async fn record(runtime: &Runtime, plugin: &LoadedPlugin, client: kube::Clie
             }
         }
         // Once more, on the case's own cache: the expectations are what `kubewasm test` will see.
-        let cache = crate::tabletest::fixture(manifest, &objects).map_err(|e| RecordError::Object(manifest.primary.clone(), e))?;
+        let cache = crate::tools::tabletest::fixture(manifest, &objects).map_err(|e| RecordError::Object(manifest.primary.clone(), e))?;
         let recorder = Arc::new(Recorder::default());
-        let mut services = crate::offline::services(&cache, &recorder, crate::offline::Writes::Stored);
+        let mut services = crate::tools::offline::services(&cache, &recorder, crate::tools::offline::Writes::Stored);
         services.clock = Clock::Fixed(now);
         let runner = runtime.runner(plugin.prepared.clone(), &plugin.described, services, PluginMetrics::default(), &plugin.settings);
         let primary = cache.view().get(&manifest.primary, key).unwrap_or_else(|| object.clone());

@@ -22,21 +22,21 @@ use wit_parser::{Resolve, SourceMap};
 /// The WIT package the component's world comes from: `wit/`, embedded at compile time. Every
 /// file of the package is listed (a test checks none is missing).
 const WIT: &[(&str, &str)] = &[
-    ("access.wit", include_str!("../../../wit/access.wit")),
-    ("cache.wit", include_str!("../../../wit/cache.wit")),
-    ("client.wit", include_str!("../../../wit/client.wit")),
-    ("clusters.wit", include_str!("../../../wit/clusters.wit")),
-    ("composite.wit", include_str!("../../../wit/composite.wit")),
-    ("events.wit", include_str!("../../../wit/events.wit")),
-    ("fleet.wit", include_str!("../../../wit/fleet.wit")),
-    ("log.wit", include_str!("../../../wit/log.wit")),
-    ("plugin.wit", include_str!("../../../wit/plugin.wit")),
-    ("projections.wit", include_str!("../../../wit/projections.wit")),
-    ("reconciler.wit", include_str!("../../../wit/reconciler.wit")),
-    ("release.wit", include_str!("../../../wit/release.wit")),
-    ("types.wit", include_str!("../../../wit/types.wit")),
-    ("views.wit", include_str!("../../../wit/views.wit")),
-    ("world.wit", include_str!("../../../wit/world.wit")),
+    ("access.wit", include_str!("../../../../wit/access.wit")),
+    ("cache.wit", include_str!("../../../../wit/cache.wit")),
+    ("client.wit", include_str!("../../../../wit/client.wit")),
+    ("clusters.wit", include_str!("../../../../wit/clusters.wit")),
+    ("composite.wit", include_str!("../../../../wit/composite.wit")),
+    ("events.wit", include_str!("../../../../wit/events.wit")),
+    ("fleet.wit", include_str!("../../../../wit/fleet.wit")),
+    ("log.wit", include_str!("../../../../wit/log.wit")),
+    ("plugin.wit", include_str!("../../../../wit/plugin.wit")),
+    ("projections.wit", include_str!("../../../../wit/projections.wit")),
+    ("reconciler.wit", include_str!("../../../../wit/reconciler.wit")),
+    ("release.wit", include_str!("../../../../wit/release.wit")),
+    ("types.wit", include_str!("../../../../wit/types.wit")),
+    ("views.wit", include_str!("../../../../wit/views.wit")),
+    ("world.wit", include_str!("../../../../wit/world.wit")),
 ];
 
 /// The world a plugin's component implements.
