@@ -78,6 +78,8 @@ pub struct RunConfig {
     pub sync_timeout: Duration,
     /// Host-wide budget of plugin linear memory, in bytes.
     pub plugin_memory_budget: u64,
+    /// The most of it one plugin's instances past a first one may bring it to.
+    pub plugin_budget_share: crate::budget::Share,
     /// How plugins are compiled when there is an artifact cache.
     pub compile: crate::plugin::compiler::ChildCompiler,
     /// Instances idle this long are released.
@@ -221,7 +223,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     let runtime = Arc::new(Runtime::new(RuntimeConfig::default())?);
     // Plugins are compiled in processes of their own and described inside the memory budget,
     // before anything of theirs is admitted.
-    let budget = MemoryBudget::new(config.plugin_memory_budget, metrics.memory_budget("reserved"));
+    let budget = MemoryBudget::new(config.plugin_memory_budget, config.plugin_budget_share, metrics.memory_budget("reserved"));
     let loader = Loader::new(runtime.clone(), config.artifacts.clone().map(ArtifactCache::new), LimitPolicy::default())
         .with_compiler(config.compile.clone())
         .with_budget(budget.clone());

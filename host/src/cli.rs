@@ -323,6 +323,12 @@ struct RunArgs {
     #[arg(long, value_name = "QUANTITY", default_value = "4Gi", value_parser = parse_bytes)]
     plugin_memory_budget: u64,
 
+    /// The most of the plugin memory budget one plugin may hold with instances made as its
+    /// calls need them (a fraction; its first instance needs only room in the budget), so one
+    /// busy plugin leaves room for others to load and grow
+    #[arg(long, value_name = "SHARE", default_value = "0.25")]
+    plugin_max_budget_share: crate::budget::Share,
+
     /// Memory a plugin's compilation may take (it runs in a process of its own); one that needs
     /// more is refused
     #[arg(long, value_name = "QUANTITY", default_value = "1Gi", value_parser = parse_bytes)]
@@ -978,6 +984,7 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         request_timeout: args.request_timeout,
         sync_timeout: args.sync_timeout,
         plugin_memory_budget: args.plugin_memory_budget,
+        plugin_budget_share: args.plugin_max_budget_share,
         compile: crate::plugin::compiler::ChildCompiler {
             program: std::env::current_exe().map_err(|e| format!("cannot find the kubewasm binary to compile plugins with: {e}"))?,
             memory_bytes: args.compile_memory,

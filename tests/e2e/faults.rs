@@ -138,15 +138,15 @@ async fn a_trap_is_reported_and_the_instance_discarded() {
 /// none waits; with none, two wait and all three still end at their deadline, one at a time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn instances_past_the_first_reserve_their_memory_and_wait_when_the_budget_is_full() {
-    use kubewasm::budget::MemoryBudget;
+    use kubewasm::budget::{MemoryBudget, Share};
     for (extra, expect_waits) in [(2, false), (0, true)] {
         let plugin = plugin_with("looper", "[kubewasm]\nmemory-mib = 16\n").await;
         let limit = plugin.runner.limits().memory_bytes;
-        let budget = MemoryBudget::new(limit * (1 + extra), Default::default());
+        let budget = MemoryBudget::new(limit * (1 + extra), Share::WHOLE, Default::default());
         // What the version reserved for its first instance when it was admitted.
-        let _first = budget.reserve(limit).unwrap();
+        let _first = budget.account("looper").reserve_first(limit).unwrap();
         let Plugin { runner, recorder, metrics } = plugin;
-        let plugin = Plugin { runner: runner.with_budget(budget.clone()), recorder, metrics };
+        let plugin = Plugin { runner: runner.with_budget(&budget), recorder, metrics };
         let calls = futures::future::join_all((0..3).map(|_| plugin.call("loop"))).await;
         for result in calls {
             assert!(matches!(result, Err(CallError::Fault(Fault::Deadline(_)))), "{result:?}");

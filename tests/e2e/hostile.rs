@@ -707,6 +707,54 @@ async fn describe_touching_3_gib() -> Result<()> {
     siege.stop().await
 }
 
+/// H3 of the 2026-12-05 audit: a plugin keeping 16 calls asleep (a WASI sleep, which counts as
+/// its own time, up to its 20 s deadline) holds an instance of 96 MiB for each call it may: at
+/// most its share of the 1 GiB budget (`--plugin-max-budget-share`, a quarter: its first
+/// instance and one more), the other calls waiting for them. So its neighbour's new version
+/// still has room to describe itself and load. (Before, the sleeper's instances took all of the
+/// budget the neighbour's first left, and the new version was rejected for good.)
+#[tokio::test]
+async fn a_plugin_holding_its_share_leaves_room_for_another_to_load() -> Result<()> {
+    let ns = Siege::namespace("budget-share").await?;
+    let settings = "max-concurrency = 16\n[kubewasm]\nmemory-mib = 96\ndeadline-ms = 20000\n";
+    let mut siege = Siege::configured(ns, "hang", settings, Setup { args: &["--plugin-memory-budget=1Gi"], ..Setup::default() }).await?;
+    for i in 1..16 {
+        siege.target(&format!("target-{i}")).await?;
+    }
+    // Calls that found neither an idle instance nor room for one: the sleeper holds all it may.
+    siege.limit_reached("kubewasm_plugin_budget_waits_total", &[]).await?;
+    let instances = siege.host.metric("kubewasm_plugin_instances", &[("plugin", "hostile")]).await?;
+    ensure!(instances * 96.0 <= 256.0, "the sleeper holds {instances} instances of 96 MiB, past a quarter of the 1 GiB budget");
+    siege.dir.install_e2e(&E2eSettings::new("good").events(), "v02");
+    wait_event(siege.ns.client(), siege.ns.name(), STATUS, "PluginReloaded", "reloaded good").await?;
+    let reserved = siege.host.metric("kubewasm_plugin_memory_budget_bytes", &[("state", "reserved")]).await?;
+    ensure!(reserved <= (1u64 << 30) as f64, "{reserved} bytes reserved in a budget of 1 GiB");
+    siege.good_plugin_is_unharmed().await?;
+    siege.stop().await
+}
+
+/// H3: a load refused because the budget is full is looked at again, and loads once room comes
+/// back. The attacker's first instance (900 MiB) leaves 60 MiB of the 1 GiB budget beside its
+/// neighbour's 64 MiB, too little for the neighbour's new version to describe itself in; the
+/// refusal says it is tried again, and once the attacker is removed the new version loads.
+/// (Before, the refusal was final: the new version stayed rejected until its file changed.)
+#[tokio::test]
+async fn a_load_refused_for_a_full_budget_is_retried_when_room_comes_back() -> Result<()> {
+    let ns = Siege::namespace("budget-retry").await?;
+    let setup = Setup { args: &["--plugin-memory-budget=1Gi"], ..Setup::default() };
+    let mut siege = Siege::configured(ns, "none", "[kubewasm]\nmemory-mib = 900\n", setup).await?;
+    let (client, ns) = (siege.ns.client().clone(), siege.ns.name().to_string());
+    wait_event(&client, &ns, STATUS, "PluginLoaded", "loaded hostile").await?;
+    siege.dir.install_e2e(&E2eSettings::new("good").events(), "v02");
+    wait_event(&client, &ns, STATUS, "PluginRejected", "--plugin-memory-budget").await?;
+    let refused = wait_event(&client, &ns, STATUS, "PluginRejected", "trying again").await?;
+    eprintln!("refused while the budget is full: {}", refused.note.unwrap_or_default());
+    siege.dir.remove("hostile");
+    wait_event(&client, &ns, STATUS, "PluginReloaded", "reloaded good").await?;
+    siege.good_plugin_is_unharmed().await?;
+    siege.stop().await
+}
+
 /// The neighbour of a plugin behind broken infrastructure reconciles the same primaries; its
 /// outputs must be written within this of each change, well within the webhook's 10 s hang.
 const NEIGHBOUR_BOUND: Duration = Duration::from_secs(5);

@@ -47,7 +47,7 @@ pub use shadow::{Agreement, Report as ShadowReport};
 use trigger::{KeyMapping, MapBacklog, MapKey, Released, Trigger};
 use workers::Workers;
 
-use crate::budget::MemoryBudget;
+use crate::budget::{BudgetError, MemoryBudget, Reservation};
 use crate::client::{ApiClient, ClientLimits, Fence};
 use crate::cluster::{Fleet as ClusterFleet, Member};
 use crate::discovery::Discovery;
@@ -144,6 +144,8 @@ pub enum ControllerError {
     SyncTimeout(Duration, String),
     #[error("the new version turns sharding {0}: a running plugin keeps its mode; remove the plugin and add it again")]
     ShardingChanged(&'static str),
+    #[error("no room for its first instance in this cluster: {0}")]
+    Reserve(#[source] BudgetError),
 }
 
 /// One loaded version of the plugin with what it watches.
@@ -164,6 +166,9 @@ pub struct Version {
     _claim: Option<ClaimGuard>,
     /// What the plugin's `fleet` calls into this controller's cluster reach with this version.
     target: Target,
+    /// A member controller's first instance's room in the budget (the host's own cluster's is
+    /// the plugin slot's, reserved when the version was admitted).
+    _first: Option<Reservation>,
 }
 
 impl Version {
@@ -823,6 +828,12 @@ impl EventSink for Unsent {
 /// Subscribes the informers a plugin version needs and makes its runner.
 async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: LoadedPlugin, previous_finalizers: Vec<String>) -> Result<Version, ControllerError> {
     let manifest = Arc::new(plugin.described.manifest.clone());
+    // Each member's runner has a first instance of its own: budgeted like the hub's, before
+    // anything of the version is built (refused, the member is retried later).
+    let first = match env.member {
+        Some(_) => Some(env.budget.account(&manifest.name).reserve_first(plugin.described.limits.memory_bytes).map_err(ControllerError::Reserve)?),
+        None => None,
+    };
     let primary_scope = env
         .discovery
         .resolve(&manifest.primary)
@@ -905,8 +916,7 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
     let here = env.member.as_ref().map(|m| m.name.clone());
     let fleet = Arc::new(PluginFleet { here, targets: parts.targets.clone(), scope: manifest.clusters.clone(), engaged: env.fleet.clone() });
     let services = Services::new(target.clone(), fleet);
-    let runner =
-        env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings).with_budget(env.budget.clone());
+    let runner = env.runtime.runner(plugin.prepared.clone(), &plugin.described, services, parts.metrics.clone(), &plugin.settings).with_budget(&env.budget);
     let workers = plugin.options.max_concurrency.unwrap_or(manifest.max_concurrency) as usize;
     Ok(Version {
         plugin,
@@ -919,5 +929,6 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
         tally: Tally::default(),
         _claim: claim,
         target,
+        _first: first,
     })
 }

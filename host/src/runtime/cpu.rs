@@ -11,16 +11,19 @@
 //! wall-clock backstop ([`backstop`]) still ends a call that waits on the API for good; that is a
 //! [`Stalled`], not a deadline fault, because it says nothing about the object or the version.
 //!
-//! [`CpuShare`] is the fair part: at most as many calls of one plugin version run at a moment as
+//! [`CpuShare`] is the fair part: at most as many calls of one plugin run at a moment as
 //! the executor has workers, the others wait in their plugin's FIFO instead of the executor's
 //! queue. So a plugin with 64 busy calls holds as many run-queue places as one with a single
 //! call, and each plugin with work gets a turn every few time slices (one slice is one epoch
 //! tick, 10 ms) whatever its concurrency. A place is held across epoch yields (handed to the
-//! next waiting call of the same plugin at each one) and given up whenever the call waits.
+//! next waiting call of the same plugin at each one) and given up whenever the call waits. The
+//! share is the plugin's, not a runner's ([`Shares`]): its versions, its shadow candidate and its
+//! controllers in member clusters all take turns in one.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -263,6 +266,24 @@ impl CpuShare {
 
     pub(super) fn new(slots: usize) -> Self {
         CpuShare(Arc::new(Semaphore::new(slots)))
+    }
+}
+
+/// Each plugin's [`CpuShare`], while one of its runners holds it.
+#[derive(Default)]
+pub(super) struct Shares(Mutex<HashMap<Arc<str>, Weak<Semaphore>>>);
+
+impl Shares {
+    /// The share of `plugin`: the one its other runners hold, or a new one.
+    pub(super) fn of(&self, plugin: &Arc<str>) -> CpuShare {
+        let mut shares = self.0.lock();
+        if let Some(held) = shares.get(plugin).and_then(Weak::upgrade) {
+            return CpuShare(held);
+        }
+        shares.retain(|_, weak| weak.strong_count() > 0);
+        let share = CpuShare::for_current_runtime();
+        shares.insert(plugin.clone(), Arc::downgrade(&share.0));
+        share
     }
 }
 

@@ -41,10 +41,10 @@ use self::bindings::{
     views_exports,
 };
 use self::boundary::{Export, MAX_ERROR_MESSAGE, MAX_MAPPED_KEYS, MAX_NAME, MAX_NAMESPACE, Transfer};
-use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Stalled};
+use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Shares, Stalled};
 use self::host::{HostContext, LogBudget, Services};
 use self::instance::{Exports, Instance, InstanceState};
-use crate::budget::{MemoryBudget, Reservation};
+use crate::budget::{Account, MemoryBudget, Reservation};
 use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
 use crate::metrics::PluginMetrics;
 use crate::resource::{Gvk, ObjectKey};
@@ -112,6 +112,8 @@ pub struct Runtime {
     linker: Linker<InstanceState>,
     config: RuntimeConfig,
     ticker: Option<EpochTicker>,
+    /// Each plugin's share of the executor, which all its runners take turns in.
+    shares: Shares,
 }
 
 /// A component whose world and imports have been checked, ready to instantiate. Clones share
@@ -185,7 +187,7 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| RuntimeError::Engine(chain(&e)))?;
         host::add_to_linker(&mut linker).map_err(|e| RuntimeError::Engine(chain(&e)))?;
         let ticker = config.deadlines.then(|| EpochTicker::start(engine.clone()));
-        Ok(Runtime { engine, linker, config, ticker })
+        Ok(Runtime { engine, linker, config, ticker, shares: Shares::default() })
     }
 
     pub fn config(&self) -> &RuntimeConfig {
@@ -335,11 +337,12 @@ pub struct PluginRunner {
     settings: Arc<str>,
     max_calls_per_instance: u64,
     pool: Mutex<Pool>,
-    /// Where instances past the first reserve their memory; `None`: no budget (one-shot commands).
-    budget: Option<MemoryBudget>,
+    /// Where instances past the first reserve their memory: the plugin's account in the budget;
+    /// `None`: no budget (one-shot commands).
+    budget: Option<Account>,
     /// An instance came back or went: room for a call waiting for one.
     returned: tokio::sync::Notify,
-    /// How many of its calls may run at once ([`cpu`]).
+    /// How many of its plugin's calls may run at once, in all its runners ([`cpu`]).
     share: CpuShare,
 }
 
@@ -411,6 +414,7 @@ impl PluginRunner {
             logs: host.logs.clone(),
             cache_only: Some(if host.manifest.as_ref().is_some_and(|m| m.composition.is_some()) { COMPOSING } else { MAPPING }),
         });
+        let share = runtime.shares.of(&host.plugin);
         PluginRunner {
             engine: runtime.engine.clone(),
             prepared,
@@ -423,15 +427,16 @@ impl PluginRunner {
             pool: Mutex::default(),
             budget: None,
             returned: tokio::sync::Notify::new(),
-            share: CpuShare::for_current_runtime(),
+            share,
         }
     }
 
-    /// Instances past the first reserve their memory limit in `budget` as they are made, and a
-    /// call that finds it full waits for one of this version's instances instead; the first runs
-    /// in what the version reserved when it was admitted.
-    pub fn with_budget(mut self, budget: MemoryBudget) -> Self {
-        self.budget = Some(budget);
+    /// Instances past the first reserve their memory limit in the plugin's account in `budget`
+    /// as they are made, and a call that finds it (or the plugin's share of it) full waits for
+    /// one of this version's instances instead; the first runs in what was reserved for it when
+    /// the version was admitted (or its member controller started).
+    pub fn with_budget(mut self, budget: &MemoryBudget) -> Self {
+        self.budget = Some(budget.account(&self.host.plugin));
         self
     }
 
@@ -687,7 +692,7 @@ impl PluginRunner {
                 } else {
                     match &self.budget {
                         None => Some(Room::Unbudgeted),
-                        Some(budget) => budget.reserve(self.limits.memory_bytes).ok().map(|held| Room::Reserved { _held: held }),
+                        Some(account) => account.reserve_more(self.limits.memory_bytes).map(|held| Room::Reserved { _held: held }),
                     }
                 }
             };

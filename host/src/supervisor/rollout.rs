@@ -190,9 +190,9 @@ mod tests {
 
     #[test]
     fn probation_counts_leading_time_only() {
-        let budget = crate::budget::MemoryBudget::new(100, Default::default());
+        let budget = crate::budget::MemoryBudget::new(100, crate::budget::Share::WHOLE, Default::default());
         let start = Instant::now();
-        let mut probation = Probation::new((), budget.reserve(10).unwrap(), health(1000, 0, 10), Policy::default(), start);
+        let mut probation = Probation::new((), budget.account("a").reserve_first(10).unwrap(), health(1000, 0, 10), Policy::default(), start);
         let fine = health(40, 0, 10);
         // Standing by for longer than the window: nothing judged yet.
         assert_eq!(probation.judge(start + DEFAULT_WINDOW * 2, false, &fine), Verdict::Watch);

@@ -315,7 +315,13 @@ impl<B: Backend> PluginSlot<B> {
             }
             Err(e) => {
                 let plugin = expected.unwrap_or_else(|| stem(&self.path));
-                let rejection = Rejection { plugin, reason: RejectReason::Rejected, why: load_error(&path, &e), retry: false };
+                // A budget too full to describe it in has room again once other plugins give
+                // some back: looked at again later, like a version admitted over budget.
+                let (reason, retry) = match e {
+                    LoadError::DescribeMemory(_) => (RejectReason::OverBudget, true),
+                    _ => (RejectReason::Rejected, false),
+                };
+                let rejection = Rejection { plugin, reason, why: load_error(&path, &e), retry };
                 return Err(self.reject(&path, rejection, started).await);
             }
         };
@@ -368,7 +374,8 @@ impl<B: Backend> PluginSlot<B> {
             let reason = if e.is_forbidden() { RejectReason::Forbidden } else { RejectReason::AdmissionFailed };
             reject(reason, e.to_string(), true)
         })?;
-        let reservation = self.backend.budget().reserve(plugin.memory_bytes()).map_err(|e| reject(RejectReason::OverBudget, e.to_string(), true))?;
+        let reservation =
+            self.backend.budget().account(&name).reserve_first(plugin.memory_bytes()).map_err(|e| reject(RejectReason::OverBudget, e.to_string(), true))?;
         self.view.write().name = Some(name.clone());
         // The file may have held another plugin before: that one goes.
         if self.name().is_some_and(|n| n != name) {
@@ -534,7 +541,8 @@ impl<B: Backend> PluginSlot<B> {
             let reason = if e.is_forbidden() { RejectReason::Forbidden } else { RejectReason::AdmissionFailed };
             reject(reason, e.to_string(), true)
         })?;
-        let reservation = self.backend.budget().reserve(plugin.memory_bytes()).map_err(|e| reject(RejectReason::OverBudget, e.to_string(), true))?;
+        let reservation =
+            self.backend.budget().account(&name).reserve_first(plugin.memory_bytes()).map_err(|e| reject(RejectReason::OverBudget, e.to_string(), true))?;
         let digest = plugin.digest();
         let policy = self.backend.rollout().for_plugin(plugin.options());
         if let Err(e) = serving.controller.shadow(plugin).await {

@@ -224,7 +224,7 @@ struct Harness {
 impl Harness {
     fn new(budget_mib: u64, policy: Policy) -> Self {
         let state = Arc::new(State::default());
-        let budget = MemoryBudget::new(budget_mib * MIB, Default::default());
+        let budget = MemoryBudget::new(budget_mib * MIB, crate::budget::Share::WHOLE, Default::default());
         let backend = Arc::new(FakeBackend { state: state.clone(), budget: budget.clone(), policy });
         let supervisor = Supervisor::with_backend(backend, None, Arc::default(), Duration::from_secs(60), CancellationToken::new());
         supervisor.scanned.store(true, Ordering::SeqCst);
