@@ -100,6 +100,8 @@ pub struct RunConfig {
     pub clusters: Option<PathBuf>,
     /// Member clusters from kubeconfig Secrets in the identity namespace.
     pub cluster_secrets: bool,
+    /// Whether members may be reached over plain HTTP or unverified TLS.
+    pub member_transport: crate::cluster::kubeconfig::Transport,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -303,13 +305,11 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
             request_timeout: config.request_timeout,
             admission: config.admission,
             metrics: metrics.clone(),
+            transport: config.member_transport,
         };
         let fleet = crate::cluster::Fleet::new(settings, shutdown.clone());
         if let Some(dir) = config.clusters.clone() {
             tokio::spawn(crate::cluster::files::run(dir, fleet.clone(), shutdown.clone()));
-        }
-        if config.cluster_secrets {
-            tokio::spawn(crate::cluster::secrets::run(client.clone(), config.identity_namespace.clone(), fleet.clone(), shutdown.clone()));
         }
         fleet
     });
@@ -341,7 +341,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         Arc::new(ApiClient::new(client.clone(), discovery, informers.clone(), "kubewasm".into(), host_bucket.clone(), host_fence, config.request_timeout));
     let events_shutdown = CancellationToken::new();
     let (events, events_task) = EventRecorder::start(
-        client,
+        client.clone(),
         Reporting { controller: "kubewasm".into(), instance },
         host_bucket,
         leadership.clone(),
@@ -349,6 +349,10 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         config.request_timeout,
         events_shutdown.clone(),
     );
+    // Refused cluster Secrets are reported on the Secrets, as the host.
+    if let Some(fleet) = env.fleet.clone().filter(|_| config.cluster_secrets) {
+        tokio::spawn(crate::cluster::secrets::run(client, config.identity_namespace.clone(), fleet, events.clone(), shutdown.clone()));
+    }
     let status = Arc::new(StatusPublisher::new(config.status.clone(), host_api.clone(), events.clone(), metrics.clone(), leadership.clone()));
 
     // 5. Plugins: one controller per file of the plugin directory, followed for changes, and

@@ -439,6 +439,12 @@ struct RunArgs {
     #[arg(long)]
     cluster_secrets: bool,
 
+    /// UNSAFE: let member kubeconfigs (--clusters, --cluster-secrets) name plain http://
+    /// servers and set insecure-skip-tls-verify. Whoever is on the network path then reads the
+    /// member credentials and answers for the member; for local test clusters only
+    #[arg(long)]
+    unsafe_member_clusters_allow_insecure: bool,
+
     /// Follow the plugin directory and hot-reload added, replaced and removed plugins
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     watch: bool,
@@ -950,6 +956,10 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
     let config = crate::app::RunConfig {
         clusters: args.clusters,
         cluster_secrets: args.cluster_secrets,
+        member_transport: match args.unsafe_member_clusters_allow_insecure {
+            true => crate::cluster::kubeconfig::Transport::AllowInsecure,
+            false => crate::cluster::kubeconfig::Transport::Verified,
+        },
         shard_ring: args.shard_ring,
         shard_assigner: args.shard_assigner,
         shard_assign_limits: crate::client::ClientLimits {

@@ -124,6 +124,12 @@ impl Metrics {
         self.plugin.member_refusals.get_or_create_owned(&MemberLabels { plugin: plugin.to_owned(), cluster: cluster.to_owned() })
     }
 
+    /// `kubewasm_member_refusals_total` for one reason a provider's member cluster was not
+    /// engaged (a kubeconfig field refused, a name taken, ...).
+    pub fn member_refusals(&self, reason: &str) -> Counter {
+        self.host.member_refusals.get_or_create_owned(&OnlyReason { reason: reason.to_owned() })
+    }
+
     /// `kubewasm_plugin_rollbacks_total` for one plugin.
     pub fn rollbacks(&self, plugin: &str) -> Counter {
         self.plugin.rollbacks.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
@@ -677,12 +683,22 @@ struct HostFamilies {
     leader: Family<LeaseLabels, Gauge>,
     leader_renew: Family<LeaseLabels, Histogram>,
     memory_budget: Family<StateLabels, Gauge>,
+    member_refusals: Family<OnlyReason, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OnlyReason {
+    reason: String,
 }
 
 impl HostFamilies {
     fn register(registry: &mut Registry) -> Self {
-        let families =
-            HostFamilies { leader: Family::default(), leader_renew: Family::new_with_constructor(reconcile_histogram), memory_budget: Family::default() };
+        let families = HostFamilies {
+            leader: Family::default(),
+            leader_renew: Family::new_with_constructor(reconcile_histogram),
+            memory_budget: Family::default(),
+            member_refusals: Family::default(),
+        };
         registry.register("leader_election_master_status", "Whether this host is the leader of the lease (1) or not (0)", families.leader.clone());
         registry.register_with_unit(
             "kubewasm_leader_renew_duration",
@@ -695,6 +711,11 @@ impl HostFamilies {
             "The host's budget of plugin linear memory (state=total) and what plugins reserved of it (state=reserved)",
             Unit::Bytes,
             families.memory_budget.clone(),
+        );
+        registry.register(
+            "kubewasm_member_refusals",
+            "Times a member cluster a provider offered (a kubeconfig file or Secret) was not engaged, by reason: a kubeconfig field that is a program, a file, an impersonation, a proxy, a server that is not https or insecure TLS; a name that is taken or invalid; labels or a kubeconfig that do not parse",
+            families.member_refusals.clone(),
         );
         families
     }

@@ -323,3 +323,147 @@ async fn members_from_secrets_and_one_whose_credentials_cannot_impersonate() -> 
     host.stop().await?;
     Ok(())
 }
+
+/// An HTTP server on loopback standing in for whatever a kubeconfig's author points `server` at:
+/// it keeps the head of every request and answers 503.
+struct Capture {
+    port: u16,
+    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Capture {
+    async fn start() -> Result<Self> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = heads.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let kept = kept.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 64 * 1024 {
+                        match conn.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    kept.lock().unwrap().push(String::from_utf8_lossy(&head).into_owned());
+                    let _ = conn.write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+                });
+            }
+        });
+        Ok(Capture { port, heads, task })
+    }
+
+    fn server(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The `Authorization` lines of every request so far.
+    fn authorizations(&self) -> Vec<String> {
+        let heads = self.heads.lock().unwrap();
+        heads.iter().flat_map(|h| h.lines()).filter(|l| l.to_ascii_lowercase().starts_with("authorization:")).map(String::from).collect()
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A labelled cluster Secret holding a kubeconfig for `server` whose one user is `user`.
+fn cluster_secret(name: &str, server: &str, user: serde_json::Value) -> Result<Secret> {
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "m",
+        "clusters": [{"name": "m", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "m", "context": {"cluster": "m", "user": "u"}}],
+    });
+    Ok(Secret {
+        metadata: ObjectMeta { name: Some(name.into()), labels: Some([("kubewasm.io/cluster".to_string(), "true".to_string())].into()), ..Default::default() },
+        string_data: Some([("value".to_string(), serde_json::to_string(&kubeconfig)?)].into()),
+        ..Default::default()
+    })
+}
+
+/// K1: whoever may write a cluster Secret must not make the host run a program or send a file
+/// of its disk (its own ServiceAccount token, here a stand-in) to a server of their choice. A
+/// Secret whose user reads `tokenFile`, and one whose user is an `exec` plugin, both pointing
+/// at capture servers, are refused — an Event on each Secret naming the field, counted by
+/// reason — even with plain HTTP allowed (`--unsafe-member-clusters-allow-insecure`); their
+/// capture servers see no Authorization header, and the program never runs. A third Secret with
+/// an inline token shows that the host does contact what a Secret names.
+#[tokio::test]
+async fn member_kubeconfigs_from_secrets_are_data_never_a_program_or_a_path() -> Result<()> {
+    let hub = ControlPlane::shared().await;
+    let ns = hub.namespace("kubeconfig-data").await?;
+    let (stolen, executed, control) = tokio::try_join!(Capture::start(), Capture::start(), Capture::start())?;
+    let scratch = tempfile::tempdir()?;
+    let token = scratch.path().join("token");
+    std::fs::write(&token, "the-hosts-own-serviceaccount-token")?;
+    let marker = scratch.path().join("executed");
+    let program = scratch.path().join("credentials.sh");
+    let credential = r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"exec-token"}}"#;
+    std::fs::write(&program, format!("#!/bin/sh\ntouch {}\necho '{credential}'\n", marker.display()))?;
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("spread").serve_members("all"), "v01");
+    let config = host_config("kubeconfig-data", dir.path(), hub.kubeconfig_path(), ns.name())
+        .arg(format!("--identity-namespace={}", ns.name()))
+        .arg("--cluster-secrets")
+        .arg("--unsafe-member-clusters-allow-insecure");
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+
+    let secrets: Api<Secret> = ns.api();
+    let exec =
+        serde_json::json!({"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": program.display().to_string(), "interactiveMode": "Never"}});
+    for secret in [
+        cluster_secret("token-file", &stolen.server(), serde_json::json!({"tokenFile": token.display().to_string()}))?,
+        cluster_secret("exec", &executed.server(), exec)?,
+        cluster_secret("inline", &control.server(), serde_json::json!({"token": "inline-token"}))?,
+    ] {
+        secrets.create(&PostParams::default(), &secret).await?;
+    }
+    eventually("the inline Secret's member to be contacted", CONVERGE, || async {
+        ensure!(control.authorizations().iter().any(|a| a.ends_with("Bearer inline-token")), "not yet: {:?}", control.authorizations());
+        Ok(())
+    })
+    .await?;
+
+    let client = hub.client().await?;
+    let refused = async {
+        wait_event(&client, ns.name(), "token-file", "ClusterRefused", "users[0].user.tokenFile").await?;
+        wait_event(&client, ns.name(), "exec", "ClusterRefused", "users[0].user.exec").await
+    };
+    if let Err(e) = refused.await {
+        // What the attacker got instead, for the failure message.
+        return Err(anyhow!(
+            "{e}\nthe tokenFile Secret's server saw {:?}; the exec Secret's saw {:?}; the program ran: {}\n{}",
+            stolen.authorizations(),
+            executed.authorizations(),
+            marker.exists(),
+            host.log_tail(40)
+        ));
+    }
+    let log = host.log_text();
+    for (secret, field) in [("token-file", "users[0].user.tokenFile"), ("exec", "users[0].user.exec")] {
+        let from = format!("Secret {}/{secret}", ns.name());
+        ensure!(log.lines().any(|l| l.contains(&from) && l.contains(field)), "no log line names {from} and {field}");
+    }
+    for reason in ["file", "program"] {
+        let refusals = host.metric("kubewasm_member_refusals_total", &[("reason", reason)]).await?;
+        ensure!(refusals >= 1.0, "no refusal counted for reason {reason}");
+    }
+    ensure!(stolen.authorizations().is_empty(), "the tokenFile Secret's server got {:?}", stolen.authorizations());
+    ensure!(executed.authorizations().is_empty(), "the exec Secret's server got {:?}", executed.authorizations());
+    ensure!(!marker.exists(), "the exec Secret's program ran on the host");
+    host.stop().await?;
+    Ok(())
+}

@@ -56,7 +56,10 @@ pub async fn run(dir: PathBuf, fleet: Arc<Fleet>, shutdown: CancellationToken) {
                         tracing::warn!("cannot engage {}: {e}", source(path));
                     }
                 }
-                Err(e) => tracing::warn!("cannot engage {}: {e}", source(path)),
+                Err(e) => {
+                    fleet.refused("kubeconfig");
+                    tracing::warn!("cannot engage {}: {e}", source(path));
+                }
             }
         }
         seen.retain(|path, _| files.values().any(|p| p == path));

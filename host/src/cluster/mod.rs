@@ -1,5 +1,9 @@
 //! Member clusters: the clusters a host engages besides its own, while it runs.
 //!
+//! A member's kubeconfig is data, never a program or a path: [`kubeconfig`] checks it before any
+//! client is built from it, and a refusal is logged, counted and (for a Secret) reported on the
+//! Secret.
+//!
 //! Providers say which clusters exist — [`files`]: one kubeconfig file per cluster in a
 //! directory (`--clusters DIR`); [`secrets`]: kubeconfig Secrets in the host's namespace
 //! labelled `kubewasm.io/cluster=true` — and hand each over as an [`Offer`]. The [`Fleet`] owns
@@ -13,6 +17,7 @@
 //! Plugin resources stay there.
 
 pub mod files;
+pub mod kubeconfig;
 pub mod secrets;
 
 use std::collections::BTreeMap;
@@ -46,8 +51,27 @@ pub enum ClusterError {
     },
     #[error("cluster {name:?} is already engaged from {by}; {from} is ignored until it changes")]
     Taken { name: String, by: String, from: String },
+    #[error("cluster {name:?}: its kubeconfig is refused: {source}")]
+    Kubeconfig {
+        name: String,
+        #[source]
+        source: kubeconfig::KubeconfigError,
+    },
     #[error("cluster {name:?}: the {LABELS_EXTENSION} extension of its kubeconfig's current context must be an object of strings: {problem}")]
     Labels { name: String, problem: String },
+}
+
+impl ClusterError {
+    /// The refusal's kind, for the `reason` label of `kubewasm_member_refusals_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ClusterError::Name(_) => "name",
+            ClusterError::Connect { .. } => "connect",
+            ClusterError::Taken { .. } => "taken",
+            ClusterError::Kubeconfig { source, .. } => source.reason(),
+            ClusterError::Labels { .. } => "labels",
+        }
+    }
 }
 
 /// A cluster a provider offers: its name, labels and kubeconfig.
@@ -72,6 +96,8 @@ pub struct Settings {
     pub request_timeout: Duration,
     pub admission: AdmissionLimits,
     pub metrics: Arc<Metrics>,
+    /// Whether members may be reached over plain HTTP or unverified TLS.
+    pub transport: kubeconfig::Transport,
 }
 
 /// An engaged member cluster and what the host keeps for it.
@@ -121,8 +147,23 @@ impl Fleet {
 
     /// Engages the cluster `offer` names, or engages it anew when its offer changed (its
     /// kubeconfig or labels): the plugins' work there restarts from an initial list. A name
-    /// engaged from another source is refused.
+    /// engaged from another source is refused, and so is a kubeconfig that is not data only
+    /// ([`kubeconfig::check`]); every refusal is counted.
     pub async fn engage(&self, offer: Offer) -> Result<(), ClusterError> {
+        let engaged = self.try_engage(offer).await;
+        if let Err(e) = &engaged {
+            self.refused(e.reason());
+        }
+        engaged
+    }
+
+    /// Counts an offer refused for `reason` (by the fleet, or by a provider that could not
+    /// read it).
+    fn refused(&self, reason: &str) {
+        self.settings.metrics.member_refusals(reason).inc();
+    }
+
+    async fn try_engage(&self, offer: Offer) -> Result<(), ClusterError> {
         if !is_dns_subdomain(&offer.name) {
             return Err(ClusterError::Name(offer.name));
         }
@@ -135,6 +176,7 @@ impl Fleet {
             }
         }
         let Offer { name, labels, kubeconfig, source, digest } = offer;
+        kubeconfig::check(&kubeconfig, self.settings.transport).map_err(|source| ClusterError::Kubeconfig { name: name.clone(), source })?;
         let client = crate::client::connect_to(kubeconfig, &source, &self.settings.instance)
             .await
             .map_err(|source| ClusterError::Connect { name: name.clone(), source })?;

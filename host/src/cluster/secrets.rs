@@ -4,6 +4,10 @@
 //! cluster's. A new Secret engages its cluster, a changed one engages it anew, a deleted one
 //! (or one that loses the label) disengages it. Watched with kube-rs's watcher, which relists
 //! after a broken watch: a Secret deleted meanwhile is disengaged when the relist ends.
+//!
+//! A Secret's author is not the host's operator: a Secret the host will not engage (its
+//! kubeconfig refused, unreadable, or its name taken) gets a Warning Event `ClusterRefused`
+//! naming why, besides the log line and `kubewasm_member_refusals_total`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -14,6 +18,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio_util::sync::CancellationToken;
 
 use super::{Fleet, Offer, SECRET_LABEL, digest};
+use crate::events::{EventRecorder, ObjectEvent};
+use crate::resource::{Gvk, ObjectKey};
 
 /// The keys a kubeconfig may be under, in the order they are looked for.
 const KEYS: [&str; 2] = ["value", "kubeconfig"];
@@ -22,18 +28,19 @@ fn source(namespace: &str, name: &str) -> String {
     format!("Secret {namespace}/{name}")
 }
 
-/// Keeps the members of the labelled Secrets of `namespace` engaged until `shutdown`.
-pub async fn run(client: kube::Client, namespace: String, fleet: Arc<Fleet>, shutdown: CancellationToken) {
+/// Keeps the members of the labelled Secrets of `namespace` engaged until `shutdown`, reporting
+/// refusals on the Secrets through `events`.
+pub async fn run(client: kube::Client, namespace: String, fleet: Arc<Fleet>, events: EventRecorder, shutdown: CancellationToken) {
     let api: kube::Api<Secret> = kube::Api::namespaced(client, &namespace);
     let config = watcher::Config::default().labels(&format!("{SECRET_LABEL}=true"));
-    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut changes = watcher(api, config).default_backoff().boxed();
     let ours = |s: &str| s.starts_with(&format!("Secret {namespace}/"));
     // The Secrets a relist has shown so far.
     let mut listed: Option<BTreeSet<String>> = None;
     loop {
         let event = tokio::select! {
             _ = shutdown.cancelled() => return,
-            event = events.next() => event,
+            event = changes.next() => event,
         };
         match event {
             None => return,
@@ -43,9 +50,9 @@ pub async fn run(client: kube::Client, namespace: String, fleet: Arc<Fleet>, shu
                 if let Some(listed) = &mut listed {
                     listed.insert(secret.metadata.name.clone().unwrap_or_default());
                 }
-                offer(&fleet, &namespace, secret).await;
+                offer(&fleet, &events, &namespace, secret).await;
             }
-            Some(Ok(watcher::Event::Apply(secret))) => offer(&fleet, &namespace, secret).await,
+            Some(Ok(watcher::Event::Apply(secret))) => offer(&fleet, &events, &namespace, secret).await,
             Some(Ok(watcher::Event::InitDone)) => {
                 let listed = listed.take().unwrap_or_default();
                 for (name, source) in fleet.engaged_from(ours) {
@@ -62,27 +69,39 @@ pub async fn run(client: kube::Client, namespace: String, fleet: Arc<Fleet>, shu
     }
 }
 
-/// Engages the cluster of `secret`, logging why not.
-async fn offer(fleet: &Fleet, namespace: &str, secret: Secret) {
+/// Engages the cluster of `secret`, reporting why not.
+async fn offer(fleet: &Fleet, events: &EventRecorder, namespace: &str, secret: Secret) {
     let name = secret.metadata.name.clone().unwrap_or_default();
     let from = source(namespace, &name);
-    let data = secret.data.unwrap_or_default();
+    let refuse = |problem: String| {
+        tracing::warn!("cannot engage {from}: {problem}");
+        events.publish(ObjectEvent {
+            regarding: Gvk::new("", "v1", "Secret"),
+            key: ObjectKey::new(Some(namespace), &name),
+            uid: secret.metadata.uid.clone(),
+            warning: true,
+            reason: "ClusterRefused".into(),
+            action: "Engage".into(),
+            note: problem,
+        });
+    };
+    let data = secret.data.clone().unwrap_or_default();
     let Some(text) = KEYS.iter().find_map(|key| data.get(*key)) else {
-        tracing::warn!("cannot engage {from}: it has neither a `value` nor a `kubeconfig` key");
-        return;
+        fleet.refused("kubeconfig");
+        return refuse("it has neither a `value` nor a `kubeconfig` key".into());
     };
     let kubeconfig =
         match std::str::from_utf8(&text.0).map_err(|e| e.to_string()).and_then(|t| kube::config::Kubeconfig::from_yaml(t).map_err(|e| e.to_string())) {
             Ok(kubeconfig) => kubeconfig,
             Err(e) => {
-                tracing::warn!("cannot engage {from}: its kubeconfig does not parse: {e}");
-                return;
+                fleet.refused("kubeconfig");
+                return refuse(format!("its kubeconfig does not parse: {e}"));
             }
         };
-    let labels: BTreeMap<String, String> = secret.metadata.labels.unwrap_or_default().into_iter().filter(|(k, _)| k != SECRET_LABEL).collect();
+    let labels: BTreeMap<String, String> = secret.metadata.labels.clone().unwrap_or_default().into_iter().filter(|(k, _)| k != SECRET_LABEL).collect();
     let label_text = serde_json::to_vec(&labels).unwrap_or_default();
-    let offer = Offer { name, labels, kubeconfig, source: from.clone(), digest: digest(&[&text.0, &label_text]) };
+    let offer = Offer { name: name.clone(), labels, kubeconfig, source: from.clone(), digest: digest(&[&text.0, &label_text]) };
     if let Err(e) = fleet.engage(offer).await {
-        tracing::warn!("cannot engage {from}: {e}");
+        refuse(e.to_string());
     }
 }
