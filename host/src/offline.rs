@@ -399,7 +399,8 @@ mod tests {
     #[tokio::test]
     async fn a_stored_write_is_read_back_at_the_next_resource_version() {
         let (services, recorder) = stored();
-        let created = services.api.write(write("b", WriteOp::Create { object: object("b", json!({"data": {"k": "v"}})), applied: false })).await.unwrap().unwrap();
+        let created =
+            services.api.write(write("b", WriteOp::Create { object: object("b", json!({"data": {"k": "v"}})), applied: false })).await.unwrap().unwrap();
         let created: Value = serde_json::from_str(&created).unwrap();
         assert_eq!(created["metadata"]["resourceVersion"], "42", "after the highest in the cache");
         assert_eq!((&created["metadata"]["uid"], &created["metadata"]["generation"]), (&json!("uid-1"), &json!(1)));

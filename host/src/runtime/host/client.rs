@@ -188,7 +188,7 @@ impl ClientCtx<'_> {
 /// projected — written back, they lose everything it was not handed.
 fn wipes(manifest: &Manifest, request: &WriteRequest) -> Option<String> {
     let resource = &request.resource;
-    let fields = manifest.reads(resource)?;
+    let fields: &crate::projection::Fields = manifest.projection(resource)?;
     let what = match request.op {
         WriteOp::Update { status: false, .. } => "the whole",
         WriteOp::Update { status: true, .. } if !fields.keeps_whole("status") => "the status of",
@@ -267,7 +267,12 @@ mod tests {
     use crate::projection::Fields;
 
     fn update(resource: &Gvk, status: bool) -> WriteRequest {
-        WriteRequest { resource: resource.clone(), namespace: Some("ns".into()), name: "x".into(), op: WriteOp::Update { object: serde_json::json!({}), status } }
+        WriteRequest {
+            resource: resource.clone(),
+            namespace: Some("ns".into()),
+            name: "x".into(),
+            op: WriteOp::Update { object: serde_json::json!({}), status },
+        }
     }
 
     /// An update of a kind handed metadata-only would write back an object without its data

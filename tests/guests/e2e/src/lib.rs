@@ -422,7 +422,8 @@ impl E2e {
             "update-watched" => {
                 let label = self.map_label.as_deref().ok_or_else(|| Error::other("update-watched needs map-label"))?;
                 for watched in ctx.list_dynamic(&self.watched, primary.namespace(), Some(&format!("{label}={}", primary.name())))? {
-                    let mut got = ctx.get_dynamic(&self.watched, watched.namespace(), watched.name())?.ok_or_else(|| Error::other("the watched object is gone"))?;
+                    let mut got =
+                        ctx.get_dynamic(&self.watched, watched.namespace(), watched.name())?.ok_or_else(|| Error::other("the watched object is gone"))?;
                     got.metadata.annotations.get_or_insert_with(Default::default).insert(OUTPUT.into(), format!("{}:{input}", self.variant));
                     ctx.update(&got)?;
                 }
