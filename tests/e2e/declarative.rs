@@ -282,7 +282,7 @@ async fn never_takes_over(w: &World) -> Result<()> {
     let victim = w.cms.create(&PostParams::default(), &victim).await?;
     let parent = w.create("p", json!({"children": [config_map("victim", json!({"owner": "the plugin"})), config_map("mine", json!({}))]})).await?;
     w.child("mine", "owned by p", |cm| controlled_by(cm, &parent)).await?;
-    wait_event(&w.client, w.ns.name(), "p", "ReconcileFailed", "ConfigMap victim exists and is not a child of this parent").await?;
+    wait_event(&w.client, w.ns.name(), "p", "ReconcileFailed", "/victim exists and is not a child of this parent").await?;
     let after = w.cms.get("victim").await?;
     ensure!(after.data == victim.data, "victim's data was taken over: {:?}", after.data);
     ensure!(after.metadata.owner_references == victim.metadata.owner_references, "victim was given owners: {:?}", after.metadata.owner_references);
