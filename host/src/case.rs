@@ -88,7 +88,7 @@ pub fn call(write: &WriteRequest) -> Value {
             }
             call
         }
-        WriteOp::Create { object } => json!({ "create": object }),
+        WriteOp::Create { object, .. } => json!({ "create": object }),
         WriteOp::Update { object, status } => {
             json!({ if *status { "updateStatus" } else { "update" }: object })
         }

@@ -127,8 +127,13 @@ pub enum WriteOp {
         force: bool,
         status: bool,
     },
+    /// Refused (409 `AlreadyExists`) when an object of the name exists. `applied`: the fields
+    /// created are then owned by the field manager's server-side apply, as if it had applied
+    /// them, so that a later apply leaving one out removes it (owned by an update, it would
+    /// stay).
     Create {
         object: serde_json::Value,
+        applied: bool,
     },
     /// Replace with optimistic concurrency on `metadata.resourceVersion`.
     Update {
@@ -477,7 +482,11 @@ impl ApiClient {
                 let stored = if status { api.patch_status(name, &params, &patch).await } else { api.patch(name, &params, &patch).await };
                 stored.map_err(api_error)?
             }
-            WriteOp::Create { object } => api.create(&post, &raw(object)?).await.map_err(api_error)?,
+            WriteOp::Create { object, applied } => {
+                let created = api.create(&post, &raw(object)?).await.map_err(api_error)?;
+                // A dry run stored nothing to hand over.
+                if applied && !self.dry_run { self.own_as_applied(&api, name, created).await? } else { created }
+            }
             WriteOp::Update { object, status: false } => api.replace(name, &post, &raw(object)?).await.map_err(api_error)?,
             WriteOp::Update { object, status: true } => api.replace_status(name, &post, &raw(object)?).await.map_err(api_error)?,
             WriteOp::Patch { patch_type, body } => {
@@ -501,6 +510,28 @@ impl ApiClient {
                 }
             }
         }))
+    }
+
+    /// Hands the fields an update of this field manager owns on `created` (which it has just
+    /// created) over to its server-side apply, as client-go's `csaupgrade` does for kubectl: a
+    /// JSON patch of `managedFields`, on the condition that the object is still as created.
+    async fn own_as_applied(&self, api: &Api<RawObject>, name: &str, created: RawObject) -> Result<RawObject, RequestError> {
+        let object: serde_json::Value = serde_json::from_str(created.json()).map_err(RequestError::Body)?;
+        let version = object.pointer("/metadata/resourceVersion").cloned().unwrap_or_default();
+        let mut managed = object.pointer("/metadata/managedFields").and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
+        let ours = |entry: &&mut serde_json::Value| {
+            entry["manager"] == self.field_manager.as_str() && entry["operation"] == "Update" && entry.get("subresource").is_none_or(|s| *s == "")
+        };
+        let Some(entry) = managed.iter_mut().find(ours) else { return Ok(created) };
+        entry["operation"] = "Apply".into();
+        let patch = serde_json::json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+            {"op": "replace", "path": "/metadata/managedFields", "value": managed},
+        ]);
+        let patch: json_patch::Patch = serde_json::from_value(patch).map_err(RequestError::Body)?;
+        let params = PatchParams { field_manager: Some(self.field_manager.clone()), ..Default::default() };
+        self.throttle().await;
+        api.patch(name, &params, &Patch::<()>::Json(patch)).await.map_err(RequestError::Api)
     }
 }
 

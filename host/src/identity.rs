@@ -100,6 +100,10 @@ pub const IDENTITY_RESOURCE: &str = "identities";
 pub const POLICY_EXPRESSION: &str =
     "authorizer.group('kubewasm.io').resource('identities').namespace(object.metadata.namespace).name(object.metadata.name).check('use').allowed()";
 
+/// The one match condition the chart's policy has (a change of labels or annotations keeps the
+/// identity, so only a creation or a new spec is checked); any other narrows the policy.
+pub const POLICY_MATCH_CONDITION: &str = "request.operation == 'CREATE' || object.spec != oldObject.spec";
+
 /// Asks whether the client's identity may make one request; `Some` when it may not.
 async fn review(api: Api<SelfSubjectAccessReview>, (check, why): (Check, String), timeout: Duration) -> Result<Option<(Check, String)>, String> {
     let review = SelfSubjectAccessReview {
@@ -488,7 +492,7 @@ impl Identities {
             has(&r.api_groups, IDENTITY_GROUP) && has(&r.resources, "plugins") && has(&r.operations, "CREATE") && has(&r.operations, "UPDATE")
         });
         if !covers {
-            return Err(unprotected("it does not match the creation and update of Plugins".into()));
+            return Err(unprotected("it does not match the creation and update of every Plugin".into()));
         }
         let binding = binding.spec;
         if binding.policy_name != name {
@@ -565,6 +569,7 @@ fn expand(expansion: &Expansion) -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn missing_rules_read_like_role_rules() {
@@ -815,17 +820,25 @@ mod tests {
         assert!(matches!(refused, Err(AdmissionError::TooManyWatches { .. })), "{refused:?}");
     }
 
-    /// The chart's policy and binding, as the API server returns them.
-    fn policy_answer(expression: &str, failure: &str, actions: &str) -> impl Fn(&http::Method, &str) -> (u16, String) + Send + Sync + 'static {
-        let policy = serde_json::json!({
+    /// The chart's policy and binding, as the API server returns them, the policy's spec
+    /// changed by `edit`.
+    fn policy_answer(
+        expression: &str,
+        failure: &str,
+        actions: &str,
+        edit: fn(&mut serde_json::Value),
+    ) -> impl Fn(&http::Method, &str) -> (u16, String) + Send + Sync + 'static {
+        let mut policy = serde_json::json!({
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "kubewasm-plugin-identity"},
             "spec": {
                 "failurePolicy": failure,
                 "matchConstraints": {"resourceRules": [{"apiGroups": ["kubewasm.io"], "apiVersions": ["*"], "resources": ["plugins"], "operations": ["CREATE", "UPDATE"]}]},
+                "matchConditions": [{"name": "creates-or-changes-the-spec", "expression": POLICY_MATCH_CONDITION}],
                 "validations": [{"expression": expression}]
             }
-        })
-        .to_string();
+        });
+        edit(&mut policy["spec"]);
+        let policy = policy.to_string();
         let binding = serde_json::json!({
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "kubewasm-plugin-identity"},
             "spec": {"policyName": "kubewasm-plugin-identity", "validationActions": [actions]}
@@ -857,14 +870,48 @@ mod tests {
             missing.contains("there is no ValidatingAdmissionPolicy kubewasm-plugin-identity") && missing.contains("--plugin-identity-policy="),
             "{missing}"
         );
-        assert_eq!(admit(FakeApi::new(policy_answer(POLICY_EXPRESSION, "Fail", "Deny"))).await, Ok(()));
+        assert_eq!(admit(FakeApi::new(policy_answer(POLICY_EXPRESSION, "Fail", "Deny", |_| {}))).await, Ok(()));
         for (answer, problem) in [
-            (policy_answer("true", "Fail", "Deny"), "does not check"),
-            (policy_answer(POLICY_EXPRESSION, "Ignore", "Deny"), "failurePolicy"),
-            (policy_answer(POLICY_EXPRESSION, "Fail", "Audit"), "does not deny"),
+            (policy_answer("true", "Fail", "Deny", |_| {}), "does not check"),
+            (policy_answer(POLICY_EXPRESSION, "Ignore", "Deny", |_| {}), "failurePolicy"),
+            (policy_answer(POLICY_EXPRESSION, "Fail", "Audit", |_| {}), "does not deny"),
         ] {
             let refused = admit(FakeApi::new(answer)).await.unwrap_err();
             assert!(refused.contains(problem), "{refused}");
         }
+    }
+
+    /// A policy as the chart's, but narrowed so that some Plugins are never checked (by a match
+    /// condition, an object selector, excluded resources or names), is not in force: a Plugin
+    /// author could otherwise take any identity by labelling, or naming, their Plugin to fit.
+    #[tokio::test]
+    async fn a_narrowed_identity_policy_is_not_in_force() {
+        let admit = |api: FakeApi| async move {
+            identities(&api, IdentityMode::ServiceAccount, &[], AdmissionLimits::default())
+                .with_policy("kubewasm-plugin-identity".into())
+                .admit(&manifest(vec![]))
+                .await
+                .map_err(|e| e.to_string())
+        };
+        let narrowings: [(&str, fn(&mut serde_json::Value)); 6] = [
+            ("match condition \"unlabelled\"", |spec| spec["matchConditions"] = json!([{"name": "unlabelled", "expression": "!has(object.metadata.labels)"}])),
+            ("match condition \"also\"", |spec| spec["matchConditions"].as_array_mut().unwrap().push(json!({"name": "also", "expression": "true"}))),
+            ("objectSelector", |spec| spec["matchConstraints"]["objectSelector"] = json!({"matchLabels": {"checked": "yes"}})),
+            ("objectSelector", |spec| spec["matchConstraints"]["objectSelector"] = json!({"matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]})),
+            ("excludeResourceRules", |spec| {
+                spec["matchConstraints"]["excludeResourceRules"] = json!([{"apiGroups": ["kubewasm.io"], "apiVersions": ["*"], "resources": ["plugins"], "operations": ["CREATE"], "resourceNames": ["admin"]}])
+            }),
+            ("every Plugin", |spec| spec["matchConstraints"]["resourceRules"][0]["resourceNames"] = json!(["only-this-one"])),
+        ];
+        for (problem, edit) in narrowings {
+            let refused = admit(FakeApi::new(policy_answer(POLICY_EXPRESSION, "Fail", "Deny", edit))).await.unwrap_err();
+            assert!(refused.contains(problem), "{problem}: {refused}");
+        }
+        // Empty selectors and lists narrow nothing.
+        let empty = policy_answer(POLICY_EXPRESSION, "Fail", "Deny", |spec| {
+            spec["matchConstraints"]["objectSelector"] = json!({});
+            spec["matchConstraints"]["excludeResourceRules"] = json!([]);
+        });
+        assert_eq!(admit(FakeApi::new(empty)).await, Ok(()));
     }
 }

@@ -796,7 +796,7 @@ fn validate_finalizer(finalizer: &str) -> Result<(), ManifestError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]

@@ -213,6 +213,37 @@ async fn a_metadata_only_kind_is_watched_as_metadata_and_shares_one_watch_with_a
     Ok(())
 }
 
+/// M6: a plugin that reads ConfigMaps metadata-only (`views.metadata-only`), gets one from the
+/// cache and updates it would write back an object without its data, wiping it: the update is
+/// refused as `invalid` (a Warning Event on the primary), and the ConfigMap keeps its data.
+#[tokio::test]
+async fn an_update_of_a_metadata_only_kind_is_refused_and_wipes_nothing() -> Result<()> {
+    const PARENT: &str = "e2e.kubewasm.io/parent";
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("metadata-update").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = ns.api();
+    let dir = PluginDir::new();
+    let settings = E2eSettings::new("meta").kind("Secret").map_label(PARENT).metadata_only().mode("update-watched").extra("update ConfigMap.v1");
+    dir.install_e2e(&settings, "v01");
+    let mut host = Host::start(host_config("metadata-update", dir.path(), cp.kubeconfig_path(), ns.name())).await?;
+    host.wait_ready(READY).await?;
+    let watched = ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some("w".into()), labels: Some([(PARENT.to_string(), "p".to_string())].into()), ..Default::default() },
+        data: Some([("kept".to_string(), "yes".to_string())].into()),
+        ..Default::default()
+    };
+    let watched = cms.create(&PostParams::default(), &watched).await?;
+    let primary: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "p", "labels": {PRIMARY: "yes"}, "annotations": {INPUT: "1"}},
+    }))?;
+    secrets.create(&PostParams::default(), &primary).await?;
+    wait_event(ns.client(), ns.name(), "p", "ReconcileFailed", "update replaces the whole ConfigMap").await?;
+    let after = cms.get("w").await?;
+    ensure!(after.data == watched.data && after.resource_version() == watched.resource_version(), "the refused update changed w: {after:?}");
+    host.stop().await?;
+    Ok(())
+}
 /// A plugin that declares a projection of its primary's kind (`projections`, contract 0.1.5) is
 /// handed only the declared fields of its objects beside their metadata — in the request, read
 /// back from the cache and in the answer of its apply — while the host caches whole objects; an

@@ -397,7 +397,7 @@ impl Replay {
             return request;
         }
         request.op = match request.op {
-            WriteOp::Create { object } => WriteOp::Update { object, status: false },
+            WriteOp::Create { object, .. } => WriteOp::Update { object, status: false },
             other => other,
         };
         if let WriteOp::Update { object, .. } = &mut request.op

@@ -51,7 +51,7 @@ impl Api for Labelling {
     async fn write(&self, mut request: WriteRequest) -> Result<Option<Arc<str>>, RequestError> {
         if self.owns.contains(&request.resource) {
             match &mut request.op {
-                WriteOp::Create { object } | WriteOp::Update { object, status: false } | WriteOp::Apply { object, status: false, .. } => self.label(object),
+                WriteOp::Create { object, .. } | WriteOp::Update { object, status: false } | WriteOp::Apply { object, status: false, .. } => self.label(object),
                 _ => {}
             }
         }
@@ -100,18 +100,21 @@ mod tests {
             .write(write(deployment.clone(), WriteOp::Apply { object: child("Foo", "samplecontroller.k8s.io/v1alpha1"), force: true, status: false }))
             .await
             .unwrap();
-        labelling.write(write(deployment.clone(), WriteOp::Create { object: child("Bar", "samplecontroller.k8s.io/v1alpha1") })).await.unwrap();
+        labelling.write(write(deployment.clone(), WriteOp::Create { object: child("Bar", "samplecontroller.k8s.io/v1alpha1"), applied: false })).await.unwrap();
         labelling
             .write(write(deployment.clone(), WriteOp::Apply { object: child("Foo", "samplecontroller.k8s.io/v1alpha1"), force: true, status: true }))
             .await
             .unwrap();
-        labelling.write(write(Gvk::new("", "v1", "ConfigMap"), WriteOp::Create { object: child("Foo", "samplecontroller.k8s.io/v1alpha1") })).await.unwrap();
+        labelling
+            .write(write(Gvk::new("", "v1", "ConfigMap"), WriteOp::Create { object: child("Foo", "samplecontroller.k8s.io/v1alpha1"), applied: false }))
+            .await
+            .unwrap();
         let labels: Vec<Option<String>> = recorder
             .0
             .lock()
             .iter()
             .map(|r| match &r.op {
-                WriteOp::Apply { object, .. } | WriteOp::Create { object } => {
+                WriteOp::Apply { object, .. } | WriteOp::Create { object, .. } => {
                     object["metadata"]["labels"]["shard.alpha.sharding.timebertt.dev/r"].as_str().map(String::from)
                 }
                 _ => None,

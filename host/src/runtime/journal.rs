@@ -83,7 +83,7 @@ impl Read {
 impl Written {
     fn bytes(&self) -> usize {
         let body = match &self.request.op {
-            crate::client::WriteOp::Apply { object, .. } | crate::client::WriteOp::Create { object } | crate::client::WriteOp::Update { object, .. } => {
+            crate::client::WriteOp::Apply { object, .. } | crate::client::WriteOp::Create { object, .. } | crate::client::WriteOp::Update { object, .. } => {
                 object.to_string().len()
             }
             crate::client::WriteOp::Patch { body, .. } => body.to_string().len(),

@@ -106,7 +106,7 @@ impl Recorder {
 
     fn record(&self, cluster: Option<&str>, request: WriteRequest) -> Option<Arc<str>> {
         let answer = match &request.op {
-            WriteOp::Apply { object, .. } | WriteOp::Create { object } | WriteOp::Update { object, .. } => Some(object.to_string().into()),
+            WriteOp::Apply { object, .. } | WriteOp::Create { object, .. } | WriteOp::Update { object, .. } => Some(object.to_string().into()),
             WriteOp::Patch { .. } => Some(
                 serde_json::json!({
                     "apiVersion": request.resource.api_version(),
@@ -250,7 +250,7 @@ impl Stored {
                 writer.forget(&key);
                 return Some(Ok(None));
             }
-            (WriteOp::Create { object }, None) | (WriteOp::Apply { object, status: false, .. }, None) => self.created(object.clone()),
+            (WriteOp::Create { object, .. }, None) | (WriteOp::Apply { object, status: false, .. }, None) => self.created(object.clone()),
             (WriteOp::Create { .. }, Some(_)) => return Some(Err(refusal(409, "AlreadyExists", format!("{what} already exists")))),
             (WriteOp::Apply { object, status: false, .. }, Some(current)) => {
                 let mut patch = object.clone();
@@ -399,12 +399,13 @@ mod tests {
     #[tokio::test]
     async fn a_stored_write_is_read_back_at_the_next_resource_version() {
         let (services, recorder) = stored();
-        let created = services.api.write(write("b", WriteOp::Create { object: object("b", json!({"data": {"k": "v"}})) })).await.unwrap().unwrap();
+        let created =
+            services.api.write(write("b", WriteOp::Create { object: object("b", json!({"data": {"k": "v"}})), applied: false })).await.unwrap().unwrap();
         let created: Value = serde_json::from_str(&created).unwrap();
         assert_eq!(created["metadata"]["resourceVersion"], "42", "after the highest in the cache");
         assert_eq!((&created["metadata"]["uid"], &created["metadata"]["generation"]), (&json!("uid-1"), &json!(1)));
         assert_eq!(read(&services, "b").unwrap(), created, "the answer is what the next read returns");
-        assert_eq!(reason(services.api.write(write("b", WriteOp::Create { object: object("b", json!({})) })).await), "AlreadyExists");
+        assert_eq!(reason(services.api.write(write("b", WriteOp::Create { object: object("b", json!({})), applied: false })).await), "AlreadyExists");
 
         let applied = services
             .api
@@ -448,7 +449,7 @@ mod tests {
         let recorder = Arc::new(Recorder::default());
         let recorded = services(&cache, &recorder, Writes::Recorded);
         let given = object("b", json!({}));
-        let answer = recorded.api.write(write("b", WriteOp::Create { object: given.clone() })).await.unwrap().unwrap();
+        let answer = recorded.api.write(write("b", WriteOp::Create { object: given.clone(), applied: false })).await.unwrap().unwrap();
         assert_eq!(serde_json::from_str::<Value>(&answer).unwrap(), given, "answered with the object as given");
         assert!(read(&recorded, "b").is_none());
         let stored = services(&cache, &recorder, Writes::Stored);

@@ -42,7 +42,9 @@ pub(super) struct Desired {
     pub(super) resource: Gvk,
     pub(super) key: ObjectKey,
     pub(super) object: Value,
-    /// No observed child has its key: the apply would create it.
+    /// No observed child has its key: it is created, never applied over an object of that
+    /// name that is not this parent's child. Otherwise its `metadata.uid` is the observed
+    /// child's, a precondition of the apply.
     pub(super) new: bool,
     update: UpdateStrategy,
     digest: String,
@@ -52,7 +54,7 @@ pub(super) struct Desired {
 pub(super) struct Plan<'a> {
     /// Children to delete first, to be created as desired once gone (`recreate`).
     pub(super) recreate: Vec<&'a Child>,
-    /// Children to create or to apply over (`in-place`).
+    /// Children to create, or to apply over (`in-place`).
     pub(super) apply: Vec<Desired>,
     /// Children no longer desired: deleted only once every apply succeeded.
     pub(super) prune: Vec<&'a Child>,
@@ -90,7 +92,13 @@ pub(super) fn plan<'a>(
                     UpdateStrategy::OnDelete => {}
                     UpdateStrategy::Recreate if changed => plan.recreate.push(child),
                     UpdateStrategy::Recreate => {}
-                    UpdateStrategy::InPlace if changed || drifted(&wanted.object, &child.object) => plan.apply.push(wanted),
+                    UpdateStrategy::InPlace if changed || drifted(&wanted.object, &child.object) => {
+                        // Applied to the child observed only: not to another object that took
+                        // its name meanwhile.
+                        let mut wanted = wanted;
+                        wanted.object["metadata"]["uid"] = json!(child.uid);
+                        plan.apply.push(wanted);
+                    }
                     UpdateStrategy::InPlace => {}
                 }
             }
@@ -122,6 +130,11 @@ fn prepare(
     let resource = Gvk::from_api_version(&api_version, &kind);
     let metadata = object.entry("metadata").or_insert_with(|| json!({}));
     let Some(metadata) = metadata.as_object_mut() else { return Err(invalid("its metadata is not an object".into())) };
+    // The host decides which object a child's write goes to (see `Desired::new`); the
+    // versions and owners of fields are the API server's.
+    for field in ["uid", "resourceVersion", "managedFields"] {
+        metadata.remove(field);
+    }
     let Some(name) = text_of(metadata, "name") else { return Err(invalid(format!("the {kind} has no metadata.name"))) };
     let named = |problem: String| CompositeError::Invalid(format!("desired child {kind} {name}: {problem}"));
     if let Some(problem) = too_long("metadata.name", name.len(), MAX_NAME) {
@@ -360,6 +373,7 @@ mod tests {
         assert_eq!(plan.recreate[0].uid, "old");
         let plan = plan_of(UpdateStrategy::InPlace, &parent, &same, std::slice::from_ref(&v2)).unwrap();
         assert_eq!((plan.recreate.len(), plan.apply.len()), (0, 1), "in-place applies");
+        assert_eq!(plan.apply[0].object["metadata"]["uid"], "old", "to the child observed only");
         // Someone else changes a field the desired state sets: in-place puts it back; recreate
         // waits for the desired state to change (no loop on fields the server rewrites).
         let mut drifted = stored.clone();

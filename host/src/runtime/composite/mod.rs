@@ -266,27 +266,31 @@ async fn manage(services: &Services, plan: &Plan<'_>) -> Result<(), Vec<Failed>>
     }
     let mut applied = true;
     for desired in &plan.apply {
-        let request = WriteRequest {
-            resource: desired.resource.clone(),
-            namespace: desired.key.namespace().map(Into::into),
-            name: desired.key.name().into(),
-            op: WriteOp::Apply { object: desired.object.clone(), force: true, status: false },
-        };
-        let what = || format!("applying {} {}", desired.resource.kind, desired.key);
-        // A new child whose name some other object has (not the parent's, or not matching its
-        // selector) is not taken over.
+        let object = desired.object.clone();
+        // A new child is created: whatever object has its name already (another's, or one this
+        // host's cache has not seen, as in a shard's) is left alone, never applied over.
+        // OLD CODE: the cache check, then a force apply.
         if desired.new && services.cache.get(&desired.resource, &desired.key).is_some() {
-            applied = false;
-            let message = format!(
-                "{} {} exists and is not a child of this parent (no controller owner reference to it, or not matching its selector): it is left alone",
-                desired.resource.kind, desired.key
-            );
-            failed.push(Failed { what: what(), code: ErrorCode::AlreadyExists, message });
             continue;
         }
-        if let Err(error) = services.api.write(request).await {
-            applied = false;
-            failed.push(Failed::new(what(), error));
+        let (op, doing) = (WriteOp::Apply { object, force: true, status: false }, "applying");
+        let request =
+            WriteRequest { resource: desired.resource.clone(), namespace: desired.key.namespace().map(Into::into), name: desired.key.name().into(), op };
+        let what = format!("{doing} {} {}", desired.resource.kind, desired.key);
+        match services.api.write(request).await {
+            Ok(_) => {}
+            Err(error) if desired.new && error.reason() == Some("AlreadyExists") => {
+                applied = false;
+                let message = format!(
+                    "{} {} exists and is not a child of this parent (no controller owner reference to it, or not matching its selector): it is left alone",
+                    desired.resource.kind, desired.key
+                );
+                failed.push(Failed { what, code: ErrorCode::AlreadyExists, message });
+            }
+            Err(error) => {
+                applied = false;
+                failed.push(Failed::new(what, error));
+            }
         }
     }
     if applied {
@@ -343,6 +347,71 @@ impl Observed {
     /// What handing them to the plugin costs: their text.
     fn bytes(&self) -> usize {
         self.kinds.iter().flat_map(|(_, children)| children).map(|c| c.json.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::manifest::UpdateStrategy;
+    use crate::resource::Scope;
+    use crate::runtime::host::Api;
+
+    /// An API server holding a ConfigMap `victim` that no cache has shown yet (another's, in a
+    /// shard's cache, or created a moment ago): it refuses a create of it as the real one does,
+    /// takes every other write, and records them all.
+    #[derive(Default)]
+    struct Holding(Mutex<Vec<WriteRequest>>);
+
+    #[async_trait::async_trait]
+    impl Api for Holding {
+        async fn write(&self, request: WriteRequest) -> Result<Option<Arc<str>>, RequestError> {
+            let refused = request.name == "victim" && matches!(request.op, WriteOp::Create { .. });
+            self.0.lock().push(request);
+            if refused {
+                let status = kube::core::Status::failure("configmaps \"victim\" already exists", "AlreadyExists").with_code(409);
+                return Err(RequestError::Api(kube::Error::Api(status.boxed())));
+            }
+            Ok(None)
+        }
+
+        async fn get(&self, _: &Gvk, _: Option<&str>, _: &str) -> Result<Option<String>, RequestError> {
+            Ok(None)
+        }
+    }
+
+    /// L4 (and H5 in a shard, whose cache shows only its own objects): a desired child named
+    /// like an object the cache does not hold is created, not applied, so the API server
+    /// refuses it and nothing is taken over; what the plugin said of its identity and version is
+    /// not sent.
+    #[tokio::test]
+    async fn a_new_child_never_takes_over_an_object_the_cache_did_not_show() {
+        let parent = test_parent(Some("ns"), json!({}));
+        let rules = vec![ChildRule { resource: Gvk::new("", "v1", "ConfigMap"), update: UpdateStrategy::InPlace }];
+        let selector = claim::selector(ChildSelector::Generated, &parent).unwrap();
+        let none = Observed { kinds: vec![(rules[0].clone(), vec![])] };
+        let child = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "uid": "forged", "resourceVersion": "1", "managedFields": []}, "data": {"mine": "yes"}})
+                .to_string()
+        };
+        let namespaced = |_: &Gvk| Some(Scope::Namespaced);
+        let plan = desired::plan(&rules, &parent, &selector, ChildSelector::Generated, &none, vec![child("victim"), child("fresh")], namespaced).unwrap();
+        let api = Arc::new(Holding::default());
+        let services = Services { api: api.clone(), ..Services::unreachable() };
+
+        let failed = manage(&services, &plan).await.expect_err("the victim is refused");
+        let [refused] = failed.as_slice() else { panic!("one failure: {failed:?}") };
+        assert_eq!(refused.code, ErrorCode::AlreadyExists);
+        assert!(refused.to_string().contains("creating ConfigMap ns/victim: ConfigMap ns/victim exists and is not a child of this parent"), "{refused}");
+        let writes = api.0.lock();
+        assert_eq!(writes.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(), ["victim", "fresh"]);
+        for write in writes.iter() {
+            let WriteOp::Create { object, applied: true } = &write.op else { panic!("a new child is created, owned as applied: {write:?}") };
+            let metadata = &object["metadata"];
+            assert!(metadata.get("uid").is_none() && metadata.get("resourceVersion").is_none() && metadata.get("managedFields").is_none(), "{metadata}");
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use super::super::boundary::{MAX_OBJECT, MAX_PATCH};
 use super::args::{LazyGvk, Read, name, namespace, owned, settle};
 use super::{HostContext, HostState, Services, error};
 use crate::client::{ApiClient, PatchKind, RequestError, WriteOp, WriteRequest};
-use crate::manifest::Verb;
+use crate::manifest::{Manifest, Verb};
 use crate::resource::{Gvk, ObjectKey};
 
 /// The Kubernetes API as the runtime sees it: performs checked writes for one plugin, and reads
@@ -151,19 +151,8 @@ impl ClientCtx<'_> {
         {
             return Ok(Err(e));
         }
-        // A replace of what the plugin was handed projected would wipe what it never saw.
-        let wipes = match (&request.op, manifest.projection(resource)) {
-            (WriteOp::Update { status: false, .. }, Some(_)) => Some("the whole"),
-            (WriteOp::Update { status: true, .. }, Some(fields)) if !fields.keeps_whole("status") => Some("the status of"),
-            _ => None,
-        };
-        if let Some(what) = wipes {
-            return Ok(Err(error(
-                ErrorCode::Invalid,
-                format!(
-                    "update replaces {what} {resource}, and the plugin is handed projected {resource} objects (`projections`): write it with apply or patch"
-                ),
-            )));
+        if let Some(refused) = wipes(manifest, &request) {
+            return Ok(Err(error(ErrorCode::Invalid, refused)));
         }
         let resource = request.resource.clone();
         let stored = self.services.api.write(request).await.map_err(guest_error);
@@ -194,6 +183,21 @@ impl ClientCtx<'_> {
     }
 }
 
+/// Why `request` would wipe what the plugin never saw, if it would: an update replaces the
+/// whole object (or its status), and the plugin is handed the kind's objects metadata-only or
+/// projected — written back, they lose everything it was not handed.
+fn wipes(manifest: &Manifest, request: &WriteRequest) -> Option<String> {
+    let resource = &request.resource;
+    let fields: &crate::projection::Fields = manifest.projection(resource)?;
+    let what = match request.op {
+        WriteOp::Update { status: false, .. } => "the whole",
+        WriteOp::Update { status: true, .. } if !fields.keeps_whole("status") => "the status of",
+        _ => return None,
+    };
+    let handed = if fields.is_metadata_only() { "metadata-only (`views.metadata-only`)" } else { "projected (`projections`)" };
+    Some(format!("update replaces {what} {resource}, and the plugin is handed {handed} {resource} objects: write it with apply or patch"))
+}
+
 /// Parses an object sent by the guest and names it.
 fn object_request(json: &str, op: impl FnOnce(serde_json::Value) -> WriteOp) -> Result<WriteRequest, GuestError> {
     let object = parse_json(json, "object")?;
@@ -219,7 +223,7 @@ impl Host for ClientCtx<'_> {
     }
 
     async fn create(&mut self, object: String) -> wasmtime::Result<Result<String, GuestError>> {
-        self.write(object_request(&object, |object| WriteOp::Create { object })).await
+        self.write(object_request(&object, |object| WriteOp::Create { object, applied: false })).await
     }
 
     async fn update(&mut self, object: String) -> wasmtime::Result<Result<String, GuestError>> {
@@ -251,5 +255,43 @@ impl Host for ClientCtx<'_> {
     async fn delete(&mut self, resource: WitGvk, namespace: Option<String>, name: String) -> wasmtime::Result<Result<(), GuestError>> {
         let request = WriteRequest { resource: resource.into(), namespace, name, op: WriteOp::Delete { uid: None } };
         Ok(self.write(Ok(request)).await?.map(drop))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::manifest::Projection;
+    use crate::projection::Fields;
+
+    fn update(resource: &Gvk, status: bool) -> WriteRequest {
+        WriteRequest {
+            resource: resource.clone(),
+            namespace: Some("ns".into()),
+            name: "x".into(),
+            op: WriteOp::Update { object: serde_json::json!({}), status },
+        }
+    }
+
+    /// An update of a kind handed metadata-only would write back an object without its data
+    /// (or status): refused like one of a projected kind; applies, patches and kinds handed
+    /// whole are left to the API server.
+    #[test]
+    fn an_update_of_what_the_plugin_was_not_handed_whole_is_refused() {
+        let deployment = Gvk::new("apps", "v1", "Deployment");
+        let mut manifest = crate::manifest::tests::sample();
+        assert_eq!(wipes(&manifest, &update(&deployment, false)), None, "handed whole");
+        manifest.metadata_only.push(deployment.clone());
+        let refused = wipes(&manifest, &update(&deployment, false)).expect("a metadata-only update is refused");
+        assert!(refused.contains("replaces the whole Deployment") && refused.contains("metadata-only (`views.metadata-only`)"), "{refused}");
+        assert!(wipes(&manifest, &update(&deployment, true)).is_some_and(|r| r.contains("the status of")), "and so is its update-status");
+        let apply = WriteRequest { op: WriteOp::Apply { object: serde_json::json!({}), force: false, status: false }, ..update(&deployment, false) };
+        assert_eq!(wipes(&manifest, &apply), None);
+        manifest.metadata_only.clear();
+        manifest.projections.push(Projection { resource: deployment.clone(), fields: Arc::new(Fields::new([vec!["status"]])) });
+        assert!(wipes(&manifest, &update(&deployment, false)).is_some_and(|r| r.contains("projected (`projections`)")));
+        assert_eq!(wipes(&manifest, &update(&deployment, true)), None, "the status is handed whole");
     }
 }

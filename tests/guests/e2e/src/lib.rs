@@ -68,6 +68,9 @@ struct Settings {
     /// primary controls (`list-controlled`; needs `owns`);
     /// `stamp`: update the primary's output annotation to the wall clock's seconds since the
     /// epoch, read the primary back and say what it read in a Normal Event `Stamped`;
+    /// `update-watched`: with `map-label`, get each watched object naming the primary from the
+    /// cache and update it with the output annotation `<variant>:<input>` (it needs `update` on
+    /// the watched kind, see `extra`);
     /// `noop`: nothing.
     mode: Option<String>,
     /// A finalizer; `finalize` waits for the annotation `e2e.kubewasm.io/release=true`.
@@ -415,6 +418,15 @@ impl E2e {
                     read.metadata.resource_version.clone().unwrap_or_default()
                 );
                 ctx.event(&primary, EventType::Normal, "Stamped", "Reconcile", &note)?;
+            }
+            "update-watched" => {
+                let label = self.map_label.as_deref().ok_or_else(|| Error::other("update-watched needs map-label"))?;
+                for watched in ctx.list_dynamic(&self.watched, primary.namespace(), Some(&format!("{label}={}", primary.name())))? {
+                    let mut got =
+                        ctx.get_dynamic(&self.watched, watched.namespace(), watched.name())?.ok_or_else(|| Error::other("the watched object is gone"))?;
+                    got.metadata.annotations.get_or_insert_with(Default::default).insert(OUTPUT.into(), format!("{}:{input}", self.variant));
+                    ctx.update(&got)?;
+                }
             }
             "update" => {
                 let want = format!("{}:{input}", self.variant);
