@@ -286,8 +286,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
                 config.request_timeout,
             ));
             let assigner_config = AssignerConfig { ring: shard.ring().into(), lease_namespace: config.lease_namespace.clone() };
-            let assigner =
-                Assigner::new(client.clone(), discovery.clone(), api, assigner_config, shard.claims().subscribe(), metrics.clone(), config.request_timeout);
+            let assigner = Assigner::new(client.clone(), discovery.clone(), api, assigner_config, metrics.clone(), config.request_timeout);
             Some(tokio::spawn(assigner.run(leadership.clone(), shutdown.clone())))
         }
         _ => None,

@@ -258,6 +258,23 @@ fn rule_namespaces(rule: &Rule, scope: Scope, served: &[String]) -> Vec<Option<S
     }
 }
 
+/// What a sharded plugin's identity must itself be allowed: the ring's assigner labels its
+/// primaries and its children as the host, so that a plugin never gets through the host a
+/// write on objects RBAC does not let it write.
+fn sharding_rules(manifest: &Manifest) -> Vec<Rule> {
+    std::iter::once(&manifest.primary)
+        .chain(&manifest.owns)
+        .map(|resource| Rule {
+            resource: resource.clone(),
+            subresource: None,
+            verbs: [Verb::Patch].into(),
+            namespaces: None,
+            names: BTreeSet::new(),
+            why: "sharded: the host labels its primaries and children for their shard",
+        })
+        .collect()
+}
+
 /// Who plugins act as, for one host.
 #[derive(Clone)]
 pub struct Identities {
@@ -321,15 +338,19 @@ impl Identities {
     /// Admits a plugin: counts its watches and access reviews against the host's caps, checks
     /// that the identity policy is in force, then asks the API server, as the plugin, whether it
     /// may do everything `manifest` needs.
-    pub async fn admit(&self, manifest: &Manifest) -> Result<(), AdmissionError> {
+    pub async fn admit(&self, manifest: &Manifest, sharded: bool) -> Result<(), AdmissionError> {
         let mut kinds = HashMap::new();
         self.count_watches(manifest, &mut kinds).await?;
         let Some(user) = self.user(&manifest.name) else { return Ok(()) };
         if let Some(policy) = &self.policy {
             self.policy_in_force(policy).await?;
         }
+        let mut rules = manifest.rules();
+        if sharded {
+            rules.extend(sharding_rules(manifest));
+        }
         let mut expansions = Vec::new();
-        for rule in merged(manifest.rules()) {
+        for rule in merged(rules) {
             let (plural, scope) = match self.resolve(&rule.resource, &mut kinds).await {
                 Some(resolved) => (resolved.api.plural, resolved.scope),
                 // Not served yet (its CRD may come later): RBAC does not need it to exist.
@@ -479,7 +500,18 @@ impl Identities {
         if !checks {
             return Err(unprotected(format!("it does not check {POLICY_EXPRESSION}")));
         }
+        // A match condition, object selector or excluded rule lets some Plugins past unchecked: a
+        // Plugin author could label or name theirs to fit and take any identity.
+        if let Some(condition) = spec.match_conditions.unwrap_or_default().into_iter().find(|c| c.expression != POLICY_MATCH_CONDITION) {
+            return Err(unprotected(format!("its match condition {:?} narrows it: the chart's checks every Plugin", condition.name)));
+        }
         let constraints = spec.match_constraints.unwrap_or_default();
+        if constraints.object_selector.as_ref().is_some_and(|s| s.match_labels.as_ref().is_some_and(|l| !l.is_empty()) || s.match_expressions.as_ref().is_some_and(|e| !e.is_empty())) {
+            return Err(unprotected("its objectSelector narrows it: the chart's checks every Plugin".into()));
+        }
+        if constraints.exclude_resource_rules.as_ref().is_some_and(|rules| !rules.is_empty()) {
+            return Err(unprotected("its excludeResourceRules narrow it: the chart's checks every Plugin".into()));
+        }
         // The chart's policy covers its own namespace; one covering every namespace will do.
         let selector = constraints.namespace_selector.unwrap_or_default();
         let labels = selector.match_labels.unwrap_or_default();
@@ -489,7 +521,11 @@ impl Identities {
         }
         let covers = constraints.resource_rules.unwrap_or_default().iter().any(|r| {
             let has = |list: &Option<Vec<String>>, item: &str| list.as_ref().is_some_and(|l| l.iter().any(|x| x == item || x == "*"));
-            has(&r.api_groups, IDENTITY_GROUP) && has(&r.resources, "plugins") && has(&r.operations, "CREATE") && has(&r.operations, "UPDATE")
+            has(&r.api_groups, IDENTITY_GROUP)
+                && has(&r.resources, "plugins")
+                && has(&r.operations, "CREATE")
+                && has(&r.operations, "UPDATE")
+                && r.resource_names.as_ref().is_none_or(Vec::is_empty)
         });
         if !covers {
             return Err(unprotected("it does not match the creation and update of every Plugin".into()));
@@ -657,7 +693,7 @@ mod tests {
             .collect();
         let api = allowing();
         let started = std::time::Instant::now();
-        let refused = identities(&api, IdentityMode::ServiceAccount, &[], AdmissionLimits::default()).admit(&manifest(permissions)).await;
+        let refused = identities(&api, IdentityMode::ServiceAccount, &[], AdmissionLimits::default()).admit(&manifest(permissions), false).await;
         let Err(AdmissionError::TooManyReviews { needs, max: 2000 }) = refused else { panic!("{refused:?}") };
         assert!(needs >= 1000 * 14 * 100 * 100, "{needs}");
         assert_eq!(api.count(&http::Method::POST, REVIEWS), 0, "no review may reach the API server");
@@ -680,7 +716,7 @@ mod tests {
             names: ["s1".to_string(), "s2".to_string()].into(),
         };
         let api = allowing();
-        identities(&api, IdentityMode::ServiceAccount, &["a", "b"], AdmissionLimits::default()).admit(&manifest(vec![grant, elsewhere])).await.unwrap();
+        identities(&api, IdentityMode::ServiceAccount, &["a", "b"], AdmissionLimits::default()).admit(&manifest(vec![grant, elsewhere]), false).await.unwrap();
         // ConfigMaps: get, list, watch, patch in a and b (8); Secrets: get s1, s2 in a (2);
         // ConfigMaps' finalizers: update in a and b (2, it writes); Events: create, patch in a
         // and b (4).
@@ -728,7 +764,7 @@ mod tests {
         // ConfigMaps get, list, watch, patch, finalizers update, Events create, patch: 7 a namespace.
         for (incomplete, served, rules_reviews, reviews) in [(false, vec!["a", "b"], 2, 2), (true, vec!["a", "b"], 2, 14), (false, vec![], 0, 7)] {
             let api = listing(rules.clone(), incomplete);
-            identities(&api, IdentityMode::ServiceAccount, &served, AdmissionLimits::default()).admit(&manifest(vec![grant.clone()])).await.unwrap();
+            identities(&api, IdentityMode::ServiceAccount, &served, AdmissionLimits::default()).admit(&manifest(vec![grant.clone()]), false).await.unwrap();
             assert_eq!(api.count(&http::Method::POST, RULES_REVIEWS), rules_reviews, "incomplete: {incomplete}, served: {served:?}");
             assert_eq!(api.count(&http::Method::POST, REVIEWS), reviews, "incomplete: {incomplete}, served: {served:?}");
         }
@@ -781,7 +817,7 @@ mod tests {
         let ids = identities(&api, IdentityMode::ServiceAccount, &[], limits);
         let (a, b) = (manifest(vec![named(50)]), Manifest { name: "other".into(), ..manifest(vec![named(50)]) });
         let started = tokio::time::Instant::now();
-        let (ra, rb) = tokio::join!(ids.admit(&a), ids.admit(&b));
+        let (ra, rb) = tokio::join!(ids.admit(&a, false), ids.admit(&b, false));
         ra.unwrap();
         rb.unwrap();
         // 50 names + 3 reads of the primary + 2 for Events, each: 110, 20 at once, then 10 a second.
@@ -804,10 +840,10 @@ mod tests {
         };
         for mode in [IdentityMode::ServiceAccount, IdentityMode::Host] {
             let api = allowing();
-            let refused = identities(&api, mode, &[], AdmissionLimits::default()).admit(&manifest((0..10).map(lists).collect())).await;
+            let refused = identities(&api, mode, &[], AdmissionLimits::default()).admit(&manifest((0..10).map(lists).collect()), false).await;
             assert!(matches!(refused, Err(AdmissionError::TooManyWatches { max: 500 })), "{refused:?}");
             assert_eq!(api.count(&http::Method::POST, REVIEWS), 0);
-            let fits = identities(&api, mode, &[], AdmissionLimits::default()).admit(&manifest((0..4).map(lists).collect())).await;
+            let fits = identities(&api, mode, &[], AdmissionLimits::default()).admit(&manifest((0..4).map(lists).collect()), false).await;
             assert!(fits.is_ok(), "{fits:?}");
         }
         // Owned kinds and the primary are watched in every namespace served.
@@ -816,7 +852,7 @@ mod tests {
         let served: Vec<&str> = served.iter().map(String::as_str).collect();
         let mut owner = manifest(vec![]);
         owner.owns.push(Gvk::new("apps", "v1", "Deployment"));
-        let refused = identities(&api, IdentityMode::Host, &served, AdmissionLimits::default()).admit(&owner).await;
+        let refused = identities(&api, IdentityMode::Host, &served, AdmissionLimits::default()).admit(&owner, false).await;
         assert!(matches!(refused, Err(AdmissionError::TooManyWatches { .. })), "{refused:?}");
     }
 
@@ -861,7 +897,7 @@ mod tests {
         let admit = |api: FakeApi| async move {
             identities(&api, IdentityMode::ServiceAccount, &[], AdmissionLimits::default())
                 .with_policy("kubewasm-plugin-identity".into())
-                .admit(&manifest(vec![]))
+                .admit(&manifest(vec![]), false)
                 .await
                 .map_err(|e| e.to_string())
         };
@@ -889,7 +925,7 @@ mod tests {
         let admit = |api: FakeApi| async move {
             identities(&api, IdentityMode::ServiceAccount, &[], AdmissionLimits::default())
                 .with_policy("kubewasm-plugin-identity".into())
-                .admit(&manifest(vec![]))
+                .admit(&manifest(vec![]), false)
                 .await
                 .map_err(|e| e.to_string())
         };

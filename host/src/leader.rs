@@ -34,6 +34,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// How long a Lease of this host lasts unrenewed (client-go's default).
+pub const LEASE_DURATION: Duration = Duration::from_secs(15);
+
 #[derive(Debug, Clone)]
 pub struct LeaderConfig {
     pub lease_name: String,
@@ -56,7 +59,7 @@ impl LeaderConfig {
             lease_name: lease_name.into(),
             lease_namespace: lease_namespace.into(),
             identity: identity.into(),
-            lease_duration: Duration::from_secs(15),
+            lease_duration: LEASE_DURATION,
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             labels: BTreeMap::new(),

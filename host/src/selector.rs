@@ -79,6 +79,19 @@ impl std::fmt::Display for LabelSelector {
     }
 }
 
+/// As its text (a shard Lease publishes the selectors of the plugins it runs).
+impl serde::Serialize for LabelSelector {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for LabelSelector {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl FromStr for LabelSelector {
     type Err = SelectorError;
 

@@ -291,7 +291,6 @@ async fn never_takes_over(w: &World) -> Result<()> {
 }
 
 #[tokio::test]
-#[ignore = "failed in its first run: no ReconcileFailed Event on p within 60 s (cause not found yet, see the decl report)"]
 async fn an_object_named_as_a_child_is_never_taken_over_by_a_host_alone() -> Result<()> {
     let w = World::start("takeover", &["strategy = \"in-place\""]).await?;
     never_takes_over(&w).await?;
@@ -300,7 +299,6 @@ async fn an_object_named_as_a_child_is_never_taken_over_by_a_host_alone() -> Res
 }
 
 #[tokio::test]
-#[ignore = "failed in its first run: no ReconcileFailed Event on p within 60 s (cause not found yet, see the decl report)"]
 async fn an_object_named_as_a_child_is_never_taken_over_in_a_shard_ring() -> Result<()> {
     let w = World::start_replicas("takeover-ring", &["strategy = \"in-place\""], 2).await?;
     never_takes_over(&w).await?;

@@ -18,8 +18,10 @@ use anyhow::{Context, Result, anyhow, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kubewasm::resource::{Gvk, ObjectKey};
 use kubewasm::shard::ring::{self, Ring};
+use kubewasm_tests::plugindir::OUTPUT_LABEL;
 use kubewasm_tests::proxy::{FaultProxy, Mode};
 use kubewasm_tests::trace::{self, Interval};
 use kubewasm_tests::{ControlPlane, E2eSettings, Host, PluginDir, TestNamespace, audit, eventually};
@@ -30,6 +32,8 @@ const READY: Duration = Duration::from_secs(90);
 const RING: &str = "ring";
 const LEADER: &str = "leader";
 const PLUGIN: &str = "sharded";
+/// A second plugin whose primaries are the first one's outputs (owned Secrets).
+const FOLLOWER: &str = "follower";
 const SHARD: &str = "shard.alpha.sharding.timebertt.dev/ring";
 const DRAIN: &str = "drain.alpha.sharding.timebertt.dev/ring";
 /// The shards' lease duration (client-go's default, the host's).
@@ -50,18 +54,25 @@ impl Replica {
 
     /// With these lines in the plugin's `[kubewasm]` options.
     async fn start_with(ns: &TestNamespace, name: &str, kubeconfig: &std::path::Path, extra: &[&str], options: &[&str]) -> Result<Replica> {
-        let dir = PluginDir::new();
-        let mut settings = E2eSettings::new(PLUGIN).host(name).owns().trace().max_concurrency(4);
+        let mut settings = sharded(name);
         for line in options {
             settings = settings.option(line);
         }
-        dir.install_e2e(&settings, "v01");
-        // The plugin's info records only (the trace), so that its log budget (100 records a
+        Replica::start_plugins(ns, name, kubeconfig, extra, &[(settings, "v01")]).await
+    }
+
+    /// Running these plugins (settings, variant).
+    async fn start_plugins(ns: &TestNamespace, name: &str, kubeconfig: &std::path::Path, extra: &[&str], plugins: &[(E2eSettings, &str)]) -> Result<Replica> {
+        let dir = PluginDir::new();
+        for (settings, variant) in plugins {
+            dir.install_e2e(settings, variant);
+        }
+        let mut config = host_config(name, dir.path(), kubeconfig, ns.name()).instance(name).shard_ring(ns.name(), LEADER, RING);
+        // The plugins' info records only (the trace), so that their log budget (100 records a
         // second) keeps every trace line: a dropped `end` would leave an interval open.
-        let mut config = host_config(name, dir.path(), kubeconfig, ns.name())
-            .instance(name)
-            .shard_ring(ns.name(), LEADER, RING)
-            .arg(format!("--plugin-log-level={PLUGIN}=info"));
+        for (settings, _) in plugins {
+            config = config.arg(format!("--plugin-log-level={}=info", settings.name));
+        }
         for arg in extra {
             config = config.arg(*arg);
         }
@@ -86,6 +97,12 @@ impl Replica {
     async fn reconciles(&self) -> Result<f64> {
         Ok(self.host.metric("controller_runtime_reconcile_total", &[("controller", PLUGIN)]).await?)
     }
+}
+
+/// The suite's plugin on replica `name`: primaries are the labelled ConfigMaps, outputs owned
+/// Secrets, every reconcile traced.
+fn sharded(name: &str) -> E2eSettings {
+    E2eSettings::new(PLUGIN).host(name).owns().trace().max_concurrency(4)
 }
 
 fn inputs(count: usize, input: &str) -> BTreeMap<String, String> {
@@ -537,6 +554,214 @@ async fn a_plugin_with_sharding_off_runs_on_the_leader_only() -> Result<()> {
     .await?;
     ensure!(assignments(&cms).await?.values().all(Option::is_none), "an unsharded plugin's primaries are not assigned");
     ensure!(replicas[1].reconciles().await? == 0.0, "the replica that does not lead reconciled");
+    for r in replicas {
+        r.host.stop().await?;
+    }
+    Ok(())
+}
+
+/// The leader's `kubewasm_shard_assignments_total`, all actions (or one).
+async fn assignments_total(leader: &Replica, action: Option<&str>) -> Result<f64> {
+    let mut labels = vec![("ring", RING)];
+    labels.extend(action.map(|a| ("action", a)));
+    Ok(leader.host.metric("kubewasm_shard_assignments_total", &labels).await?)
+}
+
+/// The audit's H4: plugin `sharded` owns Secrets (its outputs) and plugin `follower` reconciles
+/// those Secrets as its primaries, both sharded. Each output is chosen to hash, by its own key,
+/// to another shard than its controller: it must land with its controller (placed by the
+/// controller's ring key) and stay there — the assigner's writes stop, and no object is
+/// reconciled on two replicas at once. Before, the owned path put it on the controller's shard
+/// and the primary path drained it to its own, forever.
+#[tokio::test]
+async fn a_kind_one_plugin_owns_and_another_reconciles_lands_with_its_controller_and_settles() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("shards-owned").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let names = ["own-a", "own-b"];
+    let follower =
+        |name: &str| E2eSettings::new(FOLLOWER).host(name).kind("Secret").selector(&format!("{OUTPUT_LABEL}={PLUGIN}")).mode("noop").trace().max_concurrency(4);
+    let mut replicas = Vec::new();
+    for name in names {
+        replicas.push(Replica::start_plugins(&ns, name, cp.kubeconfig_path(), &[], &[(sharded(name), "v01"), (follower(name), "v01")]).await?);
+    }
+    let ring = Ring::new(names);
+    let (cm, secret) = (Gvk::new("", "v1", "ConfigMap"), Gvk::new("", "v1", "Secret"));
+    let on = |gvk: &Gvk, name: &str| ring.shard_for(&ring::object_key(gvk, &ObjectKey::new(Some(ns.name()), name))).map(String::from);
+    let crossed: BTreeMap<String, String> =
+        (0..400).map(|i| format!("k{i}")).filter(|k| on(&cm, k) != on(&secret, &format!("{k}.{PLUGIN}"))).take(20).map(|k| (k, "1".to_string())).collect();
+    ensure!(crossed.len() == 20, "only {} primaries whose output hashes elsewhere", crossed.len());
+    create_primaries(&cms, &crossed).await?;
+    wait_outputs_on_shards(&ns, &crossed, &names).await?;
+    let settled = eventually("the assigner's writes to stop", CONVERGE, || async {
+        let before = assignments_total(&replicas[0], None).await?;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let after = assignments_total(&replicas[0], None).await?;
+        if after == before { Ok(after) } else { Err(anyhow!("{before} → {after} assignments in 10 s")) }
+    })
+    .await?;
+    // Still with their controllers, and the follower reconciled them there.
+    wait_outputs_on_shards(&ns, &crossed, &names).await?;
+    let secrets: Api<Secret> = ns.api();
+    for name in crossed.keys() {
+        let output = format!("{name}.{PLUGIN}");
+        let shard = secrets.get(&output).await?.metadata.labels.unwrap_or_default().get(SHARD).cloned();
+        let reconciled: Vec<String> =
+            replicas.iter().flat_map(|r| r.intervals()).filter(|i| i.key == format!("{}/{output}", ns.name())).map(|i| i.host).collect();
+        // Reconciled where it ended up; on another replica only before a drain handed it over,
+        // never at the same time (the trace check below).
+        ensure!(shard.as_ref().is_some_and(|s| reconciled.contains(s)), "{output} on {shard:?} reconciled by {reconciled:?}");
+    }
+    let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>()).await?;
+    eprintln!("{} outputs with their controllers; {settled} assignments in all, then none; {traced} reconciles traced", crossed.len());
+    for r in replicas {
+        r.host.stop().await?;
+    }
+    Ok(())
+}
+
+/// The audit's M5: the plugin fails to load on the ring's leader (its `describe` traps there),
+/// and runs on the two others. The leader still assigns its objects (it follows the claims the
+/// other replicas publish), to those two only; before, it followed only its own plugins and
+/// assigned nothing, and a replica without the plugin kept a third of the objects unserved.
+#[tokio::test]
+async fn a_replica_that_does_not_run_the_plugin_gets_none_of_its_objects() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("shards-missing").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let names = ["run-a", "run-b", "run-c"];
+    let mut replicas = Vec::new();
+    for (i, name) in names.into_iter().enumerate() {
+        let variant = if i == 0 { "trp" } else { "v01" };
+        replicas.push(Replica::start_plugins(&ns, name, cp.kubeconfig_path(), &[], &[(sharded(name), variant)]).await?);
+    }
+    let running = [names[1], names[2]];
+    let first = inputs(60, "1");
+    create_primaries(&cms, &first).await?;
+    wait_outputs_on_shards(&ns, &first, &running).await?;
+    ensure!(replicas[0].reconciles().await? == 0.0, "the replica without the plugin reconciled");
+    let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>()).await?;
+    eprintln!("60 primaries on the two replicas that run the plugin; {traced} reconciles traced");
+    for r in replicas {
+        r.host.stop().await?;
+    }
+    Ok(())
+}
+
+/// The audit's M4: with sharding, the host labels a plugin's primaries for it, so a sharded
+/// plugin must itself be allowed to patch them. Here its identity may read and update its
+/// primaries (Secrets), as `kubewasm rbac` grants what it declares, but not patch them: it is
+/// refused, naming the rule, and none of its primaries is labelled.
+#[tokio::test]
+async fn a_sharded_plugin_whose_identity_may_not_patch_its_primaries_is_refused() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("shards-rbac").await?;
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("reader").kind("Secret"), "v01");
+    apply(cp, &rbac(&rbac_args(dir.path(), ns.name())).await?).await?;
+    let config =
+        host_config("rbac-a", dir.path(), cp.kubeconfig_path(), ns.name()).instance("rbac-a").shard_ring(ns.name(), LEADER, RING).service_accounts(ns.name());
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+    let secrets: Api<Secret> = ns.api();
+    let mut object = Secret::default();
+    object.metadata.name = Some("s0".into());
+    object.metadata.labels = Some([(PRIMARY.to_string(), "yes".to_string())].into());
+    object.metadata.annotations = Some([(INPUT.to_string(), "1".to_string())].into());
+    secrets.create(&PostParams::default(), &object).await?;
+    let event = wait_event(ns.client(), ns.name(), STATUS, "PluginRejected", "kubewasm-plugin-reader lacks").await?;
+    let note = event.note.unwrap_or_default();
+    ensure!(note.contains(r#"resources: ["secrets"], verbs: ["patch"]"#), "the rule is not named: {note}");
+    let labels = secrets.get("s0").await?.metadata.labels.unwrap_or_default();
+    ensure!(!labels.contains_key(SHARD), "the refused plugin's primary was labelled: {labels:?}");
+    host.stop().await?;
+    Ok(())
+}
+
+/// The audit's L2: a Lease that claims to be a shard of the ring, held for 68 years and never
+/// renewed, gets no object; the replicas that renew share them all.
+#[tokio::test]
+async fn a_phantom_shard_lease_holds_no_share() -> Result<()> {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("shards-phantom").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let names = ["ph-a", "ph-b"];
+    let mut replicas = Vec::new();
+    for name in names {
+        replicas.push(Replica::start(&ns, name, cp.kubeconfig_path(), &[]).await?);
+    }
+    let leases: Api<Lease> = ns.api();
+    let mut phantom = Lease::default();
+    phantom.metadata.name = Some("phantom".into());
+    phantom.metadata.labels = Some([("alpha.sharding.timebertt.dev/controllerring".to_string(), RING.to_string())].into());
+    phantom.spec = Some(LeaseSpec {
+        holder_identity: Some("phantom".into()),
+        lease_duration_seconds: Some(i32::MAX),
+        acquire_time: Some(MicroTime(Timestamp::now())),
+        renew_time: Some(MicroTime(Timestamp::now())),
+        ..Default::default()
+    });
+    leases.create(&PostParams::default(), &phantom).await?;
+    let first = inputs(40, "1");
+    create_primaries(&cms, &first).await?;
+    wait_outputs_on_shards(&ns, &first, &names).await?;
+    let on_phantom = assignments(&cms).await?.values().filter(|s| s.as_deref() == Some("phantom")).count();
+    ensure!(on_phantom == 0, "{on_phantom} primaries on the phantom");
+    for r in replicas {
+        r.host.stop().await?;
+    }
+    Ok(())
+}
+
+/// The audit's L2: whoever may delete Leases deletes a live shard's. Its term may still run (it
+/// renews, recreating the Lease): none of its objects moves, and nothing is reconciled twice.
+/// Before, the assigner forgot the shard at once and moved its objects without a drain.
+#[tokio::test]
+async fn deleting_a_live_shards_lease_moves_none_of_its_objects() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("shards-del").await?;
+    let cms: Api<ConfigMap> = ns.api();
+    let names = ["del-a", "del-b"];
+    let mut replicas = Vec::new();
+    for name in names {
+        replicas.push(Replica::start(&ns, name, cp.kubeconfig_path(), &[]).await?);
+    }
+    let first = inputs(40, "1");
+    create_primaries(&cms, &first).await?;
+    wait_outputs_on_shards(&ns, &first, &names).await?;
+    let before = assignments(&cms).await?;
+    ensure!(before.values().any(|s| s.as_deref() == Some(names[1])), "nothing on {}", names[1]);
+    let moves = assignments_total(&replicas[0], Some("move")).await?;
+    let keys: Vec<String> = first.keys().cloned().collect();
+    let churn = churn(&cms, &keys, Duration::from_millis(20));
+
+    let leases: Api<Lease> = ns.api();
+    let deleted = leases.delete(names[1], &DeleteParams::default()).await?;
+    let uid = deleted.left().and_then(|l| l.metadata.uid);
+    // Until it renewed (a new Lease) and a while after, every object stays where it was.
+    let back = Instant::now();
+    let mut renewed = None;
+    while renewed.is_none_or(|at: Instant| at.elapsed() < Duration::from_secs(5)) {
+        ensure!(back.elapsed() < CONVERGE, "{} never recreated its Lease", names[1]);
+        let now = assignments(&cms).await?;
+        ensure!(now == before, "objects moved after the Lease was deleted: {:?}", now.iter().filter(|(k, v)| before.get(*k) != Some(*v)).collect::<Vec<_>>());
+        if renewed.is_none() && leases.get_opt(names[1]).await?.is_some_and(|l| l.metadata.uid != uid) {
+            renewed = Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    churn.abort();
+    let _ = churn.await;
+    ensure!(assignments_total(&replicas[0], Some("move")).await? == moves, "the assigner moved objects without a drain");
+    let last = inputs(40, "final");
+    for name in last.keys() {
+        set_input(&cms, name, "final").await?;
+    }
+    wait_outputs_on_shards(&ns, &last, &names).await?;
+    let traced = assert_never_two_at_once(&replicas.iter().collect::<Vec<_>>()).await?;
+    eprintln!("{}'s Lease deleted and renewed: nothing moved; {traced} reconciles traced", names[1]);
     for r in replicas {
         r.host.stop().await?;
     }

@@ -99,7 +99,7 @@ impl Fleet for PluginFleet {
 
 /// Asks `member` whether the plugin's identity may do there all that `plugin` declares.
 async fn admit(member: &Member, plugin: &LoadedPlugin) -> Result<(), String> {
-    member.identities.admit(&plugin.described.manifest).await.map_err(|e| format!("admission in cluster {:?}: {e}", member.name))
+    member.identities.admit(&plugin.described.manifest, false).await.map_err(|e| format!("admission in cluster {:?}: {e}", member.name))
 }
 
 /// A controller of the plugin in one member.

@@ -908,7 +908,7 @@ async fn build_version(env: &Arc<Environment>, parts: &Parts<'_>, plugin: Loaded
                 owns: manifest.owns.clone(),
                 namespaces: primary_namespaces,
             };
-            (api, (!parts.inert).then(|| shard.claims().add(claim)))
+            (api, (!parts.inert).then(|| shard.claims().add(&manifest.name, claim)))
         }
         None => (parts.api.clone(), None),
     };

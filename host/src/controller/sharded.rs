@@ -4,6 +4,10 @@
 //! no request of the assigner's, and it is in this shard's (label-selected) cache at once, so
 //! the plugin reads its own write. An apply or update that leaves the label out would otherwise
 //! take it off again (server-side apply removes what its manager no longer sets).
+//!
+//! Not a child whose kind a sharded plugin here reconciles as its primary: labelling it would
+//! move it without a drain while that plugin may be reconciling it on another shard. The
+//! assigner places those, by their controller's ring key (so still with their controller).
 
 use std::sync::Arc;
 
@@ -11,7 +15,7 @@ use crate::client::{RequestError, WriteOp, WriteRequest};
 use crate::manifest::Manifest;
 use crate::resource::Gvk;
 use crate::runtime::host::Api;
-use crate::shard::Shard;
+use crate::shard::{Claims, Shard};
 
 pub struct Labelling {
     inner: Arc<dyn Api>,
@@ -19,11 +23,20 @@ pub struct Labelling {
     owns: Vec<Gvk>,
     label: String,
     shard: String,
+    /// The claims of the sharded plugins here: whose primaries the assigner places.
+    claims: Claims,
 }
 
 impl Labelling {
     pub fn new(inner: Arc<dyn Api>, shard: &Shard, manifest: &Manifest) -> Self {
-        Labelling { inner, primary: manifest.primary.clone(), owns: manifest.owns.clone(), label: shard.shard_label().into(), shard: shard.name().into() }
+        Labelling {
+            inner,
+            primary: manifest.primary.clone(),
+            owns: manifest.owns.clone(),
+            label: shard.shard_label().into(),
+            shard: shard.name().into(),
+            claims: shard.claims().clone(),
+        }
     }
 
     /// Labels `object` when its controller is of the primary kind.
@@ -49,7 +62,7 @@ impl Labelling {
 #[async_trait::async_trait]
 impl Api for Labelling {
     async fn write(&self, mut request: WriteRequest) -> Result<Option<Arc<str>>, RequestError> {
-        if self.owns.contains(&request.resource) {
+        if self.owns.contains(&request.resource) && !self.claims.is_primary(&request.resource) {
             match &mut request.op {
                 WriteOp::Create { object, .. } | WriteOp::Update { object, status: false } | WriteOp::Apply { object, status: false, .. } => self.label(object),
                 _ => {}
@@ -89,10 +102,14 @@ mod tests {
         let labelling = Labelling {
             inner: recorder.clone(),
             primary: Gvk::new("samplecontroller.k8s.io", "v1alpha1", "Foo"),
-            owns: vec![Gvk::new("apps", "v1", "Deployment")],
+            owns: vec![Gvk::new("apps", "v1", "Deployment"), Gvk::new("", "v1", "Secret")],
             label: "shard.alpha.sharding.timebertt.dev/r".into(),
             shard: "replica-a".into(),
+            claims: Claims::default(),
         };
+        let secret = Gvk::new("", "v1", "Secret");
+        let claim = crate::shard::Claim { primary: secret.clone(), selector: None, owns: vec![], namespaces: vec![None] };
+        let _reconciled_here = labelling.claims.add("follower", claim);
         let child = |kind: &str, api_version: &str| serde_json::json!({"metadata": {"name": "c", "ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": "p", "controller": true}]}});
         let write = |resource: Gvk, op: WriteOp| WriteRequest { resource, namespace: Some("n".into()), name: "c".into(), op };
         let deployment = Gvk::new("apps", "v1", "Deployment");
@@ -105,10 +122,8 @@ mod tests {
             .write(write(deployment.clone(), WriteOp::Apply { object: child("Foo", "samplecontroller.k8s.io/v1alpha1"), force: true, status: true }))
             .await
             .unwrap();
-        labelling
-            .write(write(Gvk::new("", "v1", "ConfigMap"), WriteOp::Create { object: child("Foo", "samplecontroller.k8s.io/v1alpha1"), applied: false }))
-            .await
-            .unwrap();
+        labelling.write(write(Gvk::new("", "v1", "ConfigMap"), WriteOp::Create { object: child("Foo", "samplecontroller.k8s.io/v1alpha1"), applied: false })).await.unwrap();
+        labelling.write(write(secret, WriteOp::Create { object: child("Foo", "samplecontroller.k8s.io/v1alpha1"), applied: false })).await.unwrap();
         let labels: Vec<Option<String>> = recorder
             .0
             .lock()
@@ -120,6 +135,10 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(labels, [Some("replica-a".to_string()), None, None, None], "only an owned kind, controlled by a primary, outside status");
+        assert_eq!(
+            labels,
+            [Some("replica-a".to_string()), None, None, None, None],
+            "only an owned kind, controlled by a primary, outside status, and no other plugin's primary"
+        );
     }
 }

@@ -1,20 +1,26 @@
 //! The built-in assigner: run by the ring's leader (the host's leader Lease), it puts every
 //! object of the sharded plugins on a shard, following kubernetes-controller-sharding's sharder:
 //!
-//! - It watches the ring's shard Leases and keeps their states ([`super::lease::Observed`]); the
-//!   available ones (ready, expired, uncertain) make the ring. A Lease unchanged for its lease
-//!   duration is taken (holder `kubewasm-assigner`, for twice the duration: proof that the API
-//!   answers, and that the shard, fenced by the same time, has stopped): the shard is dead and
-//!   its objects move. A Lease dead for a minute is deleted.
-//! - It lists and watches the sharded kinds metadata-only (what the running sharded plugins
-//!   claim, [`super::Claims`]): the primaries their selectors select, and the kinds they own.
-//!   It keeps per object only its shard and drain labels, its resourceVersion and, for an owned
-//!   object, its controller.
-//! - Per primary: unassigned → its children first, then the primary, labelled for the shard the
-//!   ring gives; on an available shard that is no longer the ring's choice → the drain label (the
-//!   shard hands it over, and it comes back here unassigned); on an unavailable shard → moved
-//!   (children first). Per owned object: it follows its controller's current shard. Every write
-//!   is a merge patch carrying the resourceVersion it was decided on (a conflict is retried).
+//! - It watches the ring's shard Leases and keeps their states ([`super::lease::Observed`]). Each
+//!   sharded plugin has a ring of its own: the available shards, seen renewing, whose Lease says
+//!   they run it ([`super::PLUGINS_ANNOTATION`]) — a replica where the plugin failed to load gets
+//!   none of its objects. A Lease unchanged for its lease duration is taken (holder
+//!   `kubewasm-assigner`, for twice the duration: proof that the API answers, and that the
+//!   shard, fenced by the same time, has stopped): the shard is dead and its objects move. A
+//!   Lease dead for a minute is deleted.
+//! - It lists and watches the sharded kinds metadata-only (what the sharded plugins of every
+//!   member claim, [`super::Claim`]): the primaries their selectors select, and the kinds they
+//!   own. It keeps per object only its shard and drain labels, its resourceVersion and, for an
+//!   owned object, its controller.
+//! - Per primary: its ring key is its own, or its controller's when it is owned (so that it
+//!   lands with its controller even when another plugin reconciles it); unassigned → its
+//!   children first, then the primary, labelled for the shard its plugin's ring gives; on a
+//!   shard that runs the plugin but is no longer the ring's choice → the drain label (the shard
+//!   hands it over, and it comes back here unassigned); on a shard that is unavailable or does
+//!   not run the plugin → moved (children first). Per owned object that is no plugin's primary:
+//!   it follows its controller's current shard. An object that is some plugin's primary only
+//!   ever changes shards through a drain while a shard may be reconciling it. Every write is a
+//!   merge patch carrying the resourceVersion it was decided on (a conflict is retried).
 //!
 //! New objects are assigned from the watch, not by a mutating webhook: a webhook needs a serving
 //! certificate the API server trusts and a configuration that follows every hot reload of the
@@ -88,8 +94,8 @@ type OwnerKey = (String, String, Option<String>, String);
 /// What one metadata watch is for.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Role {
-    /// Primaries (selected by the selector).
-    Primary,
+    /// The primaries of this plugin (selected by the selector).
+    Primary(String),
     /// Owned objects, kept when their controller is one of these (group, kind).
     Owned(BTreeSet<GroupKind>),
 }
@@ -102,17 +108,17 @@ struct Spec {
     role: Role,
 }
 
-/// The watches the claims ask for.
-fn specs(claims: &BTreeMap<u64, Claim>) -> BTreeSet<Spec> {
+/// The watches the claims (by plugin) ask for.
+fn specs(claims: &[(String, Claim)]) -> BTreeSet<Spec> {
     let mut owners: BTreeMap<(Gvk, Option<String>), BTreeSet<GroupKind>> = BTreeMap::new();
     let mut out = BTreeSet::new();
-    for claim in claims.values() {
+    for (plugin, claim) in claims {
         for namespace in &claim.namespaces {
             out.insert(Spec {
                 resource: claim.primary.clone(),
                 namespace: namespace.clone(),
                 selector: claim.selector.as_ref().map(|s| s.as_str().to_string()),
-                role: Role::Primary,
+                role: Role::Primary(plugin.clone()),
             });
             for owned in &claim.owns {
                 owners.entry((owned.clone(), namespace.clone())).or_default().insert((claim.primary.group.clone(), claim.primary.kind.clone()));
@@ -131,13 +137,37 @@ struct Index {
     children: HashMap<OwnerKey, HashSet<(u64, ObjectKey)>>,
 }
 
+impl Spec {
+    fn plugin(&self) -> Option<&str> {
+        match &self.role {
+            Role::Primary(plugin) => Some(plugin),
+            Role::Owned(_) => None,
+        }
+    }
+}
+
 impl Index {
-    fn primary(&self, resource: &Gvk, key: &ObjectKey) -> Option<&Meta> {
-        self.watches.values().filter(|(spec, _)| spec.role == Role::Primary && spec.resource == *resource).find_map(|(_, objects)| objects.get(key))
+    /// The object as a primary, and the plugin whose ring places it (of several, the first by
+    /// name, so that every decision picks the same ring).
+    fn primary(&self, resource: &Gvk, key: &ObjectKey) -> Option<(&str, &Meta)> {
+        self.watches
+            .values()
+            .filter(|(spec, _)| spec.resource == *resource)
+            .filter_map(|(spec, objects)| Some((spec.plugin()?, objects.get(key)?)))
+            .min_by_key(|(plugin, _)| *plugin)
     }
 
     fn owned(&self, resource: &Gvk, key: &ObjectKey) -> Option<&Meta> {
-        self.watches.values().filter(|(spec, _)| spec.role != Role::Primary && spec.resource == *resource).find_map(|(_, objects)| objects.get(key))
+        self.watches.values().filter(|(spec, _)| spec.plugin().is_none() && spec.resource == *resource).find_map(|(_, objects)| objects.get(key))
+    }
+
+    /// The ring key of an object: its controller's when it is owned by a sharded plugin's
+    /// primary kind (it lands with its controller), else its own.
+    fn ring_key(&self, resource: &Gvk, key: &ObjectKey) -> String {
+        match self.owned(resource, key).and_then(|m| m.owner.as_ref()) {
+            Some((group, kind, name)) => ring::controller_key(group, kind, key.namespace(), name),
+            None => ring::object_key(resource, key),
+        }
     }
 
     /// The owned objects whose controller is the primary `key` of `resource`.
@@ -163,7 +193,7 @@ impl Index {
             }
         }
         let old = objects.insert(key.clone(), meta.clone());
-        if spec.role != Role::Primary {
+        if spec.plugin().is_none() {
             let parent = |m: &Meta| m.owner.clone().map(|(group, kind, name)| (group, kind, key.namespace().map(String::from), name));
             if let Some(old) = old.as_ref().and_then(parent)
                 && Some(&old) != parent(&meta).as_ref()
@@ -203,7 +233,7 @@ impl Index {
             .values()
             .flat_map(|(spec, objects)| {
                 objects.keys().map(move |key| match spec.role {
-                    Role::Primary => Work::Object(spec.resource.clone(), key.clone()),
+                    Role::Primary(_) => Work::Object(spec.resource.clone(), key.clone()),
                     Role::Owned(_) => Work::Child(spec.resource.clone(), key.clone()),
                 })
             })
@@ -215,25 +245,57 @@ impl Index {
     }
 }
 
-/// The shards as the assigner sees them, and the ring they make.
+/// The shards as the assigner sees them, and the ring each sharded plugin's make.
 #[derive(Default)]
 struct Members {
     leases: HashMap<String, Observed>,
-    ring: Ring,
+    /// By plugin: the shards that run it.
+    rings: BTreeMap<String, Ring>,
 }
 
 impl Members {
-    fn state(&self, shard: &str, now: Instant) -> ShardState {
-        self.leases.get(shard).map_or(ShardState::Unknown, |o| o.state(now))
+    /// Whether `shard` is available and runs `plugin`: only then can it hand the plugin's
+    /// objects over (or be reconciling them).
+    fn serves(&self, shard: &str, plugin: &str, now: Instant) -> bool {
+        self.leases.get(shard).is_some_and(|o| o.state(now).is_available() && o.claims().contains_key(plugin))
     }
 
-    /// Rebuilds the ring from the available shards; whether it changed.
+    /// Rebuilds the rings from the shards that may join; whether one changed.
     fn rebuild(&mut self, now: Instant) -> bool {
-        let available = self.leases.iter().filter(|(_, o)| o.state(now).is_available()).map(|(name, _)| name.as_str());
-        let ring = Ring::new(available);
-        let changed = ring != self.ring;
-        self.ring = ring;
+        let mut shards: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for (name, observed) in self.leases.iter().filter(|(_, o)| o.joins(now)) {
+            for plugin in observed.claims().keys() {
+                shards.entry(plugin.clone()).or_default().push(name);
+            }
+        }
+        let rings: BTreeMap<String, Ring> = shards.into_iter().map(|(plugin, shards)| (plugin, Ring::new(shards))).collect();
+        let changed = rings != self.rings;
+        self.rings = rings;
         changed
+    }
+
+    /// What the available members' plugins claim (each claim once).
+    fn claims(&self, now: Instant) -> Vec<(String, Claim)> {
+        let mut claims: Vec<(String, Claim)> = Vec::new();
+        for observed in self.leases.values().filter(|o| o.state(now).is_available()) {
+            for (plugin, claim) in observed.claims() {
+                if !claims.iter().any(|(p, c)| p == plugin && c == claim) {
+                    claims.push((plugin.clone(), claim.clone()));
+                }
+            }
+        }
+        claims.sort_by(|a, b| a.0.cmp(&b.0));
+        claims
+    }
+
+    /// Whether every member has shown whether it renews: before, a ring could lack a live shard.
+    fn settled(&self, now: Instant) -> bool {
+        self.leases.values().all(|o| o.settled(now))
+    }
+
+    /// The rings, for the log.
+    fn describe(&self) -> BTreeMap<&str, &[String]> {
+        self.rings.iter().map(|(plugin, ring)| (plugin.as_str(), ring.shards())).collect()
     }
 }
 
@@ -252,11 +314,13 @@ enum Step {
 fn decide(work: &Work, index: &Index, members: &Members, now: Instant) -> Vec<Step> {
     match work {
         Work::Object(resource, key) => {
-            let Some(meta) = index.primary(resource, key) else { return Vec::new() };
-            let Some(want) = members.ring.shard_for(&ring::object_key(resource, key)) else { return Vec::new() };
+            let Some((plugin, meta)) = index.primary(resource, key) else { return Vec::new() };
+            // No shard runs the plugin: its objects stay where they are.
+            let Some(want) = members.rings.get(plugin).and_then(|ring| ring.shard_for(&index.ring_key(resource, key))) else { return Vec::new() };
+            // Children that are a plugin's primaries move by their own drain.
             let children = |steps: &mut Vec<Step>| {
                 for (child_resource, child, child_meta) in index.children_of(resource, key) {
-                    if child_meta.shard.as_deref() != Some(want) {
+                    if child_meta.shard.as_deref() != Some(want) && index.primary(&child_resource, &child).is_none() {
                         steps.push(Step::Place { resource: child_resource, key: child, version: child_meta.version, shard: want.into(), action: "child" });
                     }
                 }
@@ -269,7 +333,7 @@ fn decide(work: &Work, index: &Index, members: &Members, now: Instant) -> Vec<St
                         children(&mut steps);
                     }
                 }
-                Some(current) if members.state(current, now).is_available() => {
+                Some(current) if members.serves(current, plugin, now) => {
                     if !meta.drain {
                         steps.push(Step::Drain { resource: resource.clone(), key: key.clone(), version: meta.version.clone() });
                     }
@@ -283,12 +347,16 @@ fn decide(work: &Work, index: &Index, members: &Members, now: Instant) -> Vec<St
             steps
         }
         Work::Child(resource, key) => {
+            // Also a primary: placed as one (by its controller's key, through a drain).
+            if index.primary(resource, key).is_some() {
+                return Vec::new();
+            }
             let Some(Meta { owner: Some((group, kind, name)), shard, version, .. }) = index.owned(resource, key) else { return Vec::new() };
             // Its controller, as watched (any version of the kind).
             let parent = index
                 .watches
                 .values()
-                .filter(|(spec, _)| spec.role == Role::Primary && spec.resource.group == *group && spec.resource.kind == *kind)
+                .filter(|(spec, _)| spec.plugin().is_some() && spec.resource.group == *group && spec.resource.kind == *kind)
                 .find_map(|(_, objects)| objects.get(&ObjectKey::new(key.namespace(), name)));
             match parent {
                 // A controller being placed or handed over moves its children itself.
@@ -326,7 +394,6 @@ pub struct Assigner {
     /// The host's writes, fenced by the ring leadership.
     api: Arc<ApiClient>,
     config: AssignerConfig,
-    claims: watch::Receiver<BTreeMap<u64, Claim>>,
     metrics: Arc<Metrics>,
     timeout: Duration,
 }
@@ -340,6 +407,8 @@ struct Term {
     drain_label: String,
     /// Whether the Leases and the first watches have listed: nothing is placed before.
     ready: watch::Sender<bool>,
+    /// What the members' plugins claim, as the Leases say.
+    claims: watch::Sender<Vec<(String, Claim)>>,
 }
 
 impl Term {
@@ -349,19 +418,28 @@ impl Term {
             self.queue.add(item);
         }
     }
+
+    /// After the members changed: the claims they publish, and (when a ring changed) every
+    /// object looked at again.
+    fn members_changed(&self, ring: &str, rings_changed: bool) {
+        let claims = self.members.lock().claims(Instant::now());
+        self.claims.send_if_modified(|current| {
+            let changed = *current != claims;
+            *current = claims;
+            changed
+        });
+        if rings_changed {
+            tracing::info!(%ring, rings = ?self.members.lock().describe(), "the ring changed");
+            if *self.ready.borrow() {
+                self.sweep();
+            }
+        }
+    }
 }
 
 impl Assigner {
-    pub fn new(
-        client: kube::Client,
-        discovery: Arc<Discovery>,
-        api: Arc<ApiClient>,
-        config: AssignerConfig,
-        claims: watch::Receiver<BTreeMap<u64, Claim>>,
-        metrics: Arc<Metrics>,
-        timeout: Duration,
-    ) -> Self {
-        Assigner { client, discovery, api, config, claims, metrics, timeout }
+    pub fn new(client: kube::Client, discovery: Arc<Discovery>, api: Arc<ApiClient>, config: AssignerConfig, metrics: Arc<Metrics>, timeout: Duration) -> Self {
+        Assigner { client, discovery, api, config, metrics, timeout }
     }
 
     /// Assigns while this host leads, until `shutdown`; a lost term stops every watch and write
@@ -395,6 +473,7 @@ impl Assigner {
             shard_label: shard_label(&self.config.ring),
             drain_label: drain_label(&self.config.ring),
             ready: watch::channel(false).0,
+            claims: watch::channel(Vec::new()).0,
         });
         let (leases_synced, leases_listed) = watch::channel(false);
         let mut tasks = tokio::task::JoinSet::new();
@@ -408,10 +487,11 @@ impl Assigner {
         tasks.shutdown().await;
     }
 
-    /// Starts and stops the metadata watches as the claims change, sweeps every [`RESYNC`], and
-    /// opens the gate once the Leases and the first watches have listed.
+    /// Starts and stops the metadata watches as the members' claims change, sweeps every
+    /// [`RESYNC`], and opens the gate once the Leases and the first watches have listed and
+    /// every member has shown whether it renews.
     async fn follow_claims(&self, term: &Arc<Term>, mut leases_listed: watch::Receiver<bool>, stop: CancellationToken) {
-        let mut claims = self.claims.clone();
+        let mut claims = term.claims.subscribe();
         let mut running: BTreeMap<Spec, (u64, CancellationToken, watch::Receiver<bool>)> = BTreeMap::new();
         let mut next_id = 1u64;
         let mut resync = tokio::time::interval(RESYNC);
@@ -434,7 +514,8 @@ impl Assigner {
                 running.insert(spec, (id, cancel, synced));
             }
             self.metrics.shard_assigner_objects(&self.config.ring).set(i64::try_from(term.index.lock().len()).unwrap_or(i64::MAX));
-            if !*term.ready.borrow() && *leases_listed.borrow() && running.values().all(|(_, _, synced)| *synced.borrow()) {
+            let settled = term.members.lock().settled(Instant::now());
+            if !*term.ready.borrow() && *leases_listed.borrow() && settled && running.values().all(|(_, _, synced)| *synced.borrow()) {
                 term.ready.send_replace(true);
                 term.sweep();
             }
@@ -468,6 +549,7 @@ async fn watch_leases(client: kube::Client, config: AssignerConfig, term: Arc<Te
             event = stream.next() => event,
         };
         let now = Instant::now();
+        let listed_all = matches!(event, Some(Ok(watcher::Event::InitDone)));
         let changed = {
             let mut members = term.members.lock();
             match event {
@@ -484,13 +566,17 @@ async fn watch_leases(client: kube::Client, config: AssignerConfig, term: Arc<Te
                     }
                     members.rebuild(now)
                 }
+                // A held Lease deleted: its holder may still be in its term, so its objects stay
+                // until that has run out.
                 Some(Ok(watcher::Event::Delete(lease))) => {
-                    members.leases.remove(lease.metadata.name.as_deref().unwrap_or_default());
+                    forget(&mut members, lease.metadata.name.as_deref().unwrap_or_default(), now);
                     members.rebuild(now)
                 }
                 Some(Ok(watcher::Event::InitDone)) => {
-                    members.leases.retain(|name, _| listed.contains(name));
-                    synced.send_replace(true);
+                    let gone: Vec<String> = members.leases.keys().filter(|name| !listed.contains(*name)).cloned().collect();
+                    for name in gone {
+                        forget(&mut members, &name, now);
+                    }
                     members.rebuild(now)
                 }
                 Some(Err(e)) => {
@@ -500,13 +586,19 @@ async fn watch_leases(client: kube::Client, config: AssignerConfig, term: Arc<Te
                 None => return,
             }
         };
-        if changed {
-            let shards = term.members.lock().ring.shards().to_vec();
-            tracing::info!(ring = %config.ring, ?shards, "the ring changed");
-            if *term.ready.borrow() {
-                term.sweep();
-            }
+        term.members_changed(&config.ring, changed);
+        if listed_all {
+            synced.send_replace(true);
         }
+    }
+}
+
+/// A shard's Lease is gone: forgotten, unless it was available — then its holder may still be in
+/// its term, and it stays until that has run out.
+fn forget(members: &mut Members, name: &str, now: Instant) {
+    match members.leases.get_mut(name) {
+        Some(seen) if seen.state(now).is_available() => seen.delete(),
+        _ => drop(members.leases.remove(name)),
     }
 }
 
@@ -525,7 +617,9 @@ async fn tend_leases(
     loop {
         let now = Instant::now();
         let (to_take, to_delete, next) = {
-            let members = term.members.lock();
+            let mut members = term.members.lock();
+            // A deleted Lease whose term ran out a minute ago: nothing left to delete.
+            members.leases.retain(|_, seen| !(seen.is_deleted() && seen.state(now) == ShardState::Orphaned));
             let mut counts: BTreeMap<ShardState, i64> = ShardState::ALL.iter().map(|s| (*s, 0)).collect();
             let (mut take, mut delete) = (Vec::new(), Vec::new());
             for (name, seen) in &members.leases {
@@ -567,11 +661,7 @@ async fn tend_leases(
             }
         }
         let changed = term.members.lock().rebuild(Instant::now());
-        if changed && *term.ready.borrow() {
-            let shards = term.members.lock().ring.shards().to_vec();
-            tracing::info!(ring = %config.ring, ?shards, "the ring changed");
-            term.sweep();
-        }
+        term.members_changed(&config.ring, changed);
         // At the next change of state, and at least every second (a take to retry).
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -630,7 +720,7 @@ async fn watch_objects(
         config = config.labels(selector);
     }
     let work = |key: ObjectKey| match spec.role {
-        Role::Primary => Work::Object(spec.resource.clone(), key),
+        Role::Primary(_) => Work::Object(spec.resource.clone(), key),
         Role::Owned(_) => Work::Child(spec.resource.clone(), key),
     };
     let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
@@ -737,25 +827,41 @@ mod tests {
     use k8s_openapi::api::coordination::v1::LeaseSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    fn lease(name: &str, holder: &str) -> Lease {
+    fn lease(name: &str, holder: &str, plugins: &[&str], transitions: i32) -> Lease {
+        let cm = Gvk::new("", "v1", "ConfigMap");
+        let claims: BTreeMap<&str, Claim> =
+            plugins.iter().map(|p| (*p, Claim { primary: cm.clone(), selector: None, owns: vec![cm.clone()], namespaces: vec![Some("n".into())] })).collect();
         Lease {
-            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                annotations: Some([(super::super::PLUGINS_ANNOTATION.to_string(), serde_json::to_string(&claims).unwrap())].into()),
+                ..Default::default()
+            },
             spec: Some(LeaseSpec {
                 holder_identity: Some(holder.into()),
                 renew_time: Some(MicroTime(Timestamp::now())),
                 lease_duration_seconds: Some(15),
+                lease_transitions: Some(transitions),
                 ..Default::default()
             }),
         }
     }
 
-    fn members(shards: &[(&str, &str)]) -> Members {
+    /// Shards (name, holder, plugins it runs), each seen renewing once.
+    fn running(shards: &[(&str, &str, &[&str])]) -> Members {
         let mut members = Members::default();
-        for (name, holder) in shards {
-            members.leases.insert(name.to_string(), Observed::new(lease(name, holder), Instant::now()));
+        for (name, holder, plugins) in shards {
+            let mut seen = Observed::new(lease(name, holder, plugins, 0), Instant::now());
+            seen.update(lease(name, holder, plugins, 1), Instant::now());
+            members.leases.insert(name.to_string(), seen);
         }
         members.rebuild(Instant::now());
         members
+    }
+
+    /// Shards running plugin `p`.
+    fn members(shards: &[(&str, &str)]) -> Members {
+        running(&shards.iter().map(|(name, holder)| (*name, *holder, &["p"][..])).collect::<Vec<_>>())
     }
 
     fn meta(shard: Option<&str>, drain: bool, owner: Option<&str>) -> Meta {
@@ -771,7 +877,7 @@ mod tests {
     fn index(primaries: &[(&str, Meta)], children: &[(&str, Meta)]) -> Index {
         let cm = Gvk::new("", "v1", "ConfigMap");
         let mut index = Index::default();
-        index.watches.insert(1, (Spec { resource: cm.clone(), namespace: Some("n".into()), selector: None, role: Role::Primary }, HashMap::new()));
+        index.watches.insert(1, (Spec { resource: cm.clone(), namespace: Some("n".into()), selector: None, role: Role::Primary("p".into()) }, HashMap::new()));
         let owned = Role::Owned([("".to_string(), "ConfigMap".to_string())].into());
         index.watches.insert(2, (Spec { resource: cm, namespace: Some("n".into()), selector: None, role: owned }, HashMap::new()));
         for (name, m) in primaries {
@@ -784,7 +890,7 @@ mod tests {
     }
 
     fn shard_of(members: &Members, name: &str) -> String {
-        members.ring.shard_for(&ring::object_key(&Gvk::new("", "v1", "ConfigMap"), &ObjectKey::new(Some("n"), name))).unwrap().to_string()
+        members.rings["p"].shard_for(&ring::object_key(&Gvk::new("", "v1", "ConfigMap"), &ObjectKey::new(Some("n"), name))).unwrap().to_string()
     }
 
     fn object(name: &str) -> Work {
@@ -854,8 +960,46 @@ mod tests {
             owns: vec![cm.clone()],
             namespaces: vec![Some("n".into())],
         };
-        let specs = specs(&BTreeMap::from([(1, claim("a=1")), (2, claim("b=1")), (3, claim("a=1"))]));
-        assert_eq!(specs.iter().filter(|s| s.role == Role::Primary).count(), 2, "one per selector");
-        assert_eq!(specs.iter().filter(|s| s.role != Role::Primary).count(), 1, "owned kinds once");
+        let x = || "x".to_string();
+        let specs = specs(&[(x(), claim("a=1")), (x(), claim("b=1")), (x(), claim("a=1"))]);
+        assert_eq!(specs.iter().filter(|s| s.plugin().is_some()).count(), 2, "one per selector");
+        assert_eq!(specs.iter().filter(|s| s.plugin().is_none()).count(), 1, "owned kinds once");
+    }
+
+    /// The audit's H4: `p.out` is owned by `p` and also a plugin's primary. It is placed by its
+    /// controller's ring key (with `p`), only ever moved off a live shard by a drain, and never
+    /// by the owned path.
+    #[test]
+    fn an_owned_primary_lands_with_its_controller_and_moves_only_by_a_drain() {
+        let members = members(&[("a", "a"), ("b", "b"), ("c", "c")]);
+        let want = shard_of(&members, "p");
+        let other = if want == "a" { "b" } else { "a" };
+        let out = |shard: Option<&str>| meta(shard, false, Some("p"));
+        let output = Work::Object(Gvk::new("", "v1", "ConfigMap"), ObjectKey::new(Some("n"), "p.out"));
+        let child = Work::Child(Gvk::new("", "v1", "ConfigMap"), ObjectKey::new(Some("n"), "p.out"));
+        let elsewhere = index(&[("p", meta(Some(&want), false, None)), ("p.out", out(Some(other)))], &[("p.out", out(Some(other)))]);
+        assert!(decide(&child, &elsewhere, &members, Instant::now()).is_empty(), "not moved as a child");
+        assert!(matches!(decide(&output, &elsewhere, &members, Instant::now()).as_slice(), [Step::Drain { .. }]));
+        let unassigned = index(&[("p", meta(None, false, None)), ("p.out", out(None))], &[("p.out", out(None))]);
+        assert!(
+            matches!(decide(&output, &unassigned, &members, Instant::now()).as_slice(), [Step::Place { shard, action: "assign", .. }] if *shard == want),
+            "placed by its controller's key"
+        );
+        assert!(
+            matches!(decide(&object("p"), &unassigned, &members, Instant::now()).as_slice(), [Step::Place { key, .. }] if key.name() == "p"),
+            "its controller does not carry it along"
+        );
+    }
+
+    /// The audit's M5: a plugin's ring is the shards that run it; its objects on a shard that
+    /// does not (nothing there would hand them over) move at once.
+    #[test]
+    fn a_plugins_ring_is_the_shards_that_run_it() {
+        let members = running(&[("a", "a", &["p"]), ("b", "b", &["p"]), ("c", "c", &["other"])]);
+        assert_eq!(members.rings["p"].shards(), ["a", "b"]);
+        assert_eq!(members.rings["other"].shards(), ["c"]);
+        let on_c = index(&[("p", meta(Some("c"), false, None))], &[]);
+        assert!(matches!(decide(&object("p"), &on_c, &members, Instant::now()).as_slice(), [Step::Place { shard, action: "move", .. }] if shard != "c"));
+        assert_eq!(members.claims(Instant::now()).iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["other", "p"]);
     }
 }

@@ -9,6 +9,12 @@
 //! from when the assigner first saw the record change, on its own clock, so clocks need not
 //! agree — a record the assigner has just begun watching is ready for a whole lease duration.
 //! [`from_record`] is the sharder's rule, for `kubewasm shards`.
+//!
+//! Whoever may write Leases in the namespace can make one look like a shard, so the assigner
+//! trusts a Lease no further than it can watch it: it joins the ring only once it has been seen
+//! renewed, its duration counts for at most this host's own ([`LEASE_DURATION`]), and a Lease
+//! deleted while held stays in force until its term could have run out (its holder may still be
+//! reconciling under it).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,8 +23,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
-use super::RING_LABEL;
-use crate::leader::LeaderConfig;
+use super::{Claim, PLUGINS_ANNOTATION, RING_LABEL};
+use crate::leader::{LEASE_DURATION, LeaderConfig};
 
 /// How long a dead shard's Lease stays before it is deleted (the sharder's `leaseTTL`).
 pub const ORPHAN_AFTER: Duration = Duration::from_secs(60);
@@ -114,27 +120,79 @@ pub struct Observed {
     /// When this record was first seen, on the assigner's clock.
     since: Instant,
     held: bool,
+    /// The record's duration, at most [`LEASE_DURATION`].
     lease_duration: Duration,
+    /// Whether its holder has been seen renewing it since it was first watched.
+    renewed: bool,
+    /// Deleted while held: kept until its term has run out.
+    deleted: bool,
+    /// The sharded plugins it runs, by name (its annotation).
+    claims: BTreeMap<String, Claim>,
     /// The Lease as last seen (its resourceVersion, for taking it).
     pub lease: Lease,
 }
 
 impl Observed {
     pub fn new(lease: Lease, now: Instant) -> Self {
-        Observed { record: record(&lease), since: now, held: held_by_its_shard(&lease), lease_duration: duration(&lease), lease }
+        let claims =
+            lease.metadata.annotations.as_ref().and_then(|a| a.get(PLUGINS_ANNOTATION)).and_then(|json| serde_json::from_str(json).ok()).unwrap_or_default();
+        Observed {
+            record: record(&lease),
+            since: now,
+            held: held_by_its_shard(&lease),
+            lease_duration: duration(&lease).min(LEASE_DURATION),
+            renewed: false,
+            deleted: false,
+            claims,
+            lease,
+        }
     }
 
-    /// Takes a newer state of the Lease; the clock restarts only if the record changed.
+    /// Takes a newer state of the Lease; the clock restarts only if the record changed, and a
+    /// change by its own holder is a renewal.
     pub fn update(&mut self, lease: Lease, now: Instant) {
         let changed = record(&lease) != self.record;
         let since = if changed { now } else { self.since };
-        *self = Observed { since, ..Observed::new(lease, now) };
+        let renewed = self.renewed || (changed && held_by_its_shard(&lease));
+        *self = Observed { since, renewed, ..Observed::new(lease, now) };
+    }
+
+    /// The Lease is gone from the API: its holder's term runs on until it expires.
+    pub fn delete(&mut self) {
+        self.deleted = true;
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.deleted
+    }
+
+    /// Whether it may join the ring at `now`: available, and seen renewed.
+    pub fn joins(&self, now: Instant) -> bool {
+        self.renewed && self.state(now).is_available()
+    }
+
+    /// Whether the assigner knows all it will of this shard: renewed, or no longer ready.
+    pub fn settled(&self, now: Instant) -> bool {
+        self.renewed || self.state(now) != ShardState::Ready
+    }
+
+    /// The sharded plugins it runs, with what each claims.
+    pub fn claims(&self) -> &BTreeMap<String, Claim> {
+        &self.claims
     }
 
     pub fn state(&self, now: Instant) -> ShardState {
         let unchanged = now.saturating_duration_since(self.since);
         if !self.held {
             return if unchanged >= ORPHAN_AFTER { ShardState::Orphaned } else { ShardState::Dead };
+        }
+        if self.deleted {
+            // Nothing to take: its holder's fence ends its term on the same clock.
+            return match unchanged {
+                u if u >= self.lease_duration + ORPHAN_AFTER => ShardState::Orphaned,
+                u if u >= self.lease_duration => ShardState::Dead,
+                _ => ShardState::Ready,
+            };
         }
         if unchanged >= 2 * self.lease_duration {
             ShardState::Uncertain
@@ -151,7 +209,11 @@ impl Observed {
 
     /// When the state next changes by itself (time passing).
     pub fn next_change(&self) -> Instant {
-        let marks: &[Duration] = if self.held { &[self.lease_duration, self.lease_duration * 2] } else { &[ORPHAN_AFTER] };
+        let marks: &[Duration] = match (self.held, self.deleted) {
+            (false, _) => &[ORPHAN_AFTER],
+            (true, true) => &[self.lease_duration, self.lease_duration + ORPHAN_AFTER],
+            (true, false) => &[self.lease_duration, self.lease_duration * 2],
+        };
         let now = Instant::now();
         marks.iter().map(|m| self.since + *m).find(|at| *at > now).unwrap_or(now + Duration::from_secs(3600))
     }
@@ -270,5 +332,29 @@ mod tests {
         assert_eq!(seen.state(Instant::now()), ShardState::Dead);
         tokio::time::advance(ORPHAN_AFTER).await;
         assert_eq!(seen.state(Instant::now()), ShardState::Orphaned);
+    }
+
+    /// The audit's L2: a Lease nobody renews never joins the ring, whatever duration it claims
+    /// (it counts for the host's own); a held Lease deleted stays in force until its term ran
+    /// out.
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_joins_once_renewed_lasts_the_hosts_term_at_most_and_outlives_its_deletion() {
+        let now = Timestamp::now();
+        let phantom = Observed::new(lease("phantom", Some("phantom"), now, i32::MAX), Instant::now());
+        assert!(!phantom.joins(Instant::now()) && !phantom.settled(Instant::now()), "not seen renewed");
+        tokio::time::advance(LEASE_DURATION).await;
+        assert_eq!(phantom.state(Instant::now()), ShardState::Expired, "68 years claimed, the host's term counted");
+        assert!(phantom.settled(Instant::now()));
+
+        let mut live = Observed::new(lease("a", Some("a"), now, 15), Instant::now());
+        live.update(lease("a", Some("a"), now + jiff_span(2), 15), Instant::now());
+        assert!(live.joins(Instant::now()));
+        live.delete();
+        tokio::time::advance(Duration::from_secs(14)).await;
+        assert_eq!(live.state(Instant::now()), ShardState::Ready, "deleted, but its holder's term may still run");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(live.state(Instant::now()), ShardState::Dead);
+        tokio::time::advance(ORPHAN_AFTER).await;
+        assert_eq!(live.state(Instant::now()), ShardState::Orphaned);
     }
 }

@@ -6,14 +6,17 @@
 //!   namespace, labelled `alpha.sharding.timebertt.dev/controllerring=<ring>`, renewed and fenced
 //!   by time as the leader's is (a replica that cannot renew stops writing before its Lease can be
 //!   taken), released on graceful shutdown. It carries the replica's object counts
-//!   ([`OBJECTS_ANNOTATION`]), written with each renewal.
-//! - Assignment ([`ring`], [`assigner`]): objects go to the available shards by consistent hashing
-//!   (XXH64, 100 virtual nodes; key `group/kind/namespace/name`, a controlled object by its
-//!   controller's), as the label `shard.alpha.sharding.timebertt.dev/<ring>=<shard>`. The built-in
-//!   assigner runs on the ring's leader, watching the sharded kinds metadata-only.
+//!   ([`OBJECTS_ANNOTATION`]) and the sharded plugins it runs ([`PLUGINS_ANNOTATION`]), written
+//!   with each renewal.
+//! - Assignment ([`ring`], [`assigner`]): a plugin's objects go to the available shards that run
+//!   the plugin by consistent hashing (XXH64, 100 virtual nodes; key `group/kind/namespace/name`,
+//!   an owned object by its controller's), as the label
+//!   `shard.alpha.sharding.timebertt.dev/<ring>=<shard>`. The built-in assigner runs on the ring's
+//!   leader, watching metadata-only the kinds the plugins of every member claim.
 //! - A sharded plugin's primary and owned watches list only `shard...=<this shard>` (this
 //!   [`Shard`]'s selector): each replica caches its share. Children a sharded plugin creates are
-//!   labelled for this shard as they are written (they follow their controller).
+//!   labelled for this shard as they are written (they follow their controller), unless their
+//!   kind is a sharded plugin's primary: such a move needs a drain, so the assigner places them.
 //! - Handover: the assigner sets `drain.alpha.sharding.timebertt.dev/<ring>`; the shard finishes
 //!   the object's reconcile in flight (the queue runs a key once at a time), drops it, and removes
 //!   both labels ([`Shard::hand_over`]); only then does the assigner place it on the new shard. A
@@ -49,6 +52,8 @@ pub const SHARD_LABEL_PREFIX: &str = "shard.alpha.sharding.timebertt.dev/";
 pub const DRAIN_LABEL_PREFIX: &str = "drain.alpha.sharding.timebertt.dev/";
 /// A shard Lease's annotation: the replica's primary objects per sharded plugin (JSON).
 pub const OBJECTS_ANNOTATION: &str = "kubewasm.io/shard-objects";
+/// A shard Lease's annotation: the sharded plugins running there, each with its [`Claim`] (JSON).
+pub const PLUGINS_ANNOTATION: &str = "kubewasm.io/shard-plugins";
 
 pub fn shard_label(ring: &str) -> String {
     format!("{SHARD_LABEL_PREFIX}{ring}")
@@ -92,7 +97,7 @@ pub enum Placement {
 
 /// What a sharded plugin version asks the assigner to place: its primary kind (the objects its
 /// primary selector selects) and the kinds it owns, in the namespaces it watches them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Claim {
     pub primary: Gvk,
     pub selector: Option<LabelSelector>,
@@ -101,31 +106,58 @@ pub struct Claim {
     pub namespaces: Vec<Option<String>>,
 }
 
-/// The claims of every sharded plugin version running here; the assigner follows them.
+/// The claims of every sharded plugin version running here, by plugin, published in this
+/// replica's Lease: the assigner follows the claims of every member.
 #[derive(Clone)]
 pub struct Claims {
-    all: watch::Sender<BTreeMap<u64, Claim>>,
+    all: watch::Sender<BTreeMap<u64, (String, Claim)>>,
     next: Arc<AtomicU64>,
+    /// The membership Lease's annotations.
+    published: Option<watch::Sender<BTreeMap<String, String>>>,
 }
 
 impl Default for Claims {
     fn default() -> Self {
-        Claims { all: watch::channel(BTreeMap::new()).0, next: Arc::new(AtomicU64::new(1)) }
+        Claims { all: watch::channel(BTreeMap::new()).0, next: Arc::new(AtomicU64::new(1)), published: None }
     }
 }
 
 impl Claims {
-    /// Registers `claim` until the guard is dropped.
-    pub fn add(&self, claim: Claim) -> ClaimGuard {
+    /// Claims published into these Lease annotations.
+    fn publishing(published: watch::Sender<BTreeMap<String, String>>) -> Self {
+        Claims { published: Some(published), ..Claims::default() }
+    }
+
+    /// Registers `plugin`'s `claim` until the guard is dropped.
+    pub fn add(&self, plugin: &str, claim: Claim) -> ClaimGuard {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.all.send_modify(|all| {
-            all.insert(id, claim);
+            all.insert(id, (plugin.to_string(), claim));
         });
+        self.publish();
         ClaimGuard { claims: self.clone(), id }
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<BTreeMap<u64, Claim>> {
+    pub fn subscribe(&self) -> watch::Receiver<BTreeMap<u64, (String, Claim)>> {
         self.all.subscribe()
+    }
+
+    /// Whether a plugin running here reconciles objects of `resource` (any version) as primaries.
+    pub fn is_primary(&self, resource: &Gvk) -> bool {
+        self.all.borrow().values().any(|(_, c)| c.primary.group == resource.group && c.primary.kind == resource.kind)
+    }
+
+    fn publish(&self) {
+        let Some(published) = &self.published else { return };
+        let by_plugin: BTreeMap<String, Claim> = self.all.borrow().values().cloned().collect();
+        let json = serde_json::to_string(&by_plugin).unwrap_or_default();
+        published.send_if_modified(|annotations| {
+            if annotations.get(PLUGINS_ANNOTATION) == Some(&json) {
+                return false;
+            }
+            annotations.insert(PLUGINS_ANNOTATION.to_string(), json);
+            true
+        });
     }
 }
 
@@ -140,6 +172,7 @@ impl Drop for ClaimGuard {
         self.claims.all.send_modify(|all| {
             all.remove(&self.id);
         });
+        self.claims.publish();
     }
 }
 
@@ -186,7 +219,7 @@ impl Shard {
             membership,
             informers,
             api,
-            claims: Claims::default(),
+            claims: Claims::publishing(published.clone()),
             counts: Mutex::default(),
             published,
             caught_up: tokio::sync::Mutex::new(None),
@@ -307,11 +340,18 @@ mod tests {
     fn label_keys_are_the_contracts() {
         assert_eq!(shard_label("kubewasm"), "shard.alpha.sharding.timebertt.dev/kubewasm");
         assert_eq!(drain_label("kubewasm"), "drain.alpha.sharding.timebertt.dev/kubewasm");
-        let claims = Claims::default();
+        let (published, annotations) = watch::channel(BTreeMap::new());
+        let claims = Claims::publishing(published);
         let mut seen = claims.subscribe();
-        let guard = claims.add(Claim { primary: Gvk::new("", "v1", "ConfigMap"), selector: None, owns: vec![], namespaces: vec![None] });
+        let claim = Claim { primary: Gvk::new("", "v1", "ConfigMap"), selector: Some("a=1".parse().unwrap()), owns: vec![], namespaces: vec![None] };
+        let guard = claims.add("p", claim.clone());
         assert_eq!(seen.borrow_and_update().len(), 1);
+        assert!(claims.is_primary(&Gvk::new("", "v2", "ConfigMap")) && !claims.is_primary(&Gvk::new("", "v1", "Secret")));
+        let json = annotations.borrow().get(PLUGINS_ANNOTATION).cloned().unwrap();
+        let read: BTreeMap<String, Claim> = serde_json::from_str(&json).unwrap();
+        assert_eq!(read, BTreeMap::from([("p".to_string(), claim)]), "the Lease says which plugins run here");
         drop(guard);
         assert!(seen.borrow_and_update().is_empty(), "a dropped version's claim goes");
+        assert_eq!(annotations.borrow().get(PLUGINS_ANNOTATION).map(String::as_str), Some("{}"));
     }
 }

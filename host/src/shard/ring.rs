@@ -64,9 +64,8 @@ pub fn object_key(resource: &Gvk, key: &ObjectKey) -> String {
 }
 
 /// The ring key of a controlled object: its controlling owner's (`key.ForController`), given
-/// the owner's `apiVersion`, kind and name (owners live in the object's namespace).
-pub fn controller_key(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> String {
-    let group = api_version.split_once('/').map_or("", |(group, _)| group);
+/// the owner's API group, kind and name (owners live in the object's namespace).
+pub fn controller_key(group: &str, kind: &str, namespace: Option<&str>, name: &str) -> String {
     format!("{group}/{kind}/{}/{name}", namespace.unwrap_or_default())
 }
 
@@ -102,11 +101,8 @@ mod tests {
         let foo = Gvk::new("samplecontroller.k8s.io", "v1alpha1", "Foo");
         assert_eq!(object_key(&foo, &ObjectKey::new(Some("default"), "web")), "samplecontroller.k8s.io/Foo/default/web");
         assert_eq!(object_key(&Gvk::new("", "v1", "Namespace"), &ObjectKey::new(None, "a")), "/Namespace//a");
-        assert_eq!(
-            controller_key("samplecontroller.k8s.io/v1alpha1", "Foo", Some("default"), "web"),
-            object_key(&foo, &ObjectKey::new(Some("default"), "web"))
-        );
-        assert_eq!(controller_key("v1", "ConfigMap", Some("n"), "p"), "/ConfigMap/n/p");
+        assert_eq!(controller_key("samplecontroller.k8s.io", "Foo", Some("default"), "web"), object_key(&foo, &ObjectKey::new(Some("default"), "web")));
+        assert_eq!(controller_key("", "ConfigMap", Some("n"), "p"), "/ConfigMap/n/p");
     }
 
     #[test]

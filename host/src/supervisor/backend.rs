@@ -70,8 +70,9 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Reads, compiles (or fetches from the artifact cache) and describes a plugin file.
     async fn load(&self, path: &Path) -> Result<Self::Plugin, LoadError>;
-    /// Asks the cluster whether the plugin's identity may do all its manifest declares.
-    async fn admit(&self, manifest: &Manifest) -> Result<(), AdmissionError>;
+    /// Asks the cluster whether the plugin's identity may do all its manifest declares (and, when
+    /// `options` shard it here, patch what the assigner labels for it).
+    async fn admit(&self, manifest: &Manifest, options: &PluginOptions) -> Result<(), AdmissionError>;
     /// Starts a controller for `plugin`, stopping when `stop` is cancelled; fails while a
     /// resource it needs is not served (yet).
     async fn start(&self, plugin: Self::Plugin, stop: CancellationToken) -> Result<Arc<Self::Controller>, ControllerError>;
@@ -217,8 +218,9 @@ impl Backend for HostBackend {
         loaded
     }
 
-    async fn admit(&self, manifest: &Manifest) -> Result<(), AdmissionError> {
-        self.env.identities.admit(manifest).await
+    async fn admit(&self, manifest: &Manifest, options: &PluginOptions) -> Result<(), AdmissionError> {
+        let sharded = self.env.shard.is_some() && options.sharding != Some(false);
+        self.env.identities.admit(manifest, sharded).await
     }
 
     async fn start(&self, plugin: LoadedPlugin, stop: CancellationToken) -> Result<Arc<Controller>, ControllerError> {

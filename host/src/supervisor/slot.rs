@@ -370,7 +370,7 @@ impl<B: Backend> PluginSlot<B> {
             return Ok(Accepted::Disabled);
         }
         self.claims.check(&name, &self.path, manifest.finalizer.as_deref()).map_err(|e| reject(RejectReason::NameTaken, e.to_string(), true))?;
-        self.backend.admit(&manifest).await.map_err(|e| {
+        self.backend.admit(&manifest, plugin.options()).await.map_err(|e| {
             let reason = if e.is_forbidden() { RejectReason::Forbidden } else { RejectReason::AdmissionFailed };
             reject(reason, e.to_string(), true)
         })?;
@@ -537,7 +537,7 @@ impl<B: Backend> PluginSlot<B> {
             );
             return Err(reject(RejectReason::Rejected, why, false));
         }
-        self.backend.admit(&manifest).await.map_err(|e| {
+        self.backend.admit(&manifest, plugin.options()).await.map_err(|e| {
             let reason = if e.is_forbidden() { RejectReason::Forbidden } else { RejectReason::AdmissionFailed };
             reject(reason, e.to_string(), true)
         })?;

@@ -176,7 +176,7 @@ impl Backend for FakeBackend {
         }
         self.state.files.lock().get(path).cloned().ok_or(LoadError::NotWebAssembly)
     }
-    async fn admit(&self, manifest: &Manifest) -> Result<(), AdmissionError> {
+    async fn admit(&self, manifest: &Manifest, _: &PluginOptions) -> Result<(), AdmissionError> {
         if !self.state.forbidden.lock().contains(&manifest.name) {
             return Ok(());
         }

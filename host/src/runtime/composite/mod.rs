@@ -269,11 +269,11 @@ async fn manage(services: &Services, plan: &Plan<'_>) -> Result<(), Vec<Failed>>
         let object = desired.object.clone();
         // A new child is created: whatever object has its name already (another's, or one this
         // host's cache has not seen, as in a shard's) is left alone, never applied over.
-        // OLD CODE: the cache check, then a force apply.
-        if desired.new && services.cache.get(&desired.resource, &desired.key).is_some() {
-            continue;
-        }
-        let (op, doing) = (WriteOp::Apply { object, force: true, status: false }, "applying");
+        let (op, doing) = if desired.new {
+            (WriteOp::Create { object, applied: true }, "creating")
+        } else {
+            (WriteOp::Apply { object, force: true, status: false }, "applying")
+        };
         let request =
             WriteRequest { resource: desired.resource.clone(), namespace: desired.key.namespace().map(Into::into), name: desired.key.name().into(), op };
         let what = format!("{doing} {} {}", desired.resource.kind, desired.key);

@@ -188,7 +188,7 @@ impl ClientCtx<'_> {
 /// projected — written back, they lose everything it was not handed.
 fn wipes(manifest: &Manifest, request: &WriteRequest) -> Option<String> {
     let resource = &request.resource;
-    let fields: &crate::projection::Fields = manifest.projection(resource)?;
+    let fields = manifest.reads(resource)?;
     let what = match request.op {
         WriteOp::Update { status: false, .. } => "the whole",
         WriteOp::Update { status: true, .. } if !fields.keeps_whole("status") => "the status of",
