@@ -102,6 +102,8 @@ pub struct RunConfig {
     pub cluster_secrets: bool,
     /// Whether members may be reached over plain HTTP or unverified TLS.
     pub member_transport: crate::cluster::kubeconfig::Transport,
+    /// How much of a member's answers the host reads.
+    pub member_answers: crate::cluster::answers::Caps,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -302,6 +304,7 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
             identity_namespace: config.identity_namespace.clone(),
             namespaces: namespaces.clone(),
             request_timeout: config.request_timeout,
+            max_answer: config.member_answers,
             admission: config.admission,
             metrics: metrics.clone(),
             transport: config.member_transport,

@@ -445,6 +445,17 @@ struct RunArgs {
     #[arg(long)]
     unsafe_member_clusters_allow_insecure: bool,
 
+    /// The largest response body read from a member cluster's API server (a list page, an
+    /// error), counted as it arrives; a larger one fails its request and marks the member
+    /// unreachable for a while
+    #[arg(long, value_name = "QUANTITY", default_value = "16Mi", value_parser = parse_bytes)]
+    member_max_body: u64,
+
+    /// The longest line of a member cluster's watch (one event), counted as it arrives; a
+    /// longer one fails the watch (retried) and marks the member unreachable for a while
+    #[arg(long, value_name = "QUANTITY", default_value = "4Mi", value_parser = parse_bytes)]
+    member_max_watch_line: u64,
+
     /// Follow the plugin directory and hot-reload added, replaced and removed plugins
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     watch: bool,
@@ -960,6 +971,7 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
             true => crate::cluster::kubeconfig::Transport::AllowInsecure,
             false => crate::cluster::kubeconfig::Transport::Verified,
         },
+        member_answers: crate::cluster::answers::Caps { max_body: args.member_max_body, max_watch_line: args.member_max_watch_line },
         shard_ring: args.shard_ring,
         shard_assigner: args.shard_assigner,
         shard_assign_limits: crate::client::ClientLimits {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use http::{HeaderName, HeaderValue};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::client::Body;
+use kube::client::{Body, ClientBuilder, DynBody};
 use parking_lot::Mutex;
 
 use crate::bucket::TokenBucket;
@@ -56,23 +56,31 @@ pub async fn connect(kubeconfig: Option<&Path>, instance: &str) -> Result<kube::
         }
         None => kube::Config::infer().await.map_err(ConnectError::Infer)?,
     };
-    with_agent(config, instance)
+    Ok(with_agent(kube::Client::try_from(config).map_err(ConnectError::Client)?, instance))
 }
+
+/// kube's client stack as it builds it from a `Config` (its `GenericService`, unexported).
+pub type KubeStack = tower::util::BoxService<http::Request<Body>, http::Response<Box<DynBody>>, tower::BoxError>;
 
 /// A connection from a kubeconfig already read (`from`: where it came from, for errors): a
-/// member cluster's.
-pub async fn connect_to(file: kube::config::Kubeconfig, from: &str, instance: &str) -> Result<kube::Client, ConnectError> {
+/// member cluster's, made by `build` from kube's client stack (which wraps it in what bounds
+/// the member's answers).
+pub async fn connect_to(
+    file: kube::config::Kubeconfig,
+    from: &str,
+    instance: &str,
+    build: impl FnOnce(ClientBuilder<KubeStack>) -> kube::Client,
+) -> Result<kube::Client, ConnectError> {
     let config =
         kube::Config::from_custom_kubeconfig(file, &Default::default()).await.map_err(|source| ConnectError::Kubeconfig { path: from.to_string(), source })?;
-    with_agent(config, instance)
+    Ok(with_agent(build(ClientBuilder::try_from(config).map_err(ConnectError::Client)?), instance))
 }
 
-fn with_agent(config: kube::Config, instance: &str) -> Result<kube::Client, ConnectError> {
-    let namespace = config.default_namespace.clone();
-    let client = kube::Client::try_from(config).map_err(ConnectError::Client)?;
+fn with_agent(client: kube::Client, instance: &str) -> kube::Client {
+    let namespace = client.default_namespace().to_string();
     let agent = format!("kubewasm/{} ({instance})", env!("CARGO_PKG_VERSION"));
     let agent = HeaderValue::from_str(&agent).unwrap_or(HeaderValue::from_static("kubewasm"));
-    Ok(kube::Client::new(Via { client, headers: Arc::new(vec![(http::header::USER_AGENT, agent)]) }, namespace))
+    kube::Client::new(Via { client, headers: Arc::new(vec![(http::header::USER_AGENT, agent)]) }, namespace)
 }
 
 /// A client that acts as `user` (Kubernetes impersonation: `Impersonate-User`) over the same

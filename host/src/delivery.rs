@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{ApiClient, WriteOp, WriteRequest};
 use crate::events::{EventRecorder, ObjectEvent};
+use crate::excerpt::excerpt;
 use crate::informer::{Event, Informers, Store, Subscriber, Subscription, WatchKey};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -575,7 +576,7 @@ impl PluginResources {
             "version": report.as_ref().map(|r| r.version.clone()),
             "shadow": report.as_ref().map(|r| r.counts_field()),
             "agreed": agreed,
-            "lastError": outcome.as_ref().err().map(|f| truncate(&format!("{}: {}", f.reason.as_str(), f.message), 2048)).unwrap_or_default(),
+            "lastError": outcome.as_ref().err().map(|f| excerpt(&format!("{}: {}", f.reason.as_str(), f.message), 2048).into_owned()).unwrap_or_default(),
         })
     }
 
@@ -604,7 +605,7 @@ impl PluginResources {
                 "type": "Ready",
                 "status": status_text,
                 "reason": reason,
-                "message": truncate(&message, 2048),
+                "message": excerpt(&message, 2048),
                 "observedGeneration": plugin.metadata.generation,
                 "lastTransitionTime": since,
             }],
@@ -749,10 +750,6 @@ fn settings_toml(settings: Option<&serde_json::Map<String, serde_json::Value>>) 
         message: format!("spec.settings cannot be written as TOML (no nulls; tables inside arrays must be alike): {e}"),
         retry: false,
     })
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
 }
 
 fn now_rfc3339() -> String {

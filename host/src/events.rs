@@ -11,6 +11,7 @@
 //! in another namespace is dropped (and counted). An Event about a cluster-scoped object is
 //! recorded in `default` (kube's and client-go's convention), so it is fenced as one there.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bucket::TokenBucket;
 use crate::client::SharedBucket;
+use crate::excerpt::excerpt;
 use crate::leader::Leadership;
 use crate::resource::{Gvk, ObjectKey};
 
@@ -90,13 +92,8 @@ impl EventRecorder {
             }
             return;
         }
-        if event.note.len() > MAX_NOTE {
-            let mut end = MAX_NOTE - 3;
-            while !event.note.is_char_boundary(end) {
-                end -= 1;
-            }
-            event.note.truncate(end);
-            event.note.push_str("...");
+        if let Cow::Owned(cut) = excerpt(&event.note, MAX_NOTE) {
+            event.note = cut;
         }
         if self.queue.try_send(event).is_err() {
             self.dropped.inc();

@@ -40,6 +40,7 @@ use kube::api::{Api, PostParams};
 
 use crate::client::SharedBucket;
 use crate::discovery::{Discovery, Resolved};
+use crate::excerpt::excerpt;
 use crate::manifest::{Manifest, Rule, Verb};
 use crate::resource::{Gvk, Scope};
 
@@ -90,6 +91,9 @@ impl AdmissionLimits {
     }
 }
 
+/// The most of an access review's error kept in an admission error.
+const REASON_BYTES: usize = 2048;
+
 /// The API group of the virtual resource whose `use` RBAC grants a plugin's identity.
 pub const IDENTITY_GROUP: &str = "kubewasm.io";
 /// The virtual resource: `use` on `identities` named `NAME` lets a user create Plugin `NAME`.
@@ -124,7 +128,8 @@ async fn review(api: Api<SelfSubjectAccessReview>, (check, why): (Check, String)
     let answer = tokio::time::timeout(timeout, api.create(&PostParams::default(), &review))
         .await
         .map_err(|_| format!("no answer within {timeout:?}"))?
-        .map_err(|e| e.to_string())?;
+        // An error page the API server (or whatever answers at its address) sent may be long.
+        .map_err(|e| excerpt(&e.to_string(), REASON_BYTES).into_owned())?;
     let allowed = answer.status.is_some_and(|s| s.allowed);
     Ok((!allowed).then_some((check, why)))
 }

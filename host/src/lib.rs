@@ -43,7 +43,8 @@
 //!   plugin is handed. [`allocator`]: freed memory handed back.
 //! - [`metrics`], [`server`]: Prometheus metrics and the HTTP endpoints. [`logging`]: the host's
 //!   log and its levels, per plugin for plugins' records. [`case`]: how cases spell calls,
-//!   Events and results, and their diffs (table tests, recordings and shadow runs).
+//!   Events and results, and their diffs (table tests, recordings and shadow runs). [`excerpt`]:
+//!   text from elsewhere cut to a size for logs and statuses.
 //! - [`tools`]: the other subcommands — running plugins without a cluster, `kubewasm test`,
 //!   `record`, `rbac`, `finalizers release`, `new` and `build --lang go|c`.
 //!
@@ -65,7 +66,7 @@
 //! 11. informer, leader
 //! 12. discovery, manifest
 //! 13. selector, projection
-//! 14. resource, duration, metrics, bucket, budget, allocator, cache_dir, logging
+//! 14. resource, duration, metrics, bucket, budget, allocator, cache_dir, logging, excerpt
 
 pub mod allocator;
 pub mod app;
@@ -81,6 +82,7 @@ pub mod delivery;
 pub mod discovery;
 pub mod duration;
 pub mod events;
+pub mod excerpt;
 #[cfg(test)]
 mod fake_api;
 pub mod identity;

@@ -130,6 +130,11 @@ impl Metrics {
         self.host.member_refusals.get_or_create_owned(&OnlyReason { reason: reason.to_owned() })
     }
 
+    /// `kubewasm_member_answers_refused_total` for one member cluster and reason.
+    pub fn member_answers_refused(&self, cluster: &str, reason: &str) -> Counter {
+        self.host.member_answers_refused.get_or_create_owned(&AnswerLabels { cluster: cluster.to_owned(), reason: reason.to_owned() })
+    }
+
     /// `kubewasm_plugin_rollbacks_total` for one plugin.
     pub fn rollbacks(&self, plugin: &str) -> Counter {
         self.plugin.rollbacks.get_or_create_owned(&PluginLabels { plugin: plugin.to_owned() })
@@ -684,6 +689,7 @@ struct HostFamilies {
     leader_renew: Family<LeaseLabels, Histogram>,
     memory_budget: Family<StateLabels, Gauge>,
     member_refusals: Family<OnlyReason, Counter>,
+    member_answers_refused: Family<AnswerLabels, Counter>,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -698,6 +704,7 @@ impl HostFamilies {
             leader_renew: Family::new_with_constructor(reconcile_histogram),
             memory_budget: Family::default(),
             member_refusals: Family::default(),
+            member_answers_refused: Family::default(),
         };
         registry.register("leader_election_master_status", "Whether this host is the leader of the lease (1) or not (0)", families.leader.clone());
         registry.register_with_unit(
@@ -717,8 +724,19 @@ impl HostFamilies {
             "Times a member cluster a provider offered (a kubeconfig file or Secret) was not engaged, by reason: a kubeconfig field that is a program, a file, an impersonation, a proxy, a server that is not https or insecure TLS; a name that is taken or invalid; labels or a kubeconfig that do not parse",
             families.member_refusals.clone(),
         );
+        registry.register(
+            "kubewasm_member_answers_refused",
+            "Answers of a member cluster's API server refused, by cluster and reason: body (over --member-max-body), watch-line (over --member-max-watch-line), deadline (a request not answered whole within --request-timeout), idle (a watch without a whole line for long)",
+            families.member_answers_refused.clone(),
+        );
         families
     }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AnswerLabels {
+    cluster: String,
+    reason: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -467,3 +467,94 @@ async fn member_kubeconfigs_from_secrets_are_data_never_a_program_or_a_path() ->
     host.stop().await?;
     Ok(())
 }
+
+/// Member API servers that play the attacker (H1, M3): one answers every list with a body that
+/// never ends, one with 64 MiB, one sends a watch that never makes a line, one answers every
+/// access review 503 with a 2 MiB HTML page. The host's memory stays within +200 MiB of its
+/// baseline; each hostile member is reported in the status, unreachable or refused, the reason
+/// named and the entry cut to a few KiB (a 2 MiB one would push the status ConfigMap past what
+/// the API server stores); a healthy member and the hub are reconciled all along.
+#[tokio::test]
+async fn hostile_members_neither_exhaust_the_host_nor_hold_up_the_others() -> Result<()> {
+    use kubewasm_tests::hostile_member::{Behaviour, HostileMember};
+    const RSS_GROWTH_MIB: f64 = 200.0;
+    const ENTRY_BYTES: usize = 4096;
+
+    let hub = ControlPlane::shared().await;
+    let ns = hub.namespace("hostile-members").await?;
+    let healthy = MemberCluster::start("healthy", ns.name()).await?;
+    let mut hostile = Vec::new();
+    for (name, behaviour, reason) in [
+        ("endless", Behaviour::EndlessList, "--member-max-body"),
+        ("huge", Behaviour::HugeList, "--member-max-body"),
+        ("no-newline", Behaviour::EndlessWatchLine, "--member-max-watch-line"),
+        // Refused by admission: the 503 page cut, or the deadline when kube's retries of a 503
+        // outlast it; either way named.
+        ("error-page", Behaviour::ErrorPage, "admission in cluster \"error-page\""),
+    ] {
+        hostile.push((name, reason, HostileMember::start(behaviour).await.map_err(|e| anyhow!("{name}: {e}"))?));
+    }
+    let dir = PluginDir::new();
+    dir.install_e2e(&E2eSettings::new("spread").serve_members("all"), "v01");
+    let grants = rbac(&rbac_args(dir.path(), ns.name())).await?;
+    apply(hub, &grants).await?;
+    apply(&healthy.cp, &grants).await?;
+    create_primaries(&healthy.cms, &inputs(&[("a", "1")])).await?;
+    let hub_cms: Api<ConfigMap> = ns.api();
+    create_primaries(&hub_cms, &inputs(&[("h", "1")])).await?;
+    let clusters = tempfile::tempdir()?;
+    healthy.engage(clusters.path(), &[])?;
+    let config = host_config("hostile-members", dir.path(), hub.kubeconfig_path(), ns.name())
+        .service_accounts(ns.name())
+        .arg(format!("--clusters={}", clusters.path().display()));
+    let mut host = Host::start(config).await?;
+    host.wait_ready(READY).await?;
+    wait_outputs(&hub_cms, "spread", &inputs(&[("h", "1")]), Want::default()).await?;
+    wait_outputs(&healthy.cms, "spread", &inputs(&[("a", "1")]), Want::default()).await?;
+    let pid = host.pid().ok_or_else(|| anyhow!("the host has no pid"))?;
+    let mib = |bytes: Option<u64>| bytes.map(|b| b as f64 / (1 << 20) as f64).ok_or_else(|| anyhow!("the host is gone:\n{}", host.log_tail(40)));
+    let baseline = mib(kubewasm_tests::process::rss_bytes(pid))?;
+
+    for (name, _, member) in &hostile {
+        members::engage(clusters.path(), name, member.kubeconfig_path(), &[])?;
+    }
+    let status: Api<ConfigMap> = ns.api();
+    // Admissions in every member are one round (M7: the round waits on its slowest member).
+    let entries = eventually("every hostile member reported with its reason", Duration::from_secs(180), || async {
+        let data = status.get(STATUS).await?.data.unwrap_or_default();
+        let mut entries = Vec::new();
+        for (name, reason, _) in &hostile {
+            let entry = data.get(&format!("spread.cluster.{name}")).ok_or_else(|| anyhow!("no entry for {name} yet"))?;
+            ensure!(entry.contains(reason) && (entry.contains("unreachable: ") || entry.contains("refused: ")), "{name} not yet reported: {entry:.300}");
+            entries.push((*name, entry.clone()));
+        }
+        Ok(entries)
+    })
+    .await
+    .map_err(|e| {
+        let asked: Vec<String> = hostile.iter().map(|(name, _, m)| format!("{name}: {:?}", m.requests().iter().take(20).collect::<Vec<_>>())).collect();
+        anyhow!("{e}\nwhat the host asked the hostile members:\n{}\n{}", asked.join("\n"), host.log_tail(40))
+    })?;
+    for (name, entry) in &entries {
+        println!("{name}: {} bytes: {entry:.400}", entry.len());
+        ensure!(entry.len() <= ENTRY_BYTES, "{name}'s status entry is {} bytes", entry.len());
+    }
+    for (cluster, reason) in [("endless", "body"), ("huge", "body"), ("no-newline", "watch-line")] {
+        let refused = host.metric("kubewasm_member_answers_refused_total", &[("cluster", cluster), ("reason", reason)]).await?;
+        ensure!(refused >= 1.0, "{cluster}'s refused answers ({reason}) are not counted");
+    }
+
+    // While they go on, the healthy member and the hub are served as before.
+    set_input(&healthy.cms, "a", "2").await?;
+    set_input(&hub_cms, "h", "2").await?;
+    wait_outputs_within(&healthy.cms, "spread", &inputs(&[("a", "2")]), Want::default(), Duration::from_secs(20)).await?;
+    wait_outputs_within(&hub_cms, "spread", &inputs(&[("h", "2")]), Want::default(), Duration::from_secs(20)).await?;
+
+    let peak = mib(kubewasm_tests::process::peak_rss_bytes(pid))?;
+    println!("host RSS {baseline:.0} MiB before the hostile members, {peak:.0} MiB at its peak");
+    ensure!(peak - baseline < RSS_GROWTH_MIB, "the host's resident memory grew from {baseline:.0} to {peak:.0} MiB");
+    let longest = host.log_text().lines().map(str::len).max().unwrap_or_default();
+    ensure!(longest <= 16 << 10, "a log line of {longest} bytes");
+    host.stop().await?;
+    Ok(())
+}

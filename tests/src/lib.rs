@@ -23,7 +23,9 @@
 //! (Prometheus text: the host's metrics and the API server's), `timing` (for the benchmarks),
 //! `proxy` (a fault-injection TCP proxy), `peer` (the controller-runtime peer of the side-by-side benchmarks), `audit` (the API server's audit log), `accounts`
 //! (ServiceAccount kubeconfigs from TokenRequest), `hostile_registry` (a registry on loopback that
-//! plays the attacker: endless, oversized, trickling and redirecting answers), `components`
+//! plays the attacker: endless, oversized, trickling and redirecting answers), `hostile_member` (a
+//! member cluster's API server on loopback that answers endless, oversized or newline-less bodies
+//! and long error pages), `components`
 //! (hostile components written by hand in WAT), `webhook` (an admission webhook on loopback that
 //! hangs or answers 503/429 storms), `build` also builds the suite's Go tools
 //! (`registry`: an OCI registry on loopback; crane; helm); `trace` (the checker that no two hosts
@@ -37,6 +39,7 @@ pub mod controlplane;
 pub mod crd;
 pub mod guests;
 pub mod host;
+pub mod hostile_member;
 pub mod hostile_registry;
 pub mod kubectl;
 pub mod members;

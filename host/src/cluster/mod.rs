@@ -16,6 +16,7 @@
 //! The host's own cluster is not a member: leader election, shards, the status object and the
 //! Plugin resources stay there.
 
+pub mod answers;
 pub mod files;
 pub mod kubeconfig;
 pub mod secrets;
@@ -27,6 +28,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use self::answers::Answers;
 use crate::discovery::Discovery;
 use crate::identity::{AdmissionLimits, Identities, IdentityMode};
 use crate::informer::Informers;
@@ -94,6 +96,8 @@ pub struct Settings {
     /// Namespaces served; empty for all (the same in every cluster).
     pub namespaces: Arc<[String]>,
     pub request_timeout: Duration,
+    /// The most of a member's response body and of its watch lines.
+    pub max_answer: answers::Caps,
     pub admission: AdmissionLimits,
     pub metrics: Arc<Metrics>,
     /// Whether members may be reached over plain HTTP or unverified TLS.
@@ -108,6 +112,8 @@ pub struct Member {
     pub informers: Arc<Informers>,
     /// Who the plugins act as there, and their admission (access reviews in that cluster).
     pub identities: Identities,
+    /// What the member answers is bounded by, and whether it counts as unreachable.
+    pub answers: Answers,
     source: String,
     digest: u64,
     /// Stops its informers.
@@ -177,10 +183,11 @@ impl Fleet {
         }
         let Offer { name, labels, kubeconfig, source, digest } = offer;
         kubeconfig::check(&kubeconfig, self.settings.transport).map_err(|source| ClusterError::Kubeconfig { name: name.clone(), source })?;
-        let client = crate::client::connect_to(kubeconfig, &source, &self.settings.instance)
+        let s = &self.settings;
+        let answers = Answers::new(&name, s.max_answer.within(s.request_timeout), &s.metrics);
+        let client = crate::client::connect_to(kubeconfig, &source, &s.instance, |stack| stack.with_layer(&answers).build())
             .await
             .map_err(|source| ClusterError::Connect { name: name.clone(), source })?;
-        let s = &self.settings;
         let discovery = Arc::new(Discovery::new(client.clone(), s.request_timeout));
         let stop = self.shutdown.child_token();
         let informers = Informers::new(client.clone(), discovery.clone(), stop.clone(), s.metrics.informers_in(&name));
@@ -193,7 +200,7 @@ impl Fleet {
             s.request_timeout,
             s.admission,
         );
-        let member = Arc::new(Member { name: name.clone(), labels, discovery, informers, identities, source, digest, stop });
+        let member = Arc::new(Member { name: name.clone(), labels, discovery, informers, identities, answers, source, digest, stop });
         tracing::info!(cluster = %name, source = %member.source, labels = ?member.labels, "engaged cluster");
         self.engaged.send_modify(|engaged| {
             engaged.insert(name, member);

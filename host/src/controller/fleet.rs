@@ -29,12 +29,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Controller, Environment};
 use crate::cluster::{Fleet as ClusterFleet, Member};
+use crate::excerpt::excerpt;
 use crate::manifest::{ClusterScope, Role};
 use crate::plugin::LoadedPlugin;
 use crate::runtime::host::{ClusterInfo, Fleet, Target, Unreached};
 
 /// How long a member the plugin could not start in waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(10);
+/// The most of why a plugin is not running in a member kept for the log and the status.
+const REASON_BYTES: usize = 2048;
 
 /// What calls into each of a plugin's clusters reach (`None`: the host's own), and whether
 /// its caches there have synced.
@@ -196,6 +199,8 @@ impl Members {
                     self.refused.lock().remove(&name);
                 }
                 Err(why) => {
+                    // What the member answered may be in it: kept to a few KiB.
+                    let why = excerpt(&why, REASON_BYTES).into_owned();
                     tracing::warn!(plugin = %version.manifest.name, cluster = %name, "not running in cluster {name:?}: {why}");
                     self.env.metrics.member_refused(&version.manifest.name, &name).inc();
                     self.refused.lock().insert(name.clone(), why);
@@ -270,7 +275,11 @@ impl Members {
                     Role::Serve => "serve",
                     Role::Reach => "reach",
                 };
-                (key(name), format!("cluster={name} role={role} synced={}", r.controller.is_synced()))
+                let mut entry = format!("cluster={name} role={role} synced={}", r.controller.is_synced());
+                if let Some(why) = r.member.answers.unreachable() {
+                    entry.push_str(&format!(" unreachable: {why}"));
+                }
+                (key(name), entry)
             })
             .collect();
         entries.extend(self.refused.lock().iter().map(|(name, why)| (key(name), format!("cluster={name} refused: {why}"))));

@@ -30,6 +30,7 @@ use super::Version;
 use crate::case;
 use crate::client::{RequestError, WriteOp, WriteRequest};
 use crate::events::ObjectEvent;
+use crate::excerpt::excerpt;
 use crate::metrics::Metrics;
 use crate::resource::{Gvk, ObjectKey, Scope};
 use crate::runtime::host::{Alone, Api, CacheReader, Clock, EventSink, Services};
@@ -275,7 +276,7 @@ impl Shadow {
             && report.diffs.len() < DIFFS_KEPT
             && !report.diffs.iter().any(|(k, _)| *k == key)
         {
-            report.diffs.push((key, truncate(diff, DIFF_BYTES)));
+            report.diffs.push((key, excerpt(&diff, DIFF_BYTES).into_owned()));
         }
     }
 }
@@ -348,18 +349,6 @@ fn without_server_fields(mut call: Value) -> Value {
         }
     }
     call
-}
-
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push_str("\n...\n");
-    }
-    text
 }
 
 /// The services of one shadow call: reads answered as the live call's were, writes compared

@@ -52,11 +52,15 @@ pub use store::{Entry, Inserted, Owner, ParsedObject, Store, Writer};
 
 use self::raw::{RawMetadata, RawObject};
 use crate::discovery::{Discovery, DiscoveryError};
+use crate::excerpt::excerpt;
 use crate::manifest::Manifest;
 use crate::metrics::{InformerMetrics, Refresh};
 use crate::projection::Fields;
 use crate::resource::{Gvk, ObjectKey, Scope};
 use crate::selector::LabelSelector;
+
+/// The most of a failed watch's error logged: an API server's error page may be long.
+const ERROR_BYTES: usize = 2048;
 
 /// What a subscriber wants to see: the objects of a resource in a namespace (or all), those
 /// matching a selector if it has one. The informer behind it watches the resource and namespace.
@@ -567,7 +571,7 @@ impl Informers {
                             }
                         }
                     }
-                    Some(Err(e)) => tracing::warn!(informer = %task.key, "watch failed, retrying with backoff: {e}"),
+                    Some(Err(e)) => tracing::warn!(informer = %task.key, "watch failed, retrying with backoff: {}", excerpt(&e.to_string(), ERROR_BYTES)),
                     None => break,
                 }
             }
