@@ -511,7 +511,11 @@ impl Identities {
             return Err(unprotected(format!("its match condition {:?} narrows it: the chart's checks every Plugin", condition.name)));
         }
         let constraints = spec.match_constraints.unwrap_or_default();
-        if constraints.object_selector.as_ref().is_some_and(|s| s.match_labels.as_ref().is_some_and(|l| !l.is_empty()) || s.match_expressions.as_ref().is_some_and(|e| !e.is_empty())) {
+        if constraints
+            .object_selector
+            .as_ref()
+            .is_some_and(|s| s.match_labels.as_ref().is_some_and(|l| !l.is_empty()) || s.match_expressions.as_ref().is_some_and(|e| !e.is_empty()))
+        {
             return Err(unprotected("its objectSelector narrows it: the chart's checks every Plugin".into()));
         }
         if constraints.exclude_resource_rules.as_ref().is_some_and(|rules| !rules.is_empty()) {
@@ -934,7 +938,8 @@ mod tests {
                 .await
                 .map_err(|e| e.to_string())
         };
-        let narrowings: [(&str, fn(&mut serde_json::Value)); 6] = [
+        type Narrowing = (&'static str, fn(&mut serde_json::Value));
+        let narrowings: [Narrowing; 6] = [
             ("match condition \"unlabelled\"", |spec| spec["matchConditions"] = json!([{"name": "unlabelled", "expression": "!has(object.metadata.labels)"}])),
             ("match condition \"also\"", |spec| spec["matchConditions"].as_array_mut().unwrap().push(json!({"name": "also", "expression": "true"}))),
             ("objectSelector", |spec| spec["matchConstraints"]["objectSelector"] = json!({"matchLabels": {"checked": "yes"}})),

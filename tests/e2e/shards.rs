@@ -731,8 +731,18 @@ async fn deleting_a_live_shards_lease_moves_none_of_its_objects() -> Result<()> 
     let first = inputs(40, "1");
     create_primaries(&cms, &first).await?;
     wait_outputs_on_shards(&ns, &first, &names).await?;
-    let before = assignments(&cms).await?;
+    // Placed by the ring of both: a replica joins once it is seen renewing, so the first objects
+    // may all land on the other and move over by drains first.
+    let ring = Ring::new(names);
+    let cm = Gvk::new("", "v1", "ConfigMap");
+    let before = eventually("every primary on its ring shard", CONVERGE, || async {
+        let now = assignments(&cms).await?;
+        let astray: Vec<_> = now.iter().filter(|(k, s)| s.as_deref() != ring.shard_for(&ring::object_key(&cm, &ObjectKey::new(Some(ns.name()), k)))).collect();
+        if astray.is_empty() { Ok(now) } else { Err(anyhow!("not yet on their ring shard: {astray:?}")) }
+    })
+    .await?;
     ensure!(before.values().any(|s| s.as_deref() == Some(names[1])), "nothing on {}", names[1]);
+    wait_outputs_on_shards(&ns, &first, &names).await?;
     let moves = assignments_total(&replicas[0], Some("move")).await?;
     let keys: Vec<String> = first.keys().cloned().collect();
     let churn = churn(&cms, &keys, Duration::from_millis(20));

@@ -122,7 +122,10 @@ mod tests {
             .write(write(deployment.clone(), WriteOp::Apply { object: child("Foo", "samplecontroller.k8s.io/v1alpha1"), force: true, status: true }))
             .await
             .unwrap();
-        labelling.write(write(Gvk::new("", "v1", "ConfigMap"), WriteOp::Create { object: child("Foo", "samplecontroller.k8s.io/v1alpha1"), applied: false })).await.unwrap();
+        labelling
+            .write(write(Gvk::new("", "v1", "ConfigMap"), WriteOp::Create { object: child("Foo", "samplecontroller.k8s.io/v1alpha1"), applied: false }))
+            .await
+            .unwrap();
         labelling.write(write(secret, WriteOp::Create { object: child("Foo", "samplecontroller.k8s.io/v1alpha1"), applied: false })).await.unwrap();
         let labels: Vec<Option<String>> = recorder
             .0

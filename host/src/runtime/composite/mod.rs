@@ -350,6 +350,22 @@ impl Observed {
     }
 }
 
+/// Shared by the tests of the submodules: a parent in `ns` (or cluster-scoped).
+#[cfg(test)]
+pub(super) fn test_parent(namespace: Option<&str>, extra: Value) -> Parent {
+    let mut object = json!({
+        "apiVersion": "example.com/v1", "kind": "Parent",
+        "metadata": {"name": "p", "uid": "parent-uid", "generation": 3, "resourceVersion": "7"},
+    });
+    if let Some(ns) = namespace {
+        object["metadata"]["namespace"] = json!(ns);
+    }
+    if let (Value::Object(object), Value::Object(extra)) = (&mut object, extra) {
+        object.extend(extra);
+    }
+    Parent::parse(&object.to_string(), &Gvk::new("example.com", "v1", "Parent"), &ObjectKey::new(namespace, "p")).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use parking_lot::Mutex;
@@ -413,20 +429,4 @@ mod tests {
             assert!(metadata.get("uid").is_none() && metadata.get("resourceVersion").is_none() && metadata.get("managedFields").is_none(), "{metadata}");
         }
     }
-}
-
-/// Shared by the tests of the submodules: a parent in `ns` (or cluster-scoped).
-#[cfg(test)]
-pub(super) fn test_parent(namespace: Option<&str>, extra: Value) -> Parent {
-    let mut object = json!({
-        "apiVersion": "example.com/v1", "kind": "Parent",
-        "metadata": {"name": "p", "uid": "parent-uid", "generation": 3, "resourceVersion": "7"},
-    });
-    if let Some(ns) = namespace {
-        object["metadata"]["namespace"] = json!(ns);
-    }
-    if let (Value::Object(object), Value::Object(extra)) = (&mut object, extra) {
-        object.extend(extra);
-    }
-    Parent::parse(&object.to_string(), &Gvk::new("example.com", "v1", "Parent"), &ObjectKey::new(namespace, "p")).unwrap()
 }
