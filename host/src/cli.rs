@@ -589,6 +589,11 @@ struct RbacArgs {
     #[command(flatten)]
     identity: IdentityArgs,
 
+    /// The host runs in a shard ring (`--shard-ring`, the chart's default): also let each plugin's
+    /// identity `patch` its primary and owned kinds, which the host labels for their shard
+    #[arg(long)]
+    sharded: bool,
+
     /// Namespaces the host serves (repeatable; default: all namespaces)
     #[arg(long = "namespace", short = 'n', value_name = "NAMESPACE")]
     namespaces: Vec<String>,
@@ -1050,6 +1055,7 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
         status: Some(namespaced_name("status-configmap", &args.status_configmap)?),
         identity_namespace: per_plugin.then(|| args.identity.identity_namespace.clone()),
         namespaces: args.namespaces,
+        sharded: args.sharded,
     };
     if let Some(name) = &args.plugin {
         if !manifests.iter().any(|m| m.name == *name) {
@@ -1062,7 +1068,7 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
     }
     let output = match (&args.plugin, args.values) {
         (_, true) if !per_plugin => return Err("--values prints the chart's per-plugin identities: it needs --plugin-identity=serviceaccount".into()),
-        (_, true) => crate::tools::rbac::render_values(&manifests, &host.namespaces),
+        (_, true) => crate::tools::rbac::render_values(&manifests, &host.namespaces, host.sharded),
         (Some(_), false) => crate::tools::rbac::render_plugin(&manifests[0], &host),
         (None, false) => crate::tools::rbac::render(&manifests, &host, &grantee, &args.name),
     };

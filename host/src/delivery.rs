@@ -714,6 +714,11 @@ impl Ready {
     /// one before it.
     fn of(name: &str, outcome: &Result<(), Failure>, state: &PluginState, rolled_back: Option<&str>) -> Ready {
         let (ready, reason, message) = match (outcome, state, rolled_back) {
+            // The registry is down and the last module pulled was handed over: it is syncing, and
+            // the status says so until it runs (then it says unreachable, with what runs).
+            (Err(f), PluginState::Starting, _) if matches!(f.reason, FailReason::Pull("RegistryUnreachable" | "PullTimeout")) => {
+                (false, SYNCING, format!("{}; waiting for its caches to sync", f.message))
+            }
             (Err(f), _, _) => (false, f.reason.as_str(), f.message.clone()),
             (Ok(()), PluginState::Running { version, digest }, Some(module)) => (
                 false,
@@ -785,6 +790,8 @@ mod tests {
             (Ok(()), running.clone(), Some("cd"), "RolledBack", true),
             (Ok(()), PluginState::Stopped { error: Some("caches did not sync".into()) }, None, "SyncFailed", true),
             (failed(FailReason::Pull("PullTimeout")), PluginState::Stopped { error: None }, None, "PullTimeout", true),
+            (failed(FailReason::Pull("RegistryUnreachable")), PluginState::Starting, None, "Syncing", false),
+            (failed(FailReason::Pull("RegistryUnreachable")), running.clone(), None, "RegistryUnreachable", true),
             (failed(FailReason::InvalidSpec), PluginState::Stopped { error: None }, None, "InvalidSpec", true),
         ];
         for (outcome, state, rolled_back, reason, warning) in cases {

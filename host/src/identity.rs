@@ -263,23 +263,6 @@ fn rule_namespaces(rule: &Rule, scope: Scope, served: &[String]) -> Vec<Option<S
     }
 }
 
-/// What a sharded plugin's identity must itself be allowed: the ring's assigner labels its
-/// primaries and its children as the host, so that a plugin never gets through the host a
-/// write on objects RBAC does not let it write.
-fn sharding_rules(manifest: &Manifest) -> Vec<Rule> {
-    std::iter::once(&manifest.primary)
-        .chain(&manifest.owns)
-        .map(|resource| Rule {
-            resource: resource.clone(),
-            subresource: None,
-            verbs: [Verb::Patch].into(),
-            namespaces: None,
-            names: BTreeSet::new(),
-            why: "sharded: the host labels its primaries and children for their shard",
-        })
-        .collect()
-}
-
 /// Who plugins act as, for one host.
 #[derive(Clone)]
 pub struct Identities {
@@ -352,7 +335,7 @@ impl Identities {
         }
         let mut rules = manifest.rules();
         if sharded {
-            rules.extend(sharding_rules(manifest));
+            rules.extend(manifest.sharding_rules());
         }
         let mut expansions = Vec::new();
         for rule in merged(rules) {

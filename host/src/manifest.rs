@@ -689,6 +689,23 @@ impl Manifest {
             && self.permissions.iter().any(|p| p.resource == *resource && p.subresource.is_none() && p.verbs.contains(&Verb::Get))
     }
 
+    /// What a sharded plugin's identity must itself be allowed: the ring's assigner labels its
+    /// primaries and its children as the host, so that a plugin never gets through the host a
+    /// write on objects RBAC does not let it write.
+    pub fn sharding_rules(&self) -> Vec<Rule> {
+        std::iter::once(&self.primary)
+            .chain(&self.owns)
+            .map(|resource| Rule {
+                resource: resource.clone(),
+                subresource: None,
+                verbs: [Verb::Patch].into(),
+                namespaces: None,
+                names: BTreeSet::new(),
+                why: "sharded: the host labels its primaries and children for their shard",
+            })
+            .collect()
+    }
+
     /// Every RBAC rule the plugin's identity needs: reading what the host caches or fetches for
     /// it, every declared grant, `update` on the primary's `finalizers` subresource when it owns
     /// objects or writes any (clusters enforcing `OwnerReferencesPermissionEnforcement` require

@@ -37,6 +37,9 @@ pub struct HostNeeds {
     pub identity_namespace: Option<String>,
     /// Namespaces served (`--namespace`); empty for all.
     pub namespaces: Vec<String>,
+    /// Whether the host runs in a shard ring: a sharded plugin's identity must then itself be
+    /// allowed to `patch` what the host labels for it (`Manifest::sharding_rules`).
+    pub sharded: bool,
 }
 
 /// Verbs by (API group, resource), then by the resource names they are limited to.
@@ -83,9 +86,10 @@ fn scopes(resource: &Gvk, namespaces: Option<&BTreeSet<String>>, served: &[Strin
 }
 
 /// Everything a plugin's own identity needs.
-fn plugin_grants(manifest: &Manifest, served: &[String]) -> Grants {
+fn plugin_grants(manifest: &Manifest, served: &[String], sharded: bool) -> Grants {
     let mut grants = Grants::default();
-    for rule in manifest.rules() {
+    let sharding = if sharded { manifest.sharding_rules() } else { Vec::new() };
+    for rule in manifest.rules().into_iter().chain(sharding) {
         grants.add_rule(&rule, served, rule.verbs.iter().copied());
     }
     grants
@@ -199,7 +203,7 @@ pub fn render_plugin(manifest: &Manifest, host: &HostNeeds) -> String {
     };
     let grantee = Grantee::ServiceAccount { namespace: namespace.clone(), name: account.clone() };
     let mut docs = vec![yaml(&sa)];
-    docs.extend(documents(&plugin_grants(manifest, &host.namespaces), &grantee, &role, &labels));
+    docs.extend(documents(&plugin_grants(manifest, &host.namespaces, host.sharded), &grantee, &role, &labels));
     docs.join("---\n")
 }
 
@@ -220,7 +224,7 @@ pub fn render(manifests: &[Manifest], host: &HostNeeds, grantee: &Grantee, name:
 /// (`namespaceRules`) — from which the chart makes the same ServiceAccount, Roles and bindings
 /// as [`render_plugin`], and the host's reads and `impersonate`. `module` is left to the user:
 /// a plugin directory does not say where its modules are pushed.
-pub fn render_values(manifests: &[Manifest], namespaces: &[String]) -> String {
+pub fn render_values(manifests: &[Manifest], namespaces: &[String], sharded: bool) -> String {
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
     struct PluginValues {
@@ -238,7 +242,7 @@ pub fn render_values(manifests: &[Manifest], namespaces: &[String]) -> String {
         .iter()
         .map(|m| {
             let mut values = PluginValues { name: m.name.clone(), rules: Vec::new(), namespace_rules: BTreeMap::new() };
-            for (namespace, by_resource) in &plugin_grants(m, namespaces).0 {
+            for (namespace, by_resource) in &plugin_grants(m, namespaces, sharded).0 {
                 match namespace {
                     None => values.rules = rules(by_resource),
                     Some(ns) => {
@@ -354,12 +358,24 @@ mod tests {
             status: Some(("kubewasm".into(), "kubewasm-plugins".into())),
             identity_namespace: Some("kubewasm".into()),
             namespaces: Vec::new(),
+            sharded: false,
         }
+    }
+
+    /// In a shard ring the host labels a sharded plugin's primaries and children: its identity
+    /// must be allowed to `patch` them itself, or admission refuses it.
+    #[test]
+    fn in_a_ring_a_plugins_identity_may_patch_its_primaries_and_children() {
+        let mut m = manifest();
+        m.owns.push(Gvk::new("", "v1", "ConfigMap"));
+        let patches = |sharded| verbs(&plugin_grants(&m, &[], sharded), None, "", "configmaps", &[]).contains(&"patch");
+        assert!(!patches(false) && patches(true));
+        assert!(verbs(&plugin_grants(&m, &[], true), None, "samplecontroller.k8s.io", "foos", &[]).contains(&"patch"));
     }
 
     #[test]
     fn a_plugins_identity_gets_exactly_its_manifest_and_what_the_host_does_for_it() {
-        let grants = plugin_grants(&manifest(), &[]);
+        let grants = plugin_grants(&manifest(), &[], false);
         assert_eq!(verbs(&grants, None, "apps", "deployments", &[]), ["create", "get", "list", "patch", "watch"]);
         assert_eq!(verbs(&grants, None, "samplecontroller.k8s.io", "foos", &[]), ["get", "list", "patch", "watch"], "patch: the finalizer");
         assert_eq!(verbs(&grants, None, "samplecontroller.k8s.io", "foos/status", &[]), ["patch"]);
@@ -391,7 +407,7 @@ mod tests {
     fn served_namespaces_turn_cluster_wide_rules_into_roles_except_for_cluster_scoped_kinds() {
         let mut m = manifest();
         m.permissions.push(permission(Gvk::new("", "v1", "Node"), None, &[Verb::Patch], &[], &[]));
-        let grants = plugin_grants(&m, &["a".into(), "b".into()]);
+        let grants = plugin_grants(&m, &["a".into(), "b".into()], false);
         assert_eq!(verbs(&grants, Some("a"), "apps", "deployments", &[]), ["create", "get", "list", "patch", "watch"]);
         assert_eq!(verbs(&grants, Some("b"), "apps", "deployments", &[]), ["create", "get", "list", "patch", "watch"]);
         assert_eq!(verbs(&grants, None, "", "nodes", &[]), ["patch"]);
@@ -425,7 +441,7 @@ mod tests {
     /// Roles, in the shape of the chart's `plugins` list.
     #[test]
     fn renders_the_charts_plugin_values() {
-        let yaml = render_values(&[manifest()], &[]);
+        let yaml = render_values(&[manifest()], &[], false);
         let values: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
         let plugins = values["plugins"].as_array().unwrap();
         assert_eq!(plugins.len(), 1, "{yaml}");
@@ -437,10 +453,10 @@ mod tests {
         assert_eq!(plugins[0]["namespaceRules"], serde_json::json!({"team-a": role("Role")}));
         assert_eq!(plugins[0]["namespaceRules"]["team-a"], serde_json::json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]));
         // Served namespaces: Roles only.
-        let served: serde_json::Value = serde_saphyr::from_str(&render_values(&[manifest()], &["a".into()])).unwrap();
+        let served: serde_json::Value = serde_saphyr::from_str(&render_values(&[manifest()], &["a".into()], false)).unwrap();
         assert!(served["plugins"][0].get("rules").is_some_and(|r| r.as_array().unwrap().iter().all(|r| r["resources"].to_string().contains("clusterroles"))));
         assert!(served["plugins"][0]["namespaceRules"]["a"].as_array().is_some_and(|r| !r.is_empty()));
-        assert_eq!(render_values(&[], &[]).lines().last(), Some("plugins: []"));
+        assert_eq!(render_values(&[], &[], false).lines().last(), Some("plugins: []"));
     }
 
     #[test]
