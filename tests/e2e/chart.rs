@@ -439,3 +439,57 @@ async fn a_team_gets_only_the_plugin_identity_it_may_use() -> Result<()> {
     host.stop().await?;
     Ok(())
 }
+
+/// The audit's H6: with `memberClusters.fromSecrets`, whoever may write a Secret in the release
+/// namespace would enrol a cluster under a name and labels of their choosing. The chart's policy
+/// lets only `memberClusters.policy.enrollers` create a Secret labelled `kubewasm.io/cluster`,
+/// under an allowed name and allowed label values; other Secrets are untouched by it.
+#[tokio::test]
+async fn only_enrollers_enrol_member_clusters_under_the_names_and_labels_allowed() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("enrol-policy").await?;
+    let values = "memberClusters:\n  fromSecrets: true\n  policy:\n    enabled: false\n    enrollers: [{kind: User, name: ops}]\n    names: [eu]\n    labels: {env: [prod]}\n";
+    let rendered = objects(&template(ns.name(), values).await?)?;
+    let policies: Vec<&Value> = rendered.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))).collect();
+    cp.kubectl()?.run_with_stdin(&["apply", "-f", "-"], Some(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": policies}).to_string())).await?;
+    // RBAC lets both write Secrets here: it cannot tell a cluster Secret from another.
+    let writers = format!(
+        r#"{{"apiVersion": "v1", "kind": "List", "items": [
+        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {{"name": "secret-writers", "namespace": "{ns}"}},
+         "rules": [{{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "get", "update", "delete"]}}]}},
+        {{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {{"name": "secret-writers", "namespace": "{ns}"}},
+         "roleRef": {{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "secret-writers"}},
+         "subjects": [{{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "ops"}}, {{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "intruder"}}]}}]}}"#,
+        ns = ns.name()
+    );
+    cp.kubectl()?.run_with_stdin(&["apply", "-f", "-"], Some(&writers)).await?;
+    let secret = |name: &str, labels: &[(&str, &str)]| -> Result<k8s_openapi::api::core::v1::Secret> {
+        let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+        Ok(serde_json::from_value(serde_json::json!({"metadata": {"name": name, "labels": labels}, "stringData": {"kubeconfig": "{}"}}))?)
+    };
+    let secrets_as = |client: kube::Client| Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client, ns.name());
+    let (ops, intruder) = (secrets_as(as_user(cp, "ops").await?), secrets_as(as_user(cp, "intruder").await?));
+    let cluster = [("kubewasm.io/cluster", "true"), ("env", "prod")];
+    // The policy takes a moment to be in force after it is created.
+    let refused = eventually("the intruder's cluster Secret refused", CONVERGE, || async {
+        match intruder.create(&PostParams::default(), &secret("eu", &cluster)?).await {
+            Ok(_) => {
+                intruder.delete("eu", &Default::default()).await?;
+                Err(anyhow!("the intruder enrolled eu"))
+            }
+            Err(e) => Ok(e),
+        }
+    })
+    .await?;
+    ensure!(kubewasm_tests::api_code(&refused) == Some(403) && refused.to_string().contains("may not enrol member clusters"), "{refused}");
+    for (name, labels, why) in [
+        ("us", &cluster[..], "not one of memberClusters.policy.names"),
+        ("eu", &[("kubewasm.io/cluster", "true"), ("env", "dev")][..], "outside memberClusters.policy.labels"),
+    ] {
+        let refused = ops.create(&PostParams::default(), &secret(name, labels)?).await.err().with_context(|| format!("ops enrolled {name} {labels:?}"))?;
+        ensure!(refused.to_string().contains(why), "{name}: {refused}");
+    }
+    ops.create(&PostParams::default(), &secret("eu", &cluster)?).await.context("ops enrols eu, env=prod")?;
+    intruder.create(&PostParams::default(), &secret("unrelated", &[])?).await.context("a Secret that is no cluster is not the policy's")?;
+    Ok(())
+}
