@@ -882,29 +882,31 @@ mod tests {
         }
     }
 
+    /// Admits a plugin with Plugin resources served (the identity policy checked) against `api`.
+    async fn admit_with_policy(api: FakeApi) -> Result<(), String> {
+        identities(&api, IdentityMode::ServiceAccount, &[], AdmissionLimits::default())
+            .with_policy("kubewasm-plugin-identity".into())
+            .admit(&manifest(vec![]), false)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// With Plugin resources served, no plugin is admitted unless the identity policy is in
     /// force as the chart installs it: present, failing closed, checking `use`, denying.
     #[tokio::test]
     async fn no_plugin_is_admitted_without_the_identity_policy_in_force() {
-        let admit = |api: FakeApi| async move {
-            identities(&api, IdentityMode::ServiceAccount, &[], AdmissionLimits::default())
-                .with_policy("kubewasm-plugin-identity".into())
-                .admit(&manifest(vec![]), false)
-                .await
-                .map_err(|e| e.to_string())
-        };
-        let missing = admit(FakeApi::serving_nothing()).await.unwrap_err();
+        let missing = admit_with_policy(FakeApi::serving_nothing()).await.unwrap_err();
         assert!(
             missing.contains("there is no ValidatingAdmissionPolicy kubewasm-plugin-identity") && missing.contains("--plugin-identity-policy="),
             "{missing}"
         );
-        assert_eq!(admit(FakeApi::new(policy_answer(POLICY_EXPRESSION, "Fail", "Deny", |_| {}))).await, Ok(()));
+        assert_eq!(admit_with_policy(FakeApi::new(policy_answer(POLICY_EXPRESSION, "Fail", "Deny", |_| {}))).await, Ok(()));
         for (answer, problem) in [
             (policy_answer("true", "Fail", "Deny", |_| {}), "does not check"),
             (policy_answer(POLICY_EXPRESSION, "Ignore", "Deny", |_| {}), "failurePolicy"),
             (policy_answer(POLICY_EXPRESSION, "Fail", "Audit", |_| {}), "does not deny"),
         ] {
-            let refused = admit(FakeApi::new(answer)).await.unwrap_err();
+            let refused = admit_with_policy(FakeApi::new(answer)).await.unwrap_err();
             assert!(refused.contains(problem), "{refused}");
         }
     }
@@ -914,13 +916,6 @@ mod tests {
     /// author could otherwise take any identity by labelling, or naming, their Plugin to fit.
     #[tokio::test]
     async fn a_narrowed_identity_policy_is_not_in_force() {
-        let admit = |api: FakeApi| async move {
-            identities(&api, IdentityMode::ServiceAccount, &[], AdmissionLimits::default())
-                .with_policy("kubewasm-plugin-identity".into())
-                .admit(&manifest(vec![]), false)
-                .await
-                .map_err(|e| e.to_string())
-        };
         type Narrowing = (&'static str, fn(&mut serde_json::Value));
         let narrowings: [Narrowing; 6] = [
             ("match condition \"unlabelled\"", |spec| spec["matchConditions"] = json!([{"name": "unlabelled", "expression": "!has(object.metadata.labels)"}])),
@@ -933,7 +928,7 @@ mod tests {
             ("every Plugin", |spec| spec["matchConstraints"]["resourceRules"][0]["resourceNames"] = json!(["only-this-one"])),
         ];
         for (problem, edit) in narrowings {
-            let refused = admit(FakeApi::new(policy_answer(POLICY_EXPRESSION, "Fail", "Deny", edit))).await.unwrap_err();
+            let refused = admit_with_policy(FakeApi::new(policy_answer(POLICY_EXPRESSION, "Fail", "Deny", edit))).await.unwrap_err();
             assert!(refused.contains(problem), "{problem}: {refused}");
         }
         // Empty selectors and lists narrow nothing.
@@ -941,6 +936,6 @@ mod tests {
             spec["matchConstraints"]["objectSelector"] = json!({});
             spec["matchConstraints"]["excludeResourceRules"] = json!([]);
         });
-        assert_eq!(admit(FakeApi::new(empty)).await, Ok(()));
+        assert_eq!(admit_with_policy(FakeApi::new(empty)).await, Ok(()));
     }
 }

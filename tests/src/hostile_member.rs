@@ -43,16 +43,7 @@ pub struct HostileMember {
 
 impl HostileMember {
     pub async fn start(behaviour: Behaviour) -> Result<HostileMember, Box<dyn std::error::Error + Send + Sync>> {
-        let rcgen::CertifiedKey { cert, signing_key } = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])?;
-        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(signing_key.serialize_der().into());
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(vec![cert.der().clone()], key)?;
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let crate::tls::LoopbackTls { certificate: cert, acceptor, listener } = crate::tls::LoopbackTls::bind().await?;
         let addr = listener.local_addr()?;
         let dir = tempfile::tempdir()?;
         let kubeconfig = dir.path().join("kubeconfig");

@@ -52,6 +52,7 @@ pub mod proxy;
 pub mod registry;
 mod shared;
 pub mod timing;
+pub mod tls;
 pub mod trace;
 pub mod wait;
 pub mod webhook;

@@ -45,10 +45,8 @@ pub enum Answer {
 /// Why the webhook could not be started or registered.
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
-    #[error("making the webhook's certificate: {0}")]
-    Certificate(#[from] rcgen::Error),
-    #[error("setting up TLS: {0}")]
-    Tls(#[from] rustls::Error),
+    #[error("serving the webhook: {0}")]
+    Serve(#[from] crate::tls::LoopbackTlsError),
     #[error("listening on loopback: {0}")]
     Listen(#[from] std::io::Error),
     #[error("registering the ValidatingWebhookConfiguration: {0}")]
@@ -82,16 +80,7 @@ impl AdmissionWebhook {
     /// ConfigMaps labelled `label` (a key and its value) in `ns`; returns once the API server
     /// calls it.
     pub async fn start(cp: &ControlPlane, ns: &TestNamespace, label: (&str, &str)) -> Result<AdmissionWebhook, WebhookError> {
-        let rcgen::CertifiedKey { cert, signing_key } = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()])?;
-        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(signing_key.serialize_der().into());
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(vec![cert.der().clone()], key)?;
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let crate::tls::LoopbackTls { certificate: cert, acceptor, listener } = crate::tls::LoopbackTls::bind().await?;
         let addr = listener.local_addr()?;
         let answer = Arc::new(Mutex::new(Answer::Allow));
         let counts = Arc::new(Counts::default());
