@@ -191,6 +191,22 @@ for line in open(sys.argv[1], errors="replace"):
     elif m := re.match(r"^lint (passed|failed): ", line):                         # the linters above
         if m[1] == "passed": passed += 1
         else: failed += 1
+# The failures by name, each with where it panicked and the message's first line, just above the
+# closing line: CI may keep only the log's tail.
+names, panics, after = [], {}, None
+for line in open(sys.argv[1], errors="replace"):
+    line = re.sub(r"^\[\w+\] ", "", line.rstrip("\n"))
+    if after:
+        panics.setdefault(after[0], f"{after[1]}: {line.strip()[:300]}")
+        after = None
+    if m := re.match(r"^test (\S+) \.\.\. FAILED", line):
+        names.append(m[1])
+    elif m := re.match(r"^thread '([^']+)' \(?\d*\)? ?panicked at (\S+?):?$", line):
+        after = (m[1], m[2])
+    elif m := re.match(r"^(--- FAIL: \S+|lint failed: .*)", line):
+        names.append(m[1])
+for name in names:
+    print(f"FAILED {name}" + (f"  ({panics[name]})" if name in panics else ""))
 if sys.argv[2] != "0" and failed == 0:
     failed = 1  # a runner failed without reporting a test failure (build error, crash)
 print(f"{passed} passed, {failed} failed")
