@@ -663,6 +663,7 @@ mod tests {
             projections: vec![],
             composition: None,
             clusters: Default::default(),
+            hooks: Default::default(),
         }
     }
 

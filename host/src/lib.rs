@@ -65,7 +65,7 @@
 //! 10. client, queue, server, oci
 //! 11. informer, leader
 //! 12. discovery, manifest
-//! 13. selector, projection
+//! 13. selector, projection, hooks
 //! 14. resource, duration, metrics, bucket, budget, allocator, cache_dir, logging, excerpt
 
 pub mod allocator;
@@ -85,6 +85,7 @@ pub mod events;
 pub mod excerpt;
 #[cfg(test)]
 mod fake_api;
+pub mod hooks;
 pub mod identity;
 #[cfg(test)]
 mod imports;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use crate::hooks::Hooks;
 use crate::projection::Fields;
 use crate::resource::{Gvk, is_dns_label, is_dns_subdomain};
 use crate::selector::LabelSelector;
@@ -419,6 +420,8 @@ pub struct Manifest {
     pub composition: Option<Composition>,
     /// The clusters it serves and reaches (`clusters.scope`).
     pub clusters: ClusterScope,
+    /// The admission and conversion hooks it serves (`webhooks.declare`).
+    pub hooks: Hooks,
 }
 
 /// The fields of one kind a plugin reads (`projections.fields`).
@@ -463,6 +466,7 @@ impl Manifest {
                 return Err(invalid(field, format!("{len} entries; at most {max}")));
             }
         }
+        self.hooks.validate().map_err(|e| invalid(format!("webhooks.{}", e.field), e.problem))?;
         if !self.clusters.serve_local && self.clusters.serve == Members::None {
             return Err(invalid("clusters.scope", "it serves no cluster: set serve-local, or serve some members"));
         }
@@ -879,6 +883,7 @@ pub(crate) mod tests {
             projections: vec![],
             composition: None,
             clusters: Default::default(),
+            hooks: Default::default(),
         }
     }
 

@@ -117,6 +117,7 @@ fn manifest() -> impl Strategy<Value = Manifest> {
                 selector: ChildSelector::Generated,
             }),
             clusters: Default::default(),
+            hooks: Default::default(),
             owns,
             watches,
             finalizer,

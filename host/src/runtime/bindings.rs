@@ -8,8 +8,8 @@
 //! `declarative` world's too. Exports are looked up interface by interface
 //! ([`super::Prepared`]) rather than through a generated `ControllerPre`: a `declarative`-world
 //! plugin exports no `reconciler`, `access` and `release` were added in 0.1.1, `views` in 0.1.2
-//! `composite` in 0.1.3, `clusters` in 0.1.4 and `projections` in 0.1.5, and a plugin built for
-//! an earlier version does not export them.
+//! `composite` in 0.1.3, `clusters` in 0.1.4, `projections` in 0.1.5 and `webhooks` in 0.1.6, and
+//! a plugin built for an earlier version does not export them.
 #![allow(unused_variables)] // the generated `types` interface has no functions
 
 wasmtime::component::bindgen!({
@@ -32,11 +32,12 @@ pub use self::exports::kubewasm::controller::projections as projections_exports;
 pub use self::exports::kubewasm::controller::reconciler as reconciler_exports;
 pub use self::exports::kubewasm::controller::release as release_exports;
 pub use self::exports::kubewasm::controller::views as views_exports;
+pub use self::exports::kubewasm::controller::webhooks as webhooks_exports;
 pub use self::kubewasm::controller::{cache, client, events, fleet, log, types};
 
 /// The WIT package and version this host implements.
 pub const PACKAGE: &str = "kubewasm:controller";
-pub const PACKAGE_VERSION: &str = "0.1.5";
+pub const PACKAGE_VERSION: &str = "0.1.6";
 
 #[cfg(test)]
 mod tests {

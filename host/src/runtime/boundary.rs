@@ -25,6 +25,13 @@ use super::bindings::composite_exports::{ChildRule as WitChildRule, RelatedRule 
 use super::bindings::plugin_exports::{Gvk as WitGvk, Permission as WitPermission, Verb as WitVerb, Watch as WitWatch};
 use super::bindings::projections_exports::Projection as WitProjection;
 use super::bindings::types::{Error as GuestError, ErrorCode, ObjectKey as WitKey};
+use super::bindings::webhooks_exports::{
+    AdmissionHook as WitAdmissionHook, ConversionHook as WitConversionHook, Denial as WitDenial, MatchCondition as WitMatchCondition, Operation as WitOperation,
+};
+use crate::hooks::{
+    MAX_ADMISSION_HOOKS, MAX_CONDITION_NAME, MAX_CONVERSION_HOOKS, MAX_CONVERT_OBJECTS, MAX_CONVERTED_BYTES, MAX_DENIAL_MESSAGE, MAX_EXPRESSION,
+    MAX_HOOK_KINDS, MAX_HOOK_NAME, MAX_MATCH_CONDITIONS, MAX_WARNING, MAX_WARNINGS,
+};
 
 /// `metadata.name` of an object (a DNS subdomain at most).
 pub const MAX_NAME: usize = 253;
@@ -117,6 +124,14 @@ pub(super) enum Export {
     Customize,
     /// `composite.sync` and `composite.finalize`: the desired state, or an error.
     Sync,
+    /// `webhooks.declare`.
+    Hooks,
+    /// `webhooks.validate`: warnings, or a denial.
+    Validate,
+    /// `webhooks.mutate`: an object and warnings, or a denial.
+    Mutate,
+    /// `webhooks.convert`: the converted objects, or why not.
+    Convert,
 }
 
 impl Export {
@@ -146,6 +161,18 @@ impl Export {
                 MAX_RELATED_RULES * (size_of::<WitRelatedRule>() + GVK_TEXT + MAX_NAMESPACE + MAX_SELECTOR + MAX_RELATED_NAMES * (STRING + MAX_NAME)),
             ),
             Export::Sync => max(MAX_ERROR_MESSAGE, size_of::<WitSyncResponse>() + MAX_CHILDREN * STRING + MAX_DESIRED_BYTES),
+            Export::Hooks => {
+                MAX_ADMISSION_HOOKS
+                    * (size_of::<WitAdmissionHook>()
+                        + MAX_HOOK_NAME
+                        + MAX_HOOK_KINDS * (size_of::<WitGvk>() + GVK_TEXT)
+                        + 4 * size_of::<WitOperation>()
+                        + MAX_MATCH_CONDITIONS * (size_of::<WitMatchCondition>() + MAX_CONDITION_NAME + MAX_EXPRESSION))
+                    + MAX_CONVERSION_HOOKS * (size_of::<WitConversionHook>() + GVK_TEXT)
+            }
+            Export::Validate => size_of::<WitDenial>() + MAX_DENIAL_MESSAGE + WARNINGS,
+            Export::Mutate => max(size_of::<WitDenial>() + MAX_DENIAL_MESSAGE, MAX_OBJECT) + WARNINGS,
+            Export::Convert => max(MAX_DENIAL_MESSAGE, MAX_CONVERT_OBJECTS * STRING + MAX_CONVERTED_BYTES),
         }
     }
 
@@ -162,9 +189,16 @@ impl Export {
             Export::Scope => "clusters.scope",
             Export::Customize => "customize",
             Export::Sync => "sync",
+            Export::Hooks => "webhooks.declare",
+            Export::Validate => "validate",
+            Export::Mutate => "mutate",
+            Export::Convert => "convert",
         }
     }
 }
+
+/// A hook's warnings at their bounds, lifted.
+const WARNINGS: usize = MAX_WARNINGS * (STRING + MAX_WARNING);
 
 /// The largest manifest within the bounds, lifted.
 const MANIFEST: usize = MAX_PLUGIN_NAME

@@ -1,7 +1,8 @@
 //! Turns the manifest a guest returns from `describe` (and, since 0.1.1, the rules of its
 //! `access` export; since 0.1.2, the kinds of its `views` export; since 0.1.3, a declarative
 //! plugin's composition, with the grants managing its children takes; since 0.1.4, the clusters
-//! of its `clusters` export; since 0.1.5, the fields of its `projections` export) into the host's
+//! of its `clusters` export; since 0.1.5, the fields of its `projections` export; since 0.1.6, the
+//! hooks of its `webhooks` export) into the host's
 //! [`Manifest`], rejecting what cannot be represented (an
 //! unknown verb, a list or a string over its bound, with the field named). What the bounds
 //! leave to judge (names, formats, counts per rule) is the manifest's validation.
@@ -13,7 +14,9 @@ use super::bindings::clusters_exports::{ClusterScope as WitScope, Members as Wit
 use super::bindings::composite_exports::{ChildSelector as WitChildSelector, Composition as WitComposition, UpdateStrategy as WitUpdateStrategy};
 use super::bindings::plugin_exports::{self as wit, Gvk as WitGvk, Mapping as WitMapping, Verb as WitVerb};
 use super::bindings::projections_exports::Projection as WitProjection;
+use super::bindings::webhooks_exports::{self as wit_hooks, Declaration as WitDeclaration};
 use super::boundary::{MAX_ENTRIES, MAX_FIELD_NAME, MAX_GROUP, MAX_KIND, MAX_SELECTOR, MAX_VERSION, too_long};
+use crate::hooks::{AdmissionHook, FailurePolicy, Hooks, MatchCondition, Operation, SideEffects};
 use crate::manifest::{
     ChildRule, ChildSelector, ClusterScope, Composition, DEFAULT_RESYNC, MAX_PATH_NAMES, MAX_PROJECTED_PATHS, MAX_PROJECTIONS, Manifest, ManifestError,
     Mapping, Members, Permission, Projection, RequestedLimits, UpdateStrategy, Verb, Watch,
@@ -90,10 +93,11 @@ pub(super) struct Declared {
     pub projections: Vec<WitProjection>,
     pub composition: Option<WitComposition>,
     pub scope: Option<WitScope>,
+    pub hooks: Option<WitDeclaration>,
 }
 
 pub(super) fn manifest(declared: Declared) -> Result<Manifest, ManifestError> {
-    let Declared { manifest: m, rules, metadata_only, projections: projected, composition, scope } = declared;
+    let Declared { manifest: m, rules, metadata_only, projections: projected, composition, scope, hooks } = declared;
     for (field, len) in [
         ("owns", m.owns.len()),
         ("watches", m.watches.len()),
@@ -190,6 +194,7 @@ pub(super) fn manifest(declared: Declared) -> Result<Manifest, ManifestError> {
         projections: projections(projected)?,
         composition: None,
         clusters: scope.map(clusters).transpose()?.unwrap_or_default(),
+        hooks: hooks.map(webhooks).transpose()?.unwrap_or_default(),
     };
     if let Some(composition) = composition {
         let grants = composition.grants(&manifest);
@@ -197,6 +202,48 @@ pub(super) fn manifest(declared: Declared) -> Result<Manifest, ManifestError> {
         manifest.composition = Some(composition);
     }
     Ok(manifest)
+}
+
+/// The hooks of `webhooks.declare`; the kinds within their bounds (the rest is the manifest's
+/// validation).
+fn webhooks(declared: WitDeclaration) -> Result<Hooks, ManifestError> {
+    let admission = declared
+        .admission
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| {
+            Ok(AdmissionHook {
+                kinds: h.kinds.into_iter().enumerate().map(|(j, g)| gvk(&format!("webhooks.admission[{i}].kinds[{j}]"), g)).collect::<Result<_, _>>()?,
+                name: h.name,
+                mutating: h.mutating,
+                operations: h.operations.into_iter().map(Operation::from).collect(),
+                failure_policy: match h.failure_policy {
+                    wit_hooks::FailurePolicy::Fail => FailurePolicy::Fail,
+                    wit_hooks::FailurePolicy::Ignore => FailurePolicy::Ignore,
+                },
+                timeout: Duration::from_secs(h.timeout_seconds.into()),
+                side_effects: match h.side_effects {
+                    wit_hooks::SideEffects::None => SideEffects::None,
+                    wit_hooks::SideEffects::NoneOnDryRun => SideEffects::NoneOnDryRun,
+                },
+                match_conditions: h.match_conditions.into_iter().map(|c| MatchCondition { name: c.name, expression: c.expression }).collect(),
+            })
+        })
+        .collect::<Result<_, ManifestError>>()?;
+    let conversion =
+        declared.conversion.into_iter().enumerate().map(|(i, c)| gvk(&format!("webhooks.conversion[{i}].resource"), c.resource)).collect::<Result<_, _>>()?;
+    Ok(Hooks { admission, conversion })
+}
+
+impl From<wit_hooks::Operation> for Operation {
+    fn from(o: wit_hooks::Operation) -> Operation {
+        match o {
+            wit_hooks::Operation::Create => Operation::Create,
+            wit_hooks::Operation::Update => Operation::Update,
+            wit_hooks::Operation::Delete => Operation::Delete,
+            wit_hooks::Operation::Connect => Operation::Connect,
+        }
+    }
 }
 
 fn verb(v: WitVerb) -> Verb {

@@ -11,6 +11,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{
     access_exports, clusters_exports, composite_exports, plugin_exports, projections_exports, reconciler_exports, release_exports, views_exports,
+    webhooks_exports,
 };
 use super::boundary::Transfer;
 use super::cpu::{self, CallClock};
@@ -143,7 +144,8 @@ impl Drop for MemoryCap {
 
 /// The interfaces an instance exports: `access` and `release` only when built for 0.1.1 or later,
 /// `views` for 0.1.2 or later, `composite` for 0.1.3 or later, `clusters` for 0.1.4 or later,
-/// `projections` for 0.1.5 or later; `reconciler` unless built for the `declarative` world.
+/// `projections` for 0.1.5 or later, `webhooks` for 0.1.6 or later; `reconciler` unless built for
+/// the `declarative` world.
 pub(super) struct Exports {
     pub(super) plugin: plugin_exports::Guest,
     pub(super) reconciler: Option<reconciler_exports::Guest>,
@@ -153,6 +155,7 @@ pub(super) struct Exports {
     pub(super) views: Option<views_exports::Guest>,
     pub(super) clusters: Option<clusters_exports::Guest>,
     pub(super) projections: Option<projections_exports::Guest>,
+    pub(super) webhooks: Option<webhooks_exports::Guest>,
 }
 
 /// A live instance and its exports.

@@ -15,6 +15,7 @@
 //! adapters (`host/`) translate the WIT imports to the cache views, the API client and the Event
 //! recorder below it.
 
+mod admission;
 pub mod bindings;
 pub mod boundary;
 mod call;
@@ -38,13 +39,14 @@ use self::bindings::reconciler_exports::Request as WitRequest;
 use self::bindings::types::{Action as WitAction, ObjectKey as WitKey};
 use self::bindings::{
     PACKAGE, PACKAGE_VERSION, access_exports, clusters_exports, composite_exports, plugin_exports, projections_exports, reconciler_exports, release_exports,
-    views_exports,
+    views_exports, webhooks_exports,
 };
 use self::boundary::{Export, MAX_ERROR_MESSAGE, MAX_MAPPED_KEYS, MAX_NAME, MAX_NAMESPACE, Transfer};
 use self::cpu::{CallClock, CpuShare, DeadlineExceeded, Shares, Stalled};
 use self::host::{HostContext, LogBudget, Services};
 use self::instance::{Exports, Instance, InstanceState};
 use crate::budget::{Account, MemoryBudget, Reservation};
+use crate::hooks::{Review, Verdict};
 use crate::manifest::{LimitPolicy, Limits, Manifest, ManifestError};
 use crate::metrics::PluginMetrics;
 use crate::resource::{Gvk, ObjectKey};
@@ -58,6 +60,8 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// The rule of calls that may read the cache and nothing else.
 const MAPPING: &str = "map-related may read the cache and nothing else";
+/// The rule of hook calls.
+const HOOKING: &str = "webhook calls may read the cache and nothing else";
 const COMPOSING: &str =
     "a declarative plugin's customize, sync and finalize may read the cache and nothing else (the host makes every write from their answers)";
 
@@ -146,6 +150,7 @@ struct ExportIndices {
     views: Option<views_exports::GuestIndices>,
     clusters: Option<clusters_exports::GuestIndices>,
     projections: Option<projections_exports::GuestIndices>,
+    webhooks: Option<webhooks_exports::GuestIndices>,
 }
 
 impl Prepared {
@@ -241,6 +246,7 @@ impl Runtime {
             views: exported("views").then(|| views_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
             clusters: exported("clusters").then(|| clusters_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
             projections: exported("projections").then(|| projections_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
+            webhooks: exported("webhooks").then(|| webhooks_exports::GuestIndices::new(&pre)).transpose().map_err(world)?,
         };
         Ok(Prepared(Arc::new(PreparedParts { pre, indices })))
     }
@@ -296,7 +302,11 @@ impl Runtime {
                 "it exports no reconciler, so describe-composition must answer a composition (a declarative-world plugin is declarative)".into(),
             ));
         }
-        let manifest = describe::manifest(describe::Declared { manifest, rules, metadata_only, projections, composition, scope })?;
+        let hooks = match &exports.webhooks {
+            Some(webhooks) => Some(runner.declared(store, Export::Hooks, async |store| webhooks.call_declare(store).await).await?),
+            None => None,
+        };
+        let manifest = describe::manifest(describe::Declared { manifest, rules, metadata_only, projections, composition, scope, hooks })?;
         let limits = manifest.validate(policy)?;
         Ok(Described { manifest, limits })
     }
@@ -331,6 +341,8 @@ pub struct PluginRunner {
     /// `host` for the calls that may read the cache only: `map-related`, or a declarative
     /// plugin's.
     reading_host: Arc<HostContext>,
+    /// `host` for hook calls: the cache only.
+    hook_host: Arc<HostContext>,
     /// What a declarative plugin's parents asked `customize` for.
     related: composite::Related,
     limits: Limits,
@@ -379,6 +391,18 @@ enum Call {
     Customize(ObjectKey, Arc<str>),
     /// A declarative plugin's `sync` of the parent at a key, or its `finalize` when finalizing.
     Sync(ObjectKey, composite_exports::SyncRequest),
+    /// A validating (or, when `mutating`, mutating) hook's answer to a review, within a deadline.
+    Admit {
+        review: Review,
+        mutating: bool,
+        deadline: Duration,
+    },
+    /// Objects to a desired `apiVersion`, within a deadline.
+    Convert {
+        objects: Vec<String>,
+        desired: String,
+        deadline: Duration,
+    },
 }
 
 impl Call {
@@ -387,12 +411,27 @@ impl Call {
         matches!(self, Call::MapRelated(..) | Call::Customize(..) | Call::Sync(..))
     }
 
+    fn hooks(&self) -> bool {
+        matches!(self, Call::Admit { .. } | Call::Convert { .. })
+    }
+
     fn export(&self) -> Export {
         match self {
             Call::Reconcile(_) | Call::Finalize(_) | Call::Released(_) => Export::Call,
             Call::MapRelated(..) => Export::MapRelated,
             Call::Customize(..) => Export::Customize,
             Call::Sync(..) => Export::Sync,
+            Call::Admit { mutating: false, .. } => Export::Validate,
+            Call::Admit { mutating: true, .. } => Export::Mutate,
+            Call::Convert { .. } => Export::Convert,
+        }
+    }
+
+    /// Its deadline of the plugin's own time: a hook's, at most the plugin's.
+    fn deadline(&self, limits: &Limits) -> Duration {
+        match self {
+            Call::Admit { deadline, .. } | Call::Convert { deadline, .. } => (*deadline).min(limits.deadline),
+            _ => limits.deadline,
         }
     }
 }
@@ -402,23 +441,30 @@ enum Output {
     Keys(Vec<WitKey>),
     Related(Result<Vec<composite_exports::RelatedRule>, bindings::types::Error>),
     Desired(Result<composite_exports::SyncResponse, bindings::types::Error>),
+    Verdict(Verdict),
+    Converted(Result<Vec<String>, String>),
 }
 
 impl PluginRunner {
     fn new(runtime: &Runtime, prepared: Prepared, host: Arc<HostContext>, limits: Limits, settings: Arc<str>) -> Self {
-        let reading_host = Arc::new(HostContext {
-            plugin: host.plugin.clone(),
-            manifest: host.manifest.clone(),
-            services: host.services.clone(),
-            metrics: host.metrics.clone(),
-            logs: host.logs.clone(),
-            cache_only: Some(if host.manifest.as_ref().is_some_and(|m| m.composition.is_some()) { COMPOSING } else { MAPPING }),
-        });
+        let cache_only = |rule| {
+            Arc::new(HostContext {
+                plugin: host.plugin.clone(),
+                manifest: host.manifest.clone(),
+                services: host.services.clone(),
+                metrics: host.metrics.clone(),
+                logs: host.logs.clone(),
+                cache_only: Some(rule),
+            })
+        };
+        let reading_host = cache_only(if host.manifest.as_ref().is_some_and(|m| m.composition.is_some()) { COMPOSING } else { MAPPING });
+        let hook_host = cache_only(HOOKING);
         let share = runtime.shares.of(&host.plugin);
         PluginRunner {
             engine: runtime.engine.clone(),
             prepared,
             reading_host,
+            hook_host,
             related: composite::Related::default(),
             host,
             limits,
@@ -543,6 +589,30 @@ impl PluginRunner {
         Ok(kept)
     }
 
+    /// What the plugin's validating (or, when `mutating`, mutating) hook answers for `review`,
+    /// within `deadline` of its own time (at most the plugin's deadline). An answer out of its
+    /// bounds is an `oversized` fault.
+    pub async fn admit(&self, review: Review, mutating: bool, deadline: Duration) -> Result<Verdict, CallError> {
+        match self.invoke(Call::Admit { review, mutating, deadline }, None).await? {
+            Output::Verdict(verdict) => Ok(verdict),
+            _ => unreachable!("admit returns a verdict"),
+        }
+    }
+
+    /// The plugin's conversion of `objects` to `desired` (`group/version`), within `deadline` of
+    /// its own time: the converted objects, or why they cannot be.
+    pub async fn convert(&self, objects: Vec<String>, desired: String, deadline: Duration) -> Result<Result<Vec<String>, String>, CallError> {
+        match self.invoke(Call::Convert { objects, desired, deadline }, None).await? {
+            Output::Converted(converted) => Ok(converted),
+            _ => unreachable!("convert returns objects"),
+        }
+    }
+
+    /// Whether the plugin exports `webhooks` (built for contract 0.1.6 or later).
+    pub fn serves_hooks(&self) -> bool {
+        self.prepared.0.indices.webhooks.is_some()
+    }
+
     /// A request as the plugin is handed it: its primary projected if the plugin said so.
     fn wit_request(&self, r: Request) -> WitRequest {
         let object = match self.host.manifest.as_deref() {
@@ -567,15 +637,23 @@ impl PluginRunner {
     async fn invoke(&self, call: Call, services: Option<Services>) -> Result<Output, CallError> {
         let Pooled { mut instance, room } = self.checkout().await?;
         let state = instance.store.data_mut();
-        state.clock.reset(self.limits.deadline);
+        state.clock.reset(call.deadline(&self.limits));
         state.key = match &call {
             Call::Reconcile(r) | Call::Finalize(r) | Call::Released(r) => Some(r.key.clone()),
             Call::Customize(key, _) | Call::Sync(key, _) => Some(key.clone()),
-            Call::MapRelated(..) => None,
+            Call::MapRelated(..) | Call::Admit { .. } | Call::Convert { .. } => None,
         };
         state.set_services(services);
-        state.call_host = call.reads_only().then(|| self.reading_host.clone());
+        state.call_host = match &call {
+            call if call.hooks() => Some(self.hook_host.clone()),
+            call if call.reads_only() => Some(self.reading_host.clone()),
+            _ => None,
+        };
+        // A caller may stop waiting (a webhook past its answer's deadline): the instance, in the
+        // middle of a call, goes, and its room goes back with it.
+        let mut room = InCall { runner: self, room: Some(room) };
         let result = self.run(&mut instance, call).await;
+        let room = room.room.take().expect("taken once");
         match result {
             Ok(output) => {
                 instance.store.data_mut().set_services(None);
@@ -600,6 +678,7 @@ impl PluginRunner {
 
     async fn run(&self, instance: &mut Instance, call: Call) -> Result<Output, Fault> {
         let clock = instance.store.data().clock.clone();
+        let deadline = call.deadline(&self.limits);
         Transfer::expect(&mut instance.store, call.export());
         let Instance { store, exports, .. } = instance;
         let call = async {
@@ -616,10 +695,23 @@ impl PluginRunner {
                 (Call::Customize(_, parent), _, Some(composite)) => Output::Related(composite.call_customize(&mut *store, &parent.to_string()).await?),
                 (Call::Sync(_, request), _, Some(composite)) if request.finalizing => Output::Desired(composite.call_finalize(&mut *store, &request).await?),
                 (Call::Sync(_, request), _, Some(composite)) => Output::Desired(composite.call_sync(&mut *store, &request).await?),
+                (Call::Admit { review, mutating, .. }, ..) => {
+                    let hooks = exports.webhooks.as_ref().expect("the webhook server calls plugins that declared hooks");
+                    let request = admission::request(&review);
+                    Output::Verdict(if mutating {
+                        admission::mutated(hooks.call_mutate(&mut *store, &request).await?)?
+                    } else {
+                        admission::validated(hooks.call_validate(&mut *store, &request).await?)?
+                    })
+                }
+                (Call::Convert { objects, desired, .. }, ..) => {
+                    let hooks = exports.webhooks.as_ref().expect("the webhook server calls plugins that declared hooks");
+                    Output::Converted(admission::converted(hooks.call_convert(&mut *store, &objects, &desired).await?)?)
+                }
                 _ => unreachable!("the runner calls a plugin through the exports its description chose"),
             })
         };
-        let output = self.bounded(call, clock).await.map_err(|e| self.classify(e, &instance.store))?;
+        let output = self.bounded_by(call, clock, deadline).await.map_err(|e| self.classify_call(e, &instance.store, deadline))?;
         check_size(&output)?;
         Ok(output)
     }
@@ -642,18 +734,29 @@ impl PluginRunner {
     }
 
     async fn bounded<T>(&self, call: impl Future<Output = wasmtime::Result<T>>, clock: Arc<CallClock>) -> wasmtime::Result<T> {
-        cpu::metered(call, clock, self.share.clone(), cpu::backstop(self.limits.deadline)).await
+        self.bounded_by(call, clock, self.limits.deadline).await
     }
 
-    /// Names what stopped a call or an instantiation. A trap is reported by its code alone: the
-    /// wasm backtrace goes to the debug log, not into one-line errors.
+    async fn bounded_by<T>(&self, call: impl Future<Output = wasmtime::Result<T>>, clock: Arc<CallClock>, deadline: Duration) -> wasmtime::Result<T> {
+        cpu::metered(call, clock, self.share.clone(), cpu::backstop(deadline)).await
+    }
+
     fn classify(&self, error: wasmtime::Error, store: &wasmtime::Store<InstanceState>) -> Fault {
+        self.classify_call(error, store, self.limits.deadline)
+    }
+
+    /// Names what stopped a call (with `deadline`) or an instantiation. A trap is reported by its
+    /// code alone: the wasm backtrace goes to the debug log, not into one-line errors.
+    fn classify_call(&self, error: wasmtime::Error, store: &wasmtime::Store<InstanceState>, deadline: Duration) -> Fault {
         tracing::debug!(plugin = %self.host.plugin, "call failed: {error:?}");
+        if let Some(fault) = error.downcast_ref::<Fault>() {
+            return fault.clone();
+        }
         if error.downcast_ref::<DeadlineExceeded>().is_some() {
-            return Fault::Deadline(self.limits.deadline);
+            return Fault::Deadline(deadline);
         }
         if error.downcast_ref::<Stalled>().is_some() {
-            return Fault::Stalled(cpu::backstop(self.limits.deadline));
+            return Fault::Stalled(cpu::backstop(deadline));
         }
         if let Some(wanted) = store.data().memory.refused {
             return Fault::Memory { limit: self.limits.memory_bytes, wanted: wanted as u64 };
@@ -782,6 +885,7 @@ impl PluginRunner {
                 clusters: indices.clusters.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 projections: indices.projections.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
                 release: indices.release.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
+                webhooks: indices.webhooks.as_ref().map(|i| i.load(&mut store, &instance)).transpose()?,
             };
             Transfer::expect(&mut store, Export::Describe);
             let described = exports.plugin.call_describe(&mut store, &self.settings).await?;
@@ -793,6 +897,20 @@ impl PluginRunner {
                 Ok((Instance { store, exports, calls: 0, idle_since: Instant::now() }, described))
             }
             Err(error) => Err(self.classify(error, &store)),
+        }
+    }
+}
+
+/// The room of an instance in a call, given back if the call is dropped before it ends.
+struct InCall<'a> {
+    runner: &'a PluginRunner,
+    room: Option<Room>,
+}
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        if let Some(room) = self.room.take() {
+            self.runner.discard(room);
         }
     }
 }

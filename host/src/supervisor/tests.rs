@@ -70,6 +70,7 @@ fn plugin(name: &str, version: &str) -> FakePlugin {
             projections: vec![],
             composition: None,
             clusters: Default::default(),
+            hooks: Default::default(),
         },
         digest: Digest::of(format!("{name} {version}").as_bytes()), // what `contents` writes
         settings: "{}".into(),
