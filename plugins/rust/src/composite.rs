@@ -274,6 +274,32 @@ macro_rules! export_composite {
             }
         }
 
+        // A declarative plugin serves no hooks (its manifest declares none).
+        impl $crate::bindings::exports::kubewasm::controller::webhooks::Guest for __KubewasmGuest {
+            fn declare() -> $crate::bindings::exports::kubewasm::controller::webhooks::Declaration {
+                $crate::__private::hooks()
+            }
+
+            fn validate(
+                _: $crate::bindings::exports::kubewasm::controller::webhooks::AdmissionRequest,
+            ) -> ::std::result::Result<Vec<String>, $crate::bindings::exports::kubewasm::controller::webhooks::Denial> {
+                $crate::__private::not_this_kind("a declarative plugin's validate")
+            }
+
+            fn mutate(
+                _: $crate::bindings::exports::kubewasm::controller::webhooks::AdmissionRequest,
+            ) -> ::std::result::Result<
+                $crate::bindings::exports::kubewasm::controller::webhooks::Mutation,
+                $crate::bindings::exports::kubewasm::controller::webhooks::Denial,
+            > {
+                $crate::__private::not_this_kind("a declarative plugin's mutate")
+            }
+
+            fn convert(_: Vec<String>, _: String) -> ::std::result::Result<Vec<String>, String> {
+                $crate::__private::not_this_kind("a declarative plugin's convert")
+            }
+        }
+
         $crate::__export_common!();
     };
 }

@@ -67,9 +67,14 @@ pub const MAX_ERROR_MESSAGE: usize = 64 << 10;
 
 /// `message` cut to at most [`MAX_ERROR_MESSAGE`] bytes, at a character boundary: a longer one
 /// would be a fault of the plugin, and the start says what went wrong.
-pub fn cut(mut message: String) -> String {
-    if message.len() > MAX_ERROR_MESSAGE {
-        let mut end = MAX_ERROR_MESSAGE;
+pub fn cut(message: String) -> String {
+    cut_to(message, MAX_ERROR_MESSAGE)
+}
+
+/// `message` cut to at most `max` bytes, at a character boundary.
+pub(crate) fn cut_to(mut message: String, max: usize) -> String {
+    if message.len() > max {
+        let mut end = max;
         while !message.is_char_boundary(end) {
             end -= 1;
         }

@@ -41,6 +41,7 @@ mod context;
 mod error;
 mod manifest;
 mod object;
+pub mod webhook;
 
 #[doc(hidden)]
 pub mod bindings {
@@ -60,12 +61,13 @@ pub use k8s_openapi;
 pub use manifest::{Limits, Manifest, Mapping, Members, Verb};
 pub use object::{DynamicObject, Gvk, Object, ObjectKey, ResourceExt, StatusCondition, gvk_of};
 pub use serde_json;
+pub use webhook::{Denial, Mutation, Review, Warnings, Webhook};
 
 /// The usual imports for writing a controller.
 pub mod prelude {
     pub use crate::{
-        Action, ChildSelector, Composite, Context, Controller, DynamicObject, Error, ErrorCode, EventType, Gvk, Manifest, Mapping, Members, Object, ObjectKey,
-        RelatedRule, ResourceExt, Result, StatusCondition, SyncRequest, SyncResponse, UpdateStrategy, Verb,
+        Action, ChildSelector, Composite, Context, Controller, Denial, DynamicObject, Error, ErrorCode, EventType, Gvk, Manifest, Mapping, Members, Mutation,
+        Object, ObjectKey, RelatedRule, ResourceExt, Result, Review, StatusCondition, SyncRequest, SyncResponse, UpdateStrategy, Verb, Warnings, Webhook,
     };
 }
 
@@ -140,6 +142,30 @@ pub trait Controller: Sized + 'static {
         ctx.delete_controlled(&object, &self.manifest().owned())?;
         Ok(Action::Done)
     }
+
+    /// Answers a validating hook of the manifest ([`Manifest::webhook`]; `review.hook` says
+    /// which): `Ok` allows the change, with warnings for the user; a [`Denial`] refuses it —
+    /// controller-runtime's `CustomValidator`. `ctx` reads the cache; writes are refused.
+    /// A panic is a fault: the host answers by the hook's failure policy.
+    fn validate(&self, review: &Review, ctx: &Context) -> std::result::Result<Warnings, Denial> {
+        let _ = ctx;
+        Err(Denial::new(500, format!("the plugin declares hook {:?} but does not implement Controller::validate", review.hook)))
+    }
+
+    /// Answers a mutating hook of the manifest: the object as it should be stored (the host
+    /// sends the API server the patch), or a [`Denial`] — controller-runtime's `CustomDefaulter`.
+    fn mutate(&self, review: &Review, ctx: &Context) -> std::result::Result<Mutation, Denial> {
+        let _ = ctx;
+        Err(Denial::new(500, format!("the plugin declares hook {:?} but does not implement Controller::mutate", review.hook)))
+    }
+
+    /// Converts an object of a custom resource the manifest [`Manifest::converts`] to
+    /// `desired_api_version` (`group/version`): the same object (kind, name, namespace, UID;
+    /// only labels and annotations of its metadata may change) in that version, or why not.
+    fn convert(&self, object: DynamicObject, desired_api_version: &str) -> std::result::Result<DynamicObject, String> {
+        let _ = object;
+        Err(format!("the plugin declares a conversion but does not implement Controller::convert (to {desired_api_version})"))
+    }
 }
 
 /// Exports a [`Controller`] as the plugin's implementation of the kubewasm contract.
@@ -181,6 +207,31 @@ macro_rules! export_controller {
                 request: $crate::bindings::exports::kubewasm::controller::reconciler::Request,
             ) -> ::std::result::Result<$crate::bindings::kubewasm::controller::types::Action, $crate::bindings::kubewasm::controller::types::Error> {
                 $crate::__private::released::<$controller>(request)
+            }
+        }
+
+        impl $crate::bindings::exports::kubewasm::controller::webhooks::Guest for __KubewasmGuest {
+            fn declare() -> $crate::bindings::exports::kubewasm::controller::webhooks::Declaration {
+                $crate::__private::hooks()
+            }
+
+            fn validate(
+                request: $crate::bindings::exports::kubewasm::controller::webhooks::AdmissionRequest,
+            ) -> ::std::result::Result<Vec<String>, $crate::bindings::exports::kubewasm::controller::webhooks::Denial> {
+                $crate::__private::validate::<$controller>(request)
+            }
+
+            fn mutate(
+                request: $crate::bindings::exports::kubewasm::controller::webhooks::AdmissionRequest,
+            ) -> ::std::result::Result<
+                $crate::bindings::exports::kubewasm::controller::webhooks::Mutation,
+                $crate::bindings::exports::kubewasm::controller::webhooks::Denial,
+            > {
+                $crate::__private::mutate::<$controller>(request)
+            }
+
+            fn convert(objects: Vec<String>, desired_api_version: String) -> ::std::result::Result<Vec<String>, String> {
+                $crate::__private::convert::<$controller>(objects, &desired_api_version)
             }
         }
 
@@ -340,9 +391,10 @@ pub mod __private {
     use super::bindings::exports::kubewasm::controller::plugin::Manifest as WitManifest;
     use super::bindings::exports::kubewasm::controller::projections::Projection;
     use super::bindings::exports::kubewasm::controller::reconciler::Request;
+    use super::bindings::exports::kubewasm::controller::webhooks as wit_hooks;
     use super::bindings::kubewasm::controller::types as wit;
     use super::manifest::Declared;
-    use super::{Action, Composite, Context, Controller, DynamicObject, Error, ErrorCode, Gvk, SyncRequest};
+    use super::{Action, Composite, Context, Controller, DynamicObject, Error, ErrorCode, Gvk, Mutation, Review, SyncRequest};
 
     thread_local! {
         /// The controller built by `describe` in this instance.
@@ -438,6 +490,39 @@ pub mod __private {
 
     pub fn scope() -> ClusterScope {
         SCOPE.with(|slot| slot.borrow().clone())
+    }
+
+    pub fn hooks() -> wit_hooks::Declaration {
+        DECLARED.with(|slot| slot.borrow().hooks.clone()).unwrap_or(wit_hooks::Declaration { admission: Vec::new(), conversion: Vec::new() })
+    }
+
+    /// The context of a hook call: the object's key, for logs; reads of the cache.
+    fn review_context(review: &Review) -> Context {
+        Context::new(wit::ObjectKey { namespace: review.namespace.clone(), name: review.name.clone() }, 0)
+    }
+
+    pub fn validate<C: Controller>(request: wit_hooks::AdmissionRequest) -> Result<Vec<String>, wit_hooks::Denial> {
+        let review = Review::from_wit(request);
+        with::<C, _>(|c| c.validate(&review, &review_context(&review))).map_err(crate::webhook::denial)
+    }
+
+    pub fn mutate<C: Controller>(request: wit_hooks::AdmissionRequest) -> Result<wit_hooks::Mutation, wit_hooks::Denial> {
+        let review = Review::from_wit(request);
+        with::<C, _>(|c| c.mutate(&review, &review_context(&review))).map(Mutation::into_wit).map_err(crate::webhook::denial)
+    }
+
+    /// Converts each object; the first that cannot be fails the whole request, naming it.
+    pub fn convert<C: Controller>(objects: Vec<String>, desired: &str) -> Result<Vec<String>, String> {
+        objects
+            .iter()
+            .map(|text| {
+                let object: DynamicObject = serde_json::from_str(text).map_err(|e| format!("an object does not parse: {e}"))?;
+                let name = object.metadata.name.clone().unwrap_or_default();
+                let converted = with::<C, _>(|c| c.convert(object, desired)).map_err(|e| format!("{name}: {e}"))?;
+                serde_json::to_string(&converted).map_err(|e| format!("{name}: the converted object does not serialize: {e}"))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| super::error::cut_to(e, crate::webhook::MAX_DENIAL_MESSAGE))
     }
 
     pub fn reconcile<C: Controller>(request: Request, finalize: bool) -> Result<wit::Action, wit::Error> {

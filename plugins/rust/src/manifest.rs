@@ -7,8 +7,10 @@ use crate::bindings::exports::kubewasm::controller::clusters::{ClusterScope, Mem
 use crate::bindings::exports::kubewasm::controller::composite::{ChildRule, ChildSelector, Composition, UpdateStrategy};
 use crate::bindings::exports::kubewasm::controller::plugin as wit;
 use crate::bindings::exports::kubewasm::controller::projections::Projection;
+use crate::bindings::exports::kubewasm::controller::webhooks::Declaration;
 use crate::bindings::kubewasm::controller::types::Gvk as WitGvk;
 use crate::object::{Gvk, gvk_of};
+use crate::webhook::Webhook;
 
 pub use wit::Verb;
 
@@ -51,6 +53,8 @@ pub struct Declared {
     pub rules: Vec<Rule>,
     pub metadata_only: Vec<WitGvk>,
     pub projections: Vec<Projection>,
+    /// `None` until described.
+    pub hooks: Option<Declaration>,
 }
 
 /// Limits the plugin asks for; `None` takes the host's default.
@@ -77,6 +81,9 @@ pub struct Manifest {
     composition: Composition,
     /// The clusters it serves and reaches (`clusters.scope`).
     scope: ClusterScope,
+    /// Its admission hooks and the custom resources it converts (`webhooks.declare`).
+    webhooks: Vec<Webhook>,
+    conversions: Vec<Gvk>,
 }
 
 fn wit_gvk(gvk: &Gvk) -> WitGvk {
@@ -105,6 +112,8 @@ impl Manifest {
             projections: Vec::new(),
             composition: Composition { children: Vec::new(), selector: ChildSelector::Generated },
             scope: ClusterScope { serve_local: true, serve: WitMembers::None, reach: WitMembers::None },
+            webhooks: Vec::new(),
+            conversions: Vec::new(),
         }
     }
 
@@ -330,6 +339,24 @@ impl Manifest {
         self.inner.owns.iter().map(|g| (Gvk::from(g.clone()), deletes(g))).collect()
     }
 
+    /// Serves an admission hook, answered by [`Controller::validate`](crate::Controller::validate)
+    /// or [`Controller::mutate`](crate::Controller::mutate).
+    pub fn webhook(mut self, hook: Webhook) -> Self {
+        self.webhooks.push(hook);
+        self
+    }
+
+    /// Converts the versions of the custom resource `K` (its CRD's conversion webhook), through
+    /// [`Controller::convert`](crate::Controller::convert).
+    pub fn converts<K: k8s_openapi::Resource>(self) -> Self {
+        self.converts_gvk(&gvk_of::<K>())
+    }
+
+    pub fn converts_gvk(mut self, gvk: &Gvk) -> Self {
+        self.conversions.push(gvk.clone());
+        self
+    }
+
     /// What a declarative plugin's `describe`, the exports called right after it and
     /// `composite.describe-composition` answer.
     #[doc(hidden)]
@@ -351,7 +378,8 @@ impl Manifest {
         if self.inner.finalizer.is_some() && !patches_primary {
             self = self.grant(&Gvk::from(primary), None, &[Verb::Patch], &[]);
         }
-        (self.inner, Declared { rules: self.rules, metadata_only: self.metadata_only, projections: self.projections })
+        let hooks = crate::webhook::declaration(self.webhooks, self.conversions);
+        (self.inner, Declared { rules: self.rules, metadata_only: self.metadata_only, projections: self.projections, hooks: Some(hooks) })
     }
 }
 
