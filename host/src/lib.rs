@@ -59,7 +59,7 @@
 //! 4. delivery
 //! 5. supervisor
 //! 6. controller
-//! 7. case, plugin
+//! 7. case, plugin, webhook
 //! 8. runtime, shard, cluster
 //! 9. identity, events
 //! 10. client, queue, server, oci
@@ -105,3 +105,4 @@ pub mod server;
 pub mod shard;
 pub mod supervisor;
 pub mod tools;
+pub mod webhook;

@@ -26,6 +26,7 @@ pub struct Metrics {
     host: HostFamilies,
     shard: ShardFamilies,
     informer: InformerFamilies,
+    webhook: WebhookFamilies,
     refreshers: Refreshers,
 }
 
@@ -41,7 +42,8 @@ impl Metrics {
         let host = HostFamilies::register(&mut registry);
         let shard = ShardFamilies::register(&mut registry);
         let informer = InformerFamilies::register(&mut registry);
-        Metrics { registry, workqueue, controller, plugin, host, shard, informer, refreshers: Refreshers::default() }
+        let webhook = WebhookFamilies::register(&mut registry);
+        Metrics { registry, workqueue, controller, plugin, host, shard, informer, webhook, refreshers: Refreshers::default() }
     }
 
     /// The workqueue handles for one controller. Resolved once per queue because looking a label
@@ -133,6 +135,24 @@ impl Metrics {
     /// `kubewasm_member_answers_refused_total` for one member cluster and reason.
     pub fn member_answers_refused(&self, cluster: &str, reason: &str) -> Counter {
         self.host.member_answers_refused.get_or_create_owned(&AnswerLabels { cluster: cluster.to_owned(), reason: reason.to_owned() })
+    }
+
+    /// controller-runtime's `controller_runtime_webhook_*` handles for one webhook path.
+    pub fn webhook(&self, path: &str) -> WebhookMetrics {
+        let labels = WebhookLabels { webhook: path.to_owned() };
+        WebhookMetrics {
+            latency: self.webhook.latency.get_or_create_owned(&labels),
+            in_flight: self.webhook.in_flight.get_or_create_owned(&labels),
+            requests: self.webhook.requests.clone(),
+            webhook: path.to_owned(),
+        }
+    }
+
+    /// `kubewasm_webhook_answers_total` for one hook of a plugin and one outcome: `allowed`,
+    /// `denied`, `failed-open` or `failed-closed` (a fault answered by the failure policy),
+    /// `gone` (a plugin no longer served).
+    pub fn webhook_answers(&self, plugin: &str, hook: &str, outcome: &str) -> Counter {
+        self.webhook.answers.get_or_create_owned(&HookLabels { plugin: plugin.to_owned(), hook: hook.to_owned(), outcome: outcome.to_owned() })
     }
 
     /// `kubewasm_plugin_rollbacks_total` for one plugin.
@@ -408,6 +428,79 @@ struct OnlyController {
 struct ResultLabels {
     controller: String,
     result: String,
+}
+
+/// The handles of one webhook path.
+#[derive(Debug, Clone)]
+pub struct WebhookMetrics {
+    pub latency: Histogram,
+    pub in_flight: Gauge,
+    requests: Family<WebhookCodeLabels, Counter>,
+    webhook: String,
+}
+
+impl WebhookMetrics {
+    /// Counts a request answered with HTTP status `code`.
+    pub fn answered(&self, code: u16) {
+        self.requests.get_or_create(&WebhookCodeLabels { webhook: self.webhook.clone(), code: code.to_string() }).inc();
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    webhook: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookCodeLabels {
+    webhook: String,
+    code: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HookLabels {
+    plugin: String,
+    hook: String,
+    outcome: String,
+}
+
+/// The webhook server's families: controller-runtime's names, and kubewasm's per hook.
+#[derive(Debug)]
+struct WebhookFamilies {
+    requests: Family<WebhookCodeLabels, Counter>,
+    latency: Family<WebhookLabels, Histogram>,
+    in_flight: Family<WebhookLabels, Gauge>,
+    answers: Family<HookLabels, Counter>,
+}
+
+impl WebhookFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        let families = WebhookFamilies {
+            requests: Family::default(),
+            latency: Family::new_with_constructor(webhook_histogram),
+            in_flight: Family::default(),
+            answers: Family::default(),
+        };
+        registry.register("controller_runtime_webhook_requests", "Total number of admission requests by HTTP status code", families.requests.clone());
+        registry.register_with_unit(
+            "controller_runtime_webhook_latency",
+            "Histogram of the latency of processing admission requests",
+            Unit::Seconds,
+            families.latency.clone(),
+        );
+        registry.register("controller_runtime_webhook_requests_in_flight", "Current number of admission requests being served", families.in_flight.clone());
+        registry.register(
+            "kubewasm_webhook_answers",
+            "Answers of plugins' hooks by outcome: allowed, denied, failed-open or failed-closed (the plugin faulted and the hook's failure policy answered), gone (the plugin is no longer served)",
+            families.answers.clone(),
+        );
+        families
+    }
+}
+
+/// controller-runtime's webhook latency buckets (Prometheus' defaults).
+fn webhook_histogram() -> Histogram {
+    Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
 }
 
 /// controller-runtime's reconcile time buckets.
