@@ -448,7 +448,7 @@ async fn a_team_gets_only_the_plugin_identity_it_may_use() -> Result<()> {
 async fn only_enrollers_enrol_member_clusters_under_the_names_and_labels_allowed() -> Result<()> {
     let cp = ControlPlane::shared().await;
     let ns = cp.namespace("enrol-policy").await?;
-    let values = "memberClusters:\n  fromSecrets: true\n  policy:\n    enabled: false\n    enrollers: [{kind: User, name: ops}]\n    names: [eu]\n    labels: {env: [prod]}\n";
+    let values = "memberClusters:\n  fromSecrets: true\n  policy:\n    enabled: true\n    enrollers: [{kind: User, name: ops}]\n    names: [eu]\n    labels: {env: [prod]}\n";
     let rendered = objects(&template(ns.name(), values).await?)?;
     let policies: Vec<&Value> = rendered.iter().filter(|o| o["kind"].as_str().is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))).collect();
     cp.kubectl()?.run_with_stdin(&["apply", "-f", "-"], Some(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": policies}).to_string())).await?;
