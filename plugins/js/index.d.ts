@@ -3,15 +3,15 @@
 // fails type checking.
 /// <reference path="./types/wit/controller.d.ts" />
 
-import type * as wit from 'kubewasm:controller/types@0.1.5';
-import type * as witPlugin from 'kubewasm:controller/plugin@0.1.5';
-import type * as witAccess from 'kubewasm:controller/access@0.1.5';
-import type * as witClient from 'kubewasm:controller/client@0.1.5';
-import type * as witEvents from 'kubewasm:controller/events@0.1.5';
-import type * as witLog from 'kubewasm:controller/log@0.1.5';
-import type * as witComposite from 'kubewasm:controller/composite@0.1.5';
-import type * as witClusters from 'kubewasm:controller/clusters@0.1.5';
-import type * as witFleet from 'kubewasm:controller/fleet@0.1.5';
+import type * as wit from 'kubewasm:controller/types@0.1.6';
+import type * as witPlugin from 'kubewasm:controller/plugin@0.1.6';
+import type * as witAccess from 'kubewasm:controller/access@0.1.6';
+import type * as witClient from 'kubewasm:controller/client@0.1.6';
+import type * as witEvents from 'kubewasm:controller/events@0.1.6';
+import type * as witLog from 'kubewasm:controller/log@0.1.6';
+import type * as witComposite from 'kubewasm:controller/composite@0.1.6';
+import type * as witClusters from 'kubewasm:controller/clusters@0.1.6';
+import type * as witFleet from 'kubewasm:controller/fleet@0.1.6';
 import type * as k8s from './k8s.js';
 
 // --- values -----------------------------------------------------------------------------------

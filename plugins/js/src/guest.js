@@ -1,11 +1,11 @@
 // The component glue: the WIT imports as a host, and the `plugin`, `reconciler`, `access`,
-// `release`, `views`, `composite`, `clusters` and `projections` exports componentize-js wires to the world's
-// exported interfaces. Bundled only into components (the `kubewasm:controller/*` modules exist only
+// `release`, `views`, `composite`, `clusters`, `projections` and `webhooks` exports
+// componentize-js wires to the world's exported interfaces. Bundled only into components (the `kubewasm:controller/*` modules exist only
 // there); `kubewasm-js build` generates the entry:
 //
 //   import * as app from './app.js';
 //   import { exportsFor } from '@kubewasm/sdk/guest';
-//   export const { plugin, reconciler, access, release, views, composite, clusters, projections } = exportsFor(app);
+//   export const { plugin, reconciler, access, release, views, composite, clusters, projections, webhooks } = exportsFor(app);
 //
 // Every plugin exports all of them (one set of bindings serves both kinds of plugin): a plain
 // controller answers `describe-composition` with none and the host calls its `reconciler`; a
@@ -19,11 +19,11 @@
 // controller's answer) is thrown as a plain `{ code, message }`, and anything else (a bug) as
 // an `err` that cannot be lowered, which aborts the instance: a trap, as in every SDK.
 
-import { get, listControlled, listObjects } from 'kubewasm:controller/cache@0.1.5';
-import * as client from 'kubewasm:controller/client@0.1.5';
-import { publish } from 'kubewasm:controller/events@0.1.5';
-import * as fleet from 'kubewasm:controller/fleet@0.1.5';
-import { emit } from 'kubewasm:controller/log@0.1.5';
+import { get, listControlled, listObjects } from 'kubewasm:controller/cache@0.1.6';
+import * as client from 'kubewasm:controller/client@0.1.6';
+import { publish } from 'kubewasm:controller/events@0.1.6';
+import * as fleet from 'kubewasm:controller/fleet@0.1.6';
+import { emit } from 'kubewasm:controller/log@0.1.6';
 
 import { cut } from './bounds.js';
 import { MAX_REQUEUE_MS } from './core.js';
@@ -174,5 +174,12 @@ export function exportsFor(mod, host = wasmHost) {
     // The scope is already in the WIT `cluster-scope` shape.
     clusters: { scope: () => runner.scope() },
     projections: { fields: () => runner.projections() },
+    // No hooks declared: the host never calls the other three (if it does, a bug: a trap).
+    webhooks: {
+      declare: () => ({ admission: [], conversion: [] }),
+      validate: () => { throw trap(new Error('validate is never called: the plugin declares no hooks')); },
+      mutate: () => { throw trap(new Error('mutate is never called: the plugin declares no hooks')); },
+      convert: () => { throw trap(new Error('convert is never called: the plugin declares no conversion')); },
+    },
   };
 }

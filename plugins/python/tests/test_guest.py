@@ -16,7 +16,7 @@ from kubewasm.build import bindings
 from kubewasm.runtime import Runner
 from kubewasm.testing import FakeHost
 
-NAMES = ["Plugin", "Reconciler", "Access", "Release", "Views", "Composite", "Clusters", "Projections"]
+NAMES = ["Plugin", "Reconciler", "Access", "Release", "Views", "Composite", "Clusters", "Projections", "Webhooks"]
 FOO = Gvk("example.com", "v1", "Foo")
 
 
@@ -93,6 +93,12 @@ def test_the_projections_export_answers_the_fields_read_as_paths(guest, wit):
         wpj.Projection(wit.wt.Gvk("", "v1", "ConfigMap"), [["data", "config", "yaml"]]),
     ]
     assert described(guest, Plain).Projections.fields() == [], "nothing declared: whole objects"
+
+
+def test_a_plugin_without_hooks_declares_none(guest):
+    from wit_world.exports import webhooks as wh
+
+    assert described(guest, Plain).Webhooks.declare() == wh.Declaration([], [])
 
 
 def test_a_declarative_controller_describes_its_composition(guest, wit):

@@ -1,6 +1,6 @@
 """The component glue: the WIT imports as a `Host`, and the `Plugin`, `Reconciler`, `Access`,
-`Release`, `Views`, `Composite`, `Clusters` and `Projections` export classes componentize-py
-looks for.
+`Release`, `Views`, `Composite`, `Clusters`, `Projections` and `Webhooks` export classes
+componentize-py looks for.
 Imported only inside a component (by the module `kubewasm-py build` generates), because
 `wit_world` and `componentize_py_types` exist only there.
 
@@ -23,6 +23,7 @@ from wit_world.exports import composite as wc
 from wit_world.exports import plugin as wp
 from wit_world.exports import projections as wpj
 from wit_world.exports import reconciler as wr
+from wit_world.exports import webhooks as wh
 from wit_world.imports import cache, client, events, fleet, log
 from wit_world.imports import types as wt
 
@@ -241,14 +242,14 @@ def _key(k: wt.ObjectKey) -> ObjectKey:
     return ObjectKey(k.namespace, k.name)
 
 
-def exports(app: ModuleType) -> tuple[type, type, type, type, type, type, type, type]:
-    """The `Plugin`, `Reconciler`, `Access`, `Release`, `Views`, `Composite`, `Clusters` and
-    `Projections` classes for the controller (a `Controller` or a `CompositeController`) the author's module
-    defines."""
+def exports(app: ModuleType) -> tuple[type, ...]:
+    """The `Plugin`, `Reconciler`, `Access`, `Release`, `Views`, `Composite`, `Clusters`,
+    `Projections` and `Webhooks` classes for the controller (a `Controller` or a
+    `CompositeController`) the author's module defines."""
     return exports_for(Runner(find_controller(app), WasmHost()))
 
 
-def exports_for(runner: Runner) -> tuple[type, type, type, type, type, type, type, type]:
+def exports_for(runner: Runner) -> tuple[type, ...]:
     """The export classes over one runner (tests give it a fake host)."""
 
     def call(method: Method, request: wr.Request) -> wt.Action:
@@ -325,4 +326,19 @@ def exports_for(runner: Runner) -> tuple[type, type, type, type, type, type, typ
         def fields(self) -> list[wpj.Projection]:
             return [wpj.Projection(_gvk(g), [f.split(".") for f in fields]) for g, fields in runner.reads_fields().items()]
 
-    return Plugin, Reconciler, Access, Release, Views, Composite, Clusters, Projections
+    class Webhooks:
+        """No hooks declared: the host never calls `validate`, `mutate` nor `convert`."""
+
+        def declare(self) -> wh.Declaration:
+            return wh.Declaration([], [])
+
+        def validate(self, request: wh.AdmissionRequest) -> list[str]:
+            raise RuntimeError(f"the host called validate ({request.hook}) of a plugin that declares no hooks")
+
+        def mutate(self, request: wh.AdmissionRequest) -> wh.Mutation:
+            raise RuntimeError(f"the host called mutate ({request.hook}) of a plugin that declares no hooks")
+
+        def convert(self, objects: list[str], desired_api_version: str) -> list[str]:
+            raise RuntimeError("the host called convert of a plugin that declares no conversion")
+
+    return Plugin, Reconciler, Access, Release, Views, Composite, Clusters, Projections, Webhooks
