@@ -364,6 +364,27 @@ bool exports_kubewasm_controller_composite_finalize(exports_kubewasm_controller_
     return exports_kubewasm_controller_composite_sync(request, ret, err);
 }
 
+/* The C SDK declares no webhooks: the host never calls validate, mutate nor convert then (a
+ * trap if it does). */
+void exports_kubewasm_controller_webhooks_declare(exports_kubewasm_controller_webhooks_declaration_t *ret) {
+    *ret = (exports_kubewasm_controller_webhooks_declaration_t){0};
+}
+
+bool exports_kubewasm_controller_webhooks_validate(exports_kubewasm_controller_webhooks_admission_request_t *request, controller_list_string_t *ret, exports_kubewasm_controller_webhooks_denial_t *err) {
+    (void)request, (void)ret, (void)err;
+    kw_panic("the host called validate of a plugin that declares no hooks");
+}
+
+bool exports_kubewasm_controller_webhooks_mutate(exports_kubewasm_controller_webhooks_admission_request_t *request, exports_kubewasm_controller_webhooks_mutation_t *ret, exports_kubewasm_controller_webhooks_denial_t *err) {
+    (void)request, (void)ret, (void)err;
+    kw_panic("the host called mutate of a plugin that declares no hooks");
+}
+
+bool exports_kubewasm_controller_webhooks_convert(exports_kubewasm_controller_webhooks_list_object_t *objects, controller_string_t *desired_api_version, exports_kubewasm_controller_webhooks_list_object_t *ret, controller_string_t *err) {
+    (void)objects, (void)desired_api_version, (void)ret, (void)err;
+    kw_panic("the host called convert of a plugin that declares no conversion");
+}
+
 /* The bindings link the world's type information in with this symbol (wit-bindgen's object
  * file); `kubewasm build` embeds the type information itself, from the WIT it was built with. */
 void __component_type_object_force_link_controller(void) {}
@@ -394,16 +415,20 @@ __attribute__((__export_name__("cabi_import_realloc"))) void *kubewasm_import_re
         kw_arena_reset();                                                                \
     }
 
-POST_RETURN("plugin@0.1.5#describe", __wasm_export_exports_kubewasm_controller_plugin_describe_post_return)
-POST_RETURN("reconciler@0.1.5#reconcile", __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return)
-POST_RETURN("reconciler@0.1.5#finalize", __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return)
-POST_RETURN("reconciler@0.1.5#map-related", __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return)
-POST_RETURN("access@0.1.5#rules", __wasm_export_exports_kubewasm_controller_access_rules_post_return)
-POST_RETURN("release@0.1.5#released", __wasm_export_exports_kubewasm_controller_release_released_post_return)
-POST_RETURN("views@0.1.5#metadata-only", __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return)
-POST_RETURN("projections@0.1.5#fields", __wasm_export_exports_kubewasm_controller_projections_fields_post_return)
-POST_RETURN("clusters@0.1.5#scope", __wasm_export_exports_kubewasm_controller_clusters_scope_post_return)
-POST_RETURN("composite@0.1.5#describe-composition", __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return)
-POST_RETURN("composite@0.1.5#customize", __wasm_export_exports_kubewasm_controller_composite_customize_post_return)
-POST_RETURN("composite@0.1.5#sync", __wasm_export_exports_kubewasm_controller_composite_sync_post_return)
-POST_RETURN("composite@0.1.5#finalize", __wasm_export_exports_kubewasm_controller_composite_finalize_post_return)
+POST_RETURN("plugin@0.1.6#describe", __wasm_export_exports_kubewasm_controller_plugin_describe_post_return)
+POST_RETURN("reconciler@0.1.6#reconcile", __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return)
+POST_RETURN("reconciler@0.1.6#finalize", __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return)
+POST_RETURN("reconciler@0.1.6#map-related", __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return)
+POST_RETURN("access@0.1.6#rules", __wasm_export_exports_kubewasm_controller_access_rules_post_return)
+POST_RETURN("release@0.1.6#released", __wasm_export_exports_kubewasm_controller_release_released_post_return)
+POST_RETURN("views@0.1.6#metadata-only", __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return)
+POST_RETURN("projections@0.1.6#fields", __wasm_export_exports_kubewasm_controller_projections_fields_post_return)
+POST_RETURN("clusters@0.1.6#scope", __wasm_export_exports_kubewasm_controller_clusters_scope_post_return)
+POST_RETURN("composite@0.1.6#describe-composition", __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return)
+POST_RETURN("composite@0.1.6#customize", __wasm_export_exports_kubewasm_controller_composite_customize_post_return)
+POST_RETURN("composite@0.1.6#sync", __wasm_export_exports_kubewasm_controller_composite_sync_post_return)
+POST_RETURN("composite@0.1.6#finalize", __wasm_export_exports_kubewasm_controller_composite_finalize_post_return)
+POST_RETURN("webhooks@0.1.6#declare", __wasm_export_exports_kubewasm_controller_webhooks_declare_post_return)
+POST_RETURN("webhooks@0.1.6#validate", __wasm_export_exports_kubewasm_controller_webhooks_validate_post_return)
+POST_RETURN("webhooks@0.1.6#mutate", __wasm_export_exports_kubewasm_controller_webhooks_mutate_post_return)
+POST_RETURN("webhooks@0.1.6#convert", __wasm_export_exports_kubewasm_controller_webhooks_convert_post_return)

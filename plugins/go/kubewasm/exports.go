@@ -16,6 +16,7 @@ import (
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_projections"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
 	wit "github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_types"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_webhooks"
 	witTypes "github.com/kubewasm/kubewasm/plugins/go/internal/witpkg/types"
 )
 
@@ -366,4 +367,25 @@ func (c *exports) compose(method Method, request kubewasm_controller_composite.S
 		ResyncAfter: resync,
 		Finalized:   raw.Finalized,
 	})
+}
+
+// --- webhooks: a plugin that declares no hooks (the host never calls the rest: a trap) ---
+
+func (c *exports) Declare() kubewasm_controller_webhooks.Declaration {
+	return kubewasm_controller_webhooks.Declaration{Admission: []kubewasm_controller_webhooks.AdmissionHook{}, Conversion: []kubewasm_controller_webhooks.ConversionHook{}}
+}
+
+func (c *exports) Validate(kubewasm_controller_webhooks.AdmissionRequest) witTypes.Result[[]string, kubewasm_controller_webhooks.Denial] {
+	c.fault("validate", wrongKind("validate called on a plugin that declares no hooks"))
+	return witTypes.Result[[]string, kubewasm_controller_webhooks.Denial]{}
+}
+
+func (c *exports) Mutate(kubewasm_controller_webhooks.AdmissionRequest) witTypes.Result[kubewasm_controller_webhooks.Mutation, kubewasm_controller_webhooks.Denial] {
+	c.fault("mutate", wrongKind("mutate called on a plugin that declares no hooks"))
+	return witTypes.Result[kubewasm_controller_webhooks.Mutation, kubewasm_controller_webhooks.Denial]{}
+}
+
+func (c *exports) Convert([]string, string) witTypes.Result[[]string, string] {
+	c.fault("convert", wrongKind("convert called on a plugin that declares no conversion"))
+	return witTypes.Result[[]string, string]{}
 }
