@@ -29,6 +29,7 @@ import { cut } from './bounds.js';
 import { MAX_REQUEUE_MS } from './core.js';
 import { KubewasmError } from './errors.js';
 import { findController, Refused, Runner } from './runtime.js';
+import { Denied } from './webhook.js';
 
 function call(fn, ...args) {
   try {
@@ -136,6 +137,20 @@ function answer(run) {
   }
 }
 
+/** A `Denied` as the WIT `denial`, a plain object (see `witError`). */
+function witDenial(denied) {
+  return { code: denied.code, message: denied.message, warnings: denied.warnings };
+}
+
+/** Runs a webhook export: a `Denied` becomes its `err` (as `refusal` makes it), anything else thrown traps. */
+function refusing(run, refusal) {
+  try {
+    return run();
+  } catch (e) {
+    throw e instanceof Denied ? refusal(e) : trap(e);
+  }
+}
+
 /** The world's exports for the controller an author's module exports. */
 export function exportsFor(mod, host = wasmHost) {
   const runner = new Runner(findController(mod), host);
@@ -174,12 +189,16 @@ export function exportsFor(mod, host = wasmHost) {
     // The scope is already in the WIT `cluster-scope` shape.
     clusters: { scope: () => runner.scope() },
     projections: { fields: () => runner.projections() },
-    // No hooks declared: the host never calls the other three (if it does, a bug: a trap).
+    // The declaration is already in the WIT shape; a `Denied` is the `err` of the answer.
     webhooks: {
-      declare: () => ({ admission: [], conversion: [] }),
-      validate: () => { throw trap(new Error('validate is never called: the plugin declares no hooks')); },
-      mutate: () => { throw trap(new Error('mutate is never called: the plugin declares no hooks')); },
-      convert: () => { throw trap(new Error('convert is never called: the plugin declares no conversion')); },
+      declare: () => runner.hooks(),
+      validate: (request) => refusing(() => runner.validate(request), witDenial),
+      mutate: (request) => refusing(() => runner.mutate(request), witDenial),
+      convert: (objects, desiredApiVersion) =>
+        refusing(
+          () => runner.convert(objects, desiredApiVersion),
+          (d) => d.message,
+        ),
     },
   };
 }
