@@ -3,15 +3,16 @@
 // fails type checking.
 /// <reference path="./types/wit/controller.d.ts" />
 
-import type * as wit from 'kubewasm:controller/types@0.1.5';
-import type * as witPlugin from 'kubewasm:controller/plugin@0.1.5';
-import type * as witAccess from 'kubewasm:controller/access@0.1.5';
-import type * as witClient from 'kubewasm:controller/client@0.1.5';
-import type * as witEvents from 'kubewasm:controller/events@0.1.5';
-import type * as witLog from 'kubewasm:controller/log@0.1.5';
-import type * as witComposite from 'kubewasm:controller/composite@0.1.5';
-import type * as witClusters from 'kubewasm:controller/clusters@0.1.5';
-import type * as witFleet from 'kubewasm:controller/fleet@0.1.5';
+import type * as wit from 'kubewasm:controller/types@0.1.6';
+import type * as witPlugin from 'kubewasm:controller/plugin@0.1.6';
+import type * as witAccess from 'kubewasm:controller/access@0.1.6';
+import type * as witClient from 'kubewasm:controller/client@0.1.6';
+import type * as witEvents from 'kubewasm:controller/events@0.1.6';
+import type * as witLog from 'kubewasm:controller/log@0.1.6';
+import type * as witComposite from 'kubewasm:controller/composite@0.1.6';
+import type * as witClusters from 'kubewasm:controller/clusters@0.1.6';
+import type * as witFleet from 'kubewasm:controller/fleet@0.1.6';
+import type * as witWebhooks from 'kubewasm:controller/webhooks@0.1.6';
 import type * as k8s from './k8s.js';
 
 // --- values -----------------------------------------------------------------------------------
@@ -234,8 +235,8 @@ export interface Rule extends Omit<witAccess.Rule, 'verbs'> {
  * The plain data of a manifest: the WIT `manifest` record, with `memoryBytes` as a number, plus
  * `rules` (the `access` export's answer), `metadataOnly` (the `views` export's), `readsFields`
  * (the `projections` export's),
- * `composition` (a declarative controller's `describe-composition` answer) and `scope` (the
- * `clusters` export's).
+ * `composition` (a declarative controller's `describe-composition` answer), `scope` (the
+ * `clusters` export's), and `webhooks` and `conversions` (the `webhooks` export's `declare`).
  */
 export interface ManifestSpec extends Omit<witPlugin.Manifest, 'limits' | 'primary'> {
   primary: Gvk | undefined;
@@ -249,6 +250,10 @@ export interface ManifestSpec extends Omit<witPlugin.Manifest, 'limits' | 'prima
   composition: Composition;
   /** The clusters it serves and reaches (`serveMembers()`, `serveLocal()`, `reachMembers()`). */
   scope: ClusterScope;
+  /** Its admission hooks (`webhook()`). */
+  webhooks: AdmissionHook[];
+  /** The custom resources it converts (`converts()`). */
+  conversions: Gvk[];
 }
 
 /** What a controller reconciles and needs. Start with `new Manifest(name, version)`, then chain. */
@@ -287,6 +292,10 @@ export class Manifest {
    * is then refused: apply or patch it.
    */
   readsFields(resource: Gvk, ...fields: string[]): this;
+  /** Serves an admission hook (contract 0.1.6), answered by the controller's `validate` or `mutate`. */
+  webhook(hook: Webhook): this;
+  /** Serves the conversion webhook of this custom resource (the version is ignored), answered by `convert`. */
+  converts(resource: Gvk): this;
   /**
    * Also reconciles the primaries of these member clusters, each where it lives: the reads,
    * writes and Events of a call act in its object's cluster (`ctx.cluster()` names it). The
@@ -454,6 +463,80 @@ export class Controller<Settings extends Record<string, any> = Record<string, an
   released(obj: Primary, ctx: Context): Action | void;
 }
 
+// --- webhooks (contract 0.1.6) ------------------------------------------------------------------
+
+export type Operation = witWebhooks.Operation;
+/** An admission hook, the WIT `admission-hook` record. */
+export type AdmissionHook = witWebhooks.AdmissionHook;
+
+/** Builds an admission hook for `Manifest.webhook`; each method returns the builder. */
+export class Webhook {
+  /** A validating hook for create and update, failing closed, 10 s, no side effects, no kinds yet; answered by `validate`. */
+  static validating(name: string): Webhook;
+  /** A mutating (defaulting) hook, otherwise as `validating`; answered by `mutate`. */
+  static mutating(name: string): Webhook;
+  readonly hook: AdmissionHook;
+  /** Admits objects of this kind. */
+  kind(resource: Gvk): this;
+  /** Replaces the operations it admits. */
+  operations(...operations: Operation[]): this;
+  failurePolicy(policy: witWebhooks.FailurePolicy): this;
+  /** Whole seconds, 1 to 30 (rounded up). */
+  timeoutSeconds(seconds: number): this;
+  sideEffects(sideEffects: witWebhooks.SideEffects): this;
+  /** Calls the hook only when the CEL `expression` is true. */
+  matchCondition(name: string, expression: string): this;
+}
+
+/** One admission request, its objects parsed (copies), and the warnings shown beside the answer. */
+export class Review<T extends KubeObject = KubeObject> {
+  /** Which of the manifest's hooks is asked. */
+  readonly hook: string;
+  readonly uid: string;
+  readonly kind: Gvk;
+  readonly subresource?: string;
+  readonly namespace?: string;
+  /** Empty on a create whose name the API server generates. */
+  readonly name: string;
+  readonly operation: Operation;
+  readonly user: witWebhooks.UserInfo;
+  readonly dryRun: boolean;
+  /** The object as it would be stored (undefined on delete). */
+  object?: T;
+  /** The object as it is (on update and delete). */
+  oldObject?: T;
+  readonly warnings: string[];
+  /** Shows the user a warning beside the answer (at most 32, each at most 512 bytes). */
+  warn(message: string): void;
+}
+
+/** A hook's refusal: the HTTP status the user sees (403 by default, 422 for an invalid object), why (cut to 4 KiB), warnings. */
+export class Denied extends Error {
+  constructor(message: string, options?: { code?: number; warnings?: string[] });
+  readonly code: number;
+  readonly warnings: string[];
+}
+
+/** What a denial's message may hold (bytes); a longer one is cut. */
+export const MAX_DENIAL_MESSAGE: number;
+
+/**
+ * The methods that answer the manifest's hooks, each optional (a hook declared but not answered
+ * is denied with 500). A hook may read the cache and log through `ctx`; writes and Events throw
+ * `Forbidden`. `Denied` is an answer; anything else thrown is a fault (the hook's failure policy).
+ */
+export interface WebhookHandlers<T extends KubeObject = KubeObject> {
+  /** A validating hook: returns the warnings of an allowed change, or throws `Denied` (controller-runtime's CustomValidator). */
+  validate?(review: Review<T>, ctx: Context): string[] | void;
+  /** A mutating hook: the object as it should be stored (undefined: unchanged), or throws `Denied` (CustomDefaulter). */
+  mutate?(review: Review<T>, ctx: Context): KubeObject | void;
+  /** The object in `desiredApiVersion`, keeping its kind, name, namespace and uid; throws `Denied` when it cannot be. */
+  convert?(obj: KubeObject, desiredApiVersion: string): KubeObject;
+}
+
+export interface Controller<Settings extends Record<string, any> = Record<string, any>, Primary extends KubeObject = KubeObject>
+  extends WebhookHandlers<Primary> {}
+
 // --- declarative controllers -----------------------------------------------------------------
 
 /** Objects of one kind, as a `SyncRequest` holds them. */
@@ -529,6 +612,9 @@ export class Composite<Settings extends Record<string, any> = Record<string, any
   /** The same for a parent being deleted with the manifest's finalizer; by default no children and finalized. */
   finalize(request: SyncRequest<Parent>, ctx: Context): SyncResponse;
 }
+
+export interface Composite<Settings extends Record<string, any> = Record<string, any>, Parent extends KubeObject = KubeObject>
+  extends WebhookHandlers<Parent> {}
 
 // --- object helpers ---------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import type {
   PatchTypeName,
   LogLevelName,
   EventTypeName,
+  Operation,
 } from './index.js';
 
 export interface RecordedCall {
@@ -114,6 +115,30 @@ export class Refused extends Error {}
 
 /** Why the host refuses writes and Events during a declarative controller's calls. */
 export const COMPOSING: string;
+/** Why the host refuses writes and Events during a webhook call (`Harness.admit`, `Harness.convert`). */
+export const HOOKING: string;
+
+/** An admission request for `Harness.admit`: `object` on create and update, `oldObject` on update and delete. */
+export interface AdmissionReview {
+  hook: string;
+  operation: Operation;
+  object?: KubeObject;
+  oldObject?: KubeObject;
+  user?: { username?: string; uid?: string; groups?: string[] };
+  dryRun?: boolean;
+  subresource?: string;
+}
+
+/** A hook's answer as the API server gets it. */
+export interface Admission {
+  allowed: boolean;
+  warnings: string[];
+  /** A denial's HTTP status and message. */
+  code?: number;
+  message?: string;
+  /** What a mutating hook made of the object; undefined when unchanged. */
+  object?: KubeObject;
+}
 
 /** A declarative controller's answer as the host gets it. */
 export interface SyncResult {
@@ -173,4 +198,8 @@ export class Harness<C extends Controller | Composite = Controller> {
   customize(parentOrKey: KubeObject | ObjectKey): RelatedRuleResult[];
   /** Runs a declarative controller's `sync` on a parent, client and events calls refused. */
   sync(parentOrKey: KubeObject | ObjectKey, options?: SyncOptions): SyncResult;
+  /** Calls the manifest's hook as the host does (validate or mutate as declared), client and events calls refused. */
+  admit(review: AdmissionReview): Admission;
+  /** Calls the conversion hook as the host does; throws `Denied`, or an Error for an answer the host refuses. */
+  convert(objects: readonly KubeObject[], desiredApiVersion: string): KubeObject[];
 }

@@ -27,6 +27,7 @@ enum {
     MAX_EVENT_REASON = 128,
     MAX_EVENT_NOTE = 1024,
     MAX_ERROR_MESSAGE = 64 << 10,
+    MAX_DENIAL_MESSAGE = 4096, /* a webhook's denial, and a conversion's refusal */
 };
 
 /* ---- Strings across the boundary ------------------------------------------------------------ */
@@ -51,17 +52,32 @@ static inline kw_gvk from_wit_gvk(kubewasm_controller_types_gvk_t gvk) {
     return (kw_gvk){from_wit(gvk.group), from_wit(gvk.version), from_wit(gvk.kind)};
 }
 
-/* The bytes of a message the host takes: at most MAX_ERROR_MESSAGE, cut at a UTF-8 character
- * boundary (a longer one would be a fault; its start says what went wrong). */
-static inline controller_string_t wit_message(const char *message) {
+/* The bytes of a message the host takes: at most limit, cut at a UTF-8 character boundary (a
+ * longer one would be a fault; its start says what went wrong). */
+static inline controller_string_t wit_cut(const char *message, size_t limit) {
     size_t len = message ? strlen(message) : 0;
-    if (len > MAX_ERROR_MESSAGE) {
-        len = MAX_ERROR_MESSAGE;
+    if (len > limit) {
+        len = limit;
         while (len > 0 && ((unsigned char)message[len] & 0xC0) == 0x80) {
             len--;
         }
     }
     return (controller_string_t){(uint8_t *)message, len};
+}
+
+/* An error message the host takes: at most MAX_ERROR_MESSAGE. */
+static inline controller_string_t wit_message(const char *message) {
+    return wit_cut(message, MAX_ERROR_MESSAGE);
+}
+
+/* Room for one more item of size bytes in a list of len items held in the arena: a new copy
+ * with twice the room when it is full. */
+static inline void *grow(void *items, size_t len, size_t *cap, size_t size) {
+    if (len < *cap) return items;
+    *cap = *cap ? *cap * 2 : 4;
+    void *bigger = kw_alloc(*cap * size);
+    if (len) memcpy(bigger, items, len * size);
+    return bigger;
 }
 
 /* The host's objects are JSON by contract: one that is not is a host bug, hence a trap. */
@@ -85,9 +101,11 @@ static inline kw_value *decode_list(kubewasm_controller_cache_list_object_t list
 }
 
 /* The call in progress (call.c): exports.c begins each one; kw_use_cluster's choice, NULL for
- * the call's own cluster, "" for the host's own. */
+ * the call's own cluster, "" for the host's own; the warnings of a hook call (kw_warn), in order. */
 void kw_call_begin(void);
 void kw_call_use_cluster(const char *cluster);
 const char *kw_call_cluster(void);
+void kw_call_warn(const char *warning);
+controller_list_string_t kw_call_warnings(void);
 
 #endif

@@ -3,88 +3,88 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Imported Functions from `kubewasm:controller/cache@0.1.5`
+// Imported Functions from `kubewasm:controller/cache@0.1.6`
 
-__attribute__((__import_module__("kubewasm:controller/cache@0.1.5"), __import_name__("get")))
+__attribute__((__import_module__("kubewasm:controller/cache@0.1.6"), __import_name__("get")))
 extern void __wasm_import_kubewasm_controller_cache_get(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/cache@0.1.5"), __import_name__("list-objects")))
+__attribute__((__import_module__("kubewasm:controller/cache@0.1.6"), __import_name__("list-objects")))
 extern void __wasm_import_kubewasm_controller_cache_list_objects(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/cache@0.1.5"), __import_name__("list-controlled")))
+__attribute__((__import_module__("kubewasm:controller/cache@0.1.6"), __import_name__("list-controlled")))
 extern void __wasm_import_kubewasm_controller_cache_list_controlled(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-// Imported Functions from `kubewasm:controller/client@0.1.5`
+// Imported Functions from `kubewasm:controller/client@0.1.6`
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("apply")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.6"), __import_name__("apply")))
 extern void __wasm_import_kubewasm_controller_client_apply(uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("apply-status")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.6"), __import_name__("apply-status")))
 extern void __wasm_import_kubewasm_controller_client_apply_status(uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("create")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.6"), __import_name__("create")))
 extern void __wasm_import_kubewasm_controller_client_create(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("update")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.6"), __import_name__("update")))
 extern void __wasm_import_kubewasm_controller_client_update(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("update-status")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.6"), __import_name__("update-status")))
 extern void __wasm_import_kubewasm_controller_client_update_status(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("patch")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.6"), __import_name__("patch")))
 extern void __wasm_import_kubewasm_controller_client_patch(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/client@0.1.5"), __import_name__("delete")))
+__attribute__((__import_module__("kubewasm:controller/client@0.1.6"), __import_name__("delete")))
 extern void __wasm_import_kubewasm_controller_client_delete(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-// Imported Functions from `kubewasm:controller/events@0.1.5`
+// Imported Functions from `kubewasm:controller/events@0.1.6`
 
-__attribute__((__import_module__("kubewasm:controller/events@0.1.5"), __import_name__("publish")))
+__attribute__((__import_module__("kubewasm:controller/events@0.1.6"), __import_name__("publish")))
 extern void __wasm_import_kubewasm_controller_events_publish(uint8_t *, uint8_t *);
 
-// Imported Functions from `kubewasm:controller/log@0.1.5`
+// Imported Functions from `kubewasm:controller/log@0.1.6`
 
-__attribute__((__import_module__("kubewasm:controller/log@0.1.5"), __import_name__("emit")))
+__attribute__((__import_module__("kubewasm:controller/log@0.1.6"), __import_name__("emit")))
 extern void __wasm_import_kubewasm_controller_log_emit(int32_t, uint8_t *, size_t, uint8_t *, size_t);
 
-// Imported Functions from `kubewasm:controller/fleet@0.1.5`
+// Imported Functions from `kubewasm:controller/fleet@0.1.6`
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("current")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.6"), __import_name__("current")))
 extern void __wasm_import_kubewasm_controller_fleet_current(uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("clusters")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.6"), __import_name__("clusters")))
 extern void __wasm_import_kubewasm_controller_fleet_clusters(uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("get")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.6"), __import_name__("get")))
 extern void __wasm_import_kubewasm_controller_fleet_get(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("list-objects")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.6"), __import_name__("list-objects")))
 extern void __wasm_import_kubewasm_controller_fleet_list_objects(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("apply")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.6"), __import_name__("apply")))
 extern void __wasm_import_kubewasm_controller_fleet_apply(int32_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("apply-status")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.6"), __import_name__("apply-status")))
 extern void __wasm_import_kubewasm_controller_fleet_apply_status(int32_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("create")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.6"), __import_name__("create")))
 extern void __wasm_import_kubewasm_controller_fleet_create(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("update")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.6"), __import_name__("update")))
 extern void __wasm_import_kubewasm_controller_fleet_update(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("update-status")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.6"), __import_name__("update-status")))
 extern void __wasm_import_kubewasm_controller_fleet_update_status(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("patch")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.6"), __import_name__("patch")))
 extern void __wasm_import_kubewasm_controller_fleet_patch(uint8_t *, uint8_t *);
 
-__attribute__((__import_module__("kubewasm:controller/fleet@0.1.5"), __import_name__("delete")))
+__attribute__((__import_module__("kubewasm:controller/fleet@0.1.6"), __import_name__("delete")))
 extern void __wasm_import_kubewasm_controller_fleet_delete(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-// Exported Functions from `kubewasm:controller/plugin@0.1.5`
+// Exported Functions from `kubewasm:controller/plugin@0.1.6`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/plugin@0.1.5#describe")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/plugin@0.1.6#describe")))
 void __wasm_export_exports_kubewasm_controller_plugin_describe_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -247,9 +247,9 @@ void __wasm_export_exports_kubewasm_controller_plugin_describe_post_return(uint8
   }
 }
 
-// Exported Functions from `kubewasm:controller/reconciler@0.1.5`
+// Exported Functions from `kubewasm:controller/reconciler@0.1.6`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.5#reconcile")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.6#reconcile")))
 void __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -264,7 +264,7 @@ void __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return(
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.5#finalize")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.6#finalize")))
 void __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -279,7 +279,7 @@ void __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return(u
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.5#map-related")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/reconciler@0.1.6#map-related")))
 void __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return(uint8_t * arg0) {
   size_t len = *((size_t*) (arg0 + sizeof(void*)));
   if (len > 0) {
@@ -306,9 +306,9 @@ void __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_retur
   }
 }
 
-// Exported Functions from `kubewasm:controller/access@0.1.5`
+// Exported Functions from `kubewasm:controller/access@0.1.6`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/access@0.1.5#rules")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/access@0.1.6#rules")))
 void __wasm_export_exports_kubewasm_controller_access_rules_post_return(uint8_t * arg0) {
   size_t len6 = *((size_t*) (arg0 + sizeof(void*)));
   if (len6 > 0) {
@@ -377,9 +377,9 @@ void __wasm_export_exports_kubewasm_controller_access_rules_post_return(uint8_t 
   }
 }
 
-// Exported Functions from `kubewasm:controller/release@0.1.5`
+// Exported Functions from `kubewasm:controller/release@0.1.6`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/release@0.1.5#released")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/release@0.1.6#released")))
 void __wasm_export_exports_kubewasm_controller_release_released_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -394,9 +394,9 @@ void __wasm_export_exports_kubewasm_controller_release_released_post_return(uint
   }
 }
 
-// Exported Functions from `kubewasm:controller/views@0.1.5`
+// Exported Functions from `kubewasm:controller/views@0.1.6`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/views@0.1.5#metadata-only")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/views@0.1.6#metadata-only")))
 void __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return(uint8_t * arg0) {
   size_t len = *((size_t*) (arg0 + sizeof(void*)));
   if (len > 0) {
@@ -418,9 +418,9 @@ void __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return(u
   }
 }
 
-// Exported Functions from `kubewasm:controller/composite@0.1.5`
+// Exported Functions from `kubewasm:controller/composite@0.1.6`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.5#describe-composition")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.6#describe-composition")))
 void __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -450,7 +450,7 @@ void __wasm_export_exports_kubewasm_controller_composite_describe_composition_po
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.5#customize")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.6#customize")))
 void __wasm_export_exports_kubewasm_controller_composite_customize_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -517,7 +517,7 @@ void __wasm_export_exports_kubewasm_controller_composite_customize_post_return(u
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.5#sync")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.6#sync")))
 void __wasm_export_exports_kubewasm_controller_composite_sync_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -555,7 +555,7 @@ void __wasm_export_exports_kubewasm_controller_composite_sync_post_return(uint8_
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.5#finalize")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/composite@0.1.6#finalize")))
 void __wasm_export_exports_kubewasm_controller_composite_finalize_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -593,9 +593,9 @@ void __wasm_export_exports_kubewasm_controller_composite_finalize_post_return(ui
   }
 }
 
-// Exported Functions from `kubewasm:controller/clusters@0.1.5`
+// Exported Functions from `kubewasm:controller/clusters@0.1.6`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/clusters@0.1.5#scope")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/clusters@0.1.6#scope")))
 void __wasm_export_exports_kubewasm_controller_clusters_scope_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + sizeof(void*)))) {
     case 0: {
@@ -627,9 +627,9 @@ void __wasm_export_exports_kubewasm_controller_clusters_scope_post_return(uint8_
   }
 }
 
-// Exported Functions from `kubewasm:controller/projections@0.1.5`
+// Exported Functions from `kubewasm:controller/projections@0.1.6`
 
-__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/projections@0.1.5#fields")))
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/projections@0.1.6#fields")))
 void __wasm_export_exports_kubewasm_controller_projections_fields_post_return(uint8_t * arg0) {
   size_t len3 = *((size_t*) (arg0 + sizeof(void*)));
   if (len3 > 0) {
@@ -669,6 +669,200 @@ void __wasm_export_exports_kubewasm_controller_projections_fields_post_return(ui
       }
     }
     free(ptr4);
+  }
+}
+
+// Exported Functions from `kubewasm:controller/webhooks@0.1.6`
+
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/webhooks@0.1.6#declare")))
+void __wasm_export_exports_kubewasm_controller_webhooks_declare_post_return(uint8_t * arg0) {
+  size_t len6 = *((size_t*) (arg0 + sizeof(void*)));
+  if (len6 > 0) {
+    uint8_t *ptr7 = *((uint8_t **) (arg0 + 0));
+    for (size_t i8 = 0; i8 < len6; i8++) {
+      uint8_t *base = ptr7 + i8 * (8+10*sizeof(void*));
+      (void) base;
+      if ((*((size_t*) (base + sizeof(void*)))) > 0) {
+        free(*((uint8_t **) (base + 0)));
+      }
+      size_t len = *((size_t*) (base + (4*sizeof(void*))));
+      if (len > 0) {
+        uint8_t *ptr = *((uint8_t **) (base + (3*sizeof(void*))));
+        for (size_t i = 0; i < len; i++) {
+          uint8_t *base = ptr + i * (6*sizeof(void*));
+          (void) base;
+          if ((*((size_t*) (base + sizeof(void*)))) > 0) {
+            free(*((uint8_t **) (base + 0)));
+          }
+          if ((*((size_t*) (base + (3*sizeof(void*))))) > 0) {
+            free(*((uint8_t **) (base + (2*sizeof(void*)))));
+          }
+          if ((*((size_t*) (base + (5*sizeof(void*))))) > 0) {
+            free(*((uint8_t **) (base + (4*sizeof(void*)))));
+          }
+        }
+        free(ptr);
+      }
+      size_t len0 = *((size_t*) (base + (6*sizeof(void*))));
+      if (len0 > 0) {
+        uint8_t *ptr1 = *((uint8_t **) (base + (5*sizeof(void*))));
+        for (size_t i2 = 0; i2 < len0; i2++) {
+          uint8_t *base = ptr1 + i2 * 1;
+          (void) base;
+        }
+        free(ptr1);
+      }
+      size_t len3 = *((size_t*) (base + (8+9*sizeof(void*))));
+      if (len3 > 0) {
+        uint8_t *ptr4 = *((uint8_t **) (base + (8+8*sizeof(void*))));
+        for (size_t i5 = 0; i5 < len3; i5++) {
+          uint8_t *base = ptr4 + i5 * (4*sizeof(void*));
+          (void) base;
+          if ((*((size_t*) (base + sizeof(void*)))) > 0) {
+            free(*((uint8_t **) (base + 0)));
+          }
+          if ((*((size_t*) (base + (3*sizeof(void*))))) > 0) {
+            free(*((uint8_t **) (base + (2*sizeof(void*)))));
+          }
+        }
+        free(ptr4);
+      }
+    }
+    free(ptr7);
+  }
+  size_t len9 = *((size_t*) (arg0 + (3*sizeof(void*))));
+  if (len9 > 0) {
+    uint8_t *ptr10 = *((uint8_t **) (arg0 + (2*sizeof(void*))));
+    for (size_t i11 = 0; i11 < len9; i11++) {
+      uint8_t *base = ptr10 + i11 * (6*sizeof(void*));
+      (void) base;
+      if ((*((size_t*) (base + sizeof(void*)))) > 0) {
+        free(*((uint8_t **) (base + 0)));
+      }
+      if ((*((size_t*) (base + (3*sizeof(void*))))) > 0) {
+        free(*((uint8_t **) (base + (2*sizeof(void*)))));
+      }
+      if ((*((size_t*) (base + (5*sizeof(void*))))) > 0) {
+        free(*((uint8_t **) (base + (4*sizeof(void*)))));
+      }
+    }
+    free(ptr10);
+  }
+}
+
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/webhooks@0.1.6#validate")))
+void __wasm_export_exports_kubewasm_controller_webhooks_validate_post_return(uint8_t * arg0) {
+  switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
+    case 0: {
+      size_t len = *((size_t*) (arg0 + (2*sizeof(void*))));
+      if (len > 0) {
+        uint8_t *ptr = *((uint8_t **) (arg0 + sizeof(void*)));
+        for (size_t i = 0; i < len; i++) {
+          uint8_t *base = ptr + i * (2*sizeof(void*));
+          (void) base;
+          if ((*((size_t*) (base + sizeof(void*)))) > 0) {
+            free(*((uint8_t **) (base + 0)));
+          }
+        }
+        free(ptr);
+      }
+      break;
+    }
+    case 1: {
+      if ((*((size_t*) (arg0 + (3*sizeof(void*))))) > 0) {
+        free(*((uint8_t **) (arg0 + (2*sizeof(void*)))));
+      }
+      size_t len0 = *((size_t*) (arg0 + (5*sizeof(void*))));
+      if (len0 > 0) {
+        uint8_t *ptr1 = *((uint8_t **) (arg0 + (4*sizeof(void*))));
+        for (size_t i2 = 0; i2 < len0; i2++) {
+          uint8_t *base = ptr1 + i2 * (2*sizeof(void*));
+          (void) base;
+          if ((*((size_t*) (base + sizeof(void*)))) > 0) {
+            free(*((uint8_t **) (base + 0)));
+          }
+        }
+        free(ptr1);
+      }
+      break;
+    }
+  }
+}
+
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/webhooks@0.1.6#mutate")))
+void __wasm_export_exports_kubewasm_controller_webhooks_mutate_post_return(uint8_t * arg0) {
+  switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
+    case 0: {
+      switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + sizeof(void*)))) {
+        case 0: {
+          break;
+        }
+        case 1: {
+          if ((*((size_t*) (arg0 + (3*sizeof(void*))))) > 0) {
+            free(*((uint8_t **) (arg0 + (2*sizeof(void*)))));
+          }
+          break;
+        }
+      }
+      size_t len = *((size_t*) (arg0 + (5*sizeof(void*))));
+      if (len > 0) {
+        uint8_t *ptr = *((uint8_t **) (arg0 + (4*sizeof(void*))));
+        for (size_t i = 0; i < len; i++) {
+          uint8_t *base = ptr + i * (2*sizeof(void*));
+          (void) base;
+          if ((*((size_t*) (base + sizeof(void*)))) > 0) {
+            free(*((uint8_t **) (base + 0)));
+          }
+        }
+        free(ptr);
+      }
+      break;
+    }
+    case 1: {
+      if ((*((size_t*) (arg0 + (3*sizeof(void*))))) > 0) {
+        free(*((uint8_t **) (arg0 + (2*sizeof(void*)))));
+      }
+      size_t len0 = *((size_t*) (arg0 + (5*sizeof(void*))));
+      if (len0 > 0) {
+        uint8_t *ptr1 = *((uint8_t **) (arg0 + (4*sizeof(void*))));
+        for (size_t i2 = 0; i2 < len0; i2++) {
+          uint8_t *base = ptr1 + i2 * (2*sizeof(void*));
+          (void) base;
+          if ((*((size_t*) (base + sizeof(void*)))) > 0) {
+            free(*((uint8_t **) (base + 0)));
+          }
+        }
+        free(ptr1);
+      }
+      break;
+    }
+  }
+}
+
+__attribute__((__weak__, __export_name__("cabi_post_kubewasm:controller/webhooks@0.1.6#convert")))
+void __wasm_export_exports_kubewasm_controller_webhooks_convert_post_return(uint8_t * arg0) {
+  switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
+    case 0: {
+      size_t len = *((size_t*) (arg0 + (2*sizeof(void*))));
+      if (len > 0) {
+        uint8_t *ptr = *((uint8_t **) (arg0 + sizeof(void*)));
+        for (size_t i = 0; i < len; i++) {
+          uint8_t *base = ptr + i * (2*sizeof(void*));
+          (void) base;
+          if ((*((size_t*) (base + sizeof(void*)))) > 0) {
+            free(*((uint8_t **) (base + 0)));
+          }
+        }
+        free(ptr);
+      }
+      break;
+    }
+    case 1: {
+      if ((*((size_t*) (arg0 + (2*sizeof(void*))))) > 0) {
+        free(*((uint8_t **) (arg0 + sizeof(void*))));
+      }
+      break;
+    }
   }
 }
 
@@ -1305,6 +1499,158 @@ void exports_kubewasm_controller_projections_list_projection_free(exports_kubewa
       exports_kubewasm_controller_projections_projection_free(&list_ptr[i]);
     }
     free(list_ptr);
+  }
+}
+
+void exports_kubewasm_controller_webhooks_gvk_free(exports_kubewasm_controller_webhooks_gvk_t *ptr) {
+  kubewasm_controller_types_gvk_free(ptr);
+}
+
+void exports_kubewasm_controller_webhooks_object_free(exports_kubewasm_controller_webhooks_object_t *ptr) {
+  kubewasm_controller_types_object_free(ptr);
+}
+
+void exports_kubewasm_controller_webhooks_match_condition_free(exports_kubewasm_controller_webhooks_match_condition_t *ptr) {
+  controller_string_free(&ptr->name);
+  controller_string_free(&ptr->expression);
+}
+
+void exports_kubewasm_controller_webhooks_list_gvk_free(exports_kubewasm_controller_webhooks_list_gvk_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    exports_kubewasm_controller_webhooks_gvk_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      exports_kubewasm_controller_webhooks_gvk_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void exports_kubewasm_controller_webhooks_list_operation_free(exports_kubewasm_controller_webhooks_list_operation_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    exports_kubewasm_controller_webhooks_operation_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+    }
+    free(list_ptr);
+  }
+}
+
+void exports_kubewasm_controller_webhooks_list_match_condition_free(exports_kubewasm_controller_webhooks_list_match_condition_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    exports_kubewasm_controller_webhooks_match_condition_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      exports_kubewasm_controller_webhooks_match_condition_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void exports_kubewasm_controller_webhooks_admission_hook_free(exports_kubewasm_controller_webhooks_admission_hook_t *ptr) {
+  controller_string_free(&ptr->name);
+  exports_kubewasm_controller_webhooks_list_gvk_free(&ptr->kinds);
+  exports_kubewasm_controller_webhooks_list_operation_free(&ptr->operations);
+  exports_kubewasm_controller_webhooks_list_match_condition_free(&ptr->match_conditions);
+}
+
+void exports_kubewasm_controller_webhooks_conversion_hook_free(exports_kubewasm_controller_webhooks_conversion_hook_t *ptr) {
+  exports_kubewasm_controller_webhooks_gvk_free(&ptr->resource);
+}
+
+void exports_kubewasm_controller_webhooks_list_admission_hook_free(exports_kubewasm_controller_webhooks_list_admission_hook_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    exports_kubewasm_controller_webhooks_admission_hook_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      exports_kubewasm_controller_webhooks_admission_hook_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void exports_kubewasm_controller_webhooks_list_conversion_hook_free(exports_kubewasm_controller_webhooks_list_conversion_hook_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    exports_kubewasm_controller_webhooks_conversion_hook_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      exports_kubewasm_controller_webhooks_conversion_hook_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void exports_kubewasm_controller_webhooks_declaration_free(exports_kubewasm_controller_webhooks_declaration_t *ptr) {
+  exports_kubewasm_controller_webhooks_list_admission_hook_free(&ptr->admission);
+  exports_kubewasm_controller_webhooks_list_conversion_hook_free(&ptr->conversion);
+}
+
+void exports_kubewasm_controller_webhooks_user_info_free(exports_kubewasm_controller_webhooks_user_info_t *ptr) {
+  controller_string_free(&ptr->username);
+  controller_string_free(&ptr->uid);
+  controller_list_string_free(&ptr->groups);
+}
+
+void exports_kubewasm_controller_webhooks_option_object_free(exports_kubewasm_controller_webhooks_option_object_t *ptr) {
+  if (ptr->is_some) {
+    exports_kubewasm_controller_webhooks_object_free(&ptr->val);
+  }
+}
+
+void exports_kubewasm_controller_webhooks_admission_request_free(exports_kubewasm_controller_webhooks_admission_request_t *ptr) {
+  controller_string_free(&ptr->hook);
+  controller_string_free(&ptr->uid);
+  exports_kubewasm_controller_webhooks_gvk_free(&ptr->kind);
+  controller_option_string_free(&ptr->subresource);
+  controller_option_string_free(&ptr->namespace_);
+  controller_string_free(&ptr->name);
+  exports_kubewasm_controller_webhooks_user_info_free(&ptr->user);
+  exports_kubewasm_controller_webhooks_option_object_free(&ptr->object);
+  exports_kubewasm_controller_webhooks_option_object_free(&ptr->old_object);
+}
+
+void exports_kubewasm_controller_webhooks_denial_free(exports_kubewasm_controller_webhooks_denial_t *ptr) {
+  controller_string_free(&ptr->message);
+  controller_list_string_free(&ptr->warnings);
+}
+
+void exports_kubewasm_controller_webhooks_mutation_free(exports_kubewasm_controller_webhooks_mutation_t *ptr) {
+  exports_kubewasm_controller_webhooks_option_object_free(&ptr->object);
+  controller_list_string_free(&ptr->warnings);
+}
+
+void exports_kubewasm_controller_webhooks_result_list_string_denial_free(exports_kubewasm_controller_webhooks_result_list_string_denial_t *ptr) {
+  if (!ptr->is_err) {
+    controller_list_string_free(&ptr->val.ok);
+  } else {
+    exports_kubewasm_controller_webhooks_denial_free(&ptr->val.err);
+  }
+}
+
+void exports_kubewasm_controller_webhooks_result_mutation_denial_free(exports_kubewasm_controller_webhooks_result_mutation_denial_t *ptr) {
+  if (!ptr->is_err) {
+    exports_kubewasm_controller_webhooks_mutation_free(&ptr->val.ok);
+  } else {
+    exports_kubewasm_controller_webhooks_denial_free(&ptr->val.err);
+  }
+}
+
+void exports_kubewasm_controller_webhooks_list_object_free(exports_kubewasm_controller_webhooks_list_object_t *ptr) {
+  size_t list_len = ptr->len;
+  if (list_len > 0) {
+    exports_kubewasm_controller_webhooks_object_t *list_ptr = ptr->ptr;
+    for (size_t i = 0; i < list_len; i++) {
+      exports_kubewasm_controller_webhooks_object_free(&list_ptr[i]);
+    }
+    free(list_ptr);
+  }
+}
+
+void exports_kubewasm_controller_webhooks_result_list_object_string_free(exports_kubewasm_controller_webhooks_result_list_object_string_t *ptr) {
+  if (!ptr->is_err) {
+    exports_kubewasm_controller_webhooks_list_object_free(&ptr->val.ok);
+  } else {
+    controller_string_free(&ptr->val.err);
   }
 }
 
@@ -2354,7 +2700,7 @@ bool kubewasm_controller_fleet_delete(controller_string_t *maybe_cluster, kubewa
   }
 }
 
-__attribute__((__export_name__("kubewasm:controller/plugin@0.1.5#describe")))
+__attribute__((__export_name__("kubewasm:controller/plugin@0.1.6#describe")))
 uint8_t * __wasm_export_exports_kubewasm_controller_plugin_describe(uint8_t * arg, size_t arg0) {
   controller_string_t arg1 = (controller_string_t) { (uint8_t*)(arg), (arg0) };
   exports_kubewasm_controller_plugin_result_manifest_string_t ret;
@@ -2432,7 +2778,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_plugin_describe(uint8_t * ar
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.5#reconcile")))
+__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.6#reconcile")))
 uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_reconcile(int32_t arg, uint8_t * arg0, size_t arg1, uint8_t * arg2, size_t arg3, uint8_t * arg4, size_t arg5, int32_t arg6) {
   controller_option_string_t option;
   switch (arg) {
@@ -2488,7 +2834,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_reconcile(int32_t
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.5#finalize")))
+__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.6#finalize")))
 uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_finalize(int32_t arg, uint8_t * arg0, size_t arg1, uint8_t * arg2, size_t arg3, uint8_t * arg4, size_t arg5, int32_t arg6) {
   controller_option_string_t option;
   switch (arg) {
@@ -2544,7 +2890,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_finalize(int32_t 
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.5#map-related")))
+__attribute__((__export_name__("kubewasm:controller/reconciler@0.1.6#map-related")))
 uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_map_related(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, uint8_t * arg3, size_t arg4, uint8_t * arg5, size_t arg6) {
   exports_kubewasm_controller_reconciler_gvk_t arg7 = (kubewasm_controller_types_gvk_t) {
     (controller_string_t) (controller_string_t) { (uint8_t*)(arg), (arg0) },
@@ -2560,7 +2906,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_reconciler_map_related(uint8
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/access@0.1.5#rules")))
+__attribute__((__export_name__("kubewasm:controller/access@0.1.6#rules")))
 uint8_t * __wasm_export_exports_kubewasm_controller_access_rules(void) {
   exports_kubewasm_controller_access_list_rule_t ret;
   exports_kubewasm_controller_access_rules(&ret);
@@ -2570,7 +2916,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_access_rules(void) {
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/release@0.1.5#released")))
+__attribute__((__export_name__("kubewasm:controller/release@0.1.6#released")))
 uint8_t * __wasm_export_exports_kubewasm_controller_release_released(int32_t arg, uint8_t * arg0, size_t arg1, uint8_t * arg2, size_t arg3, uint8_t * arg4, size_t arg5, int32_t arg6) {
   controller_option_string_t option;
   switch (arg) {
@@ -2626,7 +2972,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_release_released(int32_t arg
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/views@0.1.5#metadata-only")))
+__attribute__((__export_name__("kubewasm:controller/views@0.1.6#metadata-only")))
 uint8_t * __wasm_export_exports_kubewasm_controller_views_metadata_only(void) {
   exports_kubewasm_controller_views_list_gvk_t ret;
   exports_kubewasm_controller_views_metadata_only(&ret);
@@ -2636,7 +2982,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_views_metadata_only(void) {
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.5#describe-composition")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.6#describe-composition")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_describe_composition(void) {
   exports_kubewasm_controller_composite_composition_t val;
   bool ret = exports_kubewasm_controller_composite_describe_composition(&val);
@@ -2657,7 +3003,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_describe_compositi
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.5#customize")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.6#customize")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_customize(uint8_t * arg, size_t arg0) {
   exports_kubewasm_controller_composite_object_t arg1 = (controller_string_t) { (uint8_t*)(arg), (arg0) };
   exports_kubewasm_controller_composite_result_list_related_rule_error_t ret;
@@ -2684,7 +3030,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_customize(uint8_t 
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.5#sync")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.6#sync")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_sync(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, uint8_t * arg3, size_t arg4, int32_t arg5) {
   exports_kubewasm_controller_composite_sync_request_t arg6 = (exports_kubewasm_controller_composite_sync_request_t) {
     (exports_kubewasm_controller_composite_object_t) (controller_string_t) { (uint8_t*)(arg), (arg0) },
@@ -2732,7 +3078,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_sync(uint8_t * arg
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/composite@0.1.5#finalize")))
+__attribute__((__export_name__("kubewasm:controller/composite@0.1.6#finalize")))
 uint8_t * __wasm_export_exports_kubewasm_controller_composite_finalize(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2, uint8_t * arg3, size_t arg4, int32_t arg5) {
   exports_kubewasm_controller_composite_sync_request_t arg6 = (exports_kubewasm_controller_composite_sync_request_t) {
     (exports_kubewasm_controller_composite_object_t) (controller_string_t) { (uint8_t*)(arg), (arg0) },
@@ -2780,7 +3126,7 @@ uint8_t * __wasm_export_exports_kubewasm_controller_composite_finalize(uint8_t *
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/clusters@0.1.5#scope")))
+__attribute__((__export_name__("kubewasm:controller/clusters@0.1.6#scope")))
 uint8_t * __wasm_export_exports_kubewasm_controller_clusters_scope(void) {
   exports_kubewasm_controller_clusters_cluster_scope_t ret;
   exports_kubewasm_controller_clusters_scope(&ret);
@@ -2823,13 +3169,256 @@ uint8_t * __wasm_export_exports_kubewasm_controller_clusters_scope(void) {
   return ptr;
 }
 
-__attribute__((__export_name__("kubewasm:controller/projections@0.1.5#fields")))
+__attribute__((__export_name__("kubewasm:controller/projections@0.1.6#fields")))
 uint8_t * __wasm_export_exports_kubewasm_controller_projections_fields(void) {
   exports_kubewasm_controller_projections_list_projection_t ret;
   exports_kubewasm_controller_projections_fields(&ret);
   uint8_t *ptr = (uint8_t *) &RET_AREA;
   *((size_t*)(ptr + sizeof(void*))) = (ret).len;
   *((uint8_t **)(ptr + 0)) = (uint8_t *) (ret).ptr;
+  return ptr;
+}
+
+__attribute__((__export_name__("kubewasm:controller/webhooks@0.1.6#declare")))
+uint8_t * __wasm_export_exports_kubewasm_controller_webhooks_declare(void) {
+  exports_kubewasm_controller_webhooks_declaration_t ret;
+  exports_kubewasm_controller_webhooks_declare(&ret);
+  uint8_t *ptr = (uint8_t *) &RET_AREA;
+  *((size_t*)(ptr + sizeof(void*))) = ((ret).admission).len;
+  *((uint8_t **)(ptr + 0)) = (uint8_t *) ((ret).admission).ptr;
+  *((size_t*)(ptr + (3*sizeof(void*)))) = ((ret).conversion).len;
+  *((uint8_t **)(ptr + (2*sizeof(void*)))) = (uint8_t *) ((ret).conversion).ptr;
+  return ptr;
+}
+
+__attribute__((__export_name__("kubewasm:controller/webhooks@0.1.6#validate")))
+uint8_t * __wasm_export_exports_kubewasm_controller_webhooks_validate(uint8_t * arg) {
+  controller_option_string_t option;
+  switch ((int32_t) *((uint8_t*) (arg + (10*sizeof(void*))))) {
+    case 0: {
+      option.is_some = false;
+      break;
+    }
+    case 1: {
+      option.is_some = true;
+      option.val = (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (11*sizeof(void*))))), (*((size_t*) (arg + (12*sizeof(void*))))) };
+      break;
+    }
+  }
+  controller_option_string_t option0;
+  switch ((int32_t) *((uint8_t*) (arg + (13*sizeof(void*))))) {
+    case 0: {
+      option0.is_some = false;
+      break;
+    }
+    case 1: {
+      option0.is_some = true;
+      option0.val = (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (14*sizeof(void*))))), (*((size_t*) (arg + (15*sizeof(void*))))) };
+      break;
+    }
+  }
+  exports_kubewasm_controller_webhooks_option_object_t option1;
+  switch ((int32_t) *((uint8_t*) (arg + (25*sizeof(void*))))) {
+    case 0: {
+      option1.is_some = false;
+      break;
+    }
+    case 1: {
+      option1.is_some = true;
+      option1.val = (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (26*sizeof(void*))))), (*((size_t*) (arg + (27*sizeof(void*))))) };
+      break;
+    }
+  }
+  exports_kubewasm_controller_webhooks_option_object_t option2;
+  switch ((int32_t) *((uint8_t*) (arg + (28*sizeof(void*))))) {
+    case 0: {
+      option2.is_some = false;
+      break;
+    }
+    case 1: {
+      option2.is_some = true;
+      option2.val = (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (29*sizeof(void*))))), (*((size_t*) (arg + (30*sizeof(void*))))) };
+      break;
+    }
+  }
+  exports_kubewasm_controller_webhooks_admission_request_t arg3 = (exports_kubewasm_controller_webhooks_admission_request_t) {
+    (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + 0))), (*((size_t*) (arg + sizeof(void*)))) },
+    (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (2*sizeof(void*))))), (*((size_t*) (arg + (3*sizeof(void*))))) },
+    (exports_kubewasm_controller_webhooks_gvk_t) (kubewasm_controller_types_gvk_t) {
+      (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (4*sizeof(void*))))), (*((size_t*) (arg + (5*sizeof(void*))))) },
+      (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (6*sizeof(void*))))), (*((size_t*) (arg + (7*sizeof(void*))))) },
+      (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (8*sizeof(void*))))), (*((size_t*) (arg + (9*sizeof(void*))))) },
+    },
+    (controller_option_string_t) option,
+    (controller_option_string_t) option0,
+    (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (16*sizeof(void*))))), (*((size_t*) (arg + (17*sizeof(void*))))) },
+    (exports_kubewasm_controller_webhooks_operation_t) (int32_t) *((uint8_t*) (arg + (18*sizeof(void*)))),
+    (exports_kubewasm_controller_webhooks_user_info_t) (exports_kubewasm_controller_webhooks_user_info_t) {
+      (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (19*sizeof(void*))))), (*((size_t*) (arg + (20*sizeof(void*))))) },
+      (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (21*sizeof(void*))))), (*((size_t*) (arg + (22*sizeof(void*))))) },
+      (controller_list_string_t) (controller_list_string_t) { (controller_string_t*)(*((uint8_t **) (arg + (23*sizeof(void*))))), (*((size_t*) (arg + (24*sizeof(void*))))) },
+    },
+    (exports_kubewasm_controller_webhooks_option_object_t) option1,
+    (exports_kubewasm_controller_webhooks_option_object_t) option2,
+    (bool) (int32_t) *((uint8_t*) (arg + (31*sizeof(void*)))),
+  };
+  exports_kubewasm_controller_webhooks_result_list_string_denial_t ret;
+  controller_list_string_t ok;
+  exports_kubewasm_controller_webhooks_denial_t err;
+  ret.is_err = !exports_kubewasm_controller_webhooks_validate(&arg3, &ok, &err);
+  if (ret.is_err) {
+    ret.val.err = err;
+  }
+  if (!ret.is_err) {
+    ret.val.ok = ok;
+  }
+  free(arg);
+  uint8_t *ptr = (uint8_t *) &RET_AREA;
+  if ((ret).is_err) {
+    const exports_kubewasm_controller_webhooks_denial_t *payload4 = &(ret).val.err;*((int8_t*)(ptr + 0)) = 1;
+    *((int16_t*)(ptr + sizeof(void*))) = (int32_t) ((*payload4).code);
+    *((size_t*)(ptr + (3*sizeof(void*)))) = ((*payload4).message).len;
+    *((uint8_t **)(ptr + (2*sizeof(void*)))) = (uint8_t *) ((*payload4).message).ptr;
+    *((size_t*)(ptr + (5*sizeof(void*)))) = ((*payload4).warnings).len;
+    *((uint8_t **)(ptr + (4*sizeof(void*)))) = (uint8_t *) ((*payload4).warnings).ptr;
+  } else {
+    const controller_list_string_t *payload = &(ret).val.ok;*((int8_t*)(ptr + 0)) = 0;
+    *((size_t*)(ptr + (2*sizeof(void*)))) = (*payload).len;
+    *((uint8_t **)(ptr + sizeof(void*))) = (uint8_t *) (*payload).ptr;
+  }
+  return ptr;
+}
+
+__attribute__((__export_name__("kubewasm:controller/webhooks@0.1.6#mutate")))
+uint8_t * __wasm_export_exports_kubewasm_controller_webhooks_mutate(uint8_t * arg) {
+  controller_option_string_t option;
+  switch ((int32_t) *((uint8_t*) (arg + (10*sizeof(void*))))) {
+    case 0: {
+      option.is_some = false;
+      break;
+    }
+    case 1: {
+      option.is_some = true;
+      option.val = (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (11*sizeof(void*))))), (*((size_t*) (arg + (12*sizeof(void*))))) };
+      break;
+    }
+  }
+  controller_option_string_t option0;
+  switch ((int32_t) *((uint8_t*) (arg + (13*sizeof(void*))))) {
+    case 0: {
+      option0.is_some = false;
+      break;
+    }
+    case 1: {
+      option0.is_some = true;
+      option0.val = (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (14*sizeof(void*))))), (*((size_t*) (arg + (15*sizeof(void*))))) };
+      break;
+    }
+  }
+  exports_kubewasm_controller_webhooks_option_object_t option1;
+  switch ((int32_t) *((uint8_t*) (arg + (25*sizeof(void*))))) {
+    case 0: {
+      option1.is_some = false;
+      break;
+    }
+    case 1: {
+      option1.is_some = true;
+      option1.val = (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (26*sizeof(void*))))), (*((size_t*) (arg + (27*sizeof(void*))))) };
+      break;
+    }
+  }
+  exports_kubewasm_controller_webhooks_option_object_t option2;
+  switch ((int32_t) *((uint8_t*) (arg + (28*sizeof(void*))))) {
+    case 0: {
+      option2.is_some = false;
+      break;
+    }
+    case 1: {
+      option2.is_some = true;
+      option2.val = (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (29*sizeof(void*))))), (*((size_t*) (arg + (30*sizeof(void*))))) };
+      break;
+    }
+  }
+  exports_kubewasm_controller_webhooks_admission_request_t arg3 = (exports_kubewasm_controller_webhooks_admission_request_t) {
+    (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + 0))), (*((size_t*) (arg + sizeof(void*)))) },
+    (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (2*sizeof(void*))))), (*((size_t*) (arg + (3*sizeof(void*))))) },
+    (exports_kubewasm_controller_webhooks_gvk_t) (kubewasm_controller_types_gvk_t) {
+      (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (4*sizeof(void*))))), (*((size_t*) (arg + (5*sizeof(void*))))) },
+      (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (6*sizeof(void*))))), (*((size_t*) (arg + (7*sizeof(void*))))) },
+      (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (8*sizeof(void*))))), (*((size_t*) (arg + (9*sizeof(void*))))) },
+    },
+    (controller_option_string_t) option,
+    (controller_option_string_t) option0,
+    (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (16*sizeof(void*))))), (*((size_t*) (arg + (17*sizeof(void*))))) },
+    (exports_kubewasm_controller_webhooks_operation_t) (int32_t) *((uint8_t*) (arg + (18*sizeof(void*)))),
+    (exports_kubewasm_controller_webhooks_user_info_t) (exports_kubewasm_controller_webhooks_user_info_t) {
+      (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (19*sizeof(void*))))), (*((size_t*) (arg + (20*sizeof(void*))))) },
+      (controller_string_t) (controller_string_t) { (uint8_t*)(*((uint8_t **) (arg + (21*sizeof(void*))))), (*((size_t*) (arg + (22*sizeof(void*))))) },
+      (controller_list_string_t) (controller_list_string_t) { (controller_string_t*)(*((uint8_t **) (arg + (23*sizeof(void*))))), (*((size_t*) (arg + (24*sizeof(void*))))) },
+    },
+    (exports_kubewasm_controller_webhooks_option_object_t) option1,
+    (exports_kubewasm_controller_webhooks_option_object_t) option2,
+    (bool) (int32_t) *((uint8_t*) (arg + (31*sizeof(void*)))),
+  };
+  exports_kubewasm_controller_webhooks_result_mutation_denial_t ret;
+  exports_kubewasm_controller_webhooks_mutation_t ok;
+  exports_kubewasm_controller_webhooks_denial_t err;
+  ret.is_err = !exports_kubewasm_controller_webhooks_mutate(&arg3, &ok, &err);
+  if (ret.is_err) {
+    ret.val.err = err;
+  }
+  if (!ret.is_err) {
+    ret.val.ok = ok;
+  }
+  free(arg);
+  uint8_t *ptr = (uint8_t *) &RET_AREA;
+  if ((ret).is_err) {
+    const exports_kubewasm_controller_webhooks_denial_t *payload6 = &(ret).val.err;*((int8_t*)(ptr + 0)) = 1;
+    *((int16_t*)(ptr + sizeof(void*))) = (int32_t) ((*payload6).code);
+    *((size_t*)(ptr + (3*sizeof(void*)))) = ((*payload6).message).len;
+    *((uint8_t **)(ptr + (2*sizeof(void*)))) = (uint8_t *) ((*payload6).message).ptr;
+    *((size_t*)(ptr + (5*sizeof(void*)))) = ((*payload6).warnings).len;
+    *((uint8_t **)(ptr + (4*sizeof(void*)))) = (uint8_t *) ((*payload6).warnings).ptr;
+  } else {
+    const exports_kubewasm_controller_webhooks_mutation_t *payload = &(ret).val.ok;*((int8_t*)(ptr + 0)) = 0;
+    if (((*payload).object).is_some) {
+      const exports_kubewasm_controller_webhooks_object_t *payload5 = &((*payload).object).val;
+      *((int8_t*)(ptr + sizeof(void*))) = 1;
+      *((size_t*)(ptr + (3*sizeof(void*)))) = (*payload5).len;
+      *((uint8_t **)(ptr + (2*sizeof(void*)))) = (uint8_t *) (*payload5).ptr;
+    } else {
+      *((int8_t*)(ptr + sizeof(void*))) = 0;
+    }
+    *((size_t*)(ptr + (5*sizeof(void*)))) = ((*payload).warnings).len;
+    *((uint8_t **)(ptr + (4*sizeof(void*)))) = (uint8_t *) ((*payload).warnings).ptr;
+  }
+  return ptr;
+}
+
+__attribute__((__export_name__("kubewasm:controller/webhooks@0.1.6#convert")))
+uint8_t * __wasm_export_exports_kubewasm_controller_webhooks_convert(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2) {
+  exports_kubewasm_controller_webhooks_list_object_t arg3 = (exports_kubewasm_controller_webhooks_list_object_t) { (exports_kubewasm_controller_webhooks_object_t*)(arg), (arg0) };
+  controller_string_t arg4 = (controller_string_t) { (uint8_t*)(arg1), (arg2) };
+  exports_kubewasm_controller_webhooks_result_list_object_string_t ret;
+  exports_kubewasm_controller_webhooks_list_object_t ok;
+  controller_string_t err;
+  ret.is_err = !exports_kubewasm_controller_webhooks_convert(&arg3, &arg4, &ok, &err);
+  if (ret.is_err) {
+    ret.val.err = err;
+  }
+  if (!ret.is_err) {
+    ret.val.ok = ok;
+  }
+  uint8_t *ptr = (uint8_t *) &RET_AREA;
+  if ((ret).is_err) {
+    const controller_string_t *payload5 = &(ret).val.err;*((int8_t*)(ptr + 0)) = 1;
+    *((size_t*)(ptr + (2*sizeof(void*)))) = (*payload5).len;
+    *((uint8_t **)(ptr + sizeof(void*))) = (uint8_t *) (*payload5).ptr;
+  } else {
+    const exports_kubewasm_controller_webhooks_list_object_t *payload = &(ret).val.ok;*((int8_t*)(ptr + 0)) = 0;
+    *((size_t*)(ptr + (2*sizeof(void*)))) = (*payload).len;
+    *((uint8_t **)(ptr + sizeof(void*))) = (uint8_t *) (*payload).ptr;
+  }
   return ptr;
 }
 

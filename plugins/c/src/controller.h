@@ -734,7 +734,200 @@ typedef struct {
   size_t len;
 } exports_kubewasm_controller_projections_list_projection_t;
 
-// Imported Functions from `kubewasm:controller/cache@0.1.5`
+typedef kubewasm_controller_types_gvk_t exports_kubewasm_controller_webhooks_gvk_t;
+
+typedef kubewasm_controller_types_object_t exports_kubewasm_controller_webhooks_object_t;
+
+// What a change does, as the API server names it.
+typedef uint8_t exports_kubewasm_controller_webhooks_operation_t;
+
+#define EXPORTS_KUBEWASM_CONTROLLER_WEBHOOKS_OPERATION_CREATE 0
+#define EXPORTS_KUBEWASM_CONTROLLER_WEBHOOKS_OPERATION_UPDATE 1
+#define EXPORTS_KUBEWASM_CONTROLLER_WEBHOOKS_OPERATION_DELETE 2
+#define EXPORTS_KUBEWASM_CONTROLLER_WEBHOOKS_OPERATION_CONNECT 3
+
+// What the API server does when the host cannot answer (it is unreachable, or the hook's
+// timeout passes); also what the host answers when the plugin faults.
+typedef uint8_t exports_kubewasm_controller_webhooks_failure_policy_t;
+
+// Refuse the change.
+#define EXPORTS_KUBEWASM_CONTROLLER_WEBHOOKS_FAILURE_POLICY_FAIL 0
+// Let the change through, unvalidated and unchanged.
+#define EXPORTS_KUBEWASM_CONTROLLER_WEBHOOKS_FAILURE_POLICY_IGNORE 1
+
+// Whether calling the hook changes anything outside the object (the API server calls hooks
+// with side effects only for real requests, never for dry runs). A plugin's hooks cannot
+// write, so they have none; `none-on-dry-run` is for a hook that logs differently.
+typedef uint8_t exports_kubewasm_controller_webhooks_side_effects_t;
+
+#define EXPORTS_KUBEWASM_CONTROLLER_WEBHOOKS_SIDE_EFFECTS_NONE 0
+#define EXPORTS_KUBEWASM_CONTROLLER_WEBHOOKS_SIDE_EFFECTS_NONE_ON_DRY_RUN 1
+
+// A CEL expression the API server evaluates before calling the hook: the hook is called
+// only when every condition is true (`matchConditions`).
+typedef struct exports_kubewasm_controller_webhooks_match_condition_t {
+  // Unique within the hook: a qualified name (`[prefix/]name`), at most 316 bytes.
+  controller_string_t   name;
+  // A CEL expression over `object`, `oldObject`, `request` and `authorizer`, returning a
+  // bool; the API server checks it when the host writes the configuration. At most 4 KiB
+  // (4 096 bytes).
+  controller_string_t   expression;
+} exports_kubewasm_controller_webhooks_match_condition_t;
+
+typedef struct {
+  exports_kubewasm_controller_webhooks_gvk_t *ptr;
+  size_t len;
+} exports_kubewasm_controller_webhooks_list_gvk_t;
+
+typedef struct {
+  exports_kubewasm_controller_webhooks_operation_t *ptr;
+  size_t len;
+} exports_kubewasm_controller_webhooks_list_operation_t;
+
+typedef struct {
+  exports_kubewasm_controller_webhooks_match_condition_t *ptr;
+  size_t len;
+} exports_kubewasm_controller_webhooks_list_match_condition_t;
+
+// One admission hook.
+typedef struct exports_kubewasm_controller_webhooks_admission_hook_t {
+  // Unique among the plugin's hooks: a DNS label (lower-case letters, digits, '-'), 1 to
+  // 63 bytes. It names the hook in the webhook configuration (`<name>.<plugin>.kubewasm.io`),
+  // in its path and in metrics.
+  controller_string_t   name;
+  // `true`: a mutating hook (defaulting), called through `mutate`, before validation;
+  // `false`: a validating hook, called through `validate`.
+  bool   mutating;
+  // The kinds it admits, 1 to 100; each must be served by the API server (the host
+  // resolves each to its resource). Kinds of another version of the same resource are
+  // converted to the listed one before the hook sees them.
+  exports_kubewasm_controller_webhooks_list_gvk_t   kinds;
+  // The operations it admits, 1 to 4, without repeats.
+  exports_kubewasm_controller_webhooks_list_operation_t   operations;
+  exports_kubewasm_controller_webhooks_failure_policy_t   failure_policy;
+  // How long the API server waits for an answer, 1 to 30 seconds (Kubernetes' bounds); the
+  // host answers a call still running a margin before it.
+  uint32_t   timeout_seconds;
+  exports_kubewasm_controller_webhooks_side_effects_t   side_effects;
+  // At most 64 (Kubernetes' bound).
+  exports_kubewasm_controller_webhooks_list_match_condition_t   match_conditions;
+} exports_kubewasm_controller_webhooks_admission_hook_t;
+
+// A custom resource whose versions the plugin converts between.
+typedef struct exports_kubewasm_controller_webhooks_conversion_hook_t {
+  // The custom resource's group and kind (its CRD must be served, with at least two
+  // versions); the version of `%resource` is ignored. Group at most 253 bytes, kind 63.
+  exports_kubewasm_controller_webhooks_gvk_t   resource;
+} exports_kubewasm_controller_webhooks_conversion_hook_t;
+
+typedef struct {
+  exports_kubewasm_controller_webhooks_admission_hook_t *ptr;
+  size_t len;
+} exports_kubewasm_controller_webhooks_list_admission_hook_t;
+
+typedef struct {
+  exports_kubewasm_controller_webhooks_conversion_hook_t *ptr;
+  size_t len;
+} exports_kubewasm_controller_webhooks_list_conversion_hook_t;
+
+// The plugin's hooks.
+typedef struct exports_kubewasm_controller_webhooks_declaration_t {
+  // At most 32.
+  exports_kubewasm_controller_webhooks_list_admission_hook_t   admission;
+  // At most 16, one per custom resource.
+  exports_kubewasm_controller_webhooks_list_conversion_hook_t   conversion;
+} exports_kubewasm_controller_webhooks_declaration_t;
+
+// Who asked for the change.
+typedef struct exports_kubewasm_controller_webhooks_user_info_t {
+  // At most 253 bytes.
+  controller_string_t   username;
+  // At most 253 bytes.
+  controller_string_t   uid;
+  // At most 100, each at most 253 bytes.
+  controller_list_string_t   groups;
+} exports_kubewasm_controller_webhooks_user_info_t;
+
+typedef struct {
+  bool is_some;
+  exports_kubewasm_controller_webhooks_object_t val;
+} exports_kubewasm_controller_webhooks_option_object_t;
+
+// One admission request, as the API server sent it.
+typedef struct exports_kubewasm_controller_webhooks_admission_request_t {
+  // Which of the plugin's hooks is asked.
+  controller_string_t   hook;
+  // The request's UID, as the API server sent it (at most 253 bytes).
+  controller_string_t   uid;
+  // The kind of the object as the hook sees it (one of its `kinds`).
+  exports_kubewasm_controller_webhooks_gvk_t   kind;
+  // A subresource (`status`, `scale`, ...), or `none` for the resource itself.
+  controller_option_string_t   subresource;
+  // Namespace of the object; `none` for cluster-scoped ones.
+  controller_option_string_t   namespace_;
+  // The object's name; empty on a create that lets the API server generate it.
+  controller_string_t   name;
+  exports_kubewasm_controller_webhooks_operation_t   operation;
+  exports_kubewasm_controller_webhooks_user_info_t   user;
+  // The object as it would be stored (`none` on delete). At most 3 MiB, as stored.
+  exports_kubewasm_controller_webhooks_option_object_t   object;
+  // The object as it is (on update and delete; `none` on create). At most 3 MiB.
+  exports_kubewasm_controller_webhooks_option_object_t   old_object;
+  // Whether the change is a dry run: nothing will be stored.
+  bool   dry_run;
+} exports_kubewasm_controller_webhooks_admission_request_t;
+
+// A refusal.
+typedef struct exports_kubewasm_controller_webhooks_denial_t {
+  // The HTTP status the user sees: 400 to 599 (403 Forbidden when in doubt; 422 for an
+  // invalid object).
+  uint16_t   code;
+  // Why, for the user: at most 4 KiB (4 096 bytes).
+  controller_string_t   message;
+  // Warnings shown to the user beside the refusal: at most 32, each at most 512 bytes.
+  controller_list_string_t   warnings;
+} exports_kubewasm_controller_webhooks_denial_t;
+
+// What a mutating hook makes of the object.
+typedef struct exports_kubewasm_controller_webhooks_mutation_t {
+  // The object as it should be stored (the host sends the API server the JSON patch from
+  // the request's object to this one); `none`: unchanged. At most 3 MiB. Changing its
+  // `apiVersion`, `kind`, name or namespace is refused as a fault.
+  exports_kubewasm_controller_webhooks_option_object_t   object;
+  // At most 32, each at most 512 bytes.
+  controller_list_string_t   warnings;
+} exports_kubewasm_controller_webhooks_mutation_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    controller_list_string_t ok;
+    exports_kubewasm_controller_webhooks_denial_t err;
+  } val;
+} exports_kubewasm_controller_webhooks_result_list_string_denial_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    exports_kubewasm_controller_webhooks_mutation_t ok;
+    exports_kubewasm_controller_webhooks_denial_t err;
+  } val;
+} exports_kubewasm_controller_webhooks_result_mutation_denial_t;
+
+typedef struct {
+  exports_kubewasm_controller_webhooks_object_t *ptr;
+  size_t len;
+} exports_kubewasm_controller_webhooks_list_object_t;
+
+typedef struct {
+  bool is_err;
+  union {
+    exports_kubewasm_controller_webhooks_list_object_t ok;
+    controller_string_t err;
+  } val;
+} exports_kubewasm_controller_webhooks_result_list_object_string_t;
+
+// Imported Functions from `kubewasm:controller/cache@0.1.6`
 // One object, or `none` if there is none of that name.
 // 
 // `name` is at most 253 bytes and `namespace` at most 63, like every name and namespace.
@@ -770,7 +963,7 @@ extern bool kubewasm_controller_cache_list_objects(kubewasm_controller_cache_gvk
 // `list-objects` (the same quarter of the plugin's memory limit).
 extern bool kubewasm_controller_cache_list_controlled(kubewasm_controller_cache_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *owner, kubewasm_controller_cache_list_object_t *ret, kubewasm_controller_cache_error_t *err);
 
-// Imported Functions from `kubewasm:controller/client@0.1.5`
+// Imported Functions from `kubewasm:controller/client@0.1.6`
 // Server-side apply: makes the fields in `object` owned by this plugin's field manager and
 // equal to the given values; creates the object if it does not exist. Needs `patch`, and,
 // when the object does not exist yet, `create` (`forbidden` otherwise; without `create`,
@@ -800,17 +993,17 @@ extern bool kubewasm_controller_client_patch(kubewasm_controller_client_gvk_t *r
 // it with its deletion timestamp).
 extern bool kubewasm_controller_client_delete(kubewasm_controller_client_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *name, kubewasm_controller_client_error_t *err);
 
-// Imported Functions from `kubewasm:controller/events@0.1.5`
+// Imported Functions from `kubewasm:controller/events@0.1.6`
 // Queues an event. Errors: `invalid` for an empty or too long reason or action, a note over
 // 1024 bytes, or a `regarding` name over 253 bytes or namespace over 63 (checked before
 // anything is copied or queued); `forbidden` for an object the plugin may not read.
 extern bool kubewasm_controller_events_publish(kubewasm_controller_events_event_t *event, kubewasm_controller_events_error_t *err);
 
-// Imported Functions from `kubewasm:controller/log@0.1.5`
+// Imported Functions from `kubewasm:controller/log@0.1.6`
 // Writes one log record. Never fails; records below the host's level are dropped cheaply.
 extern void kubewasm_controller_log_emit(kubewasm_controller_log_level_t level, controller_string_t *message, kubewasm_controller_log_list_field_t *fields);
 
-// Imported Functions from `kubewasm:controller/fleet@0.1.5`
+// Imported Functions from `kubewasm:controller/fleet@0.1.6`
 // The cluster the object of the current call lives in: `none` for the host's own cluster
 // (always, in a plugin that serves no member cluster).
 extern bool kubewasm_controller_fleet_current(controller_string_t *ret);
@@ -837,34 +1030,40 @@ extern bool kubewasm_controller_fleet_patch(controller_string_t *maybe_cluster, 
 // `client.delete` in `cluster`.
 extern bool kubewasm_controller_fleet_delete(controller_string_t *maybe_cluster, kubewasm_controller_fleet_gvk_t *resource, controller_string_t *maybe_namespace_, controller_string_t *name, kubewasm_controller_fleet_error_t *err);
 
-// Exported Functions from `kubewasm:controller/plugin@0.1.5`
+// Exported Functions from `kubewasm:controller/plugin@0.1.6`
 bool exports_kubewasm_controller_plugin_describe(controller_string_t *settings, exports_kubewasm_controller_plugin_manifest_t *ret, controller_string_t *err);
 
-// Exported Functions from `kubewasm:controller/reconciler@0.1.5`
+// Exported Functions from `kubewasm:controller/reconciler@0.1.6`
 bool exports_kubewasm_controller_reconciler_reconcile(exports_kubewasm_controller_reconciler_request_t *request, exports_kubewasm_controller_reconciler_action_t *ret, exports_kubewasm_controller_reconciler_error_t *err);
 bool exports_kubewasm_controller_reconciler_finalize(exports_kubewasm_controller_reconciler_request_t *request, exports_kubewasm_controller_reconciler_action_t *ret, exports_kubewasm_controller_reconciler_error_t *err);
 void exports_kubewasm_controller_reconciler_map_related(exports_kubewasm_controller_reconciler_gvk_t *resource, exports_kubewasm_controller_reconciler_object_t *object, exports_kubewasm_controller_reconciler_list_object_key_t *ret);
 
-// Exported Functions from `kubewasm:controller/access@0.1.5`
+// Exported Functions from `kubewasm:controller/access@0.1.6`
 void exports_kubewasm_controller_access_rules(exports_kubewasm_controller_access_list_rule_t *ret);
 
-// Exported Functions from `kubewasm:controller/release@0.1.5`
+// Exported Functions from `kubewasm:controller/release@0.1.6`
 bool exports_kubewasm_controller_release_released(exports_kubewasm_controller_release_request_t *request, exports_kubewasm_controller_release_action_t *ret, exports_kubewasm_controller_release_error_t *err);
 
-// Exported Functions from `kubewasm:controller/views@0.1.5`
+// Exported Functions from `kubewasm:controller/views@0.1.6`
 void exports_kubewasm_controller_views_metadata_only(exports_kubewasm_controller_views_list_gvk_t *ret);
 
-// Exported Functions from `kubewasm:controller/composite@0.1.5`
+// Exported Functions from `kubewasm:controller/composite@0.1.6`
 bool exports_kubewasm_controller_composite_describe_composition(exports_kubewasm_controller_composite_composition_t *ret);
 bool exports_kubewasm_controller_composite_customize(exports_kubewasm_controller_composite_object_t *parent, exports_kubewasm_controller_composite_list_related_rule_t *ret, exports_kubewasm_controller_composite_error_t *err);
 bool exports_kubewasm_controller_composite_sync(exports_kubewasm_controller_composite_sync_request_t *request, exports_kubewasm_controller_composite_sync_response_t *ret, exports_kubewasm_controller_composite_error_t *err);
 bool exports_kubewasm_controller_composite_finalize(exports_kubewasm_controller_composite_sync_request_t *request, exports_kubewasm_controller_composite_sync_response_t *ret, exports_kubewasm_controller_composite_error_t *err);
 
-// Exported Functions from `kubewasm:controller/clusters@0.1.5`
+// Exported Functions from `kubewasm:controller/clusters@0.1.6`
 void exports_kubewasm_controller_clusters_scope(exports_kubewasm_controller_clusters_cluster_scope_t *ret);
 
-// Exported Functions from `kubewasm:controller/projections@0.1.5`
+// Exported Functions from `kubewasm:controller/projections@0.1.6`
 void exports_kubewasm_controller_projections_fields(exports_kubewasm_controller_projections_list_projection_t *ret);
+
+// Exported Functions from `kubewasm:controller/webhooks@0.1.6`
+void exports_kubewasm_controller_webhooks_declare(exports_kubewasm_controller_webhooks_declaration_t *ret);
+bool exports_kubewasm_controller_webhooks_validate(exports_kubewasm_controller_webhooks_admission_request_t *request, controller_list_string_t *ret, exports_kubewasm_controller_webhooks_denial_t *err);
+bool exports_kubewasm_controller_webhooks_mutate(exports_kubewasm_controller_webhooks_admission_request_t *request, exports_kubewasm_controller_webhooks_mutation_t *ret, exports_kubewasm_controller_webhooks_denial_t *err);
+bool exports_kubewasm_controller_webhooks_convert(exports_kubewasm_controller_webhooks_list_object_t *objects, controller_string_t *desired_api_version, exports_kubewasm_controller_webhooks_list_object_t *ret, controller_string_t *err);
 
 // Helper Functions
 
@@ -1051,6 +1250,46 @@ void controller_list_list_string_free(controller_list_list_string_t *ptr);
 void exports_kubewasm_controller_projections_projection_free(exports_kubewasm_controller_projections_projection_t *ptr);
 
 void exports_kubewasm_controller_projections_list_projection_free(exports_kubewasm_controller_projections_list_projection_t *ptr);
+
+void exports_kubewasm_controller_webhooks_gvk_free(exports_kubewasm_controller_webhooks_gvk_t *ptr);
+
+void exports_kubewasm_controller_webhooks_object_free(exports_kubewasm_controller_webhooks_object_t *ptr);
+
+void exports_kubewasm_controller_webhooks_match_condition_free(exports_kubewasm_controller_webhooks_match_condition_t *ptr);
+
+void exports_kubewasm_controller_webhooks_list_gvk_free(exports_kubewasm_controller_webhooks_list_gvk_t *ptr);
+
+void exports_kubewasm_controller_webhooks_list_operation_free(exports_kubewasm_controller_webhooks_list_operation_t *ptr);
+
+void exports_kubewasm_controller_webhooks_list_match_condition_free(exports_kubewasm_controller_webhooks_list_match_condition_t *ptr);
+
+void exports_kubewasm_controller_webhooks_admission_hook_free(exports_kubewasm_controller_webhooks_admission_hook_t *ptr);
+
+void exports_kubewasm_controller_webhooks_conversion_hook_free(exports_kubewasm_controller_webhooks_conversion_hook_t *ptr);
+
+void exports_kubewasm_controller_webhooks_list_admission_hook_free(exports_kubewasm_controller_webhooks_list_admission_hook_t *ptr);
+
+void exports_kubewasm_controller_webhooks_list_conversion_hook_free(exports_kubewasm_controller_webhooks_list_conversion_hook_t *ptr);
+
+void exports_kubewasm_controller_webhooks_declaration_free(exports_kubewasm_controller_webhooks_declaration_t *ptr);
+
+void exports_kubewasm_controller_webhooks_user_info_free(exports_kubewasm_controller_webhooks_user_info_t *ptr);
+
+void exports_kubewasm_controller_webhooks_option_object_free(exports_kubewasm_controller_webhooks_option_object_t *ptr);
+
+void exports_kubewasm_controller_webhooks_admission_request_free(exports_kubewasm_controller_webhooks_admission_request_t *ptr);
+
+void exports_kubewasm_controller_webhooks_denial_free(exports_kubewasm_controller_webhooks_denial_t *ptr);
+
+void exports_kubewasm_controller_webhooks_mutation_free(exports_kubewasm_controller_webhooks_mutation_t *ptr);
+
+void exports_kubewasm_controller_webhooks_result_list_string_denial_free(exports_kubewasm_controller_webhooks_result_list_string_denial_t *ptr);
+
+void exports_kubewasm_controller_webhooks_result_mutation_denial_free(exports_kubewasm_controller_webhooks_result_mutation_denial_t *ptr);
+
+void exports_kubewasm_controller_webhooks_list_object_free(exports_kubewasm_controller_webhooks_list_object_t *ptr);
+
+void exports_kubewasm_controller_webhooks_result_list_object_string_free(exports_kubewasm_controller_webhooks_result_list_object_string_t *ptr);
 
 // Sets the string `ret` to reference the input string `s` without copying it
 void controller_string_set(controller_string_t *ret, const char*s);

@@ -15,16 +15,6 @@
 
 /* ---- The manifest and the settings ----------------------------------------------------------- */
 
-/* Room for one more item of size bytes in a list of len items held in the arena: a new copy
- * with twice the room when it is full. */
-static void *grow(void *items, size_t len, size_t *cap, size_t size) {
-    if (len < *cap) return items;
-    *cap = *cap ? *cap * 2 : 4;
-    void *bigger = kw_alloc(*cap * size);
-    if (len) memcpy(bigger, items, len * size);
-    return bigger;
-}
-
 struct kw_manifest {
     exports_kubewasm_controller_plugin_manifest_t wit;
     size_t owns_cap, watches_cap, permissions_cap;
@@ -208,6 +198,101 @@ kw_manifest *kw_manifest_reach_members(kw_manifest *m, kw_members members) {
     return m;
 }
 
+/* The hooks, for the `webhooks` export the host calls after describe: kept out of the arena, each
+ * hook where its kw_hook * points for the plugin's later kw_hook_* calls. */
+struct kw_hook {
+    exports_kubewasm_controller_webhooks_admission_hook_t wit;
+};
+static kw_hook **hooks;
+static size_t hooks_len;
+static exports_kubewasm_controller_webhooks_conversion_hook_t *conversions;
+static size_t conversions_len;
+
+/* Room for one more item in a list kept out of the arena. */
+static void *kept_grow(void *items, size_t len, size_t size) {
+    void *bigger = realloc(items, (len + 1) * size);
+    if (!bigger) abort();
+    return bigger;
+}
+
+static kubewasm_controller_types_gvk_t kept_gvk(kw_gvk gvk) {
+    return (kubewasm_controller_types_gvk_t){kept(gvk.group), kept(gvk.version), kept(gvk.kind)};
+}
+
+static kw_hook *declare_hook(const char *name, bool mutating, kw_gvk kind) {
+    kw_hook *hook = calloc(1, sizeof *hook);
+    if (!hook) abort();
+    hook->wit = (exports_kubewasm_controller_webhooks_admission_hook_t){
+        .name = kept(name),
+        .mutating = mutating,
+        .failure_policy = EXPORTS_KUBEWASM_CONTROLLER_WEBHOOKS_FAILURE_POLICY_FAIL,
+        .timeout_seconds = 10,
+        .side_effects = EXPORTS_KUBEWASM_CONTROLLER_WEBHOOKS_SIDE_EFFECTS_NONE,
+    };
+    kw_hook_operations(hook, KW_ON_CREATE | KW_ON_UPDATE);
+    hooks = kept_grow(hooks, hooks_len, sizeof *hooks);
+    hooks[hooks_len++] = hook;
+    return kw_hook_kind(hook, kind);
+}
+
+kw_hook *kw_manifest_validating_webhook(kw_manifest *m, const char *name, kw_gvk kind) {
+    (void)m;
+    return declare_hook(name, false, kind);
+}
+
+kw_hook *kw_manifest_mutating_webhook(kw_manifest *m, const char *name, kw_gvk kind) {
+    (void)m;
+    return declare_hook(name, true, kind);
+}
+
+kw_hook *kw_hook_kind(kw_hook *hook, kw_gvk kind) {
+    hook->wit.kinds.ptr = kept_grow(hook->wit.kinds.ptr, hook->wit.kinds.len, sizeof *hook->wit.kinds.ptr);
+    hook->wit.kinds.ptr[hook->wit.kinds.len++] = kept_gvk(kind);
+    return hook;
+}
+
+kw_hook *kw_hook_operations(kw_hook *hook, unsigned operations) {
+    free(hook->wit.operations.ptr);
+    hook->wit.operations.ptr = malloc(4 * sizeof *hook->wit.operations.ptr);
+    if (!hook->wit.operations.ptr) abort();
+    hook->wit.operations.len = 0;
+    /* KW_ON_CREATE ... KW_ON_CONNECT are the WIT's operations, in its order. */
+    for (uint8_t operation = 0; operation < 4; operation++) {
+        if (operations & (1u << operation)) {
+            hook->wit.operations.ptr[hook->wit.operations.len++] = operation;
+        }
+    }
+    return hook;
+}
+
+kw_hook *kw_hook_failure_policy(kw_hook *hook, kw_failure_policy policy) {
+    hook->wit.failure_policy = (exports_kubewasm_controller_webhooks_failure_policy_t)policy;
+    return hook;
+}
+
+kw_hook *kw_hook_timeout_seconds(kw_hook *hook, uint32_t seconds) {
+    hook->wit.timeout_seconds = seconds;
+    return hook;
+}
+
+kw_hook *kw_hook_side_effects(kw_hook *hook, kw_side_effects side_effects) {
+    hook->wit.side_effects = (exports_kubewasm_controller_webhooks_side_effects_t)side_effects;
+    return hook;
+}
+
+kw_hook *kw_hook_match_condition(kw_hook *hook, const char *name, const char *expression) {
+    exports_kubewasm_controller_webhooks_list_match_condition_t *conditions = &hook->wit.match_conditions;
+    conditions->ptr = kept_grow(conditions->ptr, conditions->len, sizeof *conditions->ptr);
+    conditions->ptr[conditions->len++] = (exports_kubewasm_controller_webhooks_match_condition_t){kept(name), kept(expression)};
+    return hook;
+}
+
+kw_manifest *kw_manifest_converts(kw_manifest *m, kw_gvk resource) {
+    conversions = kept_grow(conversions, conversions_len, sizeof *conversions);
+    conversions[conversions_len++] = (exports_kubewasm_controller_webhooks_conversion_hook_t){kept_gvk(resource)};
+    return m;
+}
+
 struct kw_settings {
     kw_value *values;
     kw_value *asked; /* the keys the plugin asked for, as an object of nulls */
@@ -254,6 +339,13 @@ bool exports_kubewasm_controller_plugin_describe(controller_string_t *settings_t
     projections = NULL;
     projections_len = 0;
     scope = (exports_kubewasm_controller_clusters_cluster_scope_t){.serve_local = true};
+    for (size_t i = 0; i < hooks_len; i++) free(hooks[i]);
+    free(hooks);
+    hooks = NULL;
+    hooks_len = 0;
+    free(conversions);
+    conversions = NULL;
+    conversions_len = 0;
     const char *refused = plugin->describe(&m, &settings);
     if (refused) {
         *err = wit_message(refused);
@@ -364,6 +456,96 @@ bool exports_kubewasm_controller_composite_finalize(exports_kubewasm_controller_
     return exports_kubewasm_controller_composite_sync(request, ret, err);
 }
 
+void exports_kubewasm_controller_webhooks_declare(exports_kubewasm_controller_webhooks_declaration_t *ret) {
+    exports_kubewasm_controller_webhooks_admission_hook_t *admission = kw_alloc((hooks_len ? hooks_len : 1) * sizeof *admission);
+    for (size_t i = 0; i < hooks_len; i++) admission[i] = hooks[i]->wit;
+    *ret = (exports_kubewasm_controller_webhooks_declaration_t){
+        .admission = {admission, hooks_len},
+        .conversion = {conversions, conversions_len},
+    };
+}
+
+static const char *optional(controller_option_string_t text) {
+    return text.is_some ? from_wit(text.val) : NULL;
+}
+
+static kw_value *optional_object(exports_kubewasm_controller_webhooks_option_object_t text) {
+    return text.is_some ? decode(text.val) : NULL;
+}
+
+static kw_review review_of(exports_kubewasm_controller_webhooks_admission_request_t *request) {
+    kw_value *groups = kw_array();
+    for (size_t i = 0; i < request->user.groups.len; i++) kw_push(groups, kw_stringn((const char *)request->user.groups.ptr[i].ptr, request->user.groups.ptr[i].len));
+    return (kw_review){
+        .hook = from_wit(request->hook),
+        .uid = from_wit(request->uid),
+        .kind = from_wit_gvk(request->kind),
+        .subresource = optional(request->subresource),
+        .namespace_ = optional(request->namespace_),
+        .name = from_wit(request->name),
+        .operation = 1u << request->operation,
+        .username = from_wit(request->user.username),
+        .user_uid = from_wit(request->user.uid),
+        .groups = groups,
+        .dry_run = request->dry_run,
+        .object = optional_object(request->object),
+        .old_object = optional_object(request->old_object),
+    };
+}
+
+typedef kw_admission (*hook_handler)(const kw_review *review);
+
+/* Runs the plugin's handler for the request (a 500 denial when it registers none); false with
+ * *err set for a denial, which carries the call's warnings as an allowed answer does. */
+static bool admit(hook_handler handle, const char *handler, exports_kubewasm_controller_webhooks_admission_request_t *request, kw_admission *answer, exports_kubewasm_controller_webhooks_denial_t *err) {
+    kw_call_begin();
+    kw_review review = review_of(request);
+    *answer = handle ? handle(&review) : kw_deny(500, "the plugin declares hook \"%s\" but registers no %s", review.hook, handler);
+    if (answer->code == 0) return true;
+    *err = (exports_kubewasm_controller_webhooks_denial_t){answer->code, wit_cut(answer->message, MAX_DENIAL_MESSAGE), kw_call_warnings()};
+    return false;
+}
+
+bool exports_kubewasm_controller_webhooks_validate(exports_kubewasm_controller_webhooks_admission_request_t *request, controller_list_string_t *ret, exports_kubewasm_controller_webhooks_denial_t *err) {
+    kw_admission answer;
+    if (!admit(plugin->validate, "validate", request, &answer, err)) return false;
+    *ret = kw_call_warnings();
+    return true;
+}
+
+bool exports_kubewasm_controller_webhooks_mutate(exports_kubewasm_controller_webhooks_admission_request_t *request, exports_kubewasm_controller_webhooks_mutation_t *ret, exports_kubewasm_controller_webhooks_denial_t *err) {
+    kw_admission answer;
+    if (!admit(plugin->mutate, "mutate", request, &answer, err)) return false;
+    *ret = (exports_kubewasm_controller_webhooks_mutation_t){.warnings = kw_call_warnings()};
+    if (answer.object) {
+        ret->object = (exports_kubewasm_controller_webhooks_option_object_t){true, wit_str(kw_print(answer.object, NULL))};
+    }
+    return true;
+}
+
+/* Converts each object; the first that cannot be fails the whole request, named. */
+bool exports_kubewasm_controller_webhooks_convert(exports_kubewasm_controller_webhooks_list_object_t *objects, controller_string_t *desired_api_version, exports_kubewasm_controller_webhooks_list_object_t *ret, controller_string_t *err) {
+    kw_call_begin();
+    const char *desired = from_wit(*desired_api_version);
+    if (!plugin->convert) {
+        *err = wit_cut(kw_sprintf("the plugin declares a conversion but registers no convert (to %s)", desired), MAX_DENIAL_MESSAGE);
+        return false;
+    }
+    *ret = (exports_kubewasm_controller_webhooks_list_object_t){kw_alloc((objects->len ? objects->len : 1) * sizeof *ret->ptr), objects->len};
+    for (size_t i = 0; i < objects->len; i++) {
+        kw_value *object = decode(objects->ptr[i]);
+        const char *name = kw_name(object);
+        kw_value *converted = NULL;
+        const kw_error *failed = plugin->convert(object, desired, &converted);
+        if (failed || !converted) {
+            *err = wit_cut(kw_sprintf("%s: %s", name ? name : "", failed ? failed->message : "convert gave no object"), MAX_DENIAL_MESSAGE);
+            return false;
+        }
+        ret->ptr[i] = wit_str(kw_print(converted, NULL));
+    }
+    return true;
+}
+
 /* The bindings link the world's type information in with this symbol (wit-bindgen's object
  * file); `kubewasm build` embeds the type information itself, from the WIT it was built with. */
 void __component_type_object_force_link_controller(void) {}
@@ -394,16 +576,20 @@ __attribute__((__export_name__("cabi_import_realloc"))) void *kubewasm_import_re
         kw_arena_reset();                                                                \
     }
 
-POST_RETURN("plugin@0.1.5#describe", __wasm_export_exports_kubewasm_controller_plugin_describe_post_return)
-POST_RETURN("reconciler@0.1.5#reconcile", __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return)
-POST_RETURN("reconciler@0.1.5#finalize", __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return)
-POST_RETURN("reconciler@0.1.5#map-related", __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return)
-POST_RETURN("access@0.1.5#rules", __wasm_export_exports_kubewasm_controller_access_rules_post_return)
-POST_RETURN("release@0.1.5#released", __wasm_export_exports_kubewasm_controller_release_released_post_return)
-POST_RETURN("views@0.1.5#metadata-only", __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return)
-POST_RETURN("projections@0.1.5#fields", __wasm_export_exports_kubewasm_controller_projections_fields_post_return)
-POST_RETURN("clusters@0.1.5#scope", __wasm_export_exports_kubewasm_controller_clusters_scope_post_return)
-POST_RETURN("composite@0.1.5#describe-composition", __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return)
-POST_RETURN("composite@0.1.5#customize", __wasm_export_exports_kubewasm_controller_composite_customize_post_return)
-POST_RETURN("composite@0.1.5#sync", __wasm_export_exports_kubewasm_controller_composite_sync_post_return)
-POST_RETURN("composite@0.1.5#finalize", __wasm_export_exports_kubewasm_controller_composite_finalize_post_return)
+POST_RETURN("plugin@0.1.6#describe", __wasm_export_exports_kubewasm_controller_plugin_describe_post_return)
+POST_RETURN("reconciler@0.1.6#reconcile", __wasm_export_exports_kubewasm_controller_reconciler_reconcile_post_return)
+POST_RETURN("reconciler@0.1.6#finalize", __wasm_export_exports_kubewasm_controller_reconciler_finalize_post_return)
+POST_RETURN("reconciler@0.1.6#map-related", __wasm_export_exports_kubewasm_controller_reconciler_map_related_post_return)
+POST_RETURN("access@0.1.6#rules", __wasm_export_exports_kubewasm_controller_access_rules_post_return)
+POST_RETURN("release@0.1.6#released", __wasm_export_exports_kubewasm_controller_release_released_post_return)
+POST_RETURN("views@0.1.6#metadata-only", __wasm_export_exports_kubewasm_controller_views_metadata_only_post_return)
+POST_RETURN("projections@0.1.6#fields", __wasm_export_exports_kubewasm_controller_projections_fields_post_return)
+POST_RETURN("clusters@0.1.6#scope", __wasm_export_exports_kubewasm_controller_clusters_scope_post_return)
+POST_RETURN("composite@0.1.6#describe-composition", __wasm_export_exports_kubewasm_controller_composite_describe_composition_post_return)
+POST_RETURN("composite@0.1.6#customize", __wasm_export_exports_kubewasm_controller_composite_customize_post_return)
+POST_RETURN("composite@0.1.6#sync", __wasm_export_exports_kubewasm_controller_composite_sync_post_return)
+POST_RETURN("composite@0.1.6#finalize", __wasm_export_exports_kubewasm_controller_composite_finalize_post_return)
+POST_RETURN("webhooks@0.1.6#declare", __wasm_export_exports_kubewasm_controller_webhooks_declare_post_return)
+POST_RETURN("webhooks@0.1.6#validate", __wasm_export_exports_kubewasm_controller_webhooks_validate_post_return)
+POST_RETURN("webhooks@0.1.6#mutate", __wasm_export_exports_kubewasm_controller_webhooks_mutate_post_return)
+POST_RETURN("webhooks@0.1.6#convert", __wasm_export_exports_kubewasm_controller_webhooks_convert_post_return)

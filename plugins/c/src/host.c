@@ -73,6 +73,25 @@ kw_result kw_failf(kw_code code, const char *format, ...) {
     return kw_fail(new_error(code, message));
 }
 
+kw_admission kw_mutated(kw_value *object) {
+    return (kw_admission){.object = object};
+}
+
+kw_admission kw_deny(uint16_t code, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    char *message = vformat(format, args);
+    va_end(args);
+    return (kw_admission){.code = code, .message = message};
+}
+
+void kw_warn(const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    kw_call_warn(vformat(format, args));
+    va_end(args);
+}
+
 static void emit(kw_level level, const char *message) {
     controller_string_t text = wit_str(message);
     kubewasm_controller_log_list_field_t fields = {0};

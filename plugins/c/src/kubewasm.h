@@ -178,6 +178,79 @@ kw_manifest *kw_manifest_serve_local(kw_manifest *m, bool serve);
 /* Read and write in these members through kw_use_cluster, reconciling nothing there. */
 kw_manifest *kw_manifest_reach_members(kw_manifest *m, kw_members members);
 
+/* ---- Webhooks (contract 0.1.6, wit/webhooks.wit) ---------------------------------------------- */
+
+/* The operations a hook admits, or-ed: KW_ON_CREATE | KW_ON_UPDATE; a review's one operation. */
+enum {
+    KW_ON_CREATE = 1 << 0,
+    KW_ON_UPDATE = 1 << 1,
+    KW_ON_DELETE = 1 << 2,
+    KW_ON_CONNECT = 1 << 3,
+};
+
+/* What the API server does when the hook cannot answer (and the host when the plugin faults):
+ * refuse the change, or let it through unchanged. */
+typedef enum kw_failure_policy { KW_FAIL, KW_IGNORE } kw_failure_policy;
+
+/* A plugin's hooks cannot write: none, or none on a dry run for a hook that logs differently. */
+typedef enum kw_side_effects { KW_SIDE_EFFECTS_NONE, KW_SIDE_EFFECTS_NONE_ON_DRY_RUN } kw_side_effects;
+
+typedef struct kw_hook kw_hook;
+
+/* Declares a validating hook named name (a DNS label, unique in the plugin) admitting objects of
+ * kind on CREATE and UPDATE, failing closed, with a 10 s timeout and no side effects, answered
+ * by the plugin's validate; returns it for the kw_hook_* calls, which each return it. */
+kw_hook *kw_manifest_validating_webhook(kw_manifest *m, const char *name, kw_gvk kind);
+/* The same for a mutating (defaulting) hook, answered by the plugin's mutate. */
+kw_hook *kw_manifest_mutating_webhook(kw_manifest *m, const char *name, kw_gvk kind);
+/* Also admits objects of this kind. */
+kw_hook *kw_hook_kind(kw_hook *hook, kw_gvk kind);
+/* Replaces the operations it admits (KW_ON_* or-ed). */
+kw_hook *kw_hook_operations(kw_hook *hook, unsigned operations);
+kw_hook *kw_hook_failure_policy(kw_hook *hook, kw_failure_policy policy);
+/* How long the API server waits for an answer: 1 to 30 seconds. */
+kw_hook *kw_hook_timeout_seconds(kw_hook *hook, uint32_t seconds);
+kw_hook *kw_hook_side_effects(kw_hook *hook, kw_side_effects side_effects);
+/* Calls the hook only when the CEL expression is true (matchConditions). */
+kw_hook *kw_hook_match_condition(kw_hook *hook, const char *name, const char *expression);
+/* Serves the conversion webhook of this custom resource (its CRD's versions; the version given is
+ * ignored), answered by the plugin's convert. */
+kw_manifest *kw_manifest_converts(kw_manifest *m, kw_gvk resource);
+
+/* One admission request: which hook, what change, by whom, and the objects. */
+typedef struct kw_review {
+    const char *hook; /* the name of the hook asked */
+    const char *uid;
+    kw_gvk kind;
+    const char *subresource; /* NULL: the resource itself */
+    const char *namespace_;  /* NULL: cluster-scoped */
+    const char *name;        /* "" on a create whose name the API server generates */
+    unsigned operation;      /* one KW_ON_* */
+    const char *username;
+    const char *user_uid;
+    kw_value *groups; /* the user's groups: a JSON array of strings */
+    bool dry_run;
+    kw_value *object;     /* the object as it would be stored; NULL on delete */
+    kw_value *old_object; /* the object as it is; NULL on create */
+} kw_review;
+
+/* A hook's answer: KW_ALLOWED, kw_mutated(object) or kw_deny(...). */
+typedef struct kw_admission {
+    uint16_t code;       /* 0: allowed; else a denial's HTTP status */
+    const char *message; /* a denial's, for the user */
+    kw_value *object;    /* mutate's: the object as it should be stored; NULL: unchanged */
+} kw_admission;
+
+#define KW_ALLOWED ((kw_admission){0})
+/* Stores object instead of the request's (the host sends the API server the JSON patch to it). */
+kw_admission kw_mutated(kw_value *object);
+/* Refuses the change with an HTTP status, 400 to 599 (403 Forbidden when in doubt, 422 for an
+ * invalid object), and a printf-formatted message, cut to 4 KiB at a character boundary. */
+kw_admission kw_deny(uint16_t code, const char *format, ...) __attribute__((format(printf, 2, 3)));
+/* Shows the user a warning beside the current hook call's answer, allowed or denied (at most 32,
+ * each at most 512 bytes). */
+void kw_warn(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
 /* ---- Settings: NAME.toml beside the plugin, as JSON ------------------------------------------ */
 
 typedef struct kw_settings kw_settings;
@@ -282,7 +355,8 @@ void kw_keys_add(kw_keys *keys, const char *namespace_, const char *name);
 /* ---- The plugin ------------------------------------------------------------------------------ */
 
 /* What a plugin is: its functions, of which describe and reconcile are required; a plugin that
- * leaves one of the others NULL gets "done" (finalize, released) or no keys (map_related). */
+ * leaves one of the others NULL gets "done" (finalize, released), no keys (map_related) or a
+ * refusal (validate, mutate, convert). */
 typedef struct kw_plugin {
     /* Fills the manifest from the settings; returns NULL, or a message saying what is wrong with
      * the settings to refuse loading. */
@@ -294,6 +368,18 @@ typedef struct kw_plugin {
     kw_result (*released)(kw_value *object);
     /* An event on a watched object mapped KW_BY_MAP_RELATED: add the primaries' keys. */
     void (*map_related)(kw_gvk resource, kw_value *object, kw_keys *keys);
+    /* A validating hook of the manifest (review->hook says which): KW_ALLOWED, or kw_deny —
+     * controller-runtime's CustomValidator. The cache reads and logs work; writes and Events
+     * answer KW_FORBIDDEN. A kw_panic is a fault, answered by the hook's failure policy. NULL
+     * with a validating hook declared: every call is denied with 500. */
+    kw_admission (*validate)(const kw_review *review);
+    /* A mutating hook: kw_mutated(object) (review->object, changed, will do), KW_ALLOWED to
+     * leave it unchanged, or kw_deny — controller-runtime's CustomDefaulter. As validate. */
+    kw_admission (*mutate)(const kw_review *review);
+    /* A conversion (kw_manifest_converts): *out is object in desired_api_version
+     * ("group/version"), its kind, name, namespace and uid kept (object itself, changed, will
+     * do); an error (its message) fails the API server's request that needed it. */
+    const kw_error *(*convert)(kw_value *object, const char *desired_api_version, kw_value **out);
 } kw_plugin;
 
 /* Registers the plugin (KUBEWASM_PLUGIN does, once, when the instance starts). */

@@ -1,33 +1,12 @@
-/* Native unit tests of json.c (the arena and JSON values), with a runner of their own: one line
- * per test, then "test result: ok. N passed; M failed"; the exit status is nonzero on failure. */
+/* Native unit tests of json.c (the arena and JSON values). */
 #include "../src/json.h"
+#include "check.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char why[512]; /* set by the first failed check of the running test */
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            snprintf(why, sizeof why, "line %d: %s", __LINE__, #cond);                             \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
-
-/* Checks that two C strings are equal, saying both when not. */
-#define CHECK_STR(got, want)                                                                       \
-    do {                                                                                           \
-        const char *g_ = (got), *w_ = (want);                                                      \
-        if (!g_ || strcmp(g_, w_) != 0) {                                                          \
-            snprintf(why, sizeof why, "line %d: got %.200s, want %.200s", __LINE__,                \
-                     g_ ? g_ : "(null)", w_);                                                      \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
 
 static kw_value *parse(const char *text) { return kw_parse(text, strlen(text), NULL); }
 
@@ -415,9 +394,6 @@ static void test_large_input(void) {
     CHECK(kw_int_or(kw_get(kw_at(v, count - 1), "i"), -1) == (int64_t)count - 1);
 }
 
-typedef struct { const char *name; void (*run)(void); } test;
-
-#define T(name) {#name, test_##name}
 static const test tests[] = {
     T(deployment_round_trip), T(pretty_input_prints_compact), T(parse_errors), T(depth_limit),
     T(int64_edges), T(doubles_print_shortest), T(strings_and_escapes), T(build_and_change),
@@ -425,19 +401,5 @@ static const test tests[] = {
 };
 
 int main(void) {
-    int passed = 0, failed = 0;
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        why[0] = '\0';
-        tests[i].run();
-        kw_arena_reset();
-        if (why[0]) {
-            printf("FAIL %s: %s\n", tests[i].name, why);
-            failed++;
-        } else {
-            printf("PASS %s\n", tests[i].name);
-            passed++;
-        }
-    }
-    printf("test result: %s. %d passed; %d failed\n", failed ? "FAILED" : "ok", passed, failed);
-    return failed ? 1 : 0;
+    return run_tests(tests, sizeof tests / sizeof tests[0]);
 }

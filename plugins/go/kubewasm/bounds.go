@@ -77,10 +77,15 @@ func checkEvent(e Event) error {
 // cut is message cut to at most MaxErrorMessage bytes, at a character boundary: a longer one
 // would be a fault of the plugin, and the start says what went wrong.
 func cut(message string) string {
-	if len(message) <= MaxErrorMessage {
+	return cutTo(message, MaxErrorMessage)
+}
+
+// cutTo is message cut to at most limit bytes, at a character boundary.
+func cutTo(message string, limit int) string {
+	if len(message) <= limit {
 		return message
 	}
-	end := MaxErrorMessage
+	end := limit
 	for end > 0 && !utf8.RuneStart(message[end]) {
 		end--
 	}

@@ -158,6 +158,8 @@ type Context struct {
 	retries int
 	// kinds give typed objects written without TypeMeta their apiVersion and kind.
 	kinds declaredKinds
+	// review is the admission request of a hook call (nil in other calls).
+	review *Review
 }
 
 // NewContext is a Context for a call about key. Harnesses make these; controllers get theirs.
@@ -170,6 +172,11 @@ func (c *Context) Key() ObjectKey { return c.key }
 
 // Retries is how many times in a row this key failed before this call.
 func (c *Context) Retries() int { return c.retries }
+
+// Review is the admission request a CustomValidator or CustomDefaulter answers (which hook,
+// operation, user, dry run), as controller-runtime's admission.RequestFromContext; nil in
+// other calls.
+func (c *Context) Review() *Review { return c.review }
 
 // --- clusters (contract 0.1.4) ---
 

@@ -16,6 +16,7 @@ import (
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_projections"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
 	wit "github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_types"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_webhooks"
 	witTypes "github.com/kubewasm/kubewasm/plugins/go/internal/witpkg/types"
 )
 
@@ -366,4 +367,111 @@ func (c *exports) compose(method Method, request kubewasm_controller_composite.S
 		ResyncAfter: resync,
 		Finalized:   raw.Finalized,
 	})
+}
+
+// --- webhooks: either kind of plugin ---
+
+func witHook(h AdmissionHook) kubewasm_controller_webhooks.AdmissionHook {
+	operations := make([]kubewasm_controller_webhooks.Operation, len(h.Operations))
+	for i, o := range h.Operations {
+		operations[i] = uint8(o)
+	}
+	conditions := make([]kubewasm_controller_webhooks.MatchCondition, len(h.MatchConditions))
+	for i, c := range h.MatchConditions {
+		conditions[i] = kubewasm_controller_webhooks.MatchCondition{Name: c.Name, Expression: c.Expression}
+	}
+	return kubewasm_controller_webhooks.AdmissionHook{
+		Name:            h.Name,
+		Mutating:        h.Mutating,
+		Kinds:           witGVKs(h.Kinds),
+		Operations:      operations,
+		FailurePolicy:   uint8(h.FailurePolicy),
+		TimeoutSeconds:  h.TimeoutSeconds,
+		SideEffects:     uint8(h.SideEffects),
+		MatchConditions: conditions,
+	}
+}
+
+// Declare answers the manifest's hooks; none before describe (the host never asks then).
+func (c *exports) Declare() kubewasm_controller_webhooks.Declaration {
+	c.enter()
+	defer c.leave()
+	declaration := kubewasm_controller_webhooks.Declaration{Admission: []kubewasm_controller_webhooks.AdmissionHook{}, Conversion: []kubewasm_controller_webhooks.ConversionHook{}}
+	if c.plugin == nil {
+		return declaration
+	}
+	hooks := c.plugin.Hooks()
+	for _, h := range hooks.Admission {
+		declaration.Admission = append(declaration.Admission, witHook(h))
+	}
+	for _, g := range hooks.Conversion {
+		declaration.Conversion = append(declaration.Conversion, kubewasm_controller_webhooks.ConversionHook{Resource: witGVK(g)})
+	}
+	return declaration
+}
+
+func fromWitRequest(r kubewasm_controller_webhooks.AdmissionRequest) AdmissionRequest {
+	return AdmissionRequest{
+		Review: Review{
+			Hook:        r.Hook,
+			UID:         r.Uid,
+			Kind:        fromWitGVK(r.Kind),
+			Subresource: r.Subresource.SomeOr(""),
+			Namespace:   r.Namespace.SomeOr(""),
+			Name:        r.Name,
+			Operation:   Operation(r.Operation),
+			User:        UserInfo{Username: r.User.Username, UID: r.User.Uid, Groups: r.User.Groups},
+			DryRun:      r.DryRun,
+		},
+		Object:    r.Object.SomeOr(""),
+		OldObject: r.OldObject.SomeOr(""),
+	}
+}
+
+func witDenial(answer AdmissionResponse) kubewasm_controller_webhooks.Denial {
+	return kubewasm_controller_webhooks.Denial{Code: uint16(answer.Denial.Code), Message: answer.Denial.Message, Warnings: nonNil(answer.Warnings)}
+}
+
+// admitted is the plugin's answer to a hook call; a denial (500) before describe.
+func (c *exports) admitted(answer func(AdmissionRequest) AdmissionResponse, request kubewasm_controller_webhooks.AdmissionRequest) AdmissionResponse {
+	if c.plugin == nil {
+		return AdmissionResponse{Denial: &Denial{Code: 500, Message: beforeDescribe.Message}}
+	}
+	return answer(fromWitRequest(request))
+}
+
+func (c *exports) Validate(request kubewasm_controller_webhooks.AdmissionRequest) witTypes.Result[[]string, kubewasm_controller_webhooks.Denial] {
+	c.enter()
+	defer c.leave()
+	defer c.caught("validate")
+	answer := c.admitted(c.plugin.Validate, request)
+	if answer.Denial != nil {
+		return witTypes.Err[[]string](witDenial(answer))
+	}
+	return witTypes.Ok[[]string, kubewasm_controller_webhooks.Denial](nonNil(answer.Warnings))
+}
+
+func (c *exports) Mutate(request kubewasm_controller_webhooks.AdmissionRequest) witTypes.Result[kubewasm_controller_webhooks.Mutation, kubewasm_controller_webhooks.Denial] {
+	c.enter()
+	defer c.leave()
+	defer c.caught("mutate")
+	answer := c.admitted(c.plugin.Mutate, request)
+	if answer.Denial != nil {
+		return witTypes.Err[kubewasm_controller_webhooks.Mutation](witDenial(answer))
+	}
+	return witTypes.Ok[kubewasm_controller_webhooks.Mutation, kubewasm_controller_webhooks.Denial](kubewasm_controller_webhooks.Mutation{Object: option(answer.Object), Warnings: nonNil(answer.Warnings)})
+}
+
+func (c *exports) Convert(objects []string, desiredAPIVersion string) witTypes.Result[[]string, string] {
+	c.enter()
+	defer c.leave()
+	defer c.caught("convert")
+	if c.plugin == nil {
+		return witTypes.Err[[]string](beforeDescribe.Message)
+	}
+	converted, err := c.plugin.Convert(objects, desiredAPIVersion)
+	if err != nil {
+		return witTypes.Err[[]string](err.Error())
+	}
+	return witTypes.Ok[[]string, string](converted)
 }

@@ -185,6 +185,10 @@ type ManifestSpec struct {
 	// Clusters is what the clusters export answers: the clusters the plugin serves and reaches
 	// (ServeLocal, ServeMembers, ReachMembers; by default the host's own cluster only).
 	Clusters ClusterScope
+	// Webhooks and Conversions are what the webhooks export's declare answers: the admission
+	// hooks (Webhook) and the custom resources the plugin converts (Converts).
+	Webhooks    []AdmissionHook
+	Conversions []GVK
 }
 
 // Manifest says what a controller reconciles and what it needs. Start with NewManifest, then
@@ -315,6 +319,23 @@ func (m *Manifest) ServeMembers(members Members) *Manifest {
 // ServeMembers.
 func (m *Manifest) ServeLocal(serve bool) *Manifest {
 	m.spec.Clusters.ServeLocal = serve
+	return m
+}
+
+// Webhook serves an admission hook (contract 0.1.6), answered by the controller's
+// CustomValidator or CustomDefaulter:
+//
+//	Webhook(kubewasm.MutatingWebhook("default-cronjob").For(cronJob).Operations(kubewasm.OperationCreate))
+func (m *Manifest) Webhook(hook *Webhook) *Manifest {
+	m.spec.Webhooks = append(m.spec.Webhooks, hook.Hook())
+	return m
+}
+
+// Converts serves the conversion webhook of the custom resource of this kind (its CRD's
+// versions; the version given is ignored), answered by the controller's Converter (contract
+// 0.1.6).
+func (m *Manifest) Converts(gvk GVK) *Manifest {
+	m.spec.Conversions = append(m.spec.Conversions, gvk)
 	return m
 }
 

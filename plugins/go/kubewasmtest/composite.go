@@ -94,7 +94,7 @@ func (r *SyncResult) Child(gvk kubewasm.GVK, name string) (kubewasm.Object, bool
 // Customize runs Customize on the parent, with writes and Events refused. The error is what the
 // component would return; a panic is not recovered (in the component it traps).
 func (h *CompositeHarness) Customize(parent kubewasm.Object) ([]kubewasm.RelatedRule, error) {
-	defer h.composing()()
+	defer cacheOnly(h.Host, Composing)()
 	return h.Plugin.Customize(text(parent))
 }
 
@@ -116,13 +116,6 @@ func (h *CompositeHarness) Sync(parent kubewasm.Object, opts ...SyncOption) (*Sy
 // finalizer), as Sync does.
 func (h *CompositeHarness) Finalize(parent kubewasm.Object, opts ...SyncOption) (*SyncResult, error) {
 	return h.call(kubewasm.MethodFinalize, parent, true, opts)
-}
-
-// composing sets the fake host's CacheOnly for a call; the result restores it.
-func (h *CompositeHarness) composing() func() {
-	before := h.Host.CacheOnly
-	h.Host.CacheOnly = Composing
-	return func() { h.Host.CacheOnly = before }
 }
 
 func text(obj any) string {
@@ -153,7 +146,7 @@ func (h *CompositeHarness) call(method kubewasm.Method, parent kubewasm.Object, 
 		}
 		request.Related = related
 	}
-	defer h.composing()()
+	defer cacheOnly(h.Host, Composing)()
 	raw, err := h.Plugin.CallComposite(method, request)
 	if err != nil {
 		return nil, err

@@ -93,10 +93,10 @@ export function checkEvent(reason, action, note) {
 }
 
 /**
- * `message` cut to at most `MAX_ERROR_MESSAGE` UTF-8 bytes, at a character boundary: a longer
- * one would be a fault of the plugin, and the start says what went wrong.
+ * `message` cut to at most `limit` UTF-8 bytes (`MAX_ERROR_MESSAGE` unless said), at a character
+ * boundary: a longer one would be a fault of the plugin, and the start says what went wrong.
  */
-export function cut(message) {
-  if (message.length * 3 <= MAX_ERROR_MESSAGE) return message;
-  return message.slice(0, fitting(message, MAX_ERROR_MESSAGE));
+export function cut(message, limit = MAX_ERROR_MESSAGE) {
+  if (message.length * 3 <= limit) return message;
+  return message.slice(0, fitting(message, limit));
 }

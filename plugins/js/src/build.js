@@ -7,7 +7,7 @@
 //
 //   import * as app from '/abs/path/app.js';
 //   import { exportsFor } from '@kubewasm/sdk/guest';
-//   export const { plugin, reconciler, access, release, views, composite, clusters, projections } = exportsFor(app);
+//   export const { plugin, reconciler, access, release, views, composite, clusters, projections, webhooks } = exportsFor(app);
 //
 // and esbuild bundles it (TypeScript included) with `kubewasm:*` and `wasi:*` left as imports.
 // `@kubewasm/sdk` always resolves to this SDK, so an app needs no node_modules of its own.
@@ -89,6 +89,7 @@ export async function bundle(app, { minify = false } = {}) {
     'export const composite = exported.composite;',
     'export const clusters = exported.clusters;',
     'export const projections = exported.projections;',
+    'export const webhooks = exported.webhooks;',
     '',
   ].join('\n');
   let result;

@@ -1,11 +1,11 @@
 // The component glue: the WIT imports as a host, and the `plugin`, `reconciler`, `access`,
-// `release`, `views`, `composite`, `clusters` and `projections` exports componentize-js wires to the world's
-// exported interfaces. Bundled only into components (the `kubewasm:controller/*` modules exist only
+// `release`, `views`, `composite`, `clusters`, `projections` and `webhooks` exports
+// componentize-js wires to the world's exported interfaces. Bundled only into components (the `kubewasm:controller/*` modules exist only
 // there); `kubewasm-js build` generates the entry:
 //
 //   import * as app from './app.js';
 //   import { exportsFor } from '@kubewasm/sdk/guest';
-//   export const { plugin, reconciler, access, release, views, composite, clusters, projections } = exportsFor(app);
+//   export const { plugin, reconciler, access, release, views, composite, clusters, projections, webhooks } = exportsFor(app);
 //
 // Every plugin exports all of them (one set of bindings serves both kinds of plugin): a plain
 // controller answers `describe-composition` with none and the host calls its `reconciler`; a
@@ -19,16 +19,17 @@
 // controller's answer) is thrown as a plain `{ code, message }`, and anything else (a bug) as
 // an `err` that cannot be lowered, which aborts the instance: a trap, as in every SDK.
 
-import { get, listControlled, listObjects } from 'kubewasm:controller/cache@0.1.5';
-import * as client from 'kubewasm:controller/client@0.1.5';
-import { publish } from 'kubewasm:controller/events@0.1.5';
-import * as fleet from 'kubewasm:controller/fleet@0.1.5';
-import { emit } from 'kubewasm:controller/log@0.1.5';
+import { get, listControlled, listObjects } from 'kubewasm:controller/cache@0.1.6';
+import * as client from 'kubewasm:controller/client@0.1.6';
+import { publish } from 'kubewasm:controller/events@0.1.6';
+import * as fleet from 'kubewasm:controller/fleet@0.1.6';
+import { emit } from 'kubewasm:controller/log@0.1.6';
 
 import { cut } from './bounds.js';
 import { MAX_REQUEUE_MS } from './core.js';
 import { KubewasmError } from './errors.js';
 import { findController, Refused, Runner } from './runtime.js';
+import { Denied } from './webhook.js';
 
 function call(fn, ...args) {
   try {
@@ -136,6 +137,20 @@ function answer(run) {
   }
 }
 
+/** A `Denied` as the WIT `denial`, a plain object (see `witError`). */
+function witDenial(denied) {
+  return { code: denied.code, message: denied.message, warnings: denied.warnings };
+}
+
+/** Runs a webhook export: a `Denied` becomes its `err` (as `refusal` makes it), anything else thrown traps. */
+function refusing(run, refusal) {
+  try {
+    return run();
+  } catch (e) {
+    throw e instanceof Denied ? refusal(e) : trap(e);
+  }
+}
+
 /** The world's exports for the controller an author's module exports. */
 export function exportsFor(mod, host = wasmHost) {
   const runner = new Runner(findController(mod), host);
@@ -174,5 +189,16 @@ export function exportsFor(mod, host = wasmHost) {
     // The scope is already in the WIT `cluster-scope` shape.
     clusters: { scope: () => runner.scope() },
     projections: { fields: () => runner.projections() },
+    // The declaration is already in the WIT shape; a `Denied` is the `err` of the answer.
+    webhooks: {
+      declare: () => runner.hooks(),
+      validate: (request) => refusing(() => runner.validate(request), witDenial),
+      mutate: (request) => refusing(() => runner.mutate(request), witDenial),
+      convert: (objects, desiredApiVersion) =>
+        refusing(
+          () => runner.convert(objects, desiredApiVersion),
+          (d) => d.message,
+        ),
+    },
   };
 }

@@ -20,6 +20,10 @@
 // `manifest.serveMembers(Members.all)`, `.reachMembers(Members.matching('env=prod'))`, then
 // `ctx.cluster()`, `ctx.clusters()` and `ctx.inCluster(name)` to read and write in one.
 //
+// A controller serves admission and conversion webhooks (contract 0.1.6) that its manifest
+// declares (`.webhook(Webhook.validating(...))`, `.converts(gvk)`) with its `validate`, `mutate`
+// and `convert` methods: see webhook.js.
+//
 // Nothing here imports the WIT bindings: only `@kubewasm/sdk/guest`, which the build's generated
 // entry module bundles, does. So the SDK and controllers run under plain Node for unit tests
 // (`@kubewasm/sdk/testing`).
@@ -50,3 +54,4 @@ export {
 } from './core.js';
 export { AlreadyExists, Conflict, Forbidden, Invalid, KubewasmError, NotFound, Other, SettingsError, Unavailable } from './errors.js';
 export { Manifest, Mapping, Members } from './manifest.js';
+export { Denied, MAX_DENIAL_MESSAGE, Review, Webhook } from './webhook.js';

@@ -17,7 +17,9 @@
 // `readsFields` (`{ resource, fields }` with dotted paths), the `projections` export's,
 // `composition`, a declarative plugin's `composite.describe-composition` answer (`.child()`,
 // `.childSelector()`), and `scope`, the `clusters` export's (`.serveMembers()`, `.serveLocal()`,
-// `.reachMembers()`); what the plugin describes to the host is `.forHost()`.
+// `.reachMembers()`), and `webhooks` (WIT `admission-hook`s) and `conversions` (kinds), the
+// `webhooks` export's `declare` answer (`.webhook()`, `.converts()`); what the plugin describes
+// to the host is `.forHost()`.
 //
 // Everything declared is what the plugin's identity needs: the host refuses to start a plugin
 // whose ServiceAccount RBAC does not grant it, and `kubewasm rbac` prints Roles that do.
@@ -112,6 +114,8 @@ export class Manifest {
       rules: [],
       composition: { children: [], selector: ChildSelector.GENERATED },
       scope: { ...DEFAULT_SCOPE },
+      webhooks: [],
+      conversions: [],
     };
   }
 
@@ -218,6 +222,24 @@ export class Manifest {
    */
   reachMembers(value) {
     this.spec.scope.reach = members(value);
+    return this;
+  }
+
+  /**
+   * Serves an admission hook (contract 0.1.6), answered by the controller's `validate` or
+   * `mutate`: `.webhook(Webhook.validating('validate-cronjob').kind(CRONJOB))`.
+   */
+  webhook(hook) {
+    this.spec.webhooks.push(hook.hook);
+    return this;
+  }
+
+  /**
+   * Serves the conversion webhook of this custom resource (its CRD's versions; the version given
+   * is ignored), answered by the controller's `convert` (contract 0.1.6).
+   */
+  converts(resource) {
+    this.spec.conversions.push(resource);
     return this;
   }
 

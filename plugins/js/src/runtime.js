@@ -9,6 +9,7 @@ import { Controller } from './controller.js';
 import { Action, DONE, objectKey } from './core.js';
 import { Invalid, KubewasmError, Other, SettingsError } from './errors.js';
 import { DEFAULT_SCOPE } from './manifest.js';
+import { Denied, Review } from './webhook.js';
 
 /** `describe` refuses to load the plugin; the message says why. */
 export class Refused extends Error {
@@ -197,6 +198,69 @@ export class Runner {
     return { children: children.map((r) => ({ resource: r.resource, updateStrategy: r.updateStrategy })), selector };
   }
 
+  /**
+   * What the `webhooks` export's `declare` answers, right after `describe`: the WIT
+   * `declaration` (the admission hooks, and a conversion hook per kind the plugin converts).
+   */
+  hooks() {
+    return {
+      admission: this.manifest?.webhooks ?? [],
+      conversion: (this.manifest?.conversions ?? []).map((resource) => ({ resource })),
+    };
+  }
+
+  /**
+   * Runs the controller's hook `method` ('validate' or 'mutate') on a WIT `admission-request`
+   * (objects as JSON text): its answer and the review. A `Denied` thrown carries the review's
+   * warnings too; a hook the controller does not define is denied with 500; anything else
+   * thrown propagates (a trap in a component).
+   */
+  #admit(method, request) {
+    const controller = this.#controller();
+    const review = new Review(request, admitted(request.object, 'the object'), admitted(request.oldObject, 'the old object'));
+    if (typeof controller[method] !== 'function') {
+      throw new Denied(`the plugin declares hook ${JSON.stringify(request.hook)} but does not define ${method}()`, { code: 500 });
+    }
+    try {
+      return [controller[method](review, new Context(this.host, objectKey(request.namespace, request.name), 0)), review];
+    } catch (e) {
+      if (e instanceof Denied) e.warnings.unshift(...review.warnings);
+      throw e;
+    }
+  }
+
+  /** Runs `validate`: the warnings of an allowed change (the returned ones after `review.warn`'s). Throws `Denied`. */
+  validate(request) {
+    const [warnings, review] = this.#admit('validate', request);
+    return [...review.warnings, ...(warnings ?? [])];
+  }
+
+  /** Runs `mutate`: the WIT `mutation` (the object as JSON text, undefined when unchanged). Throws `Denied`. */
+  mutate(request) {
+    const [object, review] = this.#admit('mutate', request);
+    return { object: object === undefined || object === null ? undefined : JSON.stringify(object), warnings: review.warnings };
+  }
+
+  /**
+   * Runs `convert` on each object (JSON text), in order. Throws `Denied` naming the first object
+   * that cannot be converted (or when the controller defines no `convert`).
+   */
+  convert(objects, desiredApiVersion) {
+    const controller = this.#controller();
+    if (typeof controller.convert !== 'function') {
+      throw new Denied(`the plugin declares a conversion but does not define convert() (to ${desiredApiVersion})`);
+    }
+    return objects.map((text) => {
+      const obj = admitted(text, 'an object');
+      try {
+        return JSON.stringify(controller.convert(obj, desiredApiVersion));
+      } catch (e) {
+        if (e instanceof Denied) throw new Denied(`${obj?.metadata?.name ?? ''}: ${e.message}`);
+        throw e;
+      }
+    });
+  }
+
   #controller() {
     if (this.controller === undefined) throw new Other('the host called the plugin before describe');
     return this.controller;
@@ -276,6 +340,16 @@ function answer(run) {
   } catch (e) {
     if (e instanceof KubewasmError) throw returned(e);
     throw e;
+  }
+}
+
+/** An admission request's object (undefined for none); a 400 denial when it does not parse. */
+function admitted(text, what) {
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new Denied(`${what} does not parse: ${e.message}`, { code: 400 });
   }
 }
 

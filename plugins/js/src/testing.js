@@ -36,10 +36,14 @@ import { gvkOf, gvkString, keyString, objectKey, sameGvk } from './core.js';
 import { AlreadyExists, Conflict, Forbidden, Invalid, NotFound, Unavailable } from './errors.js';
 import { isControlledBy } from './objects.js';
 import { findController, Refused, Runner } from './runtime.js';
+import { Denied } from './webhook.js';
 
 /** Why the host refuses writes and Events during a declarative call (host/src/runtime/mod.rs). */
 export const COMPOSING =
   "a declarative plugin's customize, sync and finalize may read the cache and nothing else (the host makes every write from their answers)";
+
+/** Why the host refuses writes and Events during a webhook call (`Harness.admit`, `Harness.convert`). */
+export const HOOKING = 'webhook calls may read the cache and nothing else';
 
 const clone = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
 const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -858,9 +862,9 @@ export class Harness {
 
   // --- declarative controllers ---
 
-  /** Runs `run` as the host runs a declarative call: client and events calls refused. */
-  #cacheOnly(run) {
-    this.host.cacheOnly = COMPOSING;
+  /** Runs `run` as the host runs a declarative or webhook call: client and events calls refused, `rule` saying why. */
+  #cacheOnly(run, rule = COMPOSING) {
+    this.host.cacheOnly = rule;
     try {
       return run();
     } finally {
@@ -950,6 +954,77 @@ export class Harness {
       resyncAfter: answer.resyncAfter,
       finalized: answer.finalized,
     };
+  }
+
+  // --- webhooks ---
+
+  /**
+   * Calls the manifest's hook `hook` as the host does for an AdmissionReview — `validate` or
+   * `mutate` as declared, with client and events calls refused — and returns its answer as the
+   * API server gets it: `{ allowed, warnings, code, message, object }` (a denial's `code` and
+   * `message`; `object`, what a mutating hook made of the object, undefined when unchanged).
+   * `object` is the object on create and update, `oldObject` on update and delete. A hook or an
+   * operation the manifest does not declare is an Error (the host never sends it); anything but
+   * `Denied` thrown propagates (in the component, a fault).
+   */
+  admit({ hook, operation, object = undefined, oldObject = undefined, user = {}, dryRun = false, subresource = undefined }) {
+    const declared = this.manifest.webhooks.find((h) => h.name === hook);
+    if (declared === undefined) throw new Error(`the manifest declares no hook ${JSON.stringify(hook)}`);
+    if (!declared.operations.includes(operation)) throw new Error(`hook ${JSON.stringify(hook)} does not admit ${operation}`);
+    const subject = object ?? oldObject;
+    const request = {
+      hook,
+      uid: 'review-uid',
+      kind: gvkOf(subject),
+      subresource,
+      namespace: subject.metadata?.namespace || undefined,
+      name: subject.metadata?.name ?? '',
+      operation,
+      user: { username: '', uid: '', groups: [], ...user },
+      object: object === undefined ? undefined : JSON.stringify(object),
+      oldObject: oldObject === undefined ? undefined : JSON.stringify(oldObject),
+      dryRun,
+    };
+    try {
+      if (!declared.mutating) return { allowed: true, warnings: this.#cacheOnly(() => this.runner.validate(request), HOOKING) };
+      const mutation = this.#cacheOnly(() => this.runner.mutate(request), HOOKING);
+      return { allowed: true, warnings: mutation.warnings, object: mutation.object === undefined ? undefined : JSON.parse(mutation.object) };
+    } catch (e) {
+      if (!(e instanceof Denied)) throw e;
+      return { allowed: false, warnings: e.warnings, code: e.code, message: e.message };
+    }
+  }
+
+  /**
+   * Calls the conversion hook as the host does, with client and events calls refused: the
+   * objects (of kinds the manifest `converts`) in `desiredApiVersion`. Throws `Denied` for the
+   * plugin's refusal, and an Error for an answer the host refuses as a fault (another length; an
+   * object whose apiVersion is not the desired one, or whose kind, name, namespace or uid
+   * changed).
+   */
+  convert(objects, desiredApiVersion) {
+    for (const obj of objects) {
+      if (!this.manifest.conversions.some((k) => sameKind(k, gvkOf(obj)))) throw new Error(`the manifest converts no ${gvkString(gvkOf(obj))}`);
+    }
+    const answers = this.#cacheOnly(
+      () =>
+        this.runner.convert(
+          objects.map((o) => JSON.stringify(o)),
+          desiredApiVersion,
+        ),
+      HOOKING,
+    );
+    if (answers.length !== objects.length) throw new Error(`the host refuses ${answers.length} objects converted from ${objects.length}`);
+    const identity = (o) => JSON.stringify([o.kind, o.metadata?.name, o.metadata?.namespace, o.metadata?.uid]);
+    return answers.map((text, i) => {
+      const converted = JSON.parse(text);
+      if (converted.apiVersion !== desiredApiVersion || identity(converted) !== identity(objects[i])) {
+        throw new Error(
+          `the host refuses ${keyString(objectKey(objects[i].metadata?.namespace, objects[i].metadata?.name))} converted to ${converted.apiVersion} ${converted.kind}: apiVersion ${desiredApiVersion} wanted, kind, name, namespace and uid kept`,
+        );
+      }
+      return converted;
+    });
   }
 }
 

@@ -108,6 +108,8 @@ test('manifest builder', () => {
     rules: [],
     composition: { children: [], selector: 'generated' },
     scope: { serveLocal: true, serve: { tag: 'none' }, reach: { tag: 'none' } },
+    webhooks: [],
+    conversions: [],
   });
 });
 

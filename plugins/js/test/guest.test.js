@@ -132,6 +132,7 @@ test('a plain controller answers describe-composition with none, and traps in co
   assert.deepEqual(exports.access.rules(), []);
   assert.deepEqual(exports.views.metadataOnly(), []);
   assert.deepEqual(exports.projections.fields(), [], 'nothing declared: whole objects');
+  assert.deepEqual(exports.webhooks.declare(), { admission: [], conversion: [] }, 'no hooks declared');
   assert.throws(() => exports.composite.sync(request(site())), traps);
   assert.throws(() => exports.composite.finalize(request(site(), true)), traps);
   assert.throws(() => exports.composite.customize(JSON.stringify(site())), traps);

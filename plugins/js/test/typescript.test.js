@@ -17,8 +17,8 @@ const TSC = join(ROOT, 'node_modules/.bin/tsc');
 test('a TypeScript controller bundles with the SDK and leaves the WIT imports', async () => {
   for (const fixture of [FIXTURE, DECLARATIVE]) {
     const source = await bundle(fixture);
-    assert.match(source, /from "kubewasm:controller\/cache@0\.1\.5"/);
-    assert.match(source, /from "kubewasm:controller\/fleet@0\.1\.5"/);
+    assert.match(source, /from "kubewasm:controller\/cache@0\.1\.6"/);
+    assert.match(source, /from "kubewasm:controller\/fleet@0\.1\.6"/);
     assert.match(source, /export \{[^}]*\baccess\b[^}]*\bclusters\b[^}]*\bcomposite\b[^}]*\bplugin\b[^}]*\breconciler\b[^}]*\brelease\b[^}]*\bviews\b[^}]*\}/s);
     assert.doesNotMatch(source, /interface Settings/, 'types are erased');
     assert.doesNotMatch(source, /from "@kubewasm\/sdk/, 'the SDK is bundled, not imported');

@@ -13,7 +13,7 @@ from kubewasm import build
 def test_wit_is_shipped_with_the_package():
     wit = build.wit_dir()
     assert (wit / "world.wit").is_file()
-    assert "package kubewasm:controller@0.1.5;" in (wit / "world.wit").read_text()
+    assert "package kubewasm:controller@0.1.6;" in (wit / "world.wit").read_text()
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_module_names(file, problem):
 def test_entry_module_imports_the_app():
     entry = build.ENTRY_TEMPLATE.format(app="sample_controller")
     assert "import sample_controller as _app" in entry
-    assert "Plugin, Reconciler, Access, Release, Views, Composite, Clusters, Projections = _exports(_app)" in entry
+    assert "Plugin, Reconciler, Access, Release, Views, Composite, Clusters, Projections, Webhooks = _exports(_app)" in entry
     compile(entry, "kubewasm_component.py", "exec")
 
 

@@ -16,7 +16,7 @@ from kubewasm.build import bindings
 from kubewasm.runtime import Runner
 from kubewasm.testing import FakeHost
 
-NAMES = ["Plugin", "Reconciler", "Access", "Release", "Views", "Composite", "Clusters", "Projections"]
+NAMES = ["Plugin", "Reconciler", "Access", "Release", "Views", "Composite", "Clusters", "Projections", "Webhooks"]
 FOO = Gvk("example.com", "v1", "Foo")
 
 
@@ -93,6 +93,43 @@ def test_the_projections_export_answers_the_fields_read_as_paths(guest, wit):
         wpj.Projection(wit.wt.Gvk("", "v1", "ConfigMap"), [["data", "config", "yaml"]]),
     ]
     assert described(guest, Plain).Projections.fields() == [], "nothing declared: whole objects"
+
+
+def test_a_plugin_without_hooks_declares_none(guest):
+    from wit_world.exports import webhooks as wh
+
+    assert described(guest, Plain).Webhooks.declare() == wh.Declaration([], [])
+
+
+def test_the_webhooks_export_declares_and_answers_in_wit_types(guest, wit):
+    from test_webhooks import CRONJOB_V1, CRONJOB_V2, CronJobHooks, cronjob
+    from wit_world.exports import webhooks as wh
+
+    d = described(guest, CronJobHooks)
+    declared = d.Webhooks.declare()
+    assert [h.name for h in declared.admission] == ["default-cronjob", "validate-cronjob"]
+    assert declared.admission[1].operations == [wh.Operation.CREATE, wh.Operation.UPDATE, wh.Operation.DELETE]
+    assert declared.admission[1].failure_policy == wh.FailurePolicy.FAIL and declared.admission[1].timeout_seconds == 5
+    assert declared.conversion == [wh.ConversionHook(wit.wt.Gvk(CRONJOB_V1.group, "v1", "CronJob"))]
+
+    def request(hook, operation, obj, old=None):
+        kind = wit.wt.Gvk(CRONJOB_V1.group, "v1", "CronJob")
+        user = wh.UserInfo("alice", "u-1", ["devs"])
+        return wh.AdmissionRequest(hook, "uid", kind, None, "default", "a", operation, user, obj, old, False)
+
+    assert d.Webhooks.validate(request("validate-cronjob", wh.Operation.CREATE, json.dumps(cronjob("a")))) == ["spec.startingDeadlineSeconds is unset"]
+    with pytest.raises(wit.Err) as refused:
+        d.Webhooks.validate(request("validate-cronjob", wh.Operation.CREATE, json.dumps(cronjob("a", reason="no"))))
+    assert refused.value.value == wh.Denial(422, "no", ["refused"])
+    with pytest.raises(wit.Err) as unparsed:
+        d.Webhooks.validate(request("validate-cronjob", wh.Operation.CREATE, "{"))
+    assert unparsed.value.value.code == 400
+    mutation = d.Webhooks.mutate(request("default-cronjob", wh.Operation.CREATE, json.dumps(cronjob("a"))))
+    assert json.loads(mutation.object)["spec"] == {"concurrencyPolicy": "Allow"} and mutation.warnings == ["concurrencyPolicy defaulted"]
+    [v2] = d.Webhooks.convert([json.dumps(cronjob("a", schedule="@daily"))], CRONJOB_V2.api_version)
+    assert json.loads(v2)["spec"]["schedule"] == {"cron": "@daily"}
+    with pytest.raises(wit.Err, match="unknown version"):
+        d.Webhooks.convert([json.dumps(cronjob("a", schedule="@daily"))], "x/v9")
 
 
 def test_a_declarative_controller_describes_its_composition(guest, wit):

@@ -36,6 +36,7 @@ const WIT: &[(&str, &str)] = &[
     ("release.wit", include_str!("../../../../wit/release.wit")),
     ("types.wit", include_str!("../../../../wit/types.wit")),
     ("views.wit", include_str!("../../../../wit/views.wit")),
+    ("webhooks.wit", include_str!("../../../../wit/webhooks.wit")),
     ("world.wit", include_str!("../../../../wit/world.wit")),
 ];
 

@@ -11,6 +11,7 @@ import (
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_projections"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_reconciler"
 	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_types"
+	"github.com/kubewasm/kubewasm/plugins/go/internal/wit/imports/kubewasm_controller_webhooks"
 	witTypes "github.com/kubewasm/kubewasm/plugins/go/internal/witpkg/types"
 )
 
@@ -30,6 +31,10 @@ type Exports interface {
 	Sync(request kubewasm_controller_composite.SyncRequest) witTypes.Result[kubewasm_controller_composite.SyncResponse, kubewasm_controller_types.Error]
 	// FinalizeComposite is composite.finalize (Finalize is reconciler.finalize).
 	FinalizeComposite(request kubewasm_controller_composite.SyncRequest) witTypes.Result[kubewasm_controller_composite.SyncResponse, kubewasm_controller_types.Error]
+	Declare() kubewasm_controller_webhooks.Declaration
+	Validate(request kubewasm_controller_webhooks.AdmissionRequest) witTypes.Result[[]string, kubewasm_controller_webhooks.Denial]
+	Mutate(request kubewasm_controller_webhooks.AdmissionRequest) witTypes.Result[kubewasm_controller_webhooks.Mutation, kubewasm_controller_webhooks.Denial]
+	Convert(objects []string, desiredAPIVersion string) witTypes.Result[[]string, string]
 }
 
 // Impl is set by the kubewasm package's init.

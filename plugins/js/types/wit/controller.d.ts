@@ -13,19 +13,21 @@
 /// <reference path="./interfaces/kubewasm-controller-release.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-types.d.ts" />
 /// <reference path="./interfaces/kubewasm-controller-views.d.ts" />
-declare module 'kubewasm:controller/controller@0.1.5' {
-  export type * as KubewasmControllerCache015 from 'kubewasm:controller/cache@0.1.5'; // import kubewasm:controller/cache@0.1.5
-  export type * as KubewasmControllerClient015 from 'kubewasm:controller/client@0.1.5'; // import kubewasm:controller/client@0.1.5
-  export type * as KubewasmControllerEvents015 from 'kubewasm:controller/events@0.1.5'; // import kubewasm:controller/events@0.1.5
-  export type * as KubewasmControllerFleet015 from 'kubewasm:controller/fleet@0.1.5'; // import kubewasm:controller/fleet@0.1.5
-  export type * as KubewasmControllerLog015 from 'kubewasm:controller/log@0.1.5'; // import kubewasm:controller/log@0.1.5
-  export type * as KubewasmControllerTypes015 from 'kubewasm:controller/types@0.1.5'; // import kubewasm:controller/types@0.1.5
-  export * as plugin from 'kubewasm:controller/plugin@0.1.5'; // export kubewasm:controller/plugin@0.1.5
-  export * as reconciler from 'kubewasm:controller/reconciler@0.1.5'; // export kubewasm:controller/reconciler@0.1.5
-  export * as access from 'kubewasm:controller/access@0.1.5'; // export kubewasm:controller/access@0.1.5
-  export * as release from 'kubewasm:controller/release@0.1.5'; // export kubewasm:controller/release@0.1.5
-  export * as views from 'kubewasm:controller/views@0.1.5'; // export kubewasm:controller/views@0.1.5
-  export * as composite from 'kubewasm:controller/composite@0.1.5'; // export kubewasm:controller/composite@0.1.5
-  export * as clusters from 'kubewasm:controller/clusters@0.1.5'; // export kubewasm:controller/clusters@0.1.5
-  export * as projections from 'kubewasm:controller/projections@0.1.5'; // export kubewasm:controller/projections@0.1.5
+/// <reference path="./interfaces/kubewasm-controller-webhooks.d.ts" />
+declare module 'kubewasm:controller/controller@0.1.6' {
+  export type * as KubewasmControllerCache016 from 'kubewasm:controller/cache@0.1.6'; // import kubewasm:controller/cache@0.1.6
+  export type * as KubewasmControllerClient016 from 'kubewasm:controller/client@0.1.6'; // import kubewasm:controller/client@0.1.6
+  export type * as KubewasmControllerEvents016 from 'kubewasm:controller/events@0.1.6'; // import kubewasm:controller/events@0.1.6
+  export type * as KubewasmControllerFleet016 from 'kubewasm:controller/fleet@0.1.6'; // import kubewasm:controller/fleet@0.1.6
+  export type * as KubewasmControllerLog016 from 'kubewasm:controller/log@0.1.6'; // import kubewasm:controller/log@0.1.6
+  export type * as KubewasmControllerTypes016 from 'kubewasm:controller/types@0.1.6'; // import kubewasm:controller/types@0.1.6
+  export * as plugin from 'kubewasm:controller/plugin@0.1.6'; // export kubewasm:controller/plugin@0.1.6
+  export * as reconciler from 'kubewasm:controller/reconciler@0.1.6'; // export kubewasm:controller/reconciler@0.1.6
+  export * as access from 'kubewasm:controller/access@0.1.6'; // export kubewasm:controller/access@0.1.6
+  export * as release from 'kubewasm:controller/release@0.1.6'; // export kubewasm:controller/release@0.1.6
+  export * as views from 'kubewasm:controller/views@0.1.6'; // export kubewasm:controller/views@0.1.6
+  export * as composite from 'kubewasm:controller/composite@0.1.6'; // export kubewasm:controller/composite@0.1.6
+  export * as clusters from 'kubewasm:controller/clusters@0.1.6'; // export kubewasm:controller/clusters@0.1.6
+  export * as projections from 'kubewasm:controller/projections@0.1.6'; // export kubewasm:controller/projections@0.1.6
+  export * as webhooks from 'kubewasm:controller/webhooks@0.1.6'; // export kubewasm:controller/webhooks@0.1.6
 }

@@ -19,6 +19,10 @@ A plugin may serve or reach member clusters besides the host's own (contract 0.1
 `Manifest.serve_members(Members.ALL)`, `.reach_members(Members.matching("env=prod"))`, then
 `ctx.cluster()`, `ctx.clusters()` and `ctx.in_cluster(name)` to read and write in one.
 
+A controller serves admission and conversion webhooks (contract 0.1.6) that its manifest
+declares (`Manifest.webhook(Webhook.validating(...))`, `.converts(gvk)`) with its `validate`,
+`mutate` and `convert` methods (see `kubewasm.webhook`).
+
 Objects are dicts (parsed JSON); `kubewasm.objects` has the metadata, owner reference,
 condition and status helpers. Host calls are methods of `Context`; they raise `KubewasmError`
 subclasses (`NotFound`, `Conflict`, ...). `kubewasm.testing` runs a controller under plain
@@ -46,12 +50,14 @@ from .errors import (
 )
 from .manifest import ChildRule, ClusterScope, Composition, Limits, Manifest, ManifestSpec, Mapping, Members, Permission, Rule, Watch
 from .objects import Object
+from .webhook import AdmissionHook, Denied, FailurePolicy, MatchCondition, Operation, Review, SideEffects, UserInfo, Webhook
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DONE",
     "Action",
+    "AdmissionHook",
     "AlreadyExists",
     "ChildRule",
     "ChildSelector",
@@ -62,8 +68,10 @@ __all__ = [
     "Conflict",
     "Context",
     "Controller",
+    "Denied",
     "ErrorCode",
     "EventType",
+    "FailurePolicy",
     "Forbidden",
     "Gvk",
     "Host",
@@ -74,22 +82,28 @@ __all__ = [
     "Manifest",
     "ManifestSpec",
     "Mapping",
+    "MatchCondition",
     "Members",
     "NotFound",
     "Object",
     "ObjectKey",
+    "Operation",
     "Other",
     "PatchType",
     "Permission",
     "RelatedRule",
+    "Review",
     "Rule",
     "SettingsError",
+    "SideEffects",
     "SyncRequest",
     "SyncResponse",
     "Unavailable",
     "UpdateStrategy",
+    "UserInfo",
     "Verb",
     "Watch",
+    "Webhook",
     "kinds",
     "objects",
 ]

@@ -1,6 +1,6 @@
 """The component glue: the WIT imports as a `Host`, and the `Plugin`, `Reconciler`, `Access`,
-`Release`, `Views`, `Composite`, `Clusters` and `Projections` export classes componentize-py
-looks for.
+`Release`, `Views`, `Composite`, `Clusters`, `Projections` and `Webhooks` export classes
+componentize-py looks for.
 Imported only inside a component (by the module `kubewasm-py build` generates), because
 `wit_world` and `componentize_py_types` exist only there.
 
@@ -23,6 +23,7 @@ from wit_world.exports import composite as wc
 from wit_world.exports import plugin as wp
 from wit_world.exports import projections as wpj
 from wit_world.exports import reconciler as wr
+from wit_world.exports import webhooks as wh
 from wit_world.imports import cache, client, events, fleet, log
 from wit_world.imports import types as wt
 
@@ -31,7 +32,8 @@ from .context import Cluster
 from .core import ChildSelector, ErrorCode, EventType, Gvk, LogLevel, ObjectKey, PatchType, UpdateStrategy
 from .errors import KubewasmError
 from .manifest import ClusterScope, Composition, ManifestSpec, Members, Rule
-from .runtime import Method, Refused, Runner, SyncMethod, find_controller
+from .runtime import Method, Refused, Runner, SyncMethod, find_controller, parsed_object
+from .webhook import AdmissionHook, Denied, FailurePolicy, Operation, Review, SideEffects, UserInfo
 
 _CODES = {
     wt.ErrorCode.NOT_FOUND: ErrorCode.NOT_FOUND,
@@ -55,6 +57,8 @@ _LEVEL = {
 _VERB = {v.name: getattr(wp.Verb, v.name) for v in wp.Verb}
 _STRATEGY = {s: getattr(wc.UpdateStrategy, s.name) for s in UpdateStrategy}
 _SELECTOR = {s: getattr(wc.ChildSelector, s.name) for s in ChildSelector}
+_WIT_OPERATION = {o: getattr(wh.Operation, o.name) for o in Operation}
+_OPERATION = {v: k for k, v in _WIT_OPERATION.items()}
 
 
 def _gvk(g: Gvk) -> wt.Gvk:
@@ -190,6 +194,19 @@ def _manifest(spec: ManifestSpec) -> wp.Manifest:
     )
 
 
+def _hook(h: AdmissionHook) -> wh.AdmissionHook:
+    return wh.AdmissionHook(
+        name=h.name,
+        mutating=h.mutating,
+        kinds=[_gvk(g) for g in h.kinds],
+        operations=[_WIT_OPERATION[o] for o in h.operations],
+        failure_policy=getattr(wh.FailurePolicy, FailurePolicy.parse(h.failure_policy).name),
+        timeout_seconds=h.timeout_seconds,
+        side_effects=getattr(wh.SideEffects, SideEffects.parse(h.side_effects).name),
+        match_conditions=[wh.MatchCondition(c.name, c.expression) for c in h.match_conditions],
+    )
+
+
 def _rule(r: Rule) -> wa.Rule:
     return wa.Rule(
         resource=_gvk(r.resource),
@@ -241,14 +258,14 @@ def _key(k: wt.ObjectKey) -> ObjectKey:
     return ObjectKey(k.namespace, k.name)
 
 
-def exports(app: ModuleType) -> tuple[type, type, type, type, type, type, type, type]:
-    """The `Plugin`, `Reconciler`, `Access`, `Release`, `Views`, `Composite`, `Clusters` and
-    `Projections` classes for the controller (a `Controller` or a `CompositeController`) the author's module
-    defines."""
+def exports(app: ModuleType) -> tuple[type, ...]:
+    """The `Plugin`, `Reconciler`, `Access`, `Release`, `Views`, `Composite`, `Clusters`,
+    `Projections` and `Webhooks` classes for the controller (a `Controller` or a
+    `CompositeController`) the author's module defines."""
     return exports_for(Runner(find_controller(app), WasmHost()))
 
 
-def exports_for(runner: Runner) -> tuple[type, type, type, type, type, type, type, type]:
+def exports_for(runner: Runner) -> tuple[type, ...]:
     """The export classes over one runner (tests give it a fake host)."""
 
     def call(method: Method, request: wr.Request) -> wt.Action:
@@ -325,4 +342,46 @@ def exports_for(runner: Runner) -> tuple[type, type, type, type, type, type, typ
         def fields(self) -> list[wpj.Projection]:
             return [wpj.Projection(_gvk(g), [f.split(".") for f in fields]) for g, fields in runner.reads_fields().items()]
 
-    return Plugin, Reconciler, Access, Release, Views, Composite, Clusters, Projections
+    def review(request: wh.AdmissionRequest) -> Review:
+        return Review(
+            hook=request.hook,
+            operation=_OPERATION[request.operation],
+            kind=_from_gvk(request.kind),
+            name=request.name,
+            namespace=request.namespace,
+            object=parsed_object(request.object, "the object"),
+            old_object=parsed_object(request.old_object, "the old object"),
+            uid=request.uid,
+            subresource=request.subresource,
+            user=UserInfo(request.user.username, request.user.uid, list(request.user.groups)),
+            dry_run=request.dry_run,
+        )
+
+    def denial(e: Denied) -> Err[wh.Denial]:
+        return Err(wh.Denial(e.code, e.message, e.warnings))
+
+    class Webhooks:
+        def declare(self) -> wh.Declaration:
+            admission, conversion = runner.hooks()
+            return wh.Declaration([_hook(h) for h in admission], [wh.ConversionHook(_gvk(g)) for g in conversion])
+
+        def validate(self, request: wh.AdmissionRequest) -> list[str]:
+            try:
+                return runner.validate(review(request))
+            except Denied as e:
+                raise denial(e) from None
+
+        def mutate(self, request: wh.AdmissionRequest) -> wh.Mutation:
+            try:
+                obj, warnings = runner.mutate(review(request))
+            except Denied as e:
+                raise denial(e) from None
+            return wh.Mutation(obj, warnings)
+
+        def convert(self, objects: list[str], desired_api_version: str) -> list[str]:
+            try:
+                return runner.convert(objects, desired_api_version)
+            except Denied as e:
+                raise Err(e.message) from None
+
+    return Plugin, Reconciler, Access, Release, Views, Composite, Clusters, Projections, Webhooks

@@ -72,13 +72,13 @@ def event(reason: str, action: str, note: str) -> None:
     at_most("event note", note, MAX_EVENT_NOTE)
 
 
-def cut(message: str) -> str:
-    """`message` cut to at most `MAX_ERROR_MESSAGE` UTF-8 bytes, at a character boundary: a
-    longer one would be a fault of the plugin, and the start says what went wrong."""
-    if len(message) * 4 <= MAX_ERROR_MESSAGE:
+def cut(message: str, limit: int = MAX_ERROR_MESSAGE) -> str:
+    """`message` cut to at most `limit` UTF-8 bytes, at a character boundary: a longer one
+    would be a fault of the plugin, and the start says what went wrong."""
+    if len(message) * 4 <= limit:
         return message
     encoded = message.encode("utf-8", "surrogatepass")
-    if len(encoded) <= MAX_ERROR_MESSAGE:
+    if len(encoded) <= limit:
         return message
     # Dropping a partial character at the end ("ignore") keeps the rest whole.
-    return encoded[:MAX_ERROR_MESSAGE].decode("utf-8", "ignore")
+    return encoded[:limit].decode("utf-8", "ignore")

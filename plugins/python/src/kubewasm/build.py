@@ -10,7 +10,7 @@ its `composite` export says whether it is declarative):
 
     import app as _app
     from kubewasm._guest import exports as _exports
-    Plugin, Reconciler, Access, Release, Views, Composite, Clusters, Projections = _exports(_app)
+    Plugin, Reconciler, Access, Release, Views, Composite, Clusters, Projections, Webhooks = _exports(_app)
 
 componentize-py imports it at build time (pre-initialization) and snapshots the result, so
 module-level code runs once, at build time, and errors in it fail the build.
@@ -37,7 +37,7 @@ ENTRY_TEMPLATE = """\
 import {app} as _app
 from kubewasm._guest import exports as _exports
 
-Plugin, Reconciler, Access, Release, Views, Composite, Clusters, Projections = _exports(_app)
+Plugin, Reconciler, Access, Release, Views, Composite, Clusters, Projections, Webhooks = _exports(_app)
 """
 
 _COMPONENTIZE_PY = "import sys, componentize_py; sys.argv[0] = 'componentize-py'; componentize_py.script()"

@@ -26,6 +26,7 @@ from .context import Context
 from .core import Gvk, millis
 from .manifest import Manifest
 from .objects import Object
+from .webhook import WebhookHandlers
 
 __all__ = ["CompositeController", "Objects", "RelatedRule", "SyncRequest", "SyncResponse"]
 
@@ -170,7 +171,7 @@ def decode(encoded: Encoded) -> SyncResponse:
     )
 
 
-class CompositeController:
+class CompositeController(WebhookHandlers):
     """A declarative controller plugin. Subclass it (instead of `Controller`), then build the
     module with `kubewasm-py build`:
 

@@ -9,9 +9,10 @@ from .context import Context
 from .core import DONE, Action, Gvk, ObjectKey
 from .manifest import Manifest
 from .objects import Object
+from .webhook import WebhookHandlers
 
 
-class Controller:
+class Controller(WebhookHandlers):
     """A controller plugin. Subclass it, then build the module with `kubewasm-py build`:
 
         class Echo(Controller):
@@ -35,6 +36,9 @@ class Controller:
     call traps (a fault), the instance is replaced, the key is retried with backoff, and an
     object the plugin keeps faulting on is quarantined (set aside until it changes). Raise a
     `KubewasmError` (or let a host call's through) for what the controller means to report.
+
+    The webhooks its manifest declares are answered by `validate`, `mutate` and `convert`
+    (`kubewasm.webhook`).
     """
 
     settings_defaults: ClassVar[Mapping[str, Any]] = {}

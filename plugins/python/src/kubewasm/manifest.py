@@ -27,6 +27,7 @@ from typing import ClassVar, Literal, TypeVar
 
 from .core import ChildSelector, Gvk, UpdateStrategy, Verb
 from .kinds import CLUSTER_ROLE
+from .webhook import AdmissionHook, Webhook
 
 # The verbs a rule may name: RBAC's, without "*".
 RBAC_VERBS = (*(v.value for v in Verb), "deletecollection", "bind", "escalate", "impersonate", "approve", "sign", "use")
@@ -157,8 +158,9 @@ class ManifestSpec:
     (the `access` export's answer), `metadata_only` (the `views` export's), `reads_fields`
     (the `projections` export's: dotted paths per kind), `composition`
     (the `composite.describe-composition` export's, for a `CompositeController`; None until
-    `child()` or `child_selector()` is called, and always None for a `Controller`) and `scope`
-    (the `clusters` export's)."""
+    `child()` or `child_selector()` is called, and always None for a `Controller`), `scope`
+    (the `clusters` export's), and `webhooks` and `conversions` (the `webhooks` export's
+    `declare`)."""
 
     name: str
     version: str
@@ -176,6 +178,8 @@ class ManifestSpec:
     rules: list[Rule] = field(default_factory=list)
     composition: Composition | None = None
     scope: ClusterScope = field(default_factory=ClusterScope)
+    webhooks: list[AdmissionHook] = field(default_factory=list)
+    conversions: list[Gvk] = field(default_factory=list)
 
     def child_kinds(self) -> list[Gvk]:
         """A declarative controller's child kinds, in the order the host hands them
@@ -310,6 +314,18 @@ class Manifest:
         nothing there: a hub writing into members. When one is engaged, every primary is
         reconciled once (so that the hub writes into the new member)."""
         self.spec.scope.reach = _members(members)
+        return self
+
+    def webhook(self, hook: Webhook) -> Manifest:
+        """Serves an admission hook (contract 0.1.6), answered by the controller's `validate`
+        or `mutate`: `.webhook(Webhook.validating("validate-cronjob").kind(CRONJOB))`."""
+        self.spec.webhooks.append(hook.hook)
+        return self
+
+    def converts(self, resource: Gvk) -> Manifest:
+        """Serves the conversion webhook of this custom resource (its CRD's versions; the
+        version given is ignored), answered by the controller's `convert` (contract 0.1.6)."""
+        self.spec.conversions.append(resource)
         return self
 
     def finalizer(self, name: str) -> Manifest:

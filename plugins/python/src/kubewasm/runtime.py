@@ -24,6 +24,7 @@ from .core import DONE, Action, Gvk, ObjectKey
 from .errors import Invalid, KubewasmError, Other, SettingsError
 from .manifest import ClusterScope, Composition, Manifest, ManifestSpec, Rule
 from .objects import Object
+from .webhook import AdmissionHook, Denied, Review
 
 # The controller methods the host calls with a primary object.
 Method = Literal["reconcile", "finalize", "released"]
@@ -84,6 +85,16 @@ def _returned(e: KubewasmError) -> KubewasmError:
     """The error as the host gets it: its message cut to what the host takes."""
     message = bounds.cut(e.message)
     return e if len(message) == len(e.message) else KubewasmError.from_code(e.code, message)
+
+
+def parsed_object(text: str | None, what: str) -> Object | None:
+    """An admission request's object (None for none); a 400 denial when it does not parse."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise Denied(f"{what} does not parse: {e}", code=400) from None
 
 
 def _parse(text: str, what: str) -> Any:
@@ -160,6 +171,51 @@ class Runner:
         """What the `clusters` export answers, right after `describe`: the clusters the plugin
         serves and reaches (the host's own cluster only, unless the manifest says more)."""
         return self.manifest.scope if self.manifest is not None else ClusterScope()
+
+    def hooks(self) -> tuple[list[AdmissionHook], list[Gvk]]:
+        """What the `webhooks` export's `declare` answers, right after `describe`: the admission
+        hooks and the custom resources the plugin converts."""
+        return (self.manifest.webhooks, self.manifest.conversions) if self.manifest is not None else ([], [])
+
+    def _hooked(self) -> AnyController:
+        if self.controller is None:
+            raise Other("the host called the plugin before describe")
+        return self.controller
+
+    def _answer(self, handler: str, review: Review) -> Any:
+        """Runs the controller's `handler` on the review; a `Denied` it raises carries the
+        review's warnings too."""
+        try:
+            return getattr(self._hooked(), handler)(review, Context(self.host, ObjectKey(review.namespace, review.name)))
+        except Denied as e:
+            e.warnings[:0] = review.warnings
+            raise
+
+    def validate(self, review: Review) -> list[str]:
+        """Runs `validate`: the warnings of an allowed change. Raises `Denied` for a refusal;
+        any other exception is a bug and propagates (a trap in a component)."""
+        warnings = self._answer("validate", review)
+        return [*review.warnings, *(warnings or [])]
+
+    def mutate(self, review: Review) -> tuple[str | None, list[str]]:
+        """Runs `mutate`: the object as it should be stored (JSON text; None: unchanged) and the
+        warnings. Raises like `validate`."""
+        obj = self._answer("mutate", review)
+        return (None if obj is None else json.dumps(obj)), review.warnings
+
+    def convert(self, objects: Sequence[str], desired_api_version: str) -> list[str]:
+        """Runs `convert` on each object (JSON text), in order. Raises `Denied` naming the first
+        object that cannot be converted (its message cut to what the host takes)."""
+        controller = self._hooked()
+        converted = []
+        for text in objects:
+            obj = parsed_object(text, "an object")
+            name = (obj.get("metadata") or {}).get("name", "")
+            try:
+                converted.append(json.dumps(controller.convert(obj, desired_api_version)))
+            except Denied as e:
+                raise Denied(f"{name}: {e.message}") from None
+        return converted
 
     def composition(self) -> Composition | None:
         """What the `composite` export's `describe-composition` answers, right after `describe`:

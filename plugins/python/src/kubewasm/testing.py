@@ -50,12 +50,30 @@ from .errors import AlreadyExists, Conflict, Forbidden, Invalid, KubewasmError, 
 from .manifest import ClusterScope, Composition, ManifestSpec, Members
 from .objects import Object, is_controlled_by
 from .runtime import Refused, Runner, SyncMethod
+from .webhook import Denied, Operation, Review, UserInfo
 
-__all__ = ["COMPOSING", "Call", "FakeHost", "Harness", "match_labels", "parse_selector"]
+__all__ = ["COMPOSING", "HOOKING", "Admission", "Call", "FakeHost", "Harness", "match_labels", "parse_selector"]
 
 COMPOSING = "a declarative plugin's customize, sync and finalize may read the cache and nothing else (the host makes every write from their answers)"
 """Why the host refuses client and Event calls during `customize`, `sync` and `finalize`: the
 end of the `Forbidden` message (`"patch ConfigMap.v1 refused: " + COMPOSING`)."""
+
+HOOKING = "webhook calls may read the cache and nothing else"
+"""Why the host refuses client and Event calls during a webhook call (`Harness.admit`,
+`Harness.convert`)."""
+
+
+@dataclass
+class Admission:
+    """A hook's answer as the API server gets it: allowed with warnings, or a denial's code and
+    message (with warnings); `object` is what a mutating hook made of the object (None:
+    unchanged)."""
+
+    allowed: bool
+    warnings: list[str]
+    code: int | None = None
+    message: str | None = None
+    object: Object | None = None
 
 
 @dataclass
@@ -945,3 +963,82 @@ class Harness(Generic[C]):
             ]
             out.append((rule.resource, _sorted(found)))
         return out
+
+    # --- webhooks ---
+
+    def admit(
+        self,
+        hook: str,
+        operation: Operation | str,
+        object: Mapping[str, Any] | None = None,
+        old_object: Mapping[str, Any] | None = None,
+        *,
+        user: UserInfo | None = None,
+        dry_run: bool = False,
+        subresource: str | None = None,
+    ) -> Admission:
+        """Calls the manifest's hook `hook` as the host does for an AdmissionReview — `validate`
+        or `mutate` as declared, with client and Event calls refused — and returns its answer
+        (`object` on create and update, `old_object` on update and delete). A hook or an
+        operation the manifest does not declare is a `ValueError` (the host never sends it);
+        any exception but `Denied` propagates (in the component, a fault)."""
+        declared = next((h for h in self.manifest.webhooks if h.name == hook), None)
+        if declared is None:
+            raise ValueError(f"the manifest declares no hook {hook!r}")
+        operation = Operation.parse(operation)
+        if operation not in declared.operations:
+            raise ValueError(f"hook {hook!r} does not admit {operation.upper()}")
+        subject = object if object is not None else old_object
+        if subject is None:
+            raise ValueError("an admission request carries an object or an old object")
+        key = ObjectKey.of(subject)
+        review = Review(
+            hook=hook,
+            operation=operation,
+            kind=Gvk.of(subject),
+            name=key.name,
+            namespace=key.namespace,
+            # Copies, as the host hands them.
+            object=None if object is None else json.loads(json.dumps(object)),
+            old_object=None if old_object is None else json.loads(json.dumps(old_object)),
+            uid="review-uid",
+            subresource=subresource,
+            user=user or UserInfo(),
+            dry_run=dry_run,
+        )
+        try:
+            with self.host.only_cache(HOOKING):
+                if declared.mutating:
+                    mutated, warnings = self.runner.mutate(review)
+                    return Admission(True, warnings, object=None if mutated is None else json.loads(mutated))
+                return Admission(True, self.runner.validate(review))
+        except Denied as e:
+            return Admission(False, e.warnings, e.code, e.message)
+
+    def convert(self, objects: Iterable[Mapping[str, Any]], desired_api_version: str) -> list[Object]:
+        """Calls the conversion hook as the host does, with client and Event calls refused: the
+        objects (of kinds the manifest `converts`) in `desired_api_version`. Raises `Denied` for
+        the plugin's refusal, and `ValueError` for an answer the host refuses as a fault (another
+        length; an object whose apiVersion is not the desired one, or whose kind, name,
+        namespace or uid changed)."""
+        given = list(objects)
+        for obj in given:
+            if not any(_same_kind(Gvk.of(obj), g) for g in self.manifest.conversions):
+                raise ValueError(f"the manifest converts no {Gvk.of(obj)}")
+        with self.host.only_cache(HOOKING):
+            answers = self.runner.convert([json.dumps(o) for o in given], desired_api_version)
+        if len(answers) != len(given):
+            raise ValueError(f"the host refuses {len(answers)} objects converted from {len(given)}")
+        converted = [json.loads(a) for a in answers]
+
+        def identity(obj: Mapping[str, Any]) -> tuple[Any, ...]:
+            meta = obj.get("metadata") or {}
+            return obj.get("kind"), meta.get("name"), meta.get("namespace"), meta.get("uid")
+
+        for was, now in zip(given, converted, strict=True):
+            if now.get("apiVersion") != desired_api_version or identity(now) != identity(was):
+                raise ValueError(
+                    f"the host refuses {Gvk.of(was)} {ObjectKey.of(was)} converted to {Gvk.of(now)} {ObjectKey.of(now)}: "
+                    f"apiVersion {desired_api_version} wanted, kind, name, namespace and uid kept"
+                )
+        return converted

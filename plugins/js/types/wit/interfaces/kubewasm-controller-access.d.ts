@@ -1,13 +1,13 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/access@0.1.5' {
+declare module 'kubewasm:controller/access@0.1.6' {
   /**
    * The plugin's rules beyond `manifest.permissions`, at most 1000. Called right after a
    * successful `describe`, on the same instance. Invalid rules (an unknown verb, a bad name)
    * refuse the plugin with the field named, like an invalid manifest.
    */
   export function rules(): Array<Rule>;
-  export type Gvk = import('kubewasm:controller/types@0.1.5').Gvk;
+  export type Gvk = import('kubewasm:controller/types@0.1.6').Gvk;
   /**
    * One RBAC rule, as in a Role.
    */

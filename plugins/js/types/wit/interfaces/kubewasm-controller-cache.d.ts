@@ -1,6 +1,6 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/cache@0.1.5' {
+declare module 'kubewasm:controller/cache@0.1.6' {
   /**
    * One object, or `none` if there is none of that name.
    * 
@@ -41,7 +41,7 @@ declare module 'kubewasm:controller/cache@0.1.5' {
    * `list-objects` (the same quarter of the plugin's memory limit).
    */
   export function listControlled(resource: Gvk, namespace: string | undefined, owner: string): Array<Object>;
-  export type Gvk = import('kubewasm:controller/types@0.1.5').Gvk;
-  export type Object = import('kubewasm:controller/types@0.1.5').Object;
-  export type Error = import('kubewasm:controller/types@0.1.5').Error;
+  export type Gvk = import('kubewasm:controller/types@0.1.6').Gvk;
+  export type Object = import('kubewasm:controller/types@0.1.6').Object;
+  export type Error = import('kubewasm:controller/types@0.1.6').Error;
 }

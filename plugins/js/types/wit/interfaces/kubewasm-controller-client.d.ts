@@ -1,6 +1,6 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/client@0.1.5' {
+declare module 'kubewasm:controller/client@0.1.6' {
   /**
    * Server-side apply: makes the fields in `object` owned by this plugin's field manager and
    * equal to the given values; creates the object if it does not exist. Needs `patch`, and,
@@ -44,9 +44,9 @@ declare module 'kubewasm:controller/client@0.1.5' {
    */
   export { _delete as delete };
   function _delete(resource: Gvk, namespace: string | undefined, name: string): void;
-  export type Gvk = import('kubewasm:controller/types@0.1.5').Gvk;
-  export type Object = import('kubewasm:controller/types@0.1.5').Object;
-  export type Error = import('kubewasm:controller/types@0.1.5').Error;
+  export type Gvk = import('kubewasm:controller/types@0.1.6').Gvk;
+  export type Object = import('kubewasm:controller/types@0.1.6').Object;
+  export type Error = import('kubewasm:controller/types@0.1.6').Error;
   /**
    * The body of a patch.
    * # Variants

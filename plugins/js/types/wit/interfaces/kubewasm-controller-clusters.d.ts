@@ -1,5 +1,5 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
-declare module 'kubewasm:controller/clusters@0.1.5' {
+declare module 'kubewasm:controller/clusters@0.1.6' {
   /**
    * The plugin's clusters. Called right after a successful `describe`, on the same instance.
    */

@@ -1,6 +1,6 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/composite@0.1.5' {
+declare module 'kubewasm:controller/composite@0.1.6' {
   /**
    * How parents and children relate, for a declarative plugin; `none` for a plugin that
    * reconciles itself (its `reconciler` is called, and nothing else of this interface). A
@@ -31,9 +31,9 @@ declare module 'kubewasm:controller/composite@0.1.5' {
    * children (the host deletes them) and `finalized` once external cleanup is done.
    */
   export function finalize(request: SyncRequest): SyncResponse;
-  export type Gvk = import('kubewasm:controller/types@0.1.5').Gvk;
-  export type Object = import('kubewasm:controller/types@0.1.5').Object;
-  export type Error = import('kubewasm:controller/types@0.1.5').Error;
+  export type Gvk = import('kubewasm:controller/types@0.1.6').Gvk;
+  export type Object = import('kubewasm:controller/types@0.1.6').Object;
+  export type Error = import('kubewasm:controller/types@0.1.6').Error;
   /**
    * What the host does with an existing child whose desired state changed.
    * # Variants

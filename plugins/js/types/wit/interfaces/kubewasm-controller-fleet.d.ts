@@ -1,7 +1,7 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-client.d.ts" />
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/fleet@0.1.5' {
+declare module 'kubewasm:controller/fleet@0.1.6' {
   /**
    * The cluster the object of the current call lives in: `none` for the host's own cluster
    * (always, in a plugin that serves no member cluster).
@@ -50,10 +50,10 @@ declare module 'kubewasm:controller/fleet@0.1.5' {
    */
   export { _delete as delete };
   function _delete(cluster: string | undefined, resource: Gvk, namespace: string | undefined, name: string): void;
-  export type Gvk = import('kubewasm:controller/types@0.1.5').Gvk;
-  export type Object = import('kubewasm:controller/types@0.1.5').Object;
-  export type Error = import('kubewasm:controller/types@0.1.5').Error;
-  export type PatchType = import('kubewasm:controller/client@0.1.5').PatchType;
+  export type Gvk = import('kubewasm:controller/types@0.1.6').Gvk;
+  export type Object = import('kubewasm:controller/types@0.1.6').Object;
+  export type Error = import('kubewasm:controller/types@0.1.6').Error;
+  export type PatchType = import('kubewasm:controller/client@0.1.6').PatchType;
   /**
    * An engaged cluster within the plugin's reach.
    */

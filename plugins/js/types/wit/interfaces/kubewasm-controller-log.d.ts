@@ -1,5 +1,5 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
-declare module 'kubewasm:controller/log@0.1.5' {
+declare module 'kubewasm:controller/log@0.1.6' {
   /**
    * Writes one log record. Never fails; records below the host's level are dropped cheaply.
    */

@@ -1,6 +1,6 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/plugin@0.1.5' {
+declare module 'kubewasm:controller/plugin@0.1.6' {
   /**
    * Describes the plugin. `settings` is JSON text: the table `NAME.toml` beside `NAME.wasm`
    * converted to JSON (without the host's own `[kubewasm]` table), or "{}" when there is none.
@@ -21,7 +21,7 @@ declare module 'kubewasm:controller/plugin@0.1.5' {
    * memory budget meanwhile (a limit that does not fit refuses the plugin before it runs).
    */
   export function describe(settings: string): Manifest;
-  export type Gvk = import('kubewasm:controller/types@0.1.5').Gvk;
+  export type Gvk = import('kubewasm:controller/types@0.1.6').Gvk;
   /**
    * Kubernetes API verbs, with the meaning RBAC gives them. (Other RBAC verbs, such as
    * `bind` or `deletecollection`, are declared through the `access` export.)

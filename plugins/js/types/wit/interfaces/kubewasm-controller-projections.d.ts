@@ -1,6 +1,6 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/projections@0.1.5' {
+declare module 'kubewasm:controller/projections@0.1.6' {
   /**
    * The projections, at most 100. Called right after a successful `describe`, on the same
    * instance. An invalid entry (a kind the plugin does not reconcile, own or watch, a second
@@ -8,7 +8,7 @@ declare module 'kubewasm:controller/projections@0.1.5' {
    * (`projections.fields[i]`), like an invalid manifest.
    */
   export function fields(): Array<Projection>;
-  export type Gvk = import('kubewasm:controller/types@0.1.5').Gvk;
+  export type Gvk = import('kubewasm:controller/types@0.1.6').Gvk;
   /**
    * The fields of one kind the plugin reads.
    */

@@ -1,6 +1,6 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/reconciler@0.1.5' {
+declare module 'kubewasm:controller/reconciler@0.1.6' {
   /**
    * Brings the world in line with the primary object. Called for objects that exist and are
    * not being deleted (or, with a finalizer, not yet being deleted).
@@ -36,11 +36,11 @@ declare module 'kubewasm:controller/reconciler@0.1.5' {
    * it changes). An empty list means "no keys", never "failed".
    */
   export function mapRelated(resource: Gvk, object: Object): Array<ObjectKey>;
-  export type Gvk = import('kubewasm:controller/types@0.1.5').Gvk;
-  export type Object = import('kubewasm:controller/types@0.1.5').Object;
-  export type ObjectKey = import('kubewasm:controller/types@0.1.5').ObjectKey;
-  export type Action = import('kubewasm:controller/types@0.1.5').Action;
-  export type Error = import('kubewasm:controller/types@0.1.5').Error;
+  export type Gvk = import('kubewasm:controller/types@0.1.6').Gvk;
+  export type Object = import('kubewasm:controller/types@0.1.6').Object;
+  export type ObjectKey = import('kubewasm:controller/types@0.1.6').ObjectKey;
+  export type Action = import('kubewasm:controller/types@0.1.6').Action;
+  export type Error = import('kubewasm:controller/types@0.1.6').Error;
   /**
    * One primary object to reconcile.
    */

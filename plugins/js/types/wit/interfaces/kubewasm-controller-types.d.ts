@@ -1,5 +1,5 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
-declare module 'kubewasm:controller/types@0.1.5' {
+declare module 'kubewasm:controller/types@0.1.6' {
   /**
    * A Kubernetes kind as the API names it.
    */

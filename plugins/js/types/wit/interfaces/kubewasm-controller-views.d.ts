@@ -1,6 +1,6 @@
 // Generated from the kubewasm WIT by scripts/gen-wit-types.js (jco guest types). Do not edit.
 /// <reference path="./kubewasm-controller-types.d.ts" />
-declare module 'kubewasm:controller/views@0.1.5' {
+declare module 'kubewasm:controller/views@0.1.6' {
   /**
    * Kinds of which every object the plugin is handed — by `cache.get`, `cache.list-objects`
    * and `reconciler.map-related` — carries only `apiVersion`, `kind` and `metadata` (without
@@ -12,5 +12,5 @@ declare module 'kubewasm:controller/views@0.1.5' {
    * (`views.metadata-only[i]`), like an invalid manifest.
    */
   export function metadataOnly(): Array<Gvk>;
-  export type Gvk = import('kubewasm:controller/types@0.1.5').Gvk;
+  export type Gvk = import('kubewasm:controller/types@0.1.6').Gvk;
 }
