@@ -146,6 +146,7 @@ impl CertError {
 }
 
 /// The serving certificate, kept fresh by a task until shutdown.
+#[derive(Debug, Clone)]
 pub struct ServingCerts {
     tls: Arc<rustls::ServerConfig>,
     bundle: watch::Receiver<Option<Arc<[u8]>>>,
@@ -196,8 +197,11 @@ impl ServingCerts {
 /// and all the webhook server serves.
 fn server_config(newest: Arc<Newest>) -> Result<Arc<rustls::ServerConfig>, CertError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config =
-        rustls::ServerConfig::builder_with_provider(provider).with_safe_default_protocol_versions().map_err(CertError::Tls)?.with_no_client_auth().with_cert_resolver(newest);
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(CertError::Tls)?
+        .with_no_client_auth()
+        .with_cert_resolver(newest);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -262,16 +266,37 @@ fn counted<T>(metrics: &CertMetrics, read: Result<T, CertError>) -> Result<T, Ce
     read
 }
 
-/// A certificate directory and what was last loaded from it.
+/// A certificate directory, its watch, and what was last loaded from it.
 struct DirWatch {
     dir: PathBuf,
     current: Current,
+    /// Something changed in the directory. Closed when it could not be watched: the poll alone
+    /// reloads then.
+    events: tokio::sync::mpsc::UnboundedReceiver<()>,
+    /// Watches for as long as this lives.
+    _watcher: Option<notify::RecommendedWatcher>,
 }
 
 impl DirWatch {
+    /// Watches `dir`, then loads it: a change made while the first pair is read is not missed.
+    /// The directory is watched rather than the files: a mounted Secret changes by swapping its
+    /// `..data` symlink, which leaves the files' own paths untouched.
     async fn load(dir: PathBuf, metrics: CertMetrics) -> Result<DirWatch, CertError> {
+        use notify::Watcher;
+        let (events_tx, events) = tokio::sync::mpsc::unbounded_channel();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            // Reading the files raises access events: reacting to them would read forever.
+            if let Ok(event) = event
+                && !matches!(event.kind, notify::EventKind::Access(_))
+            {
+                let _ = events_tx.send(());
+            }
+        })
+        .and_then(|mut watcher| watcher.watch(&dir, notify::RecursiveMode::NonRecursive).map(|()| watcher))
+        .inspect_err(|e| tracing::warn!(dir = %dir.display(), "cannot watch the webhook certificate directory, polling it: {e}"))
+        .ok();
         let first = counted(&metrics, load_dir(&dir).await)?;
-        Ok(DirWatch { dir, current: Current::new(first, metrics) })
+        Ok(DirWatch { dir, current: Current::new(first, metrics), events, _watcher: watcher })
     }
 
     /// Reads the directory again and serves its pair if it is a good one; a bad one leaves the
@@ -284,33 +309,15 @@ impl DirWatch {
         Ok(())
     }
 
-    /// Reloads on the directory's events and every [`DIR_POLL`] until `shutdown`. The directory is
-    /// watched rather than the files: a mounted Secret changes by swapping its `..data` symlink,
-    /// which leaves the files' own paths untouched.
-    async fn run(self, shutdown: CancellationToken) {
-        use notify::Watcher;
-        let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            // Reading the files raises access events: reacting to them would read forever.
-            if let Ok(event) = event
-                && !matches!(event.kind, notify::EventKind::Access(_))
-            {
-                let _ = events_tx.send(());
-            }
-        })
-        .and_then(|mut watcher| watcher.watch(&self.dir, notify::RecursiveMode::NonRecursive).map(|()| watcher));
-        // Kept alive for the loop; without it (an error) the channel is closed and only the poll
-        // reloads.
-        let _watcher = watcher
-            .inspect_err(|e| tracing::warn!(dir = %self.dir.display(), "cannot watch the webhook certificate directory, polling it: {e}"))
-            .ok();
+    /// Reloads on the directory's events and every [`DIR_POLL`] until `shutdown`.
+    async fn run(mut self, shutdown: CancellationToken) {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(DIR_POLL) => {}
-                Some(()) = events.recv() => {
+                Some(()) = self.events.recv() => {
                     tokio::time::sleep(SETTLE).await;
-                    while events.try_recv().is_ok() {}
+                    while self.events.try_recv().is_ok() {}
                 }
             }
             if let Err(e) = self.reload().await {
@@ -378,8 +385,9 @@ fn certified_key(cert: &[u8], cert_origin: &str, key: &[u8], key_origin: &str) -
 }
 
 /// Whether a certificate valid from `not_before` to `not_after` is to be renewed at `now`: once
-/// less than a third of its validity remains (cert-manager's default), which leaves two thirds of
-/// the way for every replica's poll and the API servers' bundle to catch up.
+/// less than a third of its validity remains (cert-manager's default): the third left (30 days of
+/// a serving certificate, 20 months of the CA) is for every replica's poll and the API servers'
+/// bundle to catch up, and for a host that was down to renew late but in time.
 fn due(not_before: SystemTime, not_after: SystemTime, now: SystemTime) -> bool {
     let Ok(validity) = not_after.duration_since(not_before) else {
         return true;
@@ -402,7 +410,7 @@ fn inspect(pem_text: &str, origin: &str) -> Result<Inspected, CertError> {
     let der = certificates(pem_text.as_bytes(), origin)?.swap_remove(0);
     let decode = |source| CertError::Decode { origin: origin.into(), source };
     let (_, cert) = x509_parser::parse_x509_certificate(&der).map_err(|e| decode(e.into()))?;
-    let time = |t: &x509_parser::time::ASN1Time| UNIX_EPOCH + Duration::from_secs(t.timestamp().max(0).unsigned_abs());
+    let instant = |t: &x509_parser::time::ASN1Time| UNIX_EPOCH + Duration::from_secs(t.timestamp().max(0).unsigned_abs());
     let mut names = Vec::new();
     if let Some(san) = cert.subject_alternative_name().map_err(decode)? {
         for name in &san.value.general_names {
@@ -416,7 +424,7 @@ fn inspect(pem_text: &str, origin: &str) -> Result<Inspected, CertError> {
             }
         }
     }
-    Ok(Inspected { not_before: time(&cert.validity().not_before), not_after: time(&cert.validity().not_after), names })
+    Ok(Inspected { not_before: instant(&cert.validity().not_before), not_after: instant(&cert.validity().not_after), names })
 }
 
 /// `dns_names` as [`Inspected::names`] spells them, to compare: sorted, IPs in their canonical
@@ -546,7 +554,8 @@ impl Issued {
     fn from_secret(secret: &Secret, origin: &str) -> Result<Issued, CertError> {
         let get = |key: &str| secret.data.as_ref().and_then(|data| data.get(key)).map(|value| String::from_utf8_lossy(&value.0).into_owned());
         let need = |key: &str| get(key).ok_or_else(|| CertError::Missing { origin: format!("{origin} {key}") });
-        let issued = Issued { ca_cert: need(CA_CERT)?, ca_key: need(CA_KEY)?, previous_ca: get(PREVIOUS_CA), tls_cert: need(TLS_CERT)?, tls_key: need(TLS_KEY)? };
+        let issued =
+            Issued { ca_cert: need(CA_CERT)?, ca_key: need(CA_KEY)?, previous_ca: get(PREVIOUS_CA), tls_cert: need(TLS_CERT)?, tls_key: need(TLS_KEY)? };
         issued.load(origin)?;
         inspect(&issued.ca_cert, &format!("{origin} {CA_CERT}"))?;
         rcgen::KeyPair::from_pem(&issued.ca_key).map_err(|source| CertError::Generate { origin: format!("{origin} {CA_KEY}"), source })?;
@@ -660,21 +669,21 @@ impl Managed {
             ..Secret::default()
         };
         issued.write_into(&mut secret);
-        self.secrets
-            .create(&PostParams::default(), &secret)
-            .await
-            .map(drop)
-            .map_err(|source| CertError::CreateSecret { namespace: self.namespace.clone(), name: self.name.clone(), source })
+        self.secrets.create(&PostParams::default(), &secret).await.map(drop).map_err(|source| CertError::CreateSecret {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            source,
+        })
     }
 
     /// Replaces the Secret as it was read: its resourceVersion makes the write fail if another
     /// replica wrote in between, and its type and other keys are kept.
     async fn update(&self, secret: &Secret) -> Result<(), CertError> {
-        self.secrets
-            .replace(&self.name, &PostParams::default(), secret)
-            .await
-            .map(drop)
-            .map_err(|source| CertError::UpdateSecret { namespace: self.namespace.clone(), name: self.name.clone(), source })
+        self.secrets.replace(&self.name, &PostParams::default(), secret).await.map(drop).map_err(|source| CertError::UpdateSecret {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            source,
+        })
     }
 }
 
@@ -722,13 +731,18 @@ mod tests {
             roots.add(cert.unwrap()).unwrap();
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut client =
-            rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots).with_no_client_auth();
+        let mut client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
         client.alpn_protocols = vec![b"http/1.1".to_vec()];
         let (client_end, server_end) = tokio::io::duplex(64 * 1024);
         let name = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
-        let (accepted, connected) =
-            tokio::join!(tokio_rustls::TlsAcceptor::from(server).accept(server_end), tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, client_end));
+        let (accepted, connected) = tokio::join!(
+            tokio_rustls::TlsAcceptor::from(server).accept(server_end),
+            tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, client_end)
+        );
         let connected = connected?;
         accepted?;
         assert_eq!(connected.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
@@ -952,8 +966,7 @@ mod tests {
         let dns = names(&["webhook.test.svc"]);
         let now = SystemTime::now();
         let issued = Issued { previous_ca: Some(Issued::generate(&dns, now, ORIGIN).unwrap().ca_cert), ..Issued::generate(&dns, now, ORIGIN).unwrap() };
-        let mut secret = Secret::default();
-        secret.data = Some([("other".to_owned(), ByteString(b"kept".to_vec()))].into());
+        let mut secret = Secret { data: Some([("other".to_owned(), ByteString(b"kept".to_vec()))].into()), ..Secret::default() };
         issued.write_into(&mut secret);
         assert!(Issued::from_secret(&secret, ORIGIN).unwrap() == issued);
         assert_eq!(secret.data.as_ref().unwrap()["other"].0, b"kept");
