@@ -27,6 +27,7 @@ pub struct Metrics {
     shard: ShardFamilies,
     informer: InformerFamilies,
     webhook: WebhookFamilies,
+    certs: CertMetrics,
     refreshers: Refreshers,
 }
 
@@ -43,7 +44,8 @@ impl Metrics {
         let shard = ShardFamilies::register(&mut registry);
         let informer = InformerFamilies::register(&mut registry);
         let webhook = WebhookFamilies::register(&mut registry);
-        Metrics { registry, workqueue, controller, plugin, host, shard, informer, webhook, refreshers: Refreshers::default() }
+        let certs = CertMetrics::register(&mut registry);
+        Metrics { registry, workqueue, controller, plugin, host, shard, informer, webhook, certs, refreshers: Refreshers::default() }
     }
 
     /// The workqueue handles for one controller. Resolved once per queue because looking a label
@@ -233,6 +235,11 @@ impl Metrics {
     /// The `kubewasm_informer_*` handles of a member cluster's informers.
     pub fn informers_in(&self, cluster: &str) -> InformerMetrics {
         InformerMetrics { families: self.informer.clone(), refreshers: self.refreshers.clone(), cluster: cluster.into() }
+    }
+
+    /// The `certwatcher_*` counters of the webhook server's certificate.
+    pub fn certs(&self) -> CertMetrics {
+        self.certs.clone()
     }
 
     /// The Prometheus text exposition (OpenMetrics flavour, ending in `# EOF`) of every metric,
@@ -964,6 +971,25 @@ impl InformerMetrics {
         };
         self.families.objects.get_or_create(&labels).set(i64::try_from(objects).unwrap_or(i64::MAX));
         self.families.bytes.get_or_create(&labels).set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+}
+
+/// controller-runtime's certwatcher counters, for the webhook server's certificate: every read of
+/// it (from its files, or from the Secret the host keeps it in) and the failed ones. `Default`
+/// gives unregistered handles.
+#[derive(Debug, Clone, Default)]
+pub struct CertMetrics {
+    pub reads: Counter,
+    pub read_errors: Counter,
+}
+
+impl CertMetrics {
+    /// Help texts are controller-runtime's.
+    fn register(registry: &mut Registry) -> Self {
+        let certs = CertMetrics::default();
+        registry.register("certwatcher_read_certificate", "Total number of certificate reads", certs.reads.clone());
+        registry.register("certwatcher_read_certificate_errors", "Total number of certificate read errors", certs.read_errors.clone());
+        certs
     }
 }
 

@@ -14,6 +14,7 @@
 //!
 //! Paths: `/validate/PLUGIN/HOOK`, `/mutate/PLUGIN/HOOK`, `/convert/PLUGIN`.
 
+pub mod certs;
 pub mod configuration;
 pub mod review;
 
