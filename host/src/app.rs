@@ -38,6 +38,9 @@ use crate::shard::assigner::{Assigner, AssignerConfig};
 use crate::shard::{AssignerMode, Shard};
 use crate::supervisor::status::StatusPublisher;
 use crate::supervisor::{ControllerFilter, StatusObject, Supervisor};
+use crate::webhook::certs::{CertError, CertSource, ServingCerts};
+use crate::webhook::configuration::Writer;
+use crate::webhook::{Hooked, WebhookError};
 
 /// Everything `kubewasm run` takes from its flags.
 #[derive(Debug, Clone)]
@@ -104,10 +107,35 @@ pub struct RunConfig {
     pub member_transport: crate::cluster::kubeconfig::Transport,
     /// How much of a member's answers the host reads.
     pub member_answers: crate::cluster::answers::Caps,
+    /// Plugins' hooks, when served.
+    pub webhooks: Option<WebhookConfig>,
+}
+
+/// The webhook server: where it listens, its certificate, and how the API server reaches it.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    pub bind: SocketAddr,
+    pub certs: WebhookCerts,
+    /// `None`: nothing is written (the configurations are the user's).
+    pub endpoint: Option<crate::webhook::configuration::Endpoint>,
+    /// What the host's own certificate is for.
+    pub dns_names: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum WebhookCerts {
+    /// `tls.crt` and `tls.key` in a directory, reloaded when they change.
+    Dir(PathBuf),
+    /// The host's own, in a Secret.
+    Secret { namespace: String, name: String },
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
+    #[error(transparent)]
+    Webhooks(#[from] WebhookError),
+    #[error("the webhook server's certificate: {0}")]
+    WebhookCerts(#[from] CertError),
     #[error(transparent)]
     PluginDir(#[from] crate::supervisor::DirError),
     #[error("cannot connect to Kubernetes: {0}")]
@@ -339,8 +367,15 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     let host_bucket = ClientLimits::default().bucket();
     // The host's own objects may live outside the namespaces served to plugins.
     let host_fence = Fence { host_objects: Arc::new([]), namespaces: Arc::new([]), ..fence };
-    let host_api =
-        Arc::new(ApiClient::new(client.clone(), discovery, informers.clone(), "kubewasm".into(), host_bucket.clone(), host_fence, config.request_timeout));
+    let host_api = Arc::new(ApiClient::new(
+        client.clone(),
+        discovery.clone(),
+        informers.clone(),
+        "kubewasm".into(),
+        host_bucket.clone(),
+        host_fence,
+        config.request_timeout,
+    ));
     let events_shutdown = CancellationToken::new();
     let (events, events_task) = EventRecorder::start(
         client.clone(),
@@ -353,14 +388,25 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
     );
     // Refused cluster Secrets are reported on the Secrets, as the host.
     if let Some(fleet) = env.fleet.clone().filter(|_| config.cluster_secrets) {
-        tokio::spawn(crate::cluster::secrets::run(client, config.identity_namespace.clone(), fleet, events.clone(), shutdown.clone()));
+        tokio::spawn(crate::cluster::secrets::run(client.clone(), config.identity_namespace.clone(), fleet, events.clone(), shutdown.clone()));
     }
     let status = Arc::new(StatusPublisher::new(config.status.clone(), host_api.clone(), events.clone(), metrics.clone(), leadership.clone()));
 
     // 5. Plugins: one controller per file of the plugin directory, followed for changes, and
-    // one per Plugin resource.
+    // one per Plugin resource; their hooks served on every replica, from the start.
+    let hooked = Hooked::default();
+    let webhooks_shutdown = CancellationToken::new();
+    let webhook_tasks = match &config.webhooks {
+        Some(webhooks) => {
+            let fence = WebhookFence { leadership: leadership.clone(), namespaces: config.namespaces.clone(), host: config.lease_name.clone() };
+            let reach = WebhookReach { client: client.clone(), discovery: discovery.clone(), events: events.clone() };
+            start_webhooks(webhooks, reach, hooked.clone(), fence, metrics.clone(), webhooks_shutdown.clone()).await?
+        }
+        None => Vec::new(),
+    };
     metrics.memory_budget("total").set(i64::try_from(budget.total()).unwrap_or(i64::MAX));
-    let supervisor = Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, budget, config.rollback, shutdown.clone());
+    let supervisor =
+        Supervisor::new(env, loader, config.controllers.clone(), config.plugins.clone(), status, budget, config.rollback, hooked, shutdown.clone());
     *ready_source.lock() = Some(supervisor.clone());
     supervisor.clone().run(config.watch).await?;
     let resources_task = resources_dir.map(|dir| {
@@ -378,6 +424,11 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
             let _ = task.await;
         }
         supervisor.stopped().await;
+        // Other replicas answer hooks from now on; those in flight here finish.
+        webhooks_shutdown.cancel();
+        for task in webhook_tasks {
+            let _ = task.await;
+        }
         if let Some(task) = assigner_task {
             let _ = task.await;
         }
@@ -401,6 +452,49 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         _ = tokio::time::sleep(config.grace_period) => tracing::warn!("grace period of {:?} over: stopping now", config.grace_period),
     }
     Ok(())
+}
+
+/// What the webhook server and writer reach: the API server, its kinds, the host's Events.
+struct WebhookReach {
+    client: kube::Client,
+    discovery: Arc<Discovery>,
+    events: EventRecorder,
+}
+
+/// Who writes the webhook configurations, and for which namespaces.
+struct WebhookFence {
+    leadership: Leadership,
+    namespaces: Vec<String>,
+    /// This host's name (its Lease's): the configurations' prefix.
+    host: String,
+}
+
+/// Starts the webhook server with its certificate and, when the API server is told where it is,
+/// the leader's writer of the configurations.
+async fn start_webhooks(
+    config: &WebhookConfig,
+    reach: WebhookReach,
+    hooked: Hooked,
+    fence: WebhookFence,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, AppError> {
+    let source = match &config.certs {
+        WebhookCerts::Dir(dir) => CertSource::Dir(dir.clone()),
+        WebhookCerts::Secret { namespace, name } => {
+            CertSource::Managed { api: reach.client.clone(), namespace: namespace.clone(), name: name.clone(), dns_names: config.dns_names.clone() }
+        }
+    };
+    let certs = ServingCerts::start(source, metrics.certs(), shutdown.clone()).await?;
+    let listener = crate::webhook::listen(config.bind).await?;
+    tracing::info!(addr = %listener.local_addr().unwrap_or(config.bind), "serving plugins' webhooks");
+    let mut tasks = vec![tokio::spawn(crate::webhook::serve(listener, certs.tls_config(), hooked.clone(), metrics, reach.events, shutdown.clone()))];
+    if let Some(endpoint) = config.endpoint.clone() {
+        let writer =
+            Writer { api: reach.client, discovery: reach.discovery, hooked, host: fence.host, endpoint, ca: certs.ca_bundle(), namespaces: fence.namespaces };
+        tasks.push(tokio::spawn(writer.run(fence.leadership, shutdown)));
+    }
+    Ok(tasks)
 }
 
 /// The runtime of the host's own control loop: one worker thread, timers and I/O of its own.

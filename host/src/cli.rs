@@ -309,6 +309,9 @@ struct RunArgs {
     #[command(flatten)]
     tenancy: TenancyArgs,
 
+    #[command(flatten)]
+    webhooks: WebhookArgs,
+
     /// Timeout of every request the host makes (Lease, finalizers, Events, status, discovery)
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     request_timeout: Duration,
@@ -476,6 +479,85 @@ struct RunArgs {
     /// the chart's emptyDir is 2Gi)
     #[arg(long, value_name = "QUANTITY", default_value = "1536Mi", value_parser = parse_bytes)]
     cache_max_bytes: u64,
+}
+
+/// Plugins' admission and conversion hooks.
+#[derive(clap::Args)]
+struct WebhookArgs {
+    /// Serve plugins' admission and conversion hooks over HTTPS on this address, on every
+    /// replica (hooks need no leader); not served when unset
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+    webhook_bind_address: Option<SocketAddr>,
+
+    /// The serving certificate: a directory with tls.crt and tls.key (a mounted cert-manager
+    /// Secret; its ca.crt, if there, is the CA bundle the configurations carry), reloaded when it
+    /// changes. Without it, the host makes its own CA and certificate, keeps them in the Secret
+    /// --webhook-cert-secret of --identity-namespace, shared by the replicas, and rotates them
+    /// before they expire
+    #[arg(long, value_name = "DIR")]
+    webhook_cert_dir: Option<PathBuf>,
+
+    /// The Secret the host keeps its own webhook CA and certificate in
+    #[arg(long, value_name = "NAME", default_value = "kubewasm-webhook-certs")]
+    webhook_cert_secret: String,
+
+    /// How the API server reaches the hooks, as a base URL (https://HOST:PORT): the leader writes
+    /// the webhook configurations and CRD conversion stanzas pointing there. Without it (or
+    /// --webhook-service) nothing is written: apply what `kubewasm webhooks` prints
+    #[arg(long, value_name = "URL", conflicts_with = "webhook_service")]
+    webhook_url: Option<String>,
+
+    /// How the API server reaches the hooks, as a Service in front of the replicas:
+    /// NAMESPACE/NAME[:PORT] (port 443 unless given)
+    #[arg(long, value_name = "NAMESPACE/NAME[:PORT]")]
+    webhook_service: Option<String>,
+}
+
+impl WebhookArgs {
+    /// The webhook server's configuration, if hooks are served.
+    fn config(self, namespace: &str) -> Result<Option<crate::app::WebhookConfig>, String> {
+        use crate::webhook::configuration::Endpoint;
+        let endpoint = match (self.webhook_url, self.webhook_service) {
+            (Some(url), _) => {
+                let rest = url.strip_prefix("https://").ok_or_else(|| format!("--webhook-url {url:?}: the API server calls hooks over https://"))?;
+                let host = rest.split(['/', ':']).next().unwrap_or_default();
+                if host.is_empty() {
+                    return Err(format!("--webhook-url {url:?}: name a host"));
+                }
+                Some((Endpoint::Url(url.clone()), vec![host.trim_matches(['[', ']']).to_owned()]))
+            }
+            (None, Some(service)) => {
+                let problem = || format!("--webhook-service {service:?}: write NAMESPACE/NAME[:PORT], e.g. kubewasm/kubewasm-webhooks:443");
+                let (namespace, rest) = service.split_once('/').ok_or_else(problem)?;
+                let (name, port) = match rest.split_once(':') {
+                    Some((name, port)) => (name, port.parse().map_err(|_| problem())?),
+                    None => (rest, 443),
+                };
+                if !crate::resource::is_dns_label(namespace) || !crate::resource::is_dns_label(name) {
+                    return Err(problem());
+                }
+                let names = vec![format!("{name}.{namespace}.svc"), format!("{name}.{namespace}.svc.cluster.local")];
+                Some((Endpoint::Service { namespace: namespace.into(), name: name.into(), port }, names))
+            }
+            (None, None) => None,
+        };
+        let Some(bind) = self.webhook_bind_address else {
+            if endpoint.is_some() {
+                return Err("--webhook-url and --webhook-service need --webhook-bind-address: the address this host serves hooks on".into());
+            }
+            return Ok(None);
+        };
+        let certs = match self.webhook_cert_dir {
+            Some(dir) if !dir.is_dir() => return Err(format!("--webhook-cert-dir {}: not a directory", dir.display())),
+            Some(dir) => crate::app::WebhookCerts::Dir(dir),
+            None => crate::app::WebhookCerts::Secret { namespace: namespace.into(), name: self.webhook_cert_secret },
+        };
+        let (endpoint, dns_names) = match endpoint {
+            Some((endpoint, names)) => (Some(endpoint), names),
+            None => (None, vec!["localhost".into()]),
+        };
+        Ok(Some(crate::app::WebhookConfig { bind, certs, endpoint, dns_names }))
+    }
 }
 
 /// Go-style listen addresses: `:8080` means every interface.
@@ -969,7 +1051,9 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
     if args.shard_assign_qps.is_nan() || args.shard_assign_qps <= 0.0 {
         return Err(format!("--shard-assign-qps {}: must be positive", args.shard_assign_qps));
     }
+    let webhooks = args.webhooks.config(&args.identity.identity_namespace)?;
     let config = crate::app::RunConfig {
+        webhooks,
         clusters: args.clusters,
         cluster_secrets: args.cluster_secrets,
         member_transport: match args.unsafe_member_clusters_allow_insecure {

@@ -22,7 +22,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kubewasm_tests::plugindir::OUTPUT_LABEL;
 use kubewasm_tests::webhook::{AdmissionWebhook, Answer};
-use kubewasm_tests::{ControlPlane, E2eSettings, Host, HostConfig, PluginDir, TestNamespace, components, eventually, guests, prom};
+use kubewasm_tests::widgets::{Shared, free_port, hooks_guest, wait_hooks_served, webhook_host, widget, widget_crd, widgets};
+use kubewasm_tests::{ControlPlane, E2eSettings, Host, HostConfig, PluginDir, TestNamespace, apply_crd, components, eventually, guests, prom, unique_name};
+use serde_json::json;
 use support::*;
 
 const READY: Duration = Duration::from_secs(60);
@@ -944,5 +946,88 @@ async fn a_503_storm_during_a_reload_rolls_nothing_back() -> Result<()> {
     );
     host.stop().await?;
     drop(webhook);
+    Ok(())
+}
+
+/// Hostile hooks beside a well-behaved one: hooks that compute forever, trap, answer 100 MiB or
+/// sleep past their timeout, each under its failure policy, hammered while the well-behaved
+/// plugin's hook answers every request within its latency, the host's memory stays bounded and
+/// the API server gets each hostile hook's failure-policy answer.
+#[tokio::test]
+async fn webhooks_that_loop_trap_flood_or_sleep_are_answered_by_their_failure_policy_and_delay_no_other_plugin() -> Result<()> {
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace("hooks-hostile").await?;
+    let calm_group = format!("{}.hooks.kubewasm.io", unique_name("calm"));
+    apply_crd(ns.client(), &widget_crd(&calm_group)?, READY).await?;
+    let dir = PluginDir::new();
+    let guest = hooks_guest();
+    dir.install("calm", &guest, Some(&format!("name = \"calm\"\ngroup = \"{calm_group}\"\nmode = \"good\"\n")));
+    // Each attacker guards a resource of its own, so the API server's answer for it is its own
+    // policy's: loop and huge fail closed, trap and sleep fail open.
+    let mut attackers = Vec::new();
+    for (mode, policy) in [("loop", "fail"), ("trap", "ignore"), ("huge", "fail"), ("sleep", "ignore")] {
+        let group = format!("{}.hooks.kubewasm.io", unique_name(mode));
+        apply_crd(ns.client(), &widget_crd(&group)?, READY).await?;
+        let settings = format!("name = \"{mode}\"\ngroup = \"{group}\"\nmode = \"{mode}\"\npolicy = \"{policy}\"\ntimeout = 5\n");
+        dir.install(mode, &guest, Some(&settings));
+        attackers.push((mode, policy, group));
+    }
+    let port = free_port();
+    let mut host = Host::start(webhook_host("hooks-hostile", &dir, cp, ns.name(), &Shared::unique(), port, port)).await?;
+    host.wait_ready(READY).await?;
+    let calm = widgets(ns.client(), ns.name(), &calm_group, "v1");
+    wait_hooks_served(&calm, &calm_group).await?;
+    let pid = host.pid().context("the host runs")?;
+    let baseline = rss_mib(pid)?;
+    kubewasm_tests::process::reset_peak_rss(pid)?;
+
+    // Every attacker is called again and again (four at a time each) while the calm plugin's
+    // Widgets are created one after another.
+    let (client, namespace) = (ns.client().clone(), ns.name().to_owned());
+    let hammering: Vec<_> = attackers
+        .iter()
+        .flat_map(|(mode, _, group)| {
+            let (client, namespace) = (client.clone(), namespace.clone());
+            (0..4).map(move |worker| {
+                let api = widgets(&client, &namespace, group, "v1");
+                let (group, mode) = (group.clone(), *mode);
+                tokio::spawn(async move {
+                    let mut answers = Vec::new();
+                    for round in 0..3 {
+                        let answer = api.create(&PostParams::default(), &widget(&group, "v1", &format!("{mode}-{worker}-{round}"), json!({ "size": 1 }))).await;
+                        answers.push(answer.map(drop).map_err(|e| e.to_string()));
+                    }
+                    answers
+                })
+            })
+        })
+        .collect();
+    let mut slowest = Duration::ZERO;
+    for i in 0..40 {
+        let started = Instant::now();
+        calm.create(&PostParams::default(), &widget(&calm_group, "v1", &format!("calm-{i}"), json!({ "size": 2 }))).await.context("a calm Widget")?;
+        slowest = slowest.max(started.elapsed());
+    }
+    let mut answers: Vec<(usize, Result<(), String>)> = Vec::new();
+    for (i, task) in hammering.into_iter().enumerate() {
+        answers.extend(task.await?.into_iter().map(|a| (i / 4, a)));
+    }
+    let peak = kubewasm_tests::process::peak_rss_bytes(pid).context("the host is gone")? as f64 / (1 << 20) as f64;
+    for (i, (mode, policy, _)) in attackers.iter().enumerate() {
+        for (_, answer) in answers.iter().filter(|(a, _)| *a == i) {
+            match (*policy, answer) {
+                ("fail", Err(message)) => ensure!(message.contains(&format!("of plugin \"{mode}\" failed")), "{mode}: refused with {message}"),
+                ("ignore", Ok(())) => {}
+                (_, answer) => return Err(anyhow!("{mode} ({policy}): answered {answer:?}")),
+            }
+        }
+        let outcome = if *policy == "fail" { "failed-closed" } else { "failed-open" };
+        let counted = host.metric("kubewasm_webhook_answers_total", &[("plugin", mode), ("outcome", outcome)]).await?;
+        ensure!(counted >= 1.0, "{mode}: no {outcome} answer counted");
+    }
+    ensure!(slowest < Duration::from_secs(2), "a calm Widget took {slowest:?} beside the attackers");
+    ensure!(peak - baseline < BOUNDARY_RSS_GROWTH, "the host's resident memory grew from {baseline:.0} to {peak:.0} MiB");
+    eprintln!("hooks: the calm plugin's slowest create took {slowest:?} beside the attackers; host RSS {baseline:.0} MiB before, {peak:.0} MiB at its peak");
+    host.stop().await?;
     Ok(())
 }

@@ -56,6 +56,7 @@ pub mod tls;
 pub mod trace;
 pub mod wait;
 pub mod webhook;
+pub mod widgets;
 
 pub use build::{BuildError, controlplane_binary};
 pub use controlplane::{ControlPlane, Error, Options, client_from};

@@ -393,7 +393,7 @@ enum Call {
     Sync(ObjectKey, composite_exports::SyncRequest),
     /// A validating (or, when `mutating`, mutating) hook's answer to a review, within a deadline.
     Admit {
-        review: Review,
+        review: Box<Review>,
         mutating: bool,
         deadline: Duration,
     },
@@ -593,7 +593,7 @@ impl PluginRunner {
     /// within `deadline` of its own time (at most the plugin's deadline). An answer out of its
     /// bounds is an `oversized` fault.
     pub async fn admit(&self, review: Review, mutating: bool, deadline: Duration) -> Result<Verdict, CallError> {
-        match self.invoke(Call::Admit { review, mutating, deadline }, None).await? {
+        match self.invoke(Call::Admit { review: Box::new(review), mutating, deadline }, None).await? {
             Output::Verdict(verdict) => Ok(verdict),
             _ => unreachable!("admit returns a verdict"),
         }

@@ -21,6 +21,7 @@ use crate::events::ObjectEvent;
 use crate::identity::AdmissionError;
 use crate::manifest::Manifest;
 use crate::plugin::{Digest, LoadError, LoadedPlugin, Loader, PluginOptions};
+use crate::webhook::Hooked;
 
 /// A loaded, described plugin version.
 pub trait Module: Clone + Send + Sync + 'static {
@@ -196,6 +197,8 @@ pub struct HostBackend {
     pub(super) files: Arc<tokio::sync::Mutex<Files>>,
     /// The supervisor, whose slots make the status listing.
     pub(super) supervisor: OnceLock<Weak<Supervisor<HostBackend>>>,
+    /// The plugins whose hooks the webhook server answers.
+    pub(super) hooked: Hooked,
 }
 
 impl HostBackend {
@@ -223,8 +226,19 @@ impl Backend for HostBackend {
         self.env.identities.admit(manifest, sharded).await
     }
 
+    /// Starts the controller and serves the plugin's hooks from its serving version (every
+    /// replica serves hooks, standbys too) until it stops.
     async fn start(&self, plugin: LoadedPlugin, stop: CancellationToken) -> Result<Arc<Controller>, ControllerError> {
-        Controller::start(self.env.clone(), plugin, stop).await
+        let name = plugin.described.manifest.name.clone();
+        let controller = Controller::start(self.env.clone(), plugin, stop.clone()).await?;
+        let serving = Arc::downgrade(&controller);
+        let number = self.hooked.serve(&name, Arc::new(move || serving.upgrade().map(|c| c.version().runner.clone())));
+        let hooked = self.hooked.clone();
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            hooked.withdraw(&name, number);
+        });
+        Ok(controller)
     }
 
     fn enables(&self, name: &str) -> bool {

@@ -41,6 +41,7 @@ use status::StatusPublisher;
 use crate::budget::MemoryBudget;
 use crate::controller::{Environment, ShadowReport};
 use crate::plugin::{Loader, candidate_for};
+use crate::webhook::Hooked;
 
 pub use files::DirError;
 pub use status::StatusObject;
@@ -136,12 +137,22 @@ impl Supervisor<HostBackend> {
         status: Arc<StatusPublisher>,
         budget: MemoryBudget,
         rollout: rollout::Policy,
+        hooked: Hooked,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let files: Arc<tokio::sync::Mutex<Files>> = Arc::default();
         let sync_timeout = env.sync_timeout;
-        let backend =
-            Arc::new(HostBackend { env, loader, filter, budget, rollout, status: status.clone(), files: files.clone(), supervisor: Default::default() });
+        let backend = Arc::new(HostBackend {
+            env,
+            loader,
+            filter,
+            budget,
+            rollout,
+            status: status.clone(),
+            files: files.clone(),
+            supervisor: Default::default(),
+            hooked,
+        });
         let supervisor = Supervisor::with_backend(backend.clone(), dir, files, sync_timeout, shutdown);
         let _ = backend.supervisor.set(Arc::downgrade(&supervisor));
         tokio::spawn(supervisor.clone().refresh_status(status));

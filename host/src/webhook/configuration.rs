@@ -35,6 +35,9 @@ pub const PLUGIN_LABEL: &str = "kubewasm.io/plugin";
 const RESYNC: Duration = Duration::from_secs(60);
 /// How long a failed write waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(5);
+/// How often the plugins' hooks are compared with what was written (a hot reload may change
+/// them without the set of plugins changing).
+const LOOK: Duration = Duration::from_secs(2);
 
 /// How the API server reaches this host's hooks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,18 +199,27 @@ impl Writer {
                 _ = shutdown.cancelled() => return,
                 leading = leadership.wait_until_leading() => if !leading { return },
             }
-            let wait = match self.write().await {
-                Ok(()) => RESYNC,
-                Err(e) => {
-                    tracing::warn!("writing the webhook configurations: {e}");
-                    RETRY
+            let written = self.hooked.declared();
+            let next = tokio::time::Instant::now()
+                + match self.write().await {
+                    Ok(()) => RESYNC,
+                    Err(e) => {
+                        tracing::warn!("writing the webhook configurations: {e}");
+                        RETRY
+                    }
+                };
+            // Until the next write is due: now if the plugins served or the CA change, or a
+            // plugin's serving version declares other hooks.
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = changes.changed() => break,
+                    _ = self.ca.changed() => break,
+                    _ = tokio::time::sleep_until(next.min(tokio::time::Instant::now() + LOOK)) => {}
                 }
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = changes.changed() => {}
-                _ = self.ca.changed() => {}
-                _ = tokio::time::sleep(wait) => {}
+                if tokio::time::Instant::now() >= next || self.hooked.declared() != written {
+                    break;
+                }
             }
         }
     }

@@ -37,12 +37,14 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::events::{EventRecorder, ObjectEvent};
 use crate::hooks::{AdmissionHook, FailurePolicy, Hooks};
 use crate::metrics::Metrics;
+use crate::resource::ObjectKey;
 use crate::runtime::PluginRunner;
 
-/// What serves a plugin's hooks now: the runner of its serving version.
-pub type Serving = Arc<dyn Fn() -> Arc<PluginRunner> + Send + Sync>;
+/// What serves a plugin's hooks now: the runner of its serving version; `None` once it is gone.
+pub type Serving = Arc<dyn Fn() -> Option<Arc<PluginRunner>> + Send + Sync>;
 
 /// Connections served at once; more wait to be accepted.
 const MAX_CONNECTIONS: usize = 1024;
@@ -61,11 +63,10 @@ pub enum WebhookError {
     },
 }
 
-/// The plugins whose hooks this host serves, and a signal when the set (or a plugin's hooks)
-/// changes.
+/// The plugins whose hooks this host serves, and a signal when the set changes.
 #[derive(Clone)]
 pub struct Hooked {
-    plugins: Arc<RwLock<BTreeMap<String, Serving>>>,
+    plugins: Arc<RwLock<BTreeMap<String, (u64, Serving)>>>,
     changed: watch::Sender<u64>,
 }
 
@@ -76,23 +77,30 @@ impl Default for Hooked {
 }
 
 impl Hooked {
-    /// Serves `plugin`'s hooks from whatever version `serving` hands out, from now on.
-    pub fn serve(&self, plugin: &str, serving: Serving) {
-        self.plugins.write().insert(plugin.to_owned(), serving);
+    /// Serves `plugin`'s hooks from whatever version `serving` hands out, from now on; returns
+    /// the registration's number, for [`Hooked::withdraw`].
+    pub fn serve(&self, plugin: &str, serving: Serving) -> u64 {
+        let mut number = 0;
+        self.changed.send_modify(|n| {
+            *n += 1;
+            number = *n;
+        });
+        self.plugins.write().insert(plugin.to_owned(), (number, serving));
         self.changed.send_modify(|n| *n += 1);
+        number
     }
 
-    /// Stops serving `plugin`'s hooks: requests for it are allowed unchecked from now on (its
-    /// configuration goes next).
-    pub fn withdraw(&self, plugin: &str) {
-        if self.plugins.write().remove(plugin).is_some() {
+    /// Stops serving `plugin`'s hooks, unless it registered again since `number`: requests for
+    /// it are allowed unchecked from now on, and the leader removes its configurations next.
+    pub fn withdraw(&self, plugin: &str, number: u64) {
+        let removed = {
+            let mut plugins = self.plugins.write();
+            let current = plugins.get(plugin).is_some_and(|(n, _)| *n == number);
+            current && plugins.remove(plugin).is_some()
+        };
+        if removed {
             self.changed.send_modify(|n| *n += 1);
         }
-    }
-
-    /// Says a plugin's version changed: its hooks may have.
-    pub fn touch(&self) {
-        self.changed.send_modify(|n| *n += 1);
     }
 
     pub fn changes(&self) -> watch::Receiver<u64> {
@@ -100,16 +108,17 @@ impl Hooked {
     }
 
     fn runner(&self, plugin: &str) -> Option<Arc<PluginRunner>> {
-        self.plugins.read().get(plugin).map(|serving| serving())
+        let serving = self.plugins.read().get(plugin).map(|(_, serving)| serving.clone())?;
+        serving()
     }
 
-    /// The hooks of every plugin served that declares some.
+    /// The hooks of every plugin served that declares some, as its serving version does.
     pub fn declared(&self) -> BTreeMap<String, Hooks> {
-        let plugins: Vec<(String, Serving)> = self.plugins.read().iter().map(|(name, serving)| (name.clone(), serving.clone())).collect();
+        let plugins: Vec<(String, Serving)> = self.plugins.read().iter().map(|(name, (_, serving))| (name.clone(), serving.clone())).collect();
         plugins
             .into_iter()
             .filter_map(|(name, serving)| {
-                let runner = serving();
+                let runner = serving()?;
                 let hooks = runner.manifest().map(|m| m.hooks.clone()).unwrap_or_default();
                 (!hooks.is_empty() && runner.serves_hooks()).then_some((name, hooks))
             })
@@ -122,33 +131,28 @@ impl Hooked {
 struct Server {
     hooked: Hooked,
     metrics: Arc<Metrics>,
+    /// Where a hook's failure is told about the object it was asked about.
+    events: EventRecorder,
 }
 
-/// Serves hooks on `addr` with the TLS configuration `tls` hands out (each new connection takes
+/// Binds the webhook server's address.
+pub async fn listen(addr: SocketAddr) -> Result<TcpListener, WebhookError> {
+    TcpListener::bind(addr).await.map_err(|source| WebhookError::Bind { addr, source })
+}
+
+/// Serves hooks on `listener` with `tls` (whose certificate resolver hands each new connection
 /// the newest certificate), until `shutdown`: then stops accepting and lets requests in flight
 /// finish.
 pub async fn serve(
-    addr: SocketAddr,
-    tls: impl Fn() -> Arc<rustls::ServerConfig> + Send + 'static,
-    hooked: Hooked,
-    metrics: Arc<Metrics>,
-    shutdown: CancellationToken,
-) -> Result<(), WebhookError> {
-    let listener = TcpListener::bind(addr).await.map_err(|source| WebhookError::Bind { addr, source })?;
-    tracing::info!(addr = %listener.local_addr().unwrap_or(addr), "serving webhooks");
-    serve_on(listener, tls, hooked, metrics, shutdown).await;
-    Ok(())
-}
-
-/// [`serve`] on a bound listener.
-pub async fn serve_on(
     listener: TcpListener,
-    tls: impl Fn() -> Arc<rustls::ServerConfig> + Send + 'static,
+    tls: Arc<rustls::ServerConfig>,
     hooked: Hooked,
     metrics: Arc<Metrics>,
+    events: EventRecorder,
     shutdown: CancellationToken,
 ) {
-    let router = routes(Server { hooked, metrics });
+    let router = routes(Server { hooked, metrics, events });
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let tasks = tokio_util::task::TaskTracker::new();
     loop {
@@ -166,7 +170,7 @@ pub async fn serve_on(
                 }
             },
         };
-        let acceptor = tokio_rustls::TlsAcceptor::from(tls());
+        let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(router.clone());
         let shutdown = shutdown.clone();
         tasks.spawn(async move {
@@ -254,6 +258,22 @@ async fn admit(server: &Server, plugin: &str, hook_name: &str, mutating: bool, b
         tracing::warn!(plugin, hook = hook_name, uid, "webhook failed: {what}");
         let outcome = if hook.failure_policy == FailurePolicy::Fail { "failed-closed" } else { "failed-open" };
         server.metrics.webhook_answers(plugin, hook_name, outcome).inc();
+        // An object whose name the API server has yet to generate has nothing to be about.
+        if !request.name.is_empty() {
+            server.events.publish(ObjectEvent {
+                regarding: request.kind.clone(),
+                key: ObjectKey::new(request.namespace.as_deref(), &request.name),
+                uid: None,
+                warning: true,
+                reason: "WebhookFailed".into(),
+                action: "Admit".into(),
+                note: format!(
+                    "hook {hook_name:?} of plugin {plugin:?} failed ({}); answered by its failure policy {}",
+                    crate::excerpt::excerpt(&what, 512),
+                    hook.failure_policy.as_str()
+                ),
+            });
+        }
         Ok(review::failed(&uid, plugin, hook_name, hook.failure_policy, &what))
     };
     // The runner keeps the call within `deadline` of the plugin's own time; this bounds the
@@ -286,10 +306,10 @@ async fn conversion(server: &Server, plugin: &str, body: &[u8]) -> Result<Value,
         return failure("it is not served here".into());
     };
     // A review converts the objects of one custom resource.
-    if let Some((group, kind)) = request.objects.first().and_then(|o| review::group_kind(o)) {
-        if !runner.manifest().is_some_and(|m| m.hooks.converts(&group, &kind)) {
-            return Err((StatusCode::NOT_FOUND, format!("plugin {plugin:?} declares no conversion of {kind}.{group}")));
-        }
+    if let Some((group, kind)) = request.objects.first().and_then(|o| review::group_kind(o))
+        && !runner.manifest().is_some_and(|m| m.hooks.converts(&group, &kind))
+    {
+        return Err((StatusCode::NOT_FOUND, format!("plugin {plugin:?} declares no conversion of {kind}.{group}")));
     }
     let started = Instant::now();
     let desired = request.desired.clone();
