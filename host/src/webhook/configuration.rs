@@ -48,17 +48,17 @@ pub enum Endpoint {
 impl Endpoint {
     /// A base URL as a flag gives it: `https://HOST[:PORT][/PATH]` (the API server calls hooks
     /// over HTTPS only).
-    pub fn url(text: &str) -> Result<Endpoint, ConfigurationError> {
+    pub fn url(text: &str) -> Result<Endpoint, EndpointError> {
         let host = text.strip_prefix("https://").map(|rest| rest.split(['/', ':']).next().unwrap_or_default());
         match host {
             Some(host) if !host.is_empty() => Ok(Endpoint::Url(text.to_owned())),
-            _ => Err(ConfigurationError::Url(text.to_owned())),
+            _ => Err(EndpointError::Url(text.to_owned())),
         }
     }
 
     /// A Service as a flag gives it: `NAMESPACE/NAME[:PORT]`, port 443 unless given.
-    pub fn service(text: &str) -> Result<Endpoint, ConfigurationError> {
-        let problem = || ConfigurationError::Service(text.to_owned());
+    pub fn service(text: &str) -> Result<Endpoint, EndpointError> {
+        let problem = || EndpointError::Service(text.to_owned());
         let (namespace, rest) = text.split_once('/').ok_or_else(problem)?;
         let (name, port) = match rest.split_once(':') {
             Some((name, port)) => (name, port.parse().map_err(|_| problem())?),
@@ -83,12 +83,18 @@ impl Endpoint {
     }
 }
 
+/// An endpoint as a flag gives it, not understood. (Apart from [`ConfigurationError`]: a
+/// flag's error stays small.)
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigurationError {
+pub enum EndpointError {
     #[error("{0:?} is not a URL the API server calls hooks at: write https://HOST[:PORT]")]
     Url(String),
     #[error("{0:?} is not a Service: write NAMESPACE/NAME[:PORT], e.g. kubewasm/kubewasm-webhooks:443")]
     Service(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigurationError {
     #[error("resolving {kind} for hook {hook:?} of plugin {plugin:?}: {source}")]
     Resolve {
         plugin: String,
@@ -436,10 +442,10 @@ mod tests {
         );
         assert_eq!(Endpoint::service("ns/svc:8443").unwrap(), Endpoint::Service { namespace: "ns".into(), name: "svc".into(), port: 8443 });
         for bad in ["http://h:1", "https://", "https://:9443"] {
-            assert!(matches!(Endpoint::url(bad), Err(ConfigurationError::Url(_))), "{bad}");
+            assert!(matches!(Endpoint::url(bad), Err(EndpointError::Url(_))), "{bad}");
         }
         for bad in ["svc", "ns/", "/svc", "ns/svc:http", "ns/svc:0", "Ns/svc"] {
-            assert!(matches!(Endpoint::service(bad), Err(ConfigurationError::Service(_))), "{bad}");
+            assert!(matches!(Endpoint::service(bad), Err(EndpointError::Service(_))), "{bad}");
         }
     }
 
