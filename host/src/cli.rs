@@ -1,4 +1,4 @@
-//! The command line: `kubewasm run | check | rbac | push | pull | new | build | test | record | finalizers | rollout`, with
+//! The command line: `kubewasm run | check | rbac | webhooks | push | pull | new | build | test | record | finalizers | rollout`, with
 //! help that reads like kubectl's. Parses flags into plain values and calls the library; no logic
 //! of its own.
 
@@ -82,6 +82,17 @@ enum Command {
                       kubewasm rbac --plugins ./plugins --lease-namespace kube-system --user alice"
     )]
     Rbac(RbacArgs),
+    /// Print the webhook configurations and CRD conversion stanzas for the plugins in a directory
+    #[command(
+        help_template = COMMAND_TEMPLATE,
+        after_help = "  # For a host behind the Service kubewasm/kubewasm-webhooks, with a cert-manager CA, into Git\n  \
+                      kubewasm webhooks --plugins ./plugins --webhook-service kubewasm/kubewasm-webhooks --ca-bundle ca.crt > webhooks.yaml\n\n  \
+                      # Applied directly (server-side, as the host's own writer would)\n  \
+                      kubewasm webhooks --plugins ./plugins --webhook-url https://10.0.0.5:9443 --ca-bundle ca.crt \\\n    \
+                      | kubectl apply --server-side --field-manager=kubewasm-webhooks -f -\n\n  \
+                      Kinds are resolved without a cluster: a custom kind is taken as namespaced, its CRD named PLURAL.GROUP."
+    )]
+    Webhooks(WebhooksArgs),
     /// Take a removed plugin's finalizer off the objects it still holds
     #[command(
         help_template = COMMAND_TEMPLATE,
@@ -701,6 +712,81 @@ struct RbacArgs {
     name: String,
 
     #[command(flatten)]
+    webhooks: RbacWebhookArgs,
+
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+/// How the API server reaches the host's hooks, when the configurations point there.
+#[derive(Args)]
+struct EndpointArgs {
+    /// The hooks' base URL (https://HOST[:PORT])
+    #[arg(long, value_name = "URL", conflicts_with = "webhook_service")]
+    webhook_url: Option<String>,
+
+    /// The Service in front of the replicas: NAMESPACE/NAME[:PORT] (port 443 unless given)
+    #[arg(long, value_name = "NAMESPACE/NAME[:PORT]")]
+    webhook_service: Option<String>,
+}
+
+impl EndpointArgs {
+    fn endpoint(&self) -> Result<Option<crate::webhook::configuration::Endpoint>, String> {
+        use crate::webhook::configuration::Endpoint;
+        match (&self.webhook_url, &self.webhook_service) {
+            (Some(url), _) => Endpoint::url(url).map(Some).map_err(|e| format!("--webhook-url: {e}")),
+            (None, Some(service)) => Endpoint::service(service).map(Some).map_err(|e| format!("--webhook-service: {e}")),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// How the host serves plugins' hooks, as `kubewasm run`'s flags say; granted only when some
+/// plugin declares hooks.
+#[derive(Args)]
+struct RbacWebhookArgs {
+    /// With --webhook-url or --webhook-service the host writes the webhook configurations and
+    /// CRD conversion stanzas itself, and is granted that
+    #[command(flatten)]
+    endpoint: EndpointArgs,
+
+    /// The host's webhook certificate is mounted from this directory (cert-manager): no Secret
+    /// of its own is granted
+    #[arg(long, value_name = "DIR", conflicts_with = "webhook_cert_secret")]
+    webhook_cert_dir: Option<PathBuf>,
+
+    /// The Secret of --identity-namespace the host keeps its own webhook CA and certificate in
+    #[arg(long, value_name = "NAME", default_value = "kubewasm-webhook-certs")]
+    webhook_cert_secret: String,
+}
+
+#[derive(Args)]
+struct WebhooksArgs {
+    /// Directory of plugins (NAME.wasm with optional NAME.toml)
+    #[arg(long, value_name = "DIR")]
+    plugins: PathBuf,
+
+    /// Plugins to include: '*' for all, 'name' to include one, '-name' to leave one out
+    #[arg(long, value_name = "LIST", default_value = "*")]
+    controllers: ControllerFilter,
+
+    #[command(flatten)]
+    endpoint: EndpointArgs,
+
+    /// The CA bundle (PEM) the API server trusts the host's serving certificate by (a
+    /// cert-manager Secret's ca.crt); without it, none is written
+    #[arg(long, value_name = "FILE")]
+    ca_bundle: Option<PathBuf>,
+
+    /// The host's name (its --lease-name): the configurations are named NAME-PLUGIN
+    #[arg(long, value_name = "NAME", default_value = "kubewasm")]
+    name: String,
+
+    /// Namespaces the host serves (repeatable; default: all namespaces): the hooks' namespaceSelector
+    #[arg(long = "namespace", short = 'n', value_name = "NAMESPACE")]
+    namespaces: Vec<String>,
+
+    #[command(flatten)]
     cache: CacheArgs,
 }
 
@@ -991,6 +1077,7 @@ pub fn main() -> ExitCode {
             Command::Check(args) => check(args).await,
             Command::Run(args) => run(args).await,
             Command::Rbac(args) => rbac(args).await,
+            Command::Webhooks(args) => webhooks(args).await,
             Command::Finalizers(FinalizersArgs { command: FinalizersCommand::Release(args) }) => release_finalizers(args).await,
             Command::Rollout(RolloutArgs { command: RolloutCommand::Status(args) }) => rollout_status(args).await,
             Command::Rollout(RolloutArgs { command: RolloutCommand::Promote(args) }) => promote(args).await,
@@ -1125,14 +1212,7 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
             _ => return Err(format!("--service-account {:?}: write it as NAMESPACE:NAME", args.service_account)),
         },
     };
-    let loader = new_loader(&args.cache)?;
-    let mut manifests = Vec::new();
-    for path in crate::supervisor::plugin_files(&args.plugins).map_err(|e| e.to_string())? {
-        let plugin = loader.load(&path).await.map_err(|e| format!("{}: {e}", path.display()))?;
-        if args.controllers.enables(&plugin.described.manifest.name) {
-            manifests.push(plugin.described.manifest);
-        }
-    }
+    let mut manifests = manifests(&args.plugins, &args.controllers, &args.cache).await?;
     let per_plugin = args.identity.plugin_identity == crate::identity::IdentityMode::ServiceAccount;
     let host = crate::tools::rbac::HostNeeds {
         lease: args.lease.as_deref().map(|l| namespaced_name("lease", l)).transpose()?,
@@ -1140,6 +1220,10 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
         identity_namespace: per_plugin.then(|| args.identity.identity_namespace.clone()),
         namespaces: args.namespaces,
         sharded: args.sharded,
+        webhooks: Some(crate::tools::rbac::WebhookNeeds {
+            writes: args.webhooks.endpoint.endpoint()?.is_some(),
+            cert_secret: args.webhooks.webhook_cert_dir.is_none().then(|| (args.identity.identity_namespace.clone(), args.webhooks.webhook_cert_secret.clone())),
+        }),
     };
     if let Some(name) = &args.plugin {
         if !manifests.iter().any(|m| m.name == *name) {
@@ -1160,6 +1244,40 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
         eprintln!("warning: {warning}");
     }
     print!("{output}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The manifests of the plugins in `dir` that `controllers` enables, loaded without a cluster.
+async fn manifests(dir: &std::path::Path, controllers: &ControllerFilter, cache: &CacheArgs) -> Result<Vec<Manifest>, String> {
+    let loader = new_loader(cache)?;
+    let mut manifests = Vec::new();
+    for path in crate::supervisor::plugin_files(dir).map_err(|e| e.to_string())? {
+        let plugin = loader.load(&path).await.map_err(|e| format!("{}: {e}", path.display()))?;
+        if controllers.enables(&plugin.described.manifest.name) {
+            manifests.push(plugin.described.manifest);
+        }
+    }
+    Ok(manifests)
+}
+
+async fn webhooks(args: WebhooksArgs) -> Result<ExitCode, String> {
+    let endpoint = args.endpoint.endpoint()?.ok_or("say how the API server reaches the hooks: --webhook-service NAMESPACE/NAME[:PORT] or --webhook-url URL")?;
+    let ca = match &args.ca_bundle {
+        Some(file) => {
+            let pem = std::fs::read(file).map_err(|e| format!("--ca-bundle {}: {e}", file.display()))?;
+            if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                return Err(format!("--ca-bundle {}: not a PEM certificate bundle", file.display()));
+            }
+            Some(pem)
+        }
+        None => None,
+    };
+    let manifests = manifests(&args.plugins, &args.controllers, &args.cache).await?;
+    if !manifests.iter().any(|m| !m.hooks.is_empty()) {
+        eprintln!("warning: no plugin in {} declares hooks", args.plugins.display());
+    }
+    let options = crate::tools::webhooks::Options { host: args.name, endpoint, ca, namespaces: args.namespaces };
+    print!("{}", crate::tools::webhooks::render(&manifests, &options));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -46,7 +46,7 @@
 //!   Events and results, and their diffs (table tests, recordings and shadow runs). [`excerpt`]:
 //!   text from elsewhere cut to a size for logs and statuses.
 //! - [`tools`]: the other subcommands — running plugins without a cluster, `kubewasm test`,
-//!   `record`, `rbac`, `finalizers release`, `new` and `build --lang go|c`.
+//!   `record`, `rbac`, `webhooks`, `finalizers release`, `new` and `build --lang go|c`.
 //!
 //! ## Import rule
 //!

@@ -83,6 +83,12 @@ pub fn plural(gvk: &Gvk) -> String {
     kube::core::ApiResource::from_gvk(&gvk.to_kube()).plural
 }
 
+/// The name of the CRD defining a custom kind, `PLURAL.GROUP`, with the plural as [`plural`]
+/// guesses it: what a conversion stanza is applied to when no cluster is asked.
+pub fn crd_name(gvk: &Gvk) -> String {
+    format!("{}.{}", plural(gvk), gvk.group)
+}
+
 /// Whether a kind is cluster-scoped, for built-in kinds, without asking a cluster; other kinds
 /// (custom resources) are taken as namespaced.
 pub fn builtin_scope(gvk: &Gvk) -> Scope {

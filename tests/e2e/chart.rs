@@ -206,6 +206,73 @@ async fn the_deployment_elects_a_leader_runs_restricted_and_is_probed() -> Resul
     Ok(())
 }
 
+/// Webhooks, in both certificate modes: the Service (443 to the container's webhook port, on the
+/// host's pods), the port, the flags (the Service `--webhook-service` names is the one rendered;
+/// a cert-manager certificate mounted where `--webhook-cert-dir` reads it, else the host's own
+/// Secret), the writer's cluster rules (patch of only the CRDs converted) and the certificate
+/// Secret by name; none of it by default.
+#[tokio::test]
+async fn webhooks_get_their_service_port_flags_certificate_and_rbac() -> Result<()> {
+    const NS: &str = "hooks";
+    let defaults = objects(&template(NS, "").await?)?;
+    ensure!(find(&defaults, "Service", "kubewasm-webhooks").is_err(), "a webhook Service by default");
+    for cert_manager in [false, true] {
+        let values = format!(
+            "webhooks: {{enabled: true, port: 9444, conversionCRDs: [cronjobs.batch.tutorial.kubebuilder.io], \
+             certManager: {{enabled: {cert_manager}, issuerRef: {{kind: ClusterIssuer, name: ca}}}}}}\n"
+        );
+        let objects = objects(&template(NS, &values).await?)?;
+        let deployment = find(&objects, "Deployment", RELEASE)?;
+        let pod = &deployment["spec"]["template"]["spec"];
+        let container = &pod["containers"][0];
+        let args: Vec<&str> = container["args"].as_array().context("args")?.iter().filter_map(Value::as_str).collect();
+        let port = container["ports"].as_array().and_then(|p| p.iter().find(|p| p["name"] == "webhooks")).context("no webhooks port")?;
+        assert_eq!(port["containerPort"], 9444);
+
+        let service = find(&objects, "Service", "kubewasm-webhooks")?;
+        assert_eq!(service["spec"]["ports"], serde_json::json!([{"name": "webhooks", "port": 443, "targetPort": "webhooks"}]));
+        assert_eq!(service["spec"]["selector"], deployment["spec"]["selector"]["matchLabels"], "the Service selects the host's pods");
+        for arg in ["--webhook-bind-address=:9444", "--webhook-service=hooks/kubewasm-webhooks:443"] {
+            assert!(args.contains(&arg), "cert-manager {cert_manager}: {arg} missing: {args:?}");
+        }
+
+        let role = find(&objects, "Role", RELEASE)?;
+        let secret_rules: Vec<&Value> = role["rules"].as_array().context("rules")?.iter().filter(|r| r["resources"] == serde_json::json!(["secrets"])).collect();
+        if cert_manager {
+            let dir = args.iter().find_map(|a| a.strip_prefix("--webhook-cert-dir=")).context("--webhook-cert-dir")?;
+            let mount = container["volumeMounts"].as_array().and_then(|m| m.iter().find(|m| m["mountPath"] == dir)).context("nothing mounted at the cert dir")?;
+            let volume = pod["volumes"].as_array().and_then(|v| v.iter().find(|v| v["name"] == mount["name"])).context("the cert dir's volume")?;
+            let certificate = find(&objects, "Certificate", "kubewasm-webhooks")?;
+            assert_eq!(volume["secret"]["secretName"], certificate["spec"]["secretName"]);
+            assert_eq!(certificate["spec"]["dnsNames"][0], "kubewasm-webhooks.hooks.svc");
+            assert_eq!(certificate["spec"]["issuerRef"], serde_json::json!({"kind": "ClusterIssuer", "name": "ca", "group": "cert-manager.io"}));
+            assert!(!args.iter().any(|a| a.starts_with("--webhook-cert-secret")), "{args:?}");
+            assert!(secret_rules.is_empty(), "no Secret of its own with cert-manager: {secret_rules:?}");
+        } else {
+            assert!(args.contains(&"--webhook-cert-secret=kubewasm-webhook-certs"), "{args:?}");
+            ensure!(find(&objects, "Certificate", "kubewasm-webhooks").is_err(), "a Certificate without cert-manager");
+            assert_eq!(
+                secret_rules,
+                [
+                    &serde_json::json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}),
+                    &serde_json::json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["kubewasm-webhook-certs"], "verbs": ["get", "update"]}),
+                ]
+            );
+        }
+
+        let cluster_role = find(&objects, "ClusterRole", &format!("kubewasm:{NS}:{RELEASE}"))?;
+        let rules = cluster_role["rules"].as_array().context("rules")?;
+        for rule in [
+            serde_json::json!({"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], "verbs": ["create", "delete", "get", "list", "patch"]}),
+            serde_json::json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list"]}),
+            serde_json::json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": ["cronjobs.batch.tutorial.kubebuilder.io"], "verbs": ["patch"]}),
+        ] {
+            assert!(rules.contains(&rule), "{rule} missing: {rules:?}");
+        }
+    }
+    Ok(())
+}
+
 /// The host may act as exactly the declared plugins: their ServiceAccounts by name, and no
 /// impersonation at all without a plugin (empty resource names would mean every account).
 #[tokio::test]

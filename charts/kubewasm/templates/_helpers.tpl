@@ -53,6 +53,36 @@ grant no watch or name objects. Takes (dict "rule" RULE "sharded" BOOL).
 {{- end -}}
 {{- end -}}
 
+{{/* The Secret the host keeps its own webhook CA and certificate in (without cert-manager). */}}
+{{- define "kubewasm.webhookCertSecret" -}}
+{{ include "kubewasm.fullname" . }}-webhook-certs
+{{- end -}}
+
+{{/* Where a cert-manager certificate of the webhook server is mounted. */}}
+{{- define "kubewasm.webhookCertDir" -}}
+/etc/kubewasm/webhook-certs
+{{- end -}}
+
+{{/*
+What the host's leader needs to write the webhook configurations (named after the host and each
+plugin, whatever plugins come: not limited to names) and the conversion of `conversionCRDs`: it
+lists the CRDs every round, to put back those no plugin converts any more.
+*/}}
+{{- define "kubewasm.webhookRules" -}}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations]
+  verbs: [create, delete, get, list, patch]
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list]
+{{- with .Values.webhooks.conversionCRDs }}
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  resourceNames: {{ toJson . }}
+  verbs: [patch]
+{{- end }}
+{{- end -}}
+
 {{/* The ring of the replicas when sharding is on: sharding.ring, else the release's full name. */}}
 {{- define "kubewasm.shardRing" -}}
 {{- .Values.sharding.ring | default (include "kubewasm.fullname" .) -}}

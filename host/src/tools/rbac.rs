@@ -4,7 +4,9 @@
 //! namespace its namespace-limited rules name (never a ClusterRole for those), with bindings;
 //! the host keeps only what it needs itself — list and watch of what plugins read, its Lease,
 //! its status ConfigMap, its own Events, and `impersonate` on exactly the plugins'
-//! ServiceAccounts. With `--plugin-identity=host`, the host gets everything.
+//! ServiceAccounts. With `--plugin-identity=host`, the host gets everything. When plugins declare
+//! admission or conversion hooks, the host also gets what serving them takes: writing their
+//! webhook configurations and CRD conversion stanzas, and keeping its own certificate's Secret.
 //!
 //! Plural names follow kube's pluralization of the kind (the API's own for every built-in
 //! kind), and built-in cluster-scoped kinds are known; no cluster is needed.
@@ -17,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::identity::service_account;
 use crate::manifest::{Manifest, Rule, Verb};
-use crate::resource::{Gvk, Scope, builtin_scope, plural};
+use crate::resource::{Gvk, Scope, builtin_scope, crd_name, plural};
 
 /// Who the host's rules are for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +42,20 @@ pub struct HostNeeds {
     /// Whether the host runs in a shard ring: a sharded plugin's identity must then itself be
     /// allowed to `patch` what the host labels for it (`Manifest::sharding_rules`).
     pub sharded: bool,
+    /// How the host serves plugins' hooks (`kubewasm run --webhook-*`), if it does; granted only
+    /// when some plugin declares hooks.
+    pub webhooks: Option<WebhookNeeds>,
+}
+
+/// What serving plugins' hooks takes of the host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WebhookNeeds {
+    /// The leader writes the webhook configurations and CRD conversion stanzas (`--webhook-url`
+    /// or `--webhook-service`); otherwise they are the user's (`kubewasm webhooks`).
+    pub writes: bool,
+    /// The Secret (namespace, name) the host keeps its own CA and certificate in; `None` when
+    /// the certificate is mounted (`--webhook-cert-dir`).
+    pub cert_secret: Option<(String, String)>,
 }
 
 /// Verbs by (API group, resource), then by the resource names they are limited to.
@@ -129,7 +145,36 @@ fn host_grants(manifests: &[Manifest], host: &HostNeeds) -> Grants {
         let accounts = manifests.iter().map(|m| service_account(&m.name)).collect();
         grants.add(Some(ns), "", "serviceaccounts".into(), accounts, ["impersonate"]);
     }
+    if let Some(webhooks) = &host.webhooks
+        && manifests.iter().any(|m| !m.hooks.is_empty())
+    {
+        add_webhook_grants(&mut grants, manifests, webhooks);
+    }
     grants
+}
+
+/// What the webhook configurations' writer (`webhook::configuration::Writer`) and the host's own
+/// certificate (`webhook::certs`) need.
+fn add_webhook_grants(grants: &mut Grants, manifests: &[Manifest], webhooks: &WebhookNeeds) {
+    if webhooks.writes {
+        // Named HOST-PLUGIN for whatever plugins come and go: not limited to names.
+        for resource in ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"] {
+            grants.add(None, "admissionregistration.k8s.io", resource.into(), Vec::new(), ["get", "list", "create", "patch", "delete"]);
+        }
+        // Each round the writer lists the CRDs it pointed at a plugin, to put back those no
+        // plugin converts any more: a `list` even when none converts now.
+        grants.add(None, "apiextensions.k8s.io", "customresourcedefinitions".into(), Vec::new(), ["list"]);
+        let converted: BTreeSet<String> = manifests.iter().flat_map(|m| m.hooks.conversion.iter().map(crd_name)).collect();
+        if !converted.is_empty() {
+            // Pointing a CRD elsewhere intercepts every object of it: only the CRDs converted.
+            grants.add(None, "apiextensions.k8s.io", "customresourcedefinitions".into(), converted.into_iter().collect(), ["patch"]);
+        }
+    }
+    if let Some((ns, name)) = &webhooks.cert_secret {
+        // RBAC cannot limit `create` to a name: the object has none when it is authorized.
+        grants.add(Some(ns), "", "secrets".into(), Vec::new(), ["create"]);
+        grants.add(Some(ns), "", "secrets".into(), vec![name.clone()], ["get", "update"]);
+    }
 }
 
 fn rules(by_resource: &ByResource) -> Vec<PolicyRule> {
@@ -360,6 +405,68 @@ mod tests {
             identity_namespace: Some("kubewasm".into()),
             namespaces: Vec::new(),
             sharded: false,
+            webhooks: None,
+        }
+    }
+
+    /// `sample` with a validating hook on Foo and a conversion of Foo.
+    fn hooked() -> Manifest {
+        use crate::hooks::{AdmissionHook, FailurePolicy, Hooks, Operation, SideEffects};
+        let foo = Gvk::new("samplecontroller.k8s.io", "v1alpha1", "Foo");
+        let hook = AdmissionHook {
+            name: "validate".into(),
+            mutating: false,
+            kinds: vec![foo.clone()],
+            operations: vec![Operation::Create],
+            failure_policy: FailurePolicy::Fail,
+            timeout: std::time::Duration::from_secs(10),
+            side_effects: SideEffects::None,
+            match_conditions: vec![],
+        };
+        Manifest { hooks: Hooks { admission: vec![hook], conversion: vec![foo] }, ..manifest() }
+    }
+
+    fn webhook_needs(writes: bool, cert_secret: bool) -> HostNeeds {
+        let cert_secret = cert_secret.then(|| ("kubewasm".to_string(), "kubewasm-webhook-certs".to_string()));
+        HostNeeds { webhooks: Some(WebhookNeeds { writes, cert_secret }), ..needs() }
+    }
+
+    /// The writer of the configurations gets them all, `list` of CRDs and `patch` of only the
+    /// CRDs converted; the host's own certificate, its Secret by name (but `create`).
+    #[test]
+    fn hooks_give_the_host_their_configurations_the_converted_crds_and_its_certificates_secret() {
+        let grants = host_grants(&[hooked()], &webhook_needs(true, true));
+        for resource in ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"] {
+            assert_eq!(verbs(&grants, None, "admissionregistration.k8s.io", resource, &[]), ["create", "delete", "get", "list", "patch"]);
+        }
+        assert_eq!(verbs(&grants, None, "apiextensions.k8s.io", "customresourcedefinitions", &[]), ["list"]);
+        assert_eq!(verbs(&grants, None, "apiextensions.k8s.io", "customresourcedefinitions", &["foos.samplecontroller.k8s.io"]), ["patch"]);
+        assert_eq!(verbs(&grants, Some("kubewasm"), "", "secrets", &[]), ["create"]);
+        assert_eq!(verbs(&grants, Some("kubewasm"), "", "secrets", &["kubewasm-webhook-certs"]), ["get", "update"]);
+        let yaml = render(&[hooked()], &webhook_needs(true, true), &Grantee::User("host".into()), "kubewasm");
+        assert!(yaml.contains("resourceNames:\n  - foos.samplecontroller.k8s.io"), "{yaml}");
+
+        // No conversion: no CRD patched, but still listed (the writer undoes earlier ones).
+        let mut validating_only = hooked();
+        validating_only.hooks.conversion.clear();
+        let grants = host_grants(&[validating_only], &webhook_needs(true, false));
+        let crds = &grants.0[&None][&("apiextensions.k8s.io".to_string(), "customresourcedefinitions".to_string())];
+        assert_eq!(crds.keys().collect::<Vec<_>>(), [&Vec::<String>::new()], "list only");
+        assert!(!grants.0[&Some("kubewasm".to_string())].contains_key(&(String::new(), "secrets".to_string())), "a mounted certificate");
+
+        // Configurations left to the user: the certificate's Secret only.
+        let grants = host_grants(&[hooked()], &webhook_needs(false, true));
+        assert!(!grants.0[&None].keys().any(|(group, _)| group == "admissionregistration.k8s.io" || group == "apiextensions.k8s.io"));
+        assert_eq!(verbs(&grants, Some("kubewasm"), "", "secrets", &["kubewasm-webhook-certs"]), ["get", "update"]);
+    }
+
+    /// Plugins without hooks, or a host serving none: nothing of webhooks.
+    #[test]
+    fn no_hooks_no_webhook_grants() {
+        for (manifest, host) in [(manifest(), webhook_needs(true, true)), (hooked(), needs())] {
+            let grants = host_grants(&[manifest], &host);
+            let all: Vec<&(String, String)> = grants.0.values().flat_map(|by| by.keys()).collect();
+            assert!(!all.iter().any(|(group, resource)| group.starts_with("admissionregistration") || resource == "customresourcedefinitions" || resource == "secrets"), "{all:?}");
         }
     }
 

@@ -49,6 +49,30 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
+    /// A base URL as a flag gives it: `https://HOST[:PORT][/PATH]` (the API server calls hooks
+    /// over HTTPS only).
+    pub fn url(text: &str) -> Result<Endpoint, EndpointError> {
+        let host = text.strip_prefix("https://").map(|rest| rest.split(['/', ':']).next().unwrap_or_default());
+        match host {
+            Some(host) if !host.is_empty() => Ok(Endpoint::Url(text.to_owned())),
+            _ => Err(EndpointError::Url(text.to_owned())),
+        }
+    }
+
+    /// A Service as a flag gives it: `NAMESPACE/NAME[:PORT]`, port 443 unless given.
+    pub fn service(text: &str) -> Result<Endpoint, EndpointError> {
+        let problem = || EndpointError::Service(text.to_owned());
+        let (namespace, rest) = text.split_once('/').ok_or_else(problem)?;
+        let (name, port) = match rest.split_once(':') {
+            Some((name, port)) => (name, port.parse().map_err(|_| problem())?),
+            None => (rest, 443),
+        };
+        if !crate::resource::is_dns_label(namespace) || !crate::resource::is_dns_label(name) || port == 0 {
+            return Err(problem());
+        }
+        Ok(Endpoint::Service { namespace: namespace.into(), name: name.into(), port })
+    }
+
     /// The `clientConfig` of a hook at `path`.
     fn client_config(&self, path: &str, ca: Option<&[u8]>) -> Value {
         let mut config = match self {
@@ -60,6 +84,16 @@ impl Endpoint {
         }
         config
     }
+}
+
+/// An endpoint as a flag gives it, not understood. (Apart from [`ConfigurationError`]: a
+/// flag's error stays small.)
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("{0:?} is not a URL the API server calls hooks at: write https://HOST[:PORT]")]
+    Url(String),
+    #[error("{0:?} is not a Service: write NAMESPACE/NAME[:PORT], e.g. kubewasm/kubewasm-webhooks:443")]
+    Service(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -409,6 +443,22 @@ mod tests {
             json!({ "service": { "namespace": "kubewasm", "name": "kubewasm-webhooks", "port": 443, "path": "/validate/cron/validate" } })
         );
         assert_eq!(webhook.get("namespaceSelector"), None);
+    }
+
+    #[test]
+    fn endpoints_as_flags_give_them() {
+        assert_eq!(Endpoint::url("https://10.0.0.1:9443").unwrap(), Endpoint::Url("https://10.0.0.1:9443".into()));
+        assert_eq!(
+            Endpoint::service("kubewasm/kubewasm-webhooks").unwrap(),
+            Endpoint::Service { namespace: "kubewasm".into(), name: "kubewasm-webhooks".into(), port: 443 }
+        );
+        assert_eq!(Endpoint::service("ns/svc:8443").unwrap(), Endpoint::Service { namespace: "ns".into(), name: "svc".into(), port: 8443 });
+        for bad in ["http://h:1", "https://", "https://:9443"] {
+            assert!(matches!(Endpoint::url(bad), Err(EndpointError::Url(_))), "{bad}");
+        }
+        for bad in ["svc", "ns/", "/svc", "ns/svc:http", "ns/svc:0", "Ns/svc"] {
+            assert!(matches!(Endpoint::service(bad), Err(EndpointError::Service(_))), "{bad}");
+        }
     }
 
     #[test]
