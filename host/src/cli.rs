@@ -512,46 +512,18 @@ struct WebhookArgs {
     #[arg(long, value_name = "NAME", default_value = "kubewasm-webhook-certs")]
     webhook_cert_secret: String,
 
-    /// How the API server reaches the hooks, as a base URL (https://HOST:PORT): the leader writes
-    /// the webhook configurations and CRD conversion stanzas pointing there. Without it (or
-    /// --webhook-service) nothing is written: apply what `kubewasm webhooks` prints
-    #[arg(long, value_name = "URL", conflicts_with = "webhook_service")]
-    webhook_url: Option<String>,
-
-    /// How the API server reaches the hooks, as a Service in front of the replicas:
-    /// NAMESPACE/NAME[:PORT] (port 443 unless given)
-    #[arg(long, value_name = "NAMESPACE/NAME[:PORT]")]
-    webhook_service: Option<String>,
+    /// How the API server reaches the hooks (--webhook-url or --webhook-service): the leader
+    /// writes the webhook configurations and CRD conversion stanzas pointing there. Without
+    /// either, nothing is written: apply what `kubewasm webhooks` prints
+    #[command(flatten)]
+    endpoint: EndpointArgs,
 }
 
 impl WebhookArgs {
-    /// The webhook server's configuration, if hooks are served.
+    /// The webhook server's configuration, if hooks are served; the host's own certificate in
+    /// `namespace`.
     fn config(self, namespace: &str) -> Result<Option<crate::app::WebhookConfig>, String> {
-        use crate::webhook::configuration::Endpoint;
-        let endpoint = match (self.webhook_url, self.webhook_service) {
-            (Some(url), _) => {
-                let rest = url.strip_prefix("https://").ok_or_else(|| format!("--webhook-url {url:?}: the API server calls hooks over https://"))?;
-                let host = rest.split(['/', ':']).next().unwrap_or_default();
-                if host.is_empty() {
-                    return Err(format!("--webhook-url {url:?}: name a host"));
-                }
-                Some((Endpoint::Url(url.clone()), vec![host.trim_matches(['[', ']']).to_owned()]))
-            }
-            (None, Some(service)) => {
-                let problem = || format!("--webhook-service {service:?}: write NAMESPACE/NAME[:PORT], e.g. kubewasm/kubewasm-webhooks:443");
-                let (namespace, rest) = service.split_once('/').ok_or_else(problem)?;
-                let (name, port) = match rest.split_once(':') {
-                    Some((name, port)) => (name, port.parse().map_err(|_| problem())?),
-                    None => (rest, 443),
-                };
-                if !crate::resource::is_dns_label(namespace) || !crate::resource::is_dns_label(name) {
-                    return Err(problem());
-                }
-                let names = vec![format!("{name}.{namespace}.svc"), format!("{name}.{namespace}.svc.cluster.local")];
-                Some((Endpoint::Service { namespace: namespace.into(), name: name.into(), port }, names))
-            }
-            (None, None) => None,
-        };
+        let endpoint = self.endpoint.endpoint()?;
         let Some(bind) = self.webhook_bind_address else {
             if endpoint.is_some() {
                 return Err("--webhook-url and --webhook-service need --webhook-bind-address: the address this host serves hooks on".into());
@@ -563,10 +535,7 @@ impl WebhookArgs {
             Some(dir) => crate::app::WebhookCerts::Dir(dir),
             None => crate::app::WebhookCerts::Secret { namespace: namespace.into(), name: self.webhook_cert_secret },
         };
-        let (endpoint, dns_names) = match endpoint {
-            Some((endpoint, names)) => (Some(endpoint), names),
-            None => (None, vec!["localhost".into()]),
-        };
+        let dns_names = endpoint.as_ref().map_or_else(|| vec!["localhost".into()], |e| e.dns_names());
         Ok(Some(crate::app::WebhookConfig { bind, certs, endpoint, dns_names }))
     }
 }
@@ -1222,7 +1191,11 @@ async fn rbac(args: RbacArgs) -> Result<ExitCode, String> {
         sharded: args.sharded,
         webhooks: Some(crate::tools::rbac::WebhookNeeds {
             writes: args.webhooks.endpoint.endpoint()?.is_some(),
-            cert_secret: args.webhooks.webhook_cert_dir.is_none().then(|| (args.identity.identity_namespace.clone(), args.webhooks.webhook_cert_secret.clone())),
+            cert_secret: args
+                .webhooks
+                .webhook_cert_dir
+                .is_none()
+                .then(|| (args.identity.identity_namespace.clone(), args.webhooks.webhook_cert_secret.clone())),
         }),
     };
     if let Some(name) = &args.plugin {

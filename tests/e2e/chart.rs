@@ -237,10 +237,12 @@ async fn webhooks_get_their_service_port_flags_certificate_and_rbac() -> Result<
         }
 
         let role = find(&objects, "Role", RELEASE)?;
-        let secret_rules: Vec<&Value> = role["rules"].as_array().context("rules")?.iter().filter(|r| r["resources"] == serde_json::json!(["secrets"])).collect();
+        let secret_rules: Vec<&Value> =
+            role["rules"].as_array().context("rules")?.iter().filter(|r| r["resources"] == serde_json::json!(["secrets"])).collect();
         if cert_manager {
             let dir = args.iter().find_map(|a| a.strip_prefix("--webhook-cert-dir=")).context("--webhook-cert-dir")?;
-            let mount = container["volumeMounts"].as_array().and_then(|m| m.iter().find(|m| m["mountPath"] == dir)).context("nothing mounted at the cert dir")?;
+            let mount =
+                container["volumeMounts"].as_array().and_then(|m| m.iter().find(|m| m["mountPath"] == dir)).context("nothing mounted at the cert dir")?;
             let volume = pod["volumes"].as_array().and_then(|v| v.iter().find(|v| v["name"] == mount["name"])).context("the cert dir's volume")?;
             let certificate = find(&objects, "Certificate", "kubewasm-webhooks")?;
             assert_eq!(volume["secret"]["secretName"], certificate["spec"]["secretName"]);

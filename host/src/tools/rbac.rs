@@ -466,7 +466,11 @@ mod tests {
         for (manifest, host) in [(manifest(), webhook_needs(true, true)), (hooked(), needs())] {
             let grants = host_grants(&[manifest], &host);
             let all: Vec<&(String, String)> = grants.0.values().flat_map(|by| by.keys()).collect();
-            assert!(!all.iter().any(|(group, resource)| group.starts_with("admissionregistration") || resource == "customresourcedefinitions" || resource == "secrets"), "{all:?}");
+            assert!(
+                !all.iter()
+                    .any(|(group, resource)| group.starts_with("admissionregistration") || resource == "customresourcedefinitions" || resource == "secrets"),
+                "{all:?}"
+            );
         }
     }
 

@@ -73,6 +73,21 @@ impl Endpoint {
         Ok(Endpoint::Service { namespace: namespace.into(), name: name.into(), port })
     }
 
+    /// What a serving certificate must be for: the URL's host, or the Service's DNS names.
+    pub fn dns_names(&self) -> Vec<String> {
+        match self {
+            Endpoint::Url(url) => {
+                let rest = url.strip_prefix("https://").unwrap_or(url);
+                let host = match rest.strip_prefix('[') {
+                    Some(bracketed) => bracketed.split(']').next(),
+                    None => rest.split(['/', ':']).next(),
+                };
+                host.into_iter().map(str::to_owned).collect()
+            }
+            Endpoint::Service { namespace, name, .. } => vec![format!("{name}.{namespace}.svc"), format!("{name}.{namespace}.svc.cluster.local")],
+        }
+    }
+
     /// The `clientConfig` of a hook at `path`.
     fn client_config(&self, path: &str, ca: Option<&[u8]>) -> Value {
         let mut config = match self {
@@ -453,6 +468,10 @@ mod tests {
             Endpoint::Service { namespace: "kubewasm".into(), name: "kubewasm-webhooks".into(), port: 443 }
         );
         assert_eq!(Endpoint::service("ns/svc:8443").unwrap(), Endpoint::Service { namespace: "ns".into(), name: "svc".into(), port: 8443 });
+        // What the host's own certificate is made for.
+        assert_eq!(Endpoint::url("https://10.0.0.1:9443/x").unwrap().dns_names(), ["10.0.0.1"]);
+        assert_eq!(Endpoint::url("https://[::1]:9443").unwrap().dns_names(), ["::1"]);
+        assert_eq!(Endpoint::service("ns/svc").unwrap().dns_names(), ["svc.ns.svc", "svc.ns.svc.cluster.local"]);
         for bad in ["http://h:1", "https://", "https://:9443"] {
             assert!(matches!(Endpoint::url(bad), Err(EndpointError::Url(_))), "{bad}");
         }
