@@ -400,7 +400,8 @@ pub async fn run(config: RunConfig) -> Result<(), AppError> {
         Some(webhooks) => {
             let fence = WebhookFence { leadership: leadership.clone(), namespaces: config.namespaces.clone(), host: config.lease_name.clone() };
             let reach = WebhookReach { client: client.clone(), discovery: discovery.clone(), events: events.clone() };
-            start_webhooks(webhooks, reach, hooked.clone(), fence, metrics.clone(), webhooks_shutdown.clone()).await?
+            let stops = WebhookStops { serving: webhooks_shutdown.clone(), writing: shutdown.clone() };
+            start_webhooks(webhooks, reach, hooked.clone(), fence, metrics.clone(), stops).await?
         }
         None => Vec::new(),
     };
@@ -461,6 +462,14 @@ struct WebhookReach {
     events: EventRecorder,
 }
 
+/// When the webhook server and the writer stop. The writer stops as shutdown begins: the
+/// plugins stopping then must not take their configurations with them (the other replicas go on
+/// serving them); the server stops once the plugins have, after the requests in flight.
+struct WebhookStops {
+    serving: CancellationToken,
+    writing: CancellationToken,
+}
+
 /// Who writes the webhook configurations, and for which namespaces.
 struct WebhookFence {
     leadership: Leadership,
@@ -477,7 +486,7 @@ async fn start_webhooks(
     hooked: Hooked,
     fence: WebhookFence,
     metrics: Arc<Metrics>,
-    shutdown: CancellationToken,
+    stops: WebhookStops,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, AppError> {
     let source = match &config.certs {
         WebhookCerts::Dir(dir) => CertSource::Dir(dir.clone()),
@@ -485,14 +494,14 @@ async fn start_webhooks(
             CertSource::Managed { api: reach.client.clone(), namespace: namespace.clone(), name: name.clone(), dns_names: config.dns_names.clone() }
         }
     };
-    let certs = ServingCerts::start(source, metrics.certs(), shutdown.clone()).await?;
+    let certs = ServingCerts::start(source, metrics.certs(), stops.serving.clone()).await?;
     let listener = crate::webhook::listen(config.bind).await?;
     tracing::info!(addr = %listener.local_addr().unwrap_or(config.bind), "serving plugins' webhooks");
-    let mut tasks = vec![tokio::spawn(crate::webhook::serve(listener, certs.tls_config(), hooked.clone(), metrics, reach.events, shutdown.clone()))];
+    let mut tasks = vec![tokio::spawn(crate::webhook::serve(listener, certs.tls_config(), hooked.clone(), metrics, reach.events, stops.serving))];
     if let Some(endpoint) = config.endpoint.clone() {
         let writer =
             Writer { api: reach.client, discovery: reach.discovery, hooked, host: fence.host, endpoint, ca: certs.ca_bundle(), namespaces: fence.namespaces };
-        tasks.push(tokio::spawn(writer.run(fence.leadership, shutdown)));
+        tasks.push(tokio::spawn(writer.run(fence.leadership, stops.writing)));
     }
     Ok(tasks)
 }
