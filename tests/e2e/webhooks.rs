@@ -127,7 +127,15 @@ async fn a_standby_serves_hooks() -> Result<()> {
     let answered = standby.metric("kubewasm_webhook_answers_total", &[("plugin", "widgets")]).await?;
     ensure!(answered >= 2.0, "the standby answered {answered} reviews");
     ensure!(leader.metric("kubewasm_webhook_answers_total", &[("plugin", "widgets")]).await? == 0.0, "the leader answered reviews");
-    standby.stop().await?;
+
+    // The leader stops (a rolling restart): its plugins stop, but their configuration stays for
+    // the replica still serving them.
     leader.stop().await?;
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(ns.client().clone());
+    let name = format!("{}-widgets", shared.lease);
+    ensure!(configurations.get_opt(&name).await?.is_some(), "the stopping leader removed {name}");
+    let refused = v1.create(&PostParams::default(), &widget(&group, "v1", "big", json!({ "size": 20 }))).await;
+    ensure!(refused.is_err(), "a Widget of size 20 was stored after the leader stopped");
+    standby.stop().await?;
     Ok(())
 }
