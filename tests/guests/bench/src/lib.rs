@@ -5,7 +5,7 @@
 use kubewasm_sdk::bindings::exports::kubewasm::controller::access::{self, Rule};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::plugin::{self, Limits, Manifest, Permission, Verb};
 use kubewasm_sdk::bindings::exports::kubewasm::controller::reconciler::{self, Request};
-use kubewasm_sdk::bindings::exports::kubewasm::controller::{clusters, composite, projections, release, views};
+use kubewasm_sdk::bindings::exports::kubewasm::controller::{clusters, composite, projections, release, views, webhooks};
 use kubewasm_sdk::bindings::kubewasm::controller::types::{Action, Error, ErrorCode, Gvk, ObjectKey};
 use kubewasm_sdk::bindings::kubewasm::controller::{cache, client};
 
@@ -80,6 +80,25 @@ impl views::Guest for Bench {
 impl projections::Guest for Bench {
     fn fields() -> Vec<projections::Projection> {
         Vec::new()
+    }
+}
+
+// It serves no hooks: the host never calls the rest.
+impl webhooks::Guest for Bench {
+    fn declare() -> webhooks::Declaration {
+        webhooks::Declaration { admission: Vec::new(), conversion: Vec::new() }
+    }
+
+    fn validate(_: webhooks::AdmissionRequest) -> Result<Vec<String>, webhooks::Denial> {
+        unreachable!("declares no hooks")
+    }
+
+    fn mutate(_: webhooks::AdmissionRequest) -> Result<webhooks::Mutation, webhooks::Denial> {
+        unreachable!("declares no hooks")
+    }
+
+    fn convert(_: Vec<String>, _: String) -> Result<Vec<String>, String> {
+        unreachable!("declares no hooks")
     }
 }
 
