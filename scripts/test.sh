@@ -193,7 +193,7 @@ for line in open(sys.argv[1], errors="replace"):
         else: failed += 1
 # The failures by name, each with where it panicked and the message's first line, just above the
 # closing line: CI may keep only the log's tail.
-names, panics, after = [], {}, None
+names, panics, after, current = [], {}, None, None
 for line in open(sys.argv[1], errors="replace"):
     line = re.sub(r"^\[\w+\] ", "", line.rstrip("\n"))
     if after:
@@ -201,11 +201,16 @@ for line in open(sys.argv[1], errors="replace"):
         after = None
     if m := re.match(r"^test (\S+) \.\.\. FAILED", line):
         names.append(m[1])
+    elif m := re.match(r"^---- (\S+) stdout ----$", line):
+        current = m[1]
+    elif current and line.startswith("Error: "):        # a test that returned an error
+        panics.setdefault(current, line[:300])
+        current = None
     elif m := re.match(r"^thread '([^']+)' \(?\d*\)? ?panicked at (\S+?):?$", line):
         after = (m[1], m[2])
     elif m := re.match(r"^(--- FAIL: \S+|lint failed: .*)", line):
         names.append(m[1])
-for name in names:
+for name in dict.fromkeys(names):
     print(f"FAILED {name}" + (f"  ({panics[name]})" if name in panics else ""))
 if sys.argv[2] != "0" and failed == 0:
     failed = 1  # a runner failed without reporting a test failure (build error, crash)

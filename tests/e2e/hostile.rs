@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kubewasm_tests::plugindir::OUTPUT_LABEL;
 use kubewasm_tests::webhook::{AdmissionWebhook, Answer};
-use kubewasm_tests::widgets::{Shared, free_port, hooks_guest, wait_hooks_served, webhook_host, widget, widget_crd, widgets};
+use kubewasm_tests::widgets::{Shared, free_port, hooks_guest, wait_hook_called, wait_hooks_served, webhook_host, widget, widget_crd, widgets};
 use kubewasm_tests::{ControlPlane, E2eSettings, Host, HostConfig, PluginDir, TestNamespace, apply_crd, components, eventually, guests, prom, unique_name};
 use serde_json::json;
 use support::*;
@@ -977,6 +977,9 @@ async fn webhooks_that_loop_trap_flood_or_sleep_are_answered_by_their_failure_po
     host.wait_ready(READY).await?;
     let calm = widgets(ns.client(), ns.name(), &calm_group, "v1");
     wait_hooks_served(&calm, &calm_group).await?;
+    for (mode, _, group) in &attackers {
+        wait_hook_called(&host, &widgets(ns.client(), ns.name(), group, "v1"), group, mode).await?;
+    }
     let pid = host.pid().context("the host runs")?;
     let baseline = rss_mib(pid)?;
     kubewasm_tests::process::reset_peak_rss(pid)?;

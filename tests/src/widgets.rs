@@ -9,7 +9,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
-use crate::{ControlPlane, HostConfig, PluginDir, WaitError, eventually, guests, unique_name};
+use crate::{ControlPlane, Host, HostConfig, PluginDir, WaitError, eventually, guests, unique_name};
 
 /// How long hooks take to be served after a host starts.
 const READY: Duration = Duration::from_secs(60);
@@ -82,10 +82,33 @@ pub fn webhook_host(name: &str, dir: &PluginDir, cp: &ControlPlane, ns: &str, sh
 /// refused with the plugin's message.
 pub async fn wait_hooks_served(api: &Api<DynamicObject>, group: &str) -> Result<kube::core::Status, WaitError> {
     eventually("the validating hook to refuse a Widget of size 20", READY, || async {
-        match api.create(&PostParams::default(), &widget(group, "v1", &unique_name("probe"), json!({ "size": 20 }))).await {
+        let name = unique_name("probe");
+        match api.create(&PostParams::default(), &widget(group, "v1", &name, json!({ "size": 20 }))).await {
             Err(kube::Error::Api(status)) if status.message.contains("size must be at most 10") => Ok(*status),
             Err(e) => Err(format!("not yet: {e}")),
-            Ok(_) => Err("not yet: a Widget of size 20 was stored".to_string()),
+            // Not a Widget of the test's: it goes again.
+            Ok(_) => Err(match api.delete(&name, &Default::default()).await {
+                Ok(_) => "not yet: a Widget of size 20 was stored".to_string(),
+                Err(e) => format!("not yet: a Widget of size 20 was stored, and deleting it failed: {e}"),
+            }),
+        }
+    })
+    .await
+}
+
+/// Waits until the API server calls `plugin`'s validating hook for Widgets of `group`: a probe's
+/// answer, whatever it is, is counted by `host` (a hook failing open lets the probe through, so
+/// its answer alone cannot tell).
+pub async fn wait_hook_called(host: &Host, api: &Api<DynamicObject>, group: &str, plugin: &str) -> Result<(), WaitError> {
+    eventually(&format!("the API server to call plugin {plugin}'s hook"), READY, || async {
+        let name = unique_name("probe");
+        if api.create(&PostParams::default(), &widget(group, "v1", &name, json!({ "size": 1 }))).await.is_ok() {
+            let _ = api.delete(&name, &Default::default()).await;
+        }
+        match host.metric("kubewasm_webhook_answers_total", &[("plugin", plugin)]).await {
+            Ok(answers) if answers > 0.0 => Ok(()),
+            Ok(_) => Err("not yet".to_string()),
+            Err(e) => Err(e.to_string()),
         }
     })
     .await
