@@ -393,7 +393,7 @@ enum Call {
     Sync(ObjectKey, composite_exports::SyncRequest),
     /// A validating (or, when `mutating`, mutating) hook's answer to a review, within a deadline.
     Admit {
-        review: Box<Review>,
+        request: Box<webhooks_exports::AdmissionRequest>,
         mutating: bool,
         deadline: Duration,
     },
@@ -592,8 +592,9 @@ impl PluginRunner {
     /// What the plugin's validating (or, when `mutating`, mutating) hook answers for `review`,
     /// within `deadline` of its own time (at most the plugin's deadline). An answer out of its
     /// bounds is an `oversized` fault.
-    pub async fn admit(&self, review: Review, mutating: bool, deadline: Duration) -> Result<Verdict, CallError> {
-        match self.invoke(Call::Admit { review: Box::new(review), mutating, deadline }, None).await? {
+    pub async fn admit(&self, review: &Review, mutating: bool, deadline: Duration) -> Result<Verdict, CallError> {
+        let request = Box::new(admission::request(review));
+        match self.invoke(Call::Admit { request, mutating, deadline }, None).await? {
             Output::Verdict(verdict) => Ok(verdict),
             _ => unreachable!("admit returns a verdict"),
         }
@@ -695,9 +696,8 @@ impl PluginRunner {
                 (Call::Customize(_, parent), _, Some(composite)) => Output::Related(composite.call_customize(&mut *store, &parent.to_string()).await?),
                 (Call::Sync(_, request), _, Some(composite)) if request.finalizing => Output::Desired(composite.call_finalize(&mut *store, &request).await?),
                 (Call::Sync(_, request), _, Some(composite)) => Output::Desired(composite.call_sync(&mut *store, &request).await?),
-                (Call::Admit { review, mutating, .. }, ..) => {
+                (Call::Admit { request, mutating, .. }, ..) => {
                     let hooks = exports.webhooks.as_ref().expect("the webhook server calls plugins that declared hooks");
-                    let request = admission::request(&review);
                     Output::Verdict(if mutating {
                         admission::mutated(hooks.call_mutate(&mut *store, &request).await?)?
                     } else {

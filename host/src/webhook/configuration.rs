@@ -250,7 +250,7 @@ impl Writer {
             }
             let written = self.hooked.declared();
             let next = tokio::time::Instant::now()
-                + match self.write().await {
+                + match self.write(&written).await {
                     Ok(()) => RESYNC,
                     Err(e) => {
                         tracing::warn!("writing the webhook configurations: {e}");
@@ -273,9 +273,9 @@ impl Writer {
         }
     }
 
-    /// Writes every plugin's configurations and conversions; removes those of plugins gone.
-    pub async fn write(&self) -> Result<(), ConfigurationError> {
-        let declared = self.hooked.declared();
+    /// Writes the configurations and conversions of every plugin `declared`; removes those of
+    /// plugins gone.
+    pub async fn write(&self, declared: &BTreeMap<String, Hooks>) -> Result<(), ConfigurationError> {
         let ca = self.ca.borrow().clone();
         let apply = PatchParams::apply(FIELD_MANAGER).force();
         let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.api.clone());
@@ -283,7 +283,7 @@ impl Writer {
         // Every plugin is written even when one fails; the first failure is returned.
         let mut errors = Vec::new();
         let mut keep = (BTreeSet::new(), BTreeSet::new());
-        for (plugin, hooks) in &declared {
+        for (plugin, hooks) in declared {
             match self.resolve(plugin, hooks).await {
                 Ok(resources) => {
                     let rendered = render(&self.host, plugin, hooks, &resources, &self.endpoint, ca.as_deref(), &self.namespaces);
@@ -308,7 +308,7 @@ impl Writer {
         for (api, keep) in [(&validating as &dyn Prune, &keep.0), (&mutating, &keep.1)] {
             errors.extend(api.prune(&mine, keep).await.err());
         }
-        errors.extend(self.convert(&declared, ca.as_deref(), &apply).await.err());
+        errors.extend(self.convert(declared, ca.as_deref(), &apply).await.err());
         errors.into_iter().next().map_or(Ok(()), Err)
     }
 

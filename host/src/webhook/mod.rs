@@ -21,6 +21,7 @@ pub mod review;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -67,12 +68,14 @@ pub enum WebhookError {
 #[derive(Clone)]
 pub struct Hooked {
     plugins: Arc<RwLock<BTreeMap<String, (u64, Serving)>>>,
+    /// The last registration's number.
+    registered: Arc<AtomicU64>,
     changed: watch::Sender<u64>,
 }
 
 impl Default for Hooked {
     fn default() -> Self {
-        Hooked { plugins: Arc::default(), changed: watch::Sender::new(0) }
+        Hooked { plugins: Arc::default(), registered: Arc::default(), changed: watch::Sender::new(0) }
     }
 }
 
@@ -80,11 +83,7 @@ impl Hooked {
     /// Serves `plugin`'s hooks from whatever version `serving` hands out, from now on; returns
     /// the registration's number, for [`Hooked::withdraw`].
     pub fn serve(&self, plugin: &str, serving: Serving) -> u64 {
-        let mut number = 0;
-        self.changed.send_modify(|n| {
-            *n += 1;
-            number = *n;
-        });
+        let number = self.registered.fetch_add(1, Ordering::Relaxed) + 1;
         self.plugins.write().insert(plugin.to_owned(), (number, serving));
         self.changed.send_modify(|n| *n += 1);
         number
@@ -278,7 +277,7 @@ async fn admit(server: &Server, plugin: &str, hook_name: &str, mutating: bool, b
     };
     // The runner keeps the call within `deadline` of the plugin's own time; this bounds the
     // wall-clock too (waiting for an instance, a stalled host call).
-    let verdict = match tokio::time::timeout(deadline, runner.admit(request.clone(), mutating, deadline)).await {
+    let verdict = match tokio::time::timeout(deadline, runner.admit(&request, mutating, deadline)).await {
         Ok(Ok(verdict)) => verdict,
         Ok(Err(error)) => return fail(error.to_string()),
         Err(_) => return fail(format!("no answer within {} ms", deadline.as_millis())),
