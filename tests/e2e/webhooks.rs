@@ -39,8 +39,17 @@ async fn a_plugin_validates_defaults_and_converts_what_the_api_server_stores() -
     let kept = v1.create(&PostParams::default(), &widget(&group, "v1", "red", json!({ "size": 3, "color": "red" }))).await?;
     ensure!(kept.data["spec"]["color"] == json!("red"), "a set color was changed: {:?}", kept.data);
 
-    // Written as v2, stored as v1, read as either.
+    // Written as v2, stored as v1, read as either — once the CRD's conversion is in force (the
+    // API server takes up the host's patch of the CRD after its validating configuration).
     let v2 = widgets(ns.client(), ns.name(), &group, "v2");
+    eventually("a v1 Widget read as v2 through the plugin's conversion", READY, || async {
+        let small = v2.get("small").await?;
+        match small.data["spec"]["dimensions"]["size"].is_i64() {
+            true => Ok(()),
+            false => Err(anyhow!("not converted yet: {:?}", small.data)),
+        }
+    })
+    .await?;
     let written = v2.create(&PostParams::default(), &widget(&group, "v2", "new", json!({ "dimensions": { "size": 4 } }))).await?;
     ensure!(written.data["spec"]["dimensions"]["size"] == json!(4), "v2 answer: {:?}", written.data);
     let as_v1 = v1.get("new").await?;
